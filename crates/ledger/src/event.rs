@@ -1,0 +1,306 @@
+//! The event model: what a conversation is made of.
+//!
+//! An [`Event`] is one record of a conversation: a user message, an assistant reply, a tool
+//! call, a tool result, a note, or a system marker. Events are appended in commits (see
+//! [`NewCommit`]) and numbered by `seq`, 1-based and contiguous.
+//!
+//! A **turn** is a user event and everything after it up to the next user event. Events before
+//! the first user event (notes, imports) belong to no turn; see [`turn_starts`].
+//!
+//! # JSON form
+//!
+//! [`EventBody`] serializes as an internally tagged object, the same form the CLI accepts:
+//!
+//! ```json
+//! {"kind":"user","text":"hello"}
+//! {"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{"cmd":"ls"}}
+//! {"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","exit_code":0,"text":"a b"}
+//! {"kind":"assistant","text":"done"}
+//! {"kind":"note","text":"never push to main","pinned":true}
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// One stored event: its position, when it was committed, and what it says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// 1-based position in the conversation, contiguous and never reused.
+    pub seq: u64,
+    /// Commit time, milliseconds since the Unix epoch (UTC).
+    pub ts_ms: i64,
+    /// What the event says.
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+impl Event {
+    /// The event's kind.
+    pub fn kind(&self) -> EventKind {
+        self.body.kind()
+    }
+}
+
+/// The kinds of event, as stored in each record's header (one byte, see `docs/ledger-format.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum EventKind {
+    /// A user message; it opens a turn.
+    User = 1,
+    /// An assistant reply.
+    Assistant = 2,
+    /// A tool call made by the assistant.
+    ToolCall = 3,
+    /// The result of a tool call.
+    ToolResult = 4,
+    /// An application-supplied requirement or fact.
+    Note = 5,
+    /// A system marker (erasure tombstone, retention, import).
+    System = 6,
+}
+
+impl EventKind {
+    /// All kinds, in header-byte order.
+    pub const ALL: [EventKind; 6] = [
+        EventKind::User,
+        EventKind::Assistant,
+        EventKind::ToolCall,
+        EventKind::ToolResult,
+        EventKind::Note,
+        EventKind::System,
+    ];
+
+    /// The header byte of this kind.
+    pub fn as_byte(self) -> u8 {
+        self as u8
+    }
+
+    /// The kind for a header byte, if it names one.
+    pub fn from_byte(byte: u8) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_byte() == byte)
+    }
+
+    /// The name used in JSON (`"user"`, `"tool_result"`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::User => "user",
+            EventKind::Assistant => "assistant",
+            EventKind::ToolCall => "tool_call",
+            EventKind::ToolResult => "tool_result",
+            EventKind::Note => "note",
+            EventKind::System => "system",
+        }
+    }
+}
+
+/// What an event says. Serialized with a `"kind"` tag; see the module docs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum EventBody {
+    /// A user message.
+    User {
+        /// The message text.
+        text: String,
+    },
+    /// An assistant reply.
+    Assistant {
+        /// The reply text.
+        text: String,
+    },
+    /// A tool call. Its result, if any, is a later `ToolResult` with the same `call_id` in the
+    /// same turn.
+    ToolCall {
+        /// The provider's call id; unique within the turn.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// The call's arguments, as the model produced them.
+        #[serde(default = "empty_object")]
+        arguments: serde_json::Value,
+    },
+    /// The result of a tool call.
+    ToolResult {
+        /// The `call_id` of the call this answers (in the same turn).
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// How the call ended.
+        status: ToolStatus,
+        /// The process exit code, when the tool has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i64>,
+        /// The result text. When the full output was stored as an artifact, this is a
+        /// head/tail excerpt of it.
+        text: String,
+        /// The full output, when it was too large to keep inline.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        artifact: Option<ArtifactRef>,
+    },
+    /// An application-supplied requirement or fact.
+    Note {
+        /// The note text.
+        text: String,
+        /// A pinned note is mandatory in every projection (SPEC P4, P6).
+        #[serde(default, skip_serializing_if = "is_false")]
+        pinned: bool,
+        /// The seq of an earlier note this one explicitly replaces (SPEC P6). Never guessed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        supersedes: Option<u64>,
+    },
+    /// A system marker. These are written by ctxlog itself, not by applications.
+    System {
+        /// What the marker records.
+        marker: SystemMarker,
+    },
+}
+
+impl EventBody {
+    /// The body's kind.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            EventBody::User { .. } => EventKind::User,
+            EventBody::Assistant { .. } => EventKind::Assistant,
+            EventBody::ToolCall { .. } => EventKind::ToolCall,
+            EventBody::ToolResult { .. } => EventKind::ToolResult,
+            EventBody::Note { .. } => EventKind::Note,
+            EventBody::System { .. } => EventKind::System,
+        }
+    }
+
+    /// The human-readable text of the event, if it has one (tool calls have arguments instead,
+    /// system markers have none).
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            EventBody::User { text }
+            | EventBody::Assistant { text }
+            | EventBody::ToolResult { text, .. }
+            | EventBody::Note { text, .. } => Some(text),
+            EventBody::ToolCall { .. } | EventBody::System { .. } => None,
+        }
+    }
+}
+
+/// How a tool call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// The tool ran and succeeded.
+    Ok,
+    /// The tool ran and failed (or could not run).
+    Error,
+    /// The process died before the result arrived: effects unknown. Written by ctxlog when it
+    /// closes an interrupted call, never expected from applications.
+    Interrupted,
+}
+
+impl ToolStatus {
+    /// The JSON name (`"ok"`, `"error"`, `"interrupted"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Error => "error",
+            ToolStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A reference to a content-addressed artifact stored beside the ledger.
+///
+/// `name` is relative to the conversation's `artifacts/` directory and is exactly
+/// `sha256-<64 lowercase hex>`; anything else is refused when read (SPEC L6, R7).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactRef {
+    /// The artifact's file name: `sha256-<hex of its content>`.
+    pub name: String,
+    /// Its length in bytes.
+    pub bytes: u64,
+}
+
+/// A system marker's content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SystemMarker {
+    /// Records that a seq range was erased: what, when and why, never the content (SPEC E1).
+    Tombstone {
+        /// First erased seq.
+        from: u64,
+        /// Last erased seq (inclusive).
+        to: u64,
+        /// When, in milliseconds since the Unix epoch.
+        at_ms: i64,
+        /// Why, as the caller said.
+        reason: String,
+    },
+    /// Records that a retention policy removed a range (SPEC E2).
+    Retention {
+        /// First removed seq.
+        from: u64,
+        /// Last removed seq (inclusive).
+        to: u64,
+        /// The policy, as text.
+        policy: String,
+    },
+    /// Records an import (SPEC E4).
+    Import {
+        /// Where the events came from.
+        source: String,
+    },
+}
+
+/// A batch of events to append atomically (SPEC L1, L4).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewCommit {
+    /// An optional idempotency id: re-committing the same id with the same events writes
+    /// nothing and returns the original receipt; different events are a conflict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The events, in order.
+    pub events: Vec<EventBody>,
+}
+
+/// The indices in `events` at which turns start (each a user event). Events before the first
+/// index belong to no turn.
+pub fn turn_starts(events: &[Event]) -> Vec<usize> {
+    events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind() == EventKind::User)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_through_their_byte() {
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::from_byte(kind.as_byte()), Some(kind));
+        }
+        assert_eq!(EventKind::from_byte(0), None);
+        assert_eq!(EventKind::from_byte(7), None);
+    }
+
+    #[test]
+    fn bodies_use_the_documented_json_form() {
+        let body: EventBody = serde_json::from_str(
+            r#"{"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","exit_code":0,"text":"a b"}"#,
+        )
+        .unwrap();
+        assert_eq!(body.kind(), EventKind::ToolResult);
+        assert_eq!(body.text(), Some("a b"));
+        let err = serde_json::from_str::<EventBody>(r#"{"kind":"shout","text":"x"}"#);
+        assert!(err.is_err());
+    }
+}

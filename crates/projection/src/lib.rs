@@ -1,1 +1,105 @@
-//! placeholder
+//! ctxlog's projector: for each model call, the exact request body a provider receives,
+//! guaranteed to fit a byte and/or token budget (SPEC §5).
+//!
+//! ```
+//! use ctxlog_ledger::event::{Event, EventBody};
+//! use ctxlog_projection::{ProjectionRequest, SizeCache, SliceHistory, project};
+//!
+//! let events = vec![
+//!     Event { seq: 1, ts_ms: 0, body: EventBody::User { text: "The code is K-7.".into() } },
+//!     Event { seq: 2, ts_ms: 0, body: EventBody::Assistant { text: "Noted.".into() } },
+//! ];
+//! let request = ProjectionRequest::builder()
+//!     .model("gpt-4o-mini")
+//!     .system("Be brief.")
+//!     .input("What is the code?")
+//!     .max_bytes(4096)
+//!     .build()?;
+//! let mut cache = SizeCache::new();
+//! let projection = project(&SliceHistory::new(&events), &request, &mut cache)?;
+//! assert_eq!(
+//!     String::from_utf8(projection.body.clone()).unwrap(),
+//!     r#"{"model":"gpt-4o-mini","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"The code is K-7."},{"role":"assistant","content":"Noted."},{"role":"user","content":"What is the code?"}]}"#
+//! );
+//! assert_eq!(projection.report.bytes, projection.body.len() as u64);
+//! assert_eq!(projection.report.turns.kept, 1);
+//! # Ok::<(), ctxlog_projection::Error>(())
+//! ```
+//!
+//! What is guaranteed:
+//!
+//! * **Exact bytes (P2).** `report.bytes == body.len()`, and `body.len() <= max_bytes`; every
+//!   byte (omission notice, output limit, tools) is counted before fitting.
+//! * **Tokens (P3).** `report.tokens` is what [`count`] returns for the body: OpenAI's
+//!   published rule with a real offline tokenizer (`o200k_base`, `cl100k_base`); an estimate
+//!   for `anthropic-messages` ([`tokens`]). `report.tokens <= max_tokens - reserve_output`.
+//! * **Mandatory input (P4).** System prompt, current input, pinned notes (and with the agent
+//!   policy its pinned tiers) are never dropped: if they alone exceed the budget,
+//!   [`Error::MandatoryExceedsBudget`] says how much they need.
+//! * **Whole turns, contiguous suffix (P5)** with the `turns` policy; tool calls travel with
+//!   their results, and a call without one is answered `interrupted: effects unknown`.
+//! * **Tiers (P6)** with the `agent` policy ([`agent`](crate::agent) module docs).
+//! * **Cost (P9).** Per-unit sizes live in the caller's [`SizeCache`]; with the `turns` policy
+//!   the result equals [`naive::project_naive`] byte for byte.
+//! * **No mutation (P10).** The projector takes `&H: History` and writes nothing anywhere.
+//!
+//! The long guide is `docs/projection.md`.
+
+mod agent;
+mod cache;
+mod common;
+mod error;
+mod history;
+mod json;
+pub mod naive;
+mod options;
+mod report;
+mod request;
+pub mod tokens;
+mod turns;
+pub mod wire;
+
+pub use agent::{EXCERPT_CHARS, ROW_CHARS};
+pub use cache::SizeCache;
+pub use error::{Error, Result};
+pub use history::{History, SeqRange, SliceHistory};
+pub use options::{Policy, Tokenizer, UnknownName, WireFormat};
+pub use report::{
+    BudgetReport, Clip, Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TierSize,
+    TurnCounts,
+};
+pub use request::{
+    DEFAULT_ANTHROPIC_MAX_TOKENS, ProjectionRequest, ProjectionRequestBuilder, RecalledPage,
+};
+pub use tokens::{Count, count};
+pub use wire::INTERRUPTED_RESULT;
+
+/// A projection: the body to send, and the report of how it was built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Projection {
+    /// The exact request body (compact JSON, UTF-8).
+    pub body: Vec<u8>,
+    /// What was kept, left out and clipped, with sizes per tier.
+    pub report: Report,
+}
+
+/// Builds the request body for `request` from `history`, within the request's budget.
+///
+/// `cache` carries per-unit sizes between projections of the same conversation; a fresh
+/// [`SizeCache`] works too (it is filled as a side effect). Nothing else is written.
+///
+/// # Errors
+///
+/// * [`Error::MandatoryExceedsBudget`] when the mandatory content alone does not fit;
+/// * [`Error::History`] when `history` fails;
+/// * [`Error::Internal`] if an internal invariant fails (the body is never returned over budget).
+pub fn project<H: History + ?Sized>(
+    history: &H,
+    request: &ProjectionRequest,
+    cache: &mut SizeCache,
+) -> Result<Projection> {
+    match request.policy() {
+        Policy::Turns => turns::project(history, request, cache),
+        Policy::Agent => agent::project(history, request, cache),
+    }
+}

@@ -1,1 +1,50 @@
-//! placeholder
+//! ctxlog's recall index: a disposable, per-conversation SQLite FTS5 index of a ledger's
+//! text, searched with literal queries and ranked with BM25, context, supersession and
+//! recency (SPEC §6, R1–R7). See `docs/recall.md` for the design and measured quality.
+//!
+//! ```
+//! use ctxlog_ledger::event::{Event, EventBody};
+//! use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let mut index = RecallIndex::open(dir.path().join("recall.sqlite"), "ledger-1")?;
+//! let note = |seq, text: &str| Event {
+//!     seq,
+//!     ts_ms: 0,
+//!     body: EventBody::Note { text: text.into(), pinned: false, supersedes: None },
+//! };
+//! index.update(
+//!     [note(1, "The database port is 5432."), note(2, "The database port was changed to 5433.")],
+//!     &NoArtifacts,
+//! )?;
+//! // Operators and SQL are just words here.
+//! let result = index.search("database port\"; DROP TABLE pages; --", &SearchOptions::default())?;
+//! assert_eq!(result.hits[0].seq, 2); // the update ranks above what it replaces
+//! assert!(result.note.contains("does not prove"));
+//! # Ok(()) }
+//! ```
+//!
+//! The crate reads only its own index file and what the caller supplies: events (directly or
+//! through a [`LedgerSource`]) and artifact texts through an [`ArtifactSource`] (SPEC R7).
+
+mod error;
+mod index;
+mod search;
+mod source;
+pub mod text;
+mod tool;
+
+pub use error::{Error, Result, SourceError};
+pub use index::{
+    APPLICATION_ID, INDEXED_KINDS, IndexConfig, Progress, RecallIndex, ResetReason, SCHEMA_VERSION,
+    TOOL_NAME, UpdateStats,
+};
+pub use search::{
+    ABSENCE_NOTE, DEFAULT_LIMIT, Hit, MAX_LIMIT, Ranking, RecallResult, SearchOptions,
+};
+pub use source::{ArtifactSource, LedgerSource, MemorySource, NoArtifacts};
+pub use tool::{
+    ArgsError, TOOL_DEFAULT_LIMIT, TOOL_DESCRIPTION, ToolArgs, ToolOutput, anthropic_tool,
+    input_schema, openai_tool, tool_error,
+};

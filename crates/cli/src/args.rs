@@ -1,0 +1,205 @@
+//! Command-line arguments (clap). Every flag's help states its default.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use ctxlog::projection::{Policy, Tokenizer, WireFormat};
+
+/// ctxlog: a durable conversation ledger that builds the exact LLM request body for a budget.
+///
+/// Every confirmed turn is kept in a checksummed ledger under --root. For each model call,
+/// `ctxlog project` writes the exact request body (OpenAI chat or Anthropic messages JSON)
+/// that fits a byte and/or token budget: the system prompt and current input first, then as
+/// many whole recent turns as fit. Nothing left out is lost: `ctxlog recall` finds it again.
+#[derive(Debug, Parser)]
+#[command(name = "ctxlog", version, about, long_about, after_help = EXAMPLES)]
+pub struct Cli {
+    /// The store directory [default: $CTXLOG_ROOT, else ./.ctxlog]
+    #[arg(
+        long,
+        global = true,
+        env = "CTXLOG_ROOT",
+        default_value = ".ctxlog",
+        hide_default_value = true
+    )]
+    pub root: PathBuf,
+
+    /// Print errors (and, where a command has one, its result) as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  echo '{\"user\":\"My code is ZX-81\",\"assistant\":\"Noted.\"}' | ctxlog commit chat1
+  ctxlog log chat1
+  ctxlog project chat1 --input 'What is my code?' --max-bytes 4000 > body.json
+  ctxlog verify chat1
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 mandatory input over budget, 4 locked by another
+writer, 5 corruption detected, 6 commit id conflict.";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Commit one turn (or part of one) from JSON, atomically and durably.
+    ///
+    /// Accepts {"user":"…","assistant":"…"} or the full form
+    /// {"id":"…","events":[{"kind":"user","text":"…"},{"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{}},
+    /// {"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","text":"…"},{"kind":"assistant","text":"…"}]}.
+    /// An agent may commit the user message, each tool call, each result and the reply one by
+    /// one: a tool_result must answer a tool_call of the same turn. Prints the seqs written as
+    /// JSON: {"first_seq":N,"last_seq":N,"replayed":false}.
+    Commit(CommitArgs),
+    /// List a conversation's events (seq, time, kind, text).
+    Log(LogArgs),
+    /// Check every record's checksum and the sidecar index; writes nothing.
+    ///
+    /// Exits 5 naming the offset and seq of a corrupt record; reports a torn tail that the next
+    /// writer will cut.
+    Verify(ConvArg),
+    /// Write the exact request body for one model call to stdout (no trailing newline).
+    ///
+    /// The system prompt and --input are mandatory; then whole turns are added newest first
+    /// while they fit --max-bytes and/or --max-tokens (minus --reserve-output). If the
+    /// mandatory part alone does not fit, exits 3 and says how much it needs. Never writes the
+    /// ledger.
+    Project(ProjectArgs),
+    /// Print the bytes and tokens of a request body: {"bytes":N,"tokens":N,"tokenizer":"…"}.
+    Count(CountArgs),
+    /// Search a conversation's history (JSON out): ranked pages with provenance.
+    ///
+    /// The query is taken literally (quotes, operators and SQL are just words). Without a
+    /// query, lists newest first. --seq pages through one event in order.
+    Recall(RecallArgs),
+    /// Delete and rebuild the conversation's recall index from the ledger (repairs a damaged one).
+    Reindex(ConvArg),
+}
+
+#[derive(Debug, Args)]
+pub struct ConvArg {
+    /// The conversation name: 1-64 characters from A-Z a-z 0-9 _ -
+    pub conversation: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CommitArgs {
+    /// The conversation name (created on first commit): 1-64 characters from A-Z a-z 0-9 _ -
+    pub conversation: String,
+    /// Idempotency id: re-committing the same id and content writes nothing and prints the
+    /// original seqs; the same id with other content exits 6.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Where to read the turn JSON from; `-` is standard input.
+    #[arg(default_value = "-")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// The conversation name.
+    pub conversation: String,
+    /// Start at this seq [default: 1]
+    #[arg(long, default_value_t = 1)]
+    pub from: u64,
+    /// Show at most this many events [default: all]
+    #[arg(long)]
+    pub limit: Option<u64>,
+}
+
+/// A budget is a positive whole number.
+fn positive(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("expected a positive whole number: {e}")),
+    }
+}
+
+/// A recall limit is 1 to 50.
+fn result_limit(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=ctxlog::recall::MAX_LIMIT).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a whole number from 1 to {}",
+            ctxlog::recall::MAX_LIMIT
+        )),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ProjectArgs {
+    /// The conversation name.
+    pub conversation: String,
+    /// The current user input (mandatory content).
+    #[arg(long)]
+    pub input: String,
+    /// The system prompt (mandatory content) [default: none]
+    #[arg(long)]
+    pub system: Option<String>,
+    /// The model name, written into the body as given
+    /// [default: gpt-4o for openai-chat, claude-sonnet-4-5 for anthropic-messages]
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The wire format: openai-chat or anthropic-messages
+    #[arg(long, default_value = "openai-chat")]
+    pub format: WireFormat,
+    /// Byte budget: the body's length will not exceed it [default: none]
+    #[arg(long, value_parser = positive)]
+    pub max_bytes: Option<u64>,
+    /// Token budget (input plus reserved output) [default: none]
+    #[arg(long, value_parser = positive)]
+    pub max_tokens: Option<u64>,
+    /// Tokenizer for token budgets and the report: o200k or cl100k
+    #[arg(long, default_value = "o200k")]
+    pub tokenizer: Tokenizer,
+    /// Tokens reserved for the reply: subtracted from --max-tokens and written as the output
+    /// limit field [default: none; 4096 for anthropic-messages, which requires the field]
+    #[arg(long, value_parser = positive)]
+    pub reserve_output: Option<u64>,
+    /// turns: whole recent turns; agent: pinned requests, latest results and status, tiers
+    #[arg(long, default_value = "turns")]
+    pub policy: Policy,
+    /// Include up to K relevant older pages from the recall index [default: 0 for turns, 2 for agent]
+    #[arg(long, value_name = "K")]
+    pub recall: Option<usize>,
+    /// Add a short notice saying which turns were left out and how to recall them
+    #[arg(long)]
+    pub notice: bool,
+    /// Write the projection report (JSON) to this file
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CountArgs {
+    /// The body's wire format: openai-chat or anthropic-messages
+    #[arg(long, default_value = "openai-chat")]
+    pub format: WireFormat,
+    /// o200k or cl100k
+    #[arg(long, default_value = "o200k")]
+    pub tokenizer: Tokenizer,
+    /// The request body; `-` is standard input.
+    #[arg(default_value = "-")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    /// The conversation name.
+    pub conversation: String,
+    /// What to look for, in plain words [default: list newest first]
+    #[arg(default_value = "")]
+    pub query: String,
+    /// Page through this one event instead of searching (--offset is then a page index)
+    #[arg(long)]
+    pub seq: Option<u64>,
+    /// Skip this many results (the previous result's next_offset)
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+    /// At most this many results (1-50)
+    #[arg(long, default_value_t = ctxlog::recall::DEFAULT_LIMIT, value_parser = result_limit)]
+    pub limit: usize,
+}

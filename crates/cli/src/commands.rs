@@ -1,0 +1,244 @@
+//! One function per subcommand: read input, call the facade, print.
+
+use std::io::Read;
+use std::path::Path;
+
+use ctxlog::Store;
+use ctxlog::ledger::{Event, EventBody};
+
+use crate::args::{Cli, Command, CommitArgs, ConvArg, CountArgs, LogArgs, ProjectArgs, RecallArgs};
+use crate::output::{self, Failure};
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<(), Failure> {
+    let json = cli.json;
+    let root = cli.root;
+    match cli.command {
+        Command::Commit(args) => commit(&root, args),
+        Command::Log(args) => log(&root, args, json),
+        Command::Verify(args) => verify(&root, args, json),
+        Command::Project(args) => project(&root, args),
+        Command::Count(args) => count(args),
+        Command::Recall(args) => recall(&root, args),
+        Command::Reindex(args) => reindex(&root, args),
+    }
+}
+
+fn commit(root: &Path, args: CommitArgs) -> Result<(), Failure> {
+    let input = read_input(&args.file)?;
+    let store = Store::open(root)?;
+    let mut conv = store.conversation(&args.conversation)?;
+    let receipt = conv.commit_json(&input, args.id.as_deref())?;
+    output::json_line(&receipt)
+}
+
+/// Reads a whole file, or standard input for `-`.
+fn read_input(file: &Path) -> Result<Vec<u8>, Failure> {
+    let mut bytes = Vec::new();
+    if file == Path::new("-") {
+        std::io::stdin().lock().read_to_end(&mut bytes)?;
+    } else {
+        bytes = std::fs::read(file)
+            .map_err(|e| Failure::other(format!("cannot read {}: {e}", file.display())))?;
+    }
+    Ok(bytes)
+}
+
+fn log(root: &Path, args: LogArgs, json: bool) -> Result<(), Failure> {
+    let store = Store::open(root)?;
+    let snapshot = store.snapshot(&args.conversation)?;
+    let last = match args.limit {
+        Some(n) => args.from.saturating_add(n).saturating_sub(1),
+        None => u64::MAX,
+    };
+    // Read in slices so a long ledger streams instead of loading at once.
+    let mut next = args.from.max(1);
+    while next <= last.min(snapshot.last_seq()) {
+        let end = next.saturating_add(255).min(last);
+        let mut out = Vec::new();
+        for event in snapshot.events(next..=end)? {
+            if json {
+                serde_json::to_writer(&mut out, &event)
+                    .map_err(|e| Failure::other(e.to_string()))?;
+                out.push(b'\n');
+            } else {
+                out.extend_from_slice(log_line(&event).as_bytes());
+            }
+        }
+        output::stdout(&out)?;
+        next = end.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// One human-readable line per event: seq, UTC time, kind, and a one-line text preview.
+fn log_line(event: &Event) -> String {
+    let detail = match &event.body {
+        EventBody::ToolCall {
+            call_id,
+            tool,
+            arguments,
+        } => format!("{tool}({arguments}) [{call_id}]"),
+        EventBody::ToolResult {
+            call_id,
+            tool,
+            status,
+            exit_code,
+            text,
+            artifact,
+        } => {
+            let exit = exit_code.map(|c| format!(" exit={c}")).unwrap_or_default();
+            let art = artifact
+                .as_ref()
+                .map(|a| format!(" artifact={} ({} bytes)", a.name, a.bytes))
+                .unwrap_or_default();
+            format!(
+                "{tool} [{call_id}] {}{exit}{art}: {}",
+                status.as_str(),
+                preview(text)
+            )
+        }
+        EventBody::System { marker } => serde_json::to_string(marker).unwrap_or_default(),
+        body => preview(body.text().unwrap_or_default()),
+    };
+    format!(
+        "{:>6}  {}  {:<11}  {detail}\n",
+        event.seq,
+        utc(event.ts_ms),
+        event.kind().as_str()
+    )
+}
+
+fn preview(text: &str) -> String {
+    const MAX: usize = 100;
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() > MAX {
+        format!("{}…", flat.chars().take(MAX).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+/// RFC 3339 UTC time, to the second, for milliseconds since the epoch.
+fn utc(ts_ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ts_ms.max(0).unsigned_abs());
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+fn verify(root: &Path, args: ConvArg, json: bool) -> Result<(), Failure> {
+    let store = Store::open(root)?;
+    let name = ctxlog::ConversationName::new(&args.conversation)?;
+    let dir = store.conversation_dir(&name)?;
+    let report = ctxlog::ledger::verify(&dir).map_err(ctxlog::Error::from)?;
+    if json {
+        return output::json_line(&report);
+    }
+    let mut text = format!(
+        "ok: {} events (last seq {}), {} bytes, {} artifacts\n",
+        report.events, report.last_seq, report.bytes, report.artifacts
+    );
+    if report.torn_tail_bytes > 0 {
+        text.push_str(&format!(
+            "torn tail: {} bytes after the last complete commit; the next writer will cut them and save them under recovered/\n",
+            report.torn_tail_bytes
+        ));
+    }
+    output::stdout(text.as_bytes())
+}
+
+fn project(root: &Path, args: ProjectArgs) -> Result<(), Failure> {
+    use ctxlog::projection::{ProjectionRequest, WireFormat};
+    let mut request = ProjectionRequest::builder();
+    let model = args.model.unwrap_or_else(|| match args.format {
+        WireFormat::AnthropicMessages => "claude-sonnet-4-5".into(),
+        _ => "gpt-4o".into(),
+    });
+    request
+        .format(args.format)
+        .model(model)
+        .input(args.input)
+        .tokenizer(args.tokenizer)
+        .policy(args.policy)
+        .notice(args.notice);
+    if let Some(system) = args.system {
+        request.system(system);
+    }
+    if let Some(n) = args.max_bytes {
+        request.max_bytes(n);
+    }
+    if let Some(n) = args.max_tokens {
+        request.max_tokens(n);
+    }
+    if let Some(n) = args.reserve_output {
+        request.reserve_output(n);
+    }
+    if let Some(k) = args.recall {
+        request.recall_k(k);
+    }
+    let store = Store::open(root)?;
+    let mut snapshot = store.snapshot(&args.conversation)?;
+    let projection = snapshot.project(&request)?;
+    if let Some(path) = &args.report {
+        let mut report = serde_json::to_vec_pretty(&projection.report)
+            .map_err(|e| Failure::other(e.to_string()))?;
+        report.push(b'\n');
+        std::fs::write(path, report)
+            .map_err(|e| Failure::other(format!("cannot write {}: {e}", path.display())))?;
+    }
+    output::stdout(&projection.body)
+}
+
+fn count(args: CountArgs) -> Result<(), Failure> {
+    let body = read_input(&args.file)?;
+    let count = ctxlog::projection::count(&body, args.format, args.tokenizer)
+        .map_err(ctxlog::Error::from)?;
+    output::json_line(&count)
+}
+
+fn recall(root: &Path, args: RecallArgs) -> Result<(), Failure> {
+    let store = Store::open(root)?;
+    let mut snapshot = store.snapshot(&args.conversation)?;
+    let options = ctxlog::recall::SearchOptions {
+        seq: args.seq,
+        offset: args.offset,
+        limit: args.limit,
+        ..Default::default()
+    };
+    let result = snapshot.recall(&args.query, &options)?;
+    output::json_line(&result)
+}
+
+fn reindex(root: &Path, args: ConvArg) -> Result<(), Failure> {
+    let store = Store::open(root)?;
+    let mut snapshot = store.snapshot(&args.conversation)?;
+    let bar = indicatif::ProgressBar::new(snapshot.last_seq());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("indexing {bar:40} {pos}/{len} events ({eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let stats = snapshot.reindex(&mut |p| {
+        bar.set_length(p.head_seq);
+        bar.set_position(p.seq);
+    })?;
+    bar.finish_and_clear();
+    output::json_line(&serde_json::json!({
+        "events_indexed": stats.events_indexed,
+        "pages_written": stats.pages_written,
+        "indexed_through": stats.indexed_through,
+        "artifact_failures": stats.artifact_failures,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_999), "2000-02-29T00:00:00Z");
+    }
+}

@@ -1,0 +1,110 @@
+//! Printing results and failures: stdout for results, one line on stderr for errors.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use ctxlog::{Error, ErrorClass};
+
+/// A failed command: its exit code and a one-line message.
+#[derive(Debug)]
+pub struct Failure {
+    code: u8,
+    kind: &'static str,
+    message: String,
+}
+
+impl Failure {
+    /// A usage failure (exit 2): the arguments make no sense together.
+    pub fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            code: 2,
+            kind: "usage",
+            message: message.into(),
+        }
+    }
+
+    /// Any other failure (exit 1).
+    pub fn other(message: impl Into<String>) -> Self {
+        Failure {
+            code: 1,
+            kind: "error",
+            message: message.into(),
+        }
+    }
+
+    /// A failure with an explicit code.
+    pub fn with_code(code: u8, kind: &'static str, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Prints the failure to stderr (as one line of text, or one JSON object with `--json`)
+    /// and returns its exit code.
+    pub fn report(self, json: bool) -> ExitCode {
+        let line = if json {
+            serde_json::json!({"error": self.kind, "code": self.code, "message": self.message})
+                .to_string()
+        } else {
+            format!("ctxlog: {}", self.message)
+        };
+        let _ = writeln!(io::stderr().lock(), "{line}");
+        ExitCode::from(self.code)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        let (code, kind) = match e.class() {
+            ErrorClass::OverBudget => (3, "over_budget"),
+            ErrorClass::Locked => (4, "locked"),
+            ErrorClass::Corrupt => (5, "corrupt"),
+            ErrorClass::Conflict => (6, "conflict"),
+            ErrorClass::BadInput => (1, "bad_input"),
+            ErrorClass::NotFound => (1, "not_found"),
+            _ => (1, "error"),
+        };
+        let mut message = e.to_string();
+        if let Some(hint) = hint(&e) {
+            message.push_str("; ");
+            message.push_str(hint);
+        }
+        Failure::with_code(code, kind, message)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::other(e.to_string())
+    }
+}
+
+/// What to do next, for the errors where that is not obvious from the message.
+fn hint(e: &Error) -> Option<&'static str> {
+    match e.class() {
+        ErrorClass::Locked => {
+            Some("another process is writing this conversation; retry when it is done")
+        }
+        ErrorClass::Corrupt => Some("nothing was changed; run `ctxlog verify` for details"),
+        ErrorClass::NotFound => Some("commit a turn first or check --root"),
+        _ => None,
+    }
+}
+
+/// Writes `bytes` to stdout and flushes. A closed pipe (the reader went away) is not an error.
+pub fn stdout(bytes: &[u8]) -> Result<(), Failure> {
+    let mut out = io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `value` as compact JSON plus a newline to stdout.
+pub fn json_line(value: &impl serde::Serialize) -> Result<(), Failure> {
+    let mut bytes = serde_json::to_vec(value).map_err(|e| Failure::other(e.to_string()))?;
+    bytes.push(b'\n');
+    stdout(&bytes)
+}

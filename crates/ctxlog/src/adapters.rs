@@ -1,0 +1,107 @@
+//! The ledger seen by the projector ([`projection::History`]) and by the recall index
+//! ([`recall::LedgerSource`]). Both read through the ledger's seq index, so they cost in
+//! proportion to what they return (SPEC L7, P9).
+
+use ctxlog_ledger::{ArtifactRef, Event, EventKind, LedgerRead};
+use ctxlog_projection::{History, SeqRange};
+use ctxlog_recall::{ArtifactSource, LedgerSource, SourceError};
+
+/// How many events one ledger read fetches when streaming to the recall index.
+const READ_CHUNK: u64 = 512;
+
+/// A ledger as a [`History`]: turns are located from the user-event seqs of the index.
+pub(crate) struct LedgerHistory<'a, L>(pub(crate) &'a L);
+
+impl<L: LedgerRead> LedgerHistory<'_, L> {
+    fn read(&self, first: u64, last: u64) -> Result<Vec<Event>, ctxlog_ledger::Error> {
+        if first > last {
+            return Ok(Vec::new());
+        }
+        self.0.events(first..=last)
+    }
+}
+
+impl<L: LedgerRead> History for LedgerHistory<'_, L> {
+    type Error = ctxlog_ledger::Error;
+
+    fn turn_count(&self) -> Result<usize, Self::Error> {
+        Ok(self.0.user_seqs().len())
+    }
+
+    fn turn_seqs(&self, index: usize) -> Result<SeqRange, Self::Error> {
+        let starts = self.0.user_seqs();
+        let first = starts.get(index).copied().unwrap_or(0);
+        let last = match starts.get(index + 1) {
+            Some(next) => next - 1,
+            None => self.0.last_seq(),
+        };
+        Ok(SeqRange::new(first, last))
+    }
+
+    fn turn(&self, index: usize) -> Result<Vec<Event>, Self::Error> {
+        let range = self.turn_seqs(index)?;
+        if range.first == 0 {
+            return Ok(Vec::new());
+        }
+        self.read(range.first, range.last)
+    }
+
+    fn preamble(&self) -> Result<Vec<Event>, Self::Error> {
+        let end = match self.0.user_seqs().first() {
+            Some(first_user) => first_user - 1,
+            None => self.0.last_seq(),
+        };
+        self.read(1, end)
+    }
+
+    /// Kinds come from the in-memory index, so only the notes' payloads are read.
+    fn notes(&self) -> Result<Vec<Event>, Self::Error> {
+        (1..=self.0.last_seq())
+            .filter(|&seq| self.0.kind(seq) == Some(EventKind::Note))
+            .map(|seq| self.0.event(seq))
+            .collect()
+    }
+}
+
+/// A ledger as the recall index's [`LedgerSource`].
+pub(crate) struct LedgerFeed<'a, L>(pub(crate) &'a L);
+
+impl<L: LedgerRead> ArtifactSource for LedgerFeed<'_, L> {
+    /// The ledger refuses references outside the conversation (SPEC R7) and checks the hash.
+    fn artifact_text(&self, artifact: &ArtifactRef) -> Result<String, SourceError> {
+        let bytes = self.0.artifact(artifact)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+impl<L: LedgerRead> LedgerSource for LedgerFeed<'_, L> {
+    fn ledger_id(&self) -> String {
+        self.0.ledger_id().to_string()
+    }
+
+    fn head_seq(&self) -> u64 {
+        self.0.last_seq()
+    }
+
+    fn visit_after(
+        &self,
+        after: u64,
+        visit: &mut dyn FnMut(&Event) -> ctxlog_recall::Result<()>,
+    ) -> ctxlog_recall::Result<()> {
+        let last = self.0.last_seq();
+        let mut next = after + 1;
+        while next <= last {
+            let end = (next + READ_CHUNK - 1).min(last);
+            let events = self
+                .0
+                .events(next..=end)
+                .map_err(|e| ctxlog_recall::Error::Source {
+                    seq: next,
+                    source: Box::new(e),
+                })?;
+            events.iter().try_for_each(&mut *visit)?;
+            next = end + 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,232 @@
+//! [`Handle`]: one open conversation, for writing ([`Conversation`]) or reading ([`Snapshot`]).
+
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+
+use ctxlog_ledger::{CommitReceipt, Event, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport};
+use ctxlog_projection::{Projection, ProjectionRequestBuilder, RecalledPage, SizeCache};
+use ctxlog_recall::{IndexConfig, Progress, RecallIndex, RecallResult, SearchOptions, UpdateStats};
+
+use crate::adapters::{LedgerFeed, LedgerHistory};
+use crate::store::RECALL_INDEX_FILE;
+use crate::{ConversationName, Result};
+
+/// How many recall candidates are fetched per page the projection may include: the projector
+/// keeps only pages older than the history it sends in detail, so it is offered a few more.
+const CANDIDATES_PER_PAGE: usize = 4;
+
+/// An open conversation over a ledger handle `L`: the writer ([`Conversation`]) or a
+/// lock-free reader ([`Snapshot`]). Reading, projecting and recalling work on both.
+#[derive(Debug)]
+pub struct Handle<L> {
+    name: ConversationName,
+    dir: PathBuf,
+    ledger: L,
+    recovery: RecoveryReport,
+    /// Per-event serialized sizes and token counts, reused across projections (SPEC P9).
+    sizes: SizeCache,
+    /// The recall index, opened on first use.
+    recall: Option<RecallIndex>,
+}
+
+/// A conversation opened for writing; holds the writer lock until dropped.
+pub type Conversation = Handle<Ledger>;
+
+/// A conversation opened for reading; takes no lock and never writes the ledger.
+pub type Snapshot = Handle<Reader>;
+
+impl Conversation {
+    pub(crate) fn new(
+        name: ConversationName,
+        dir: PathBuf,
+        ledger: Ledger,
+        recovery: RecoveryReport,
+    ) -> Self {
+        Handle {
+            name,
+            dir,
+            ledger,
+            recovery,
+            sizes: SizeCache::new(),
+            recall: None,
+        }
+    }
+
+    /// Appends `commit` atomically and durably (per the store's sync policy).
+    ///
+    /// # Errors
+    /// See [`Ledger::commit`]: invalid turns, caps, id conflicts, I/O; nothing is written on error.
+    pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
+        Ok(self.ledger.commit(commit)?)
+    }
+
+    /// Parses a turn in one of the accepted JSON shapes ([`crate::parse_commit`]) and commits it.
+    ///
+    /// # Errors
+    /// [`crate::Error::BadInput`] for unparsable input, else as [`Conversation::commit`].
+    pub fn commit_json(&mut self, json: &[u8], id: Option<&str>) -> Result<CommitReceipt> {
+        let commit = crate::parse_commit(json, id)?;
+        self.commit(&commit)
+    }
+
+    /// What opening this conversation recovered (a torn tail cut after a crash), if anything.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+}
+
+impl Snapshot {
+    pub(crate) fn new(name: ConversationName, dir: PathBuf, reader: Reader) -> Self {
+        Handle {
+            name,
+            dir,
+            ledger: reader,
+            recovery: RecoveryReport::default(),
+            sizes: SizeCache::new(),
+            recall: None,
+        }
+    }
+}
+
+impl<L: LedgerRead> Handle<L> {
+    /// The conversation's name.
+    pub fn name(&self) -> &ConversationName {
+        &self.name
+    }
+
+    /// The conversation's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The underlying ledger handle.
+    pub fn ledger(&self) -> &L {
+        &self.ledger
+    }
+
+    /// The seq of the newest event (0 when empty).
+    pub fn last_seq(&self) -> u64 {
+        self.ledger.last_seq()
+    }
+
+    /// The events with seqs in `range` (clamped to what exists).
+    ///
+    /// # Errors
+    /// Ledger read errors.
+    pub fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
+        let last = self.ledger.last_seq();
+        let (start, end) = ((*range.start()).max(1), (*range.end()).min(last));
+        if start > end {
+            return Ok(Vec::new());
+        }
+        Ok(self.ledger.events(start..=end)?)
+    }
+}
+
+impl<L: LedgerRead> Handle<L> {
+    /// Builds the exact request body for `request` from this conversation (SPEC §5).
+    ///
+    /// When the request asks for recalled pages (`recall_k > 0`), the recall index is brought up
+    /// to date and asked for pages relevant to the current input that are older than the
+    /// history the body keeps in detail. If the index is unusable, the projection goes ahead
+    /// without pages and its report says why (SPEC R2). The ledger is never written (P10).
+    ///
+    /// # Errors
+    /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] when the mandatory input alone does
+    /// not fit; invalid requests; ledger read errors.
+    pub fn project(&mut self, request: &ProjectionRequestBuilder) -> Result<Projection> {
+        let plain = request.build()?;
+        let first = self.project_built(&plain)?;
+        if plain.recall_k() == 0 {
+            return Ok(first);
+        }
+        // History outranks recalled pages, so the first pass fixes what is kept in detail;
+        // pages must come from before it.
+        let detail_start = first.report.kept.last().map_or(u64::MAX, |r| r.first);
+        let mut with_pages = request.clone();
+        match self.recall_pages(plain.input(), detail_start, plain.recall_k()) {
+            Ok(pages) if pages.is_empty() => return Ok(first),
+            Ok(pages) => with_pages.recalled(pages),
+            Err(e) => with_pages.recall_unavailable(e.to_string()),
+        };
+        self.project_built(&with_pages.build()?)
+    }
+
+    fn project_built(
+        &mut self,
+        request: &ctxlog_projection::ProjectionRequest,
+    ) -> Result<Projection> {
+        let history = LedgerHistory(&self.ledger);
+        Ok(ctxlog_projection::project(
+            &history,
+            request,
+            &mut self.sizes,
+        )?)
+    }
+
+    fn recall_pages(
+        &mut self,
+        input: &str,
+        older_than: u64,
+        k: usize,
+    ) -> Result<Vec<RecalledPage>> {
+        let index = self.synced_index()?;
+        let hits = index.candidates(input, older_than, k * CANDIDATES_PER_PAGE)?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| RecalledPage {
+                seq: hit.seq,
+                page: hit.page,
+                kind: hit.kind,
+                char_start: hit.char_start,
+                char_end: hit.char_end,
+                text: hit.text,
+            })
+            .collect())
+    }
+
+    /// Searches the conversation's recall index (SPEC §6), bringing it up to date first.
+    ///
+    /// # Errors
+    /// [`ctxlog_recall::Error::Damaged`] when the index file is damaged (its message names
+    /// `ctxlog reindex`); ledger read errors.
+    pub fn recall(&mut self, query: &str, options: &SearchOptions) -> Result<RecallResult> {
+        Ok(self.synced_index()?.search(query, options)?)
+    }
+
+    /// Answers a call of the recall tool (arguments as the model produced them); see
+    /// [`ctxlog_recall::openai_tool`] and [`ctxlog_recall::anthropic_tool`] for the definitions.
+    /// Bad arguments and index failures become a tool error the model can read.
+    pub fn recall_tool(&mut self, arguments: &serde_json::Value) -> ctxlog_recall::ToolOutput {
+        match self.synced_index() {
+            Ok(index) => index.handle_tool_call(arguments),
+            Err(e) => ctxlog_recall::tool_error("index_unavailable", &e.to_string()),
+        }
+    }
+
+    /// Deletes the recall index and rebuilds it from the ledger, calling `progress` as it goes.
+    /// This repairs a damaged index.
+    ///
+    /// # Errors
+    /// I/O or SQLite failures; ledger read errors.
+    pub fn reindex(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<UpdateStats> {
+        self.recall = None;
+        let path = self.dir.join(RECALL_INDEX_FILE);
+        let mut index =
+            RecallIndex::recreate(&path, self.ledger.ledger_id(), IndexConfig::default())?;
+        let stats = index.rebuild(&LedgerFeed(&self.ledger), progress)?;
+        self.recall = Some(index);
+        Ok(stats)
+    }
+
+    /// The recall index, opened on first use and brought up to date with the ledger.
+    fn synced_index(&mut self) -> Result<&mut RecallIndex> {
+        let index = match self.recall.take() {
+            Some(index) => index,
+            None => RecallIndex::open(self.dir.join(RECALL_INDEX_FILE), self.ledger.ledger_id())?,
+        };
+        let index = self.recall.insert(index);
+        index.sync(&LedgerFeed(&self.ledger))?;
+        Ok(index)
+    }
+}

@@ -1,0 +1,182 @@
+//! Content-addressed artifacts: naming, safe reading (SPEC L6, R7), durable writing, and the
+//! head/tail excerpt kept in an event whose full text became an artifact (SPEC L5).
+
+use crate::error::{Error, Result};
+use crate::event::ArtifactRef;
+use crate::format::names;
+use crate::storage::{OpenMode, Storage};
+
+/// The prefix of every artifact name.
+pub const ARTIFACT_PREFIX: &str = "sha256-";
+
+/// True when `name` is exactly `sha256-<64 lowercase hex>`: relative, no separators, no `..`.
+pub fn is_valid_artifact_name(name: &str) -> bool {
+    name.strip_prefix(ARTIFACT_PREFIX)
+        .is_some_and(|hex| crate::hex::decode32(hex).is_some())
+}
+
+/// The artifact name for `content`.
+pub fn artifact_name(content: &[u8]) -> String {
+    format!(
+        "{ARTIFACT_PREFIX}{}",
+        crate::hex::encode(&crate::hex::sha256(content))
+    )
+}
+
+fn relative_path(name: &str) -> String {
+    format!("{}/{name}", names::ARTIFACTS)
+}
+
+/// Checks a reference before anything is opened: its name, and that the `artifacts/`
+/// directory and the file both resolve (through symlinks) inside the conversation directory.
+pub(crate) fn check_ref(st: &dyn Storage, name: &str) -> Result<String> {
+    let refused = || Error::BadArtifactRef {
+        name: name.to_string(),
+    };
+    if !is_valid_artifact_name(name) {
+        return Err(refused());
+    }
+    let path = relative_path(name);
+    let io = crate::core::io_err(st, &path);
+    let dir_inside = st.resolves_inside(names::ARTIFACTS, "").map_err(io)?;
+    let io = crate::core::io_err(st, &path);
+    if !dir_inside || !st.resolves_inside(&path, names::ARTIFACTS).map_err(io)? {
+        return Err(refused());
+    }
+    Ok(path)
+}
+
+/// Reads and verifies an artifact.
+pub(crate) fn read(st: &dyn Storage, r: &ArtifactRef) -> Result<Vec<u8>> {
+    let path = check_ref(st, &r.name)?;
+    let file = st
+        .open(&path, OpenMode::Read)
+        .map_err(crate::core::io_err(st, &path))?
+        .ok_or_else(|| Error::BadArtifactRef {
+            name: r.name.clone(),
+        })?;
+    let len = file.len().map_err(crate::core::io_err(st, &path))?;
+    let mut buf = vec![0u8; len as usize];
+    file.read_at(0, &mut buf)
+        .map_err(crate::core::io_err(st, &path))?;
+    if artifact_name(&buf) != r.name || len != r.bytes {
+        return Err(Error::ArtifactMismatch {
+            name: r.name.clone(),
+        });
+    }
+    Ok(buf)
+}
+
+/// Stores `content` durably under its name (write to a temporary name, sync, rename, sync the
+/// directory), unless an intact copy is already there. Sets `sync_failed` when a sync failed:
+/// such a failure cannot be retried safely (the page cache may claim data the disk lacks).
+pub(crate) fn write(
+    st: &dyn Storage,
+    content: &[u8],
+    sync: bool,
+    sync_failed: &mut bool,
+) -> Result<ArtifactRef> {
+    let name = artifact_name(content);
+    let r = ArtifactRef {
+        name: name.clone(),
+        bytes: content.len() as u64,
+    };
+    let path = relative_path(&name);
+    if read(st, &r).is_ok() {
+        return Ok(r);
+    }
+    let tmp = format!("{}/.tmp-{name}", names::ARTIFACTS);
+    let io = |p: &str| crate::core::io_err(st, p);
+    ensure_dir(st, names::ARTIFACTS, sync, sync_failed)?;
+    let mut file = st
+        .open(&tmp, OpenMode::Create)
+        .map_err(io(&tmp))?
+        .ok_or_else(|| Error::Io {
+            path: st.location().join(&tmp),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
+    file.set_len(0).map_err(io(&tmp))?;
+    file.write_at(0, content).map_err(io(&tmp))?;
+    if sync && let Err(e) = file.sync() {
+        *sync_failed = true;
+        return Err(io(&tmp)(e));
+    }
+    drop(file);
+    st.rename(&tmp, &path).map_err(io(&path))?;
+    if sync && let Err(e) = st.sync_dir(names::ARTIFACTS) {
+        *sync_failed = true;
+        return Err(io(names::ARTIFACTS)(e));
+    }
+    Ok(r)
+}
+
+/// Creates `dir` if missing; when it was created and `sync` is set, syncs the conversation
+/// directory so the new entry survives a crash.
+pub(crate) fn ensure_dir(
+    st: &dyn Storage,
+    dir: &str,
+    sync: bool,
+    sync_failed: &mut bool,
+) -> Result<()> {
+    let io = crate::core::io_err;
+    if st.exists(dir).map_err(io(st, dir))? {
+        return Ok(());
+    }
+    st.create_dir(dir).map_err(io(st, dir))?;
+    if sync && let Err(e) = st.sync_dir("") {
+        *sync_failed = true;
+        return Err(io(st, "")(e));
+    }
+    Ok(())
+}
+
+/// The text kept in an event whose full text became an artifact: the first and last
+/// `min(2048, threshold / 4)` bytes (cut at character boundaries) around a marker line.
+pub fn excerpt(text: &str, threshold: u64, name: &str) -> String {
+    let keep = (threshold / 4).min(2048) as usize;
+    let mut head_end = keep.min(text.len());
+    while !text.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = text.len().saturating_sub(keep).max(head_end);
+    while !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let omitted = tail_start - head_end;
+    format!(
+        "{}\n[… {omitted} bytes omitted; full output in artifact {name}]\n{}",
+        &text[..head_end],
+        &text[tail_start..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_strictly() {
+        let good = artifact_name(b"x");
+        assert!(is_valid_artifact_name(&good));
+        for bad in [
+            "",
+            "sha256-",
+            "../x",
+            "/etc/passwd",
+            "sha256-../../x",
+            &good.to_uppercase(),
+        ] {
+            assert!(!is_valid_artifact_name(bad), "{bad}");
+        }
+        assert!(!is_valid_artifact_name(&format!("{good}/..")));
+    }
+
+    #[test]
+    fn excerpt_keeps_head_and_tail_on_char_boundaries() {
+        let text = "é".repeat(10_000);
+        let e = excerpt(&text, 16 * 1024, "sha256-x");
+        assert!(e.starts_with('é') && e.ends_with('é'));
+        assert!(e.len() < 4200);
+        assert!(e.contains("bytes omitted"));
+    }
+}

@@ -1,0 +1,533 @@
+//! The read side shared by [`crate::Ledger`] and [`crate::Reader`]: opening the log, checking
+//! the sidecars against it, scanning only what the sidecars do not cover, and reading events.
+
+use std::io;
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::event::{ArtifactRef, Event, EventBody, EventKind};
+use crate::format::{
+    self, COMMIT_ENTRY_LEN, COMMIT_INDEX_MAGIC, EVENT_ENTRY_LEN, EVENT_INDEX_MAGIC,
+    FLAG_END_OF_COMMIT, INDEX_HEADER_LEN, LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN,
+    RecordHeader, TURN_ENTRY_LEN, TURN_INDEX_MAGIC, names,
+};
+use crate::scan::{self, Scan, ScanStart, Tail};
+use crate::storage::{OpenMode, Storage, StorageFile};
+
+/// How many trailing sidecar entries open may step back over (a torn sidecar append).
+const MAX_INDEX_WALKBACK: u64 = 4096;
+
+pub(crate) fn io_err(storage: &dyn Storage, name: &str) -> impl FnOnce(io::Error) -> Error + use<> {
+    let path = storage.location().join(name);
+    move |source| Error::Io { path, source }
+}
+
+/// The committed state visible to a reader or writer.
+pub(crate) struct Core {
+    pub storage: Arc<dyn Storage>,
+    pub log: Box<dyn StorageFile>,
+    pub header: LogHeader,
+    pub id_hex: String,
+    /// `ledger.idx`, when it was found valid (entries `1..=indexed` are read from it).
+    pub idx: Option<Box<dyn StorageFile>>,
+    pub indexed: u64,
+    /// Entries for seqs `indexed+1..=last_seq`, not (yet) in `ledger.idx`.
+    pub overlay: Vec<format::EventEntry>,
+    pub user_seqs: Vec<u64>,
+    /// How many of `user_seqs` are stored in `turns.idx`.
+    pub turns_persisted: u64,
+    /// Id-carrying commits in `commits.idx`.
+    pub commits_persisted: u64,
+    /// Id-carrying commits found by scanning, not yet in `commits.idx`.
+    pub pending_commits: Vec<format::CommitEntry>,
+    /// End of the last complete commit.
+    pub log_len: u64,
+    pub last_seq: u64,
+    /// False when the sidecars were missing or did not match the log (rebuilt by the writer).
+    pub sidecars_valid: bool,
+}
+
+/// What [`Core::load`] found past the last complete commit.
+pub(crate) struct Loaded {
+    pub core: Core,
+    pub tail: Tail,
+    pub file_len: u64,
+}
+
+struct Sidecars {
+    idx: Box<dyn StorageFile>,
+    indexed: u64,
+    last: Option<format::EventEntry>,
+    user_seqs: Vec<u64>,
+    commits: u64,
+}
+
+impl Core {
+    /// Opens the log and sidecars. Fails closed on corruption; a torn tail is returned in
+    /// [`Loaded::tail`] for the caller to cut (writer) or ignore (reader).
+    pub(crate) fn load(storage: Arc<dyn Storage>, writable: bool) -> Result<Loaded> {
+        let mode = if writable {
+            OpenMode::Write
+        } else {
+            OpenMode::Read
+        };
+        let st = storage.as_ref();
+        let log = st
+            .open(names::LOG, mode)
+            .map_err(io_err(st, names::LOG))?
+            .ok_or_else(|| Error::Io {
+                path: st.location().join(names::LOG),
+                source: io::Error::new(io::ErrorKind::NotFound, "no ledger in this directory"),
+            })?;
+        let file_len = log.len().map_err(io_err(st, names::LOG))?;
+        let header = read_header(st, log.as_ref(), file_len)?;
+        let sidecars = load_sidecars(st, mode, &header.ledger_id, log.as_ref(), file_len)
+            .map_err(io_err(st, names::EVENT_INDEX))?;
+        let start = match &sidecars {
+            Some(s) => scan_start(s),
+            None => ScanStart {
+                offset: LOG_HEADER_LEN as u64,
+                ..ScanStart::default()
+            },
+        };
+        let found = scan::scan(log.as_ref(), file_len, start).map_err(io_err(st, names::LOG))?;
+        let tail = found.tail();
+        if let Tail::Corrupt {
+            offset,
+            seq,
+            reason,
+        } = &tail
+        {
+            return Err(Error::Corrupt {
+                path: st.location().join(names::LOG),
+                offset: *offset,
+                seq: Some(*seq),
+                reason: reason.clone(),
+            });
+        }
+        let core = Core::assemble(storage.clone(), log, header, sidecars, found);
+        Ok(Loaded {
+            core,
+            tail,
+            file_len,
+        })
+    }
+
+    fn assemble(
+        storage: Arc<dyn Storage>,
+        log: Box<dyn StorageFile>,
+        header: LogHeader,
+        sidecars: Option<Sidecars>,
+        found: Scan,
+    ) -> Core {
+        let id_hex = crate::hex::encode(&header.ledger_id);
+        let (idx, indexed, mut user_seqs, commits, valid) = match sidecars {
+            Some(s) => (Some(s.idx), s.indexed, s.user_seqs, s.commits, true),
+            None => (None, 0, Vec::new(), 0, false),
+        };
+        let turns_persisted = user_seqs.len() as u64;
+        user_seqs.extend_from_slice(&found.user_seqs);
+        Core {
+            storage,
+            log,
+            header,
+            id_hex,
+            idx,
+            indexed,
+            overlay: found.entries,
+            user_seqs,
+            turns_persisted,
+            commits_persisted: commits,
+            pending_commits: found.commits,
+            log_len: found.good_end,
+            last_seq: found.last_seq,
+            sidecars_valid: valid,
+        }
+    }
+
+    pub(crate) fn log_path(&self) -> PathBuf {
+        self.storage.location().join(names::LOG)
+    }
+
+    /// The index entry of `seq`.
+    pub(crate) fn entry(&self, seq: u64) -> Result<format::EventEntry> {
+        if seq == 0 || seq > self.last_seq {
+            return Err(Error::NoSuchSeq {
+                seq,
+                last_seq: self.last_seq,
+            });
+        }
+        if seq > self.indexed {
+            return Ok(self.overlay[(seq - self.indexed - 1) as usize]);
+        }
+        let offset = INDEX_HEADER_LEN as u64 + (seq - 1) * EVENT_ENTRY_LEN as u64;
+        let mut b = [0u8; EVENT_ENTRY_LEN];
+        let idx_err = io_err(self.storage.as_ref(), names::EVENT_INDEX);
+        match &self.idx {
+            Some(idx) => idx.read_at(offset, &mut b).map_err(idx_err)?,
+            None => return Err(self.index_corrupt(offset, seq, "index file missing")),
+        }
+        match format::EventEntry::decode(&b) {
+            Some(e) => Ok(e),
+            None => self
+                .entry_from_log(seq)
+                .map_err(|_| self.index_corrupt(offset, seq, "index entry checksum mismatch")),
+        }
+    }
+
+    /// Locates `seq` without its (damaged) index entry: from the nearest earlier valid entry,
+    /// step over record headers in the log. The record's own CRC is checked when it is read.
+    fn entry_from_log(&self, seq: u64) -> Result<format::EventEntry> {
+        let mut from = seq - 1;
+        let mut pos = LOG_HEADER_LEN as u64;
+        let mut prev = None;
+        while from > 0 && seq - from <= 64 {
+            if let Ok(e) = self.stored_entry(from) {
+                pos = e.end();
+                prev = Some(e);
+                break;
+            }
+            from -= 1;
+        }
+        if from > 0 && prev.is_none() {
+            return Err(Error::NoSuchSeq {
+                seq,
+                last_seq: self.last_seq,
+            });
+        }
+        let (mut turns, commits) = prev.map_or((0, 0), |e| (e.turns, e.commits));
+        for s in from + 1..=seq {
+            let mut b = [0u8; RECORD_HEADER_LEN];
+            self.log
+                .read_at(pos, &mut b)
+                .map_err(|e| self.corrupt_or_io(pos, s, e))?;
+            let h = RecordHeader::parse(&b).map_err(|reason| Error::Corrupt {
+                path: self.log_path(),
+                offset: pos,
+                seq: Some(s),
+                reason,
+            })?;
+            turns += u32::from(h.kind == EventKind::User);
+            if s == seq {
+                return Ok(format::EventEntry {
+                    offset: pos,
+                    record_len: h.record_len() as u32,
+                    record_crc: h.crc,
+                    kind: h.kind,
+                    flags: h.flags,
+                    turns,
+                    commits,
+                });
+            }
+            pos += h.record_len();
+        }
+        Err(Error::NoSuchSeq {
+            seq,
+            last_seq: self.last_seq,
+        })
+    }
+
+    fn stored_entry(&self, seq: u64) -> Result<format::EventEntry> {
+        if seq > self.indexed {
+            return self.entry(seq);
+        }
+        let offset = INDEX_HEADER_LEN as u64 + (seq - 1) * EVENT_ENTRY_LEN as u64;
+        let mut b = [0u8; EVENT_ENTRY_LEN];
+        if let Some(idx) = &self.idx {
+            idx.read_at(offset, &mut b)
+                .map_err(io_err(self.storage.as_ref(), names::EVENT_INDEX))?;
+        }
+        format::EventEntry::decode(&b).ok_or(Error::NoSuchSeq {
+            seq,
+            last_seq: self.last_seq,
+        })
+    }
+
+    fn index_corrupt(&self, offset: u64, seq: u64, reason: &str) -> Error {
+        Error::Corrupt {
+            path: self.storage.location().join(names::EVENT_INDEX),
+            offset,
+            seq: Some(seq),
+            reason: format!("{reason} (the sidecar is rebuilt by reopening the writer)"),
+        }
+    }
+
+    pub(crate) fn kind(&self, seq: u64) -> Option<EventKind> {
+        self.entry(seq).ok().map(|e| e.kind)
+    }
+
+    /// Reads events `range`, with one read of the contiguous bytes.
+    pub(crate) fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
+        let (first, last) = (*range.start(), *range.end());
+        if first > last {
+            return Ok(Vec::new());
+        }
+        let a = self.entry(first)?;
+        let b = self.entry(last)?;
+        let len = b.end().saturating_sub(a.offset);
+        let mut buf = vec![0u8; len as usize];
+        self.log
+            .read_at(a.offset, &mut buf)
+            .map_err(|e| self.corrupt_or_io(a.offset, first, e))?;
+        let mut out = Vec::with_capacity((last - first + 1) as usize);
+        let mut at = 0usize;
+        for seq in first..=last {
+            let (event, used) = self.decode_at(&buf[at..], a.offset + at as u64, seq)?;
+            out.push(event);
+            at += used;
+        }
+        Ok(out)
+    }
+
+    fn corrupt_or_io(&self, offset: u64, seq: u64, e: io::Error) -> Error {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            return Error::Corrupt {
+                path: self.log_path(),
+                offset,
+                seq: Some(seq),
+                reason: "indexed record lies past the end of the log".into(),
+            };
+        }
+        Error::Io {
+            path: self.log_path(),
+            source: e,
+        }
+    }
+
+    /// Decodes the record at the start of `buf` (log offset `offset`) and checks it is `seq`.
+    fn decode_at(&self, buf: &[u8], offset: u64, seq: u64) -> Result<(Event, usize)> {
+        let corrupt = |reason: String| Error::Corrupt {
+            path: self.log_path(),
+            offset,
+            seq: Some(seq),
+            reason,
+        };
+        let h = RecordHeader::parse(buf).map_err(corrupt)?;
+        let len = h.record_len() as usize;
+        if buf.len() < len {
+            return Err(corrupt("record shorter than its header says".into()));
+        }
+        let payload = &buf[RECORD_HEADER_LEN..len];
+        if format::record_crc(buf, payload) != h.crc {
+            return Err(corrupt("record checksum mismatch".into()));
+        }
+        if h.seq != seq {
+            return Err(corrupt(format!(
+                "index points at seq {} for seq {seq}",
+                h.seq
+            )));
+        }
+        let body: EventBody = serde_json::from_slice(&payload[..h.body_len as usize])
+            .map_err(|e| corrupt(format!("undecodable event body: {e}")))?;
+        if body.kind() != h.kind {
+            return Err(corrupt(
+                "event body disagrees with the header's kind".into(),
+            ));
+        }
+        Ok((
+            Event {
+                seq,
+                ts_ms: h.ts_ms,
+                body,
+            },
+            len,
+        ))
+    }
+
+    /// Reads an artifact after checking its name and that it stays inside the directory.
+    pub(crate) fn artifact(&self, r: &ArtifactRef) -> Result<Vec<u8>> {
+        crate::artifact::read(self.storage.as_ref(), r)
+    }
+}
+
+fn scan_start(s: &Sidecars) -> ScanStart {
+    match s.last {
+        Some(e) => ScanStart {
+            offset: e.end(),
+            last_seq: s.indexed,
+            turns: e.turns,
+            commits: e.commits,
+        },
+        None => ScanStart {
+            offset: LOG_HEADER_LEN as u64,
+            ..ScanStart::default()
+        },
+    }
+}
+
+fn read_header(st: &dyn Storage, log: &dyn StorageFile, file_len: u64) -> Result<LogHeader> {
+    let corrupt = |reason: String| Error::Corrupt {
+        path: st.location().join(names::LOG),
+        offset: 0,
+        seq: None,
+        reason,
+    };
+    if file_len < LOG_HEADER_LEN as u64 {
+        return Err(corrupt(format!(
+            "file is {file_len} bytes, shorter than its header"
+        )));
+    }
+    let mut b = [0u8; LOG_HEADER_LEN];
+    log.read_at(0, &mut b).map_err(io_err(st, names::LOG))?;
+    LogHeader::decode(&b).map_err(corrupt)
+}
+
+/// Opens a sidecar and checks its header; returns it and its count of whole entries.
+fn open_sidecar(
+    st: &dyn Storage,
+    name: &str,
+    mode: OpenMode,
+    magic: [u8; 8],
+    entry_len: usize,
+    ledger_id: &[u8; 16],
+) -> io::Result<Option<(Box<dyn StorageFile>, u64)>> {
+    let Some(file) = st.open(name, mode)? else {
+        return Ok(None);
+    };
+    let len = file.len()?;
+    if len < INDEX_HEADER_LEN as u64 {
+        return Ok(None);
+    }
+    let mut h = vec![0u8; INDEX_HEADER_LEN];
+    file.read_at(0, &mut h)?;
+    if h != format::encode_index_header(magic, entry_len, ledger_id) {
+        return Ok(None);
+    }
+    Ok(Some((
+        file,
+        (len - INDEX_HEADER_LEN as u64) / entry_len as u64,
+    )))
+}
+
+/// Loads the sidecars when they agree with the log; `None` means "rebuild from the log".
+fn load_sidecars(
+    st: &dyn Storage,
+    mode: OpenMode,
+    id: &[u8; 16],
+    log: &dyn StorageFile,
+    log_len: u64,
+) -> io::Result<Option<Sidecars>> {
+    let Some((idx, n)) = open_sidecar(
+        st,
+        names::EVENT_INDEX,
+        mode,
+        EVENT_INDEX_MAGIC,
+        EVENT_ENTRY_LEN,
+        id,
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some((indexed, last)) = last_good_entry(idx.as_ref(), n, log, log_len)? else {
+        return Ok(None);
+    };
+    let (turns, commits) = last.map_or((0, 0), |e| (u64::from(e.turns), u64::from(e.commits)));
+    let Some(user_seqs) = load_turns(st, mode, id, turns, indexed, idx.as_ref())? else {
+        return Ok(None);
+    };
+    match open_sidecar(
+        st,
+        names::COMMIT_INDEX,
+        mode,
+        COMMIT_INDEX_MAGIC,
+        COMMIT_ENTRY_LEN,
+        id,
+    )? {
+        Some((_, count)) if count >= commits => {}
+        _ => return Ok(None),
+    }
+    Ok(Some(Sidecars {
+        idx,
+        indexed,
+        last,
+        user_seqs,
+        commits,
+    }))
+}
+
+/// The last entry that closes a commit and matches the log, stepping back over a torn append.
+/// `Some((0, None))` for an empty index; `None` when nothing trustworthy is found.
+fn last_good_entry(
+    idx: &dyn StorageFile,
+    n: u64,
+    log: &dyn StorageFile,
+    log_len: u64,
+) -> io::Result<Option<(u64, Option<format::EventEntry>)>> {
+    let floor = n.saturating_sub(MAX_INDEX_WALKBACK);
+    let mut seq = n;
+    while seq > floor {
+        let mut b = [0u8; EVENT_ENTRY_LEN];
+        idx.read_at(
+            INDEX_HEADER_LEN as u64 + (seq - 1) * EVENT_ENTRY_LEN as u64,
+            &mut b,
+        )?;
+        if let Some(e) = format::EventEntry::decode(&b)
+            && e.flags & FLAG_END_OF_COMMIT != 0
+        {
+            return Ok(entry_matches_log(&e, seq, log, log_len)?.then_some((seq, Some(e))));
+        }
+        seq -= 1;
+    }
+    Ok((n == 0).then_some((0, None)))
+}
+
+fn entry_matches_log(
+    e: &format::EventEntry,
+    seq: u64,
+    log: &dyn StorageFile,
+    log_len: u64,
+) -> io::Result<bool> {
+    if e.end() > log_len || e.offset < LOG_HEADER_LEN as u64 {
+        return Ok(false);
+    }
+    let mut b = [0u8; RECORD_HEADER_LEN];
+    log.read_at(e.offset, &mut b)?;
+    Ok(RecordHeader::parse(&b).is_ok_and(|h| {
+        h.seq == seq && h.crc == e.record_crc && h.record_len() == u64::from(e.record_len)
+    }))
+}
+
+fn load_turns(
+    st: &dyn Storage,
+    mode: OpenMode,
+    id: &[u8; 16],
+    turns: u64,
+    indexed: u64,
+    idx: &dyn StorageFile,
+) -> io::Result<Option<Vec<u64>>> {
+    let Some((file, count)) = open_sidecar(
+        st,
+        names::TURN_INDEX,
+        mode,
+        TURN_INDEX_MAGIC,
+        TURN_ENTRY_LEN,
+        id,
+    )?
+    else {
+        return Ok(None);
+    };
+    if count < turns {
+        return Ok(None);
+    }
+    let mut raw = vec![0u8; (turns as usize) * TURN_ENTRY_LEN];
+    file.read_at(INDEX_HEADER_LEN as u64, &mut raw)?;
+    let seqs: Vec<u64> = raw.chunks(TURN_ENTRY_LEN).map(format::read_u64).collect();
+    let increasing = seqs.windows(2).all(|w| w[0] < w[1]);
+    let in_range = seqs.last().is_none_or(|&s| s >= 1 && s <= indexed);
+    if !increasing || !in_range {
+        return Ok(None);
+    }
+    if let Some(&s) = seqs.last() {
+        let mut b = [0u8; EVENT_ENTRY_LEN];
+        idx.read_at(
+            INDEX_HEADER_LEN as u64 + (s - 1) * EVENT_ENTRY_LEN as u64,
+            &mut b,
+        )?;
+        if format::EventEntry::decode(&b).is_none_or(|e| e.kind != EventKind::User) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(seqs))
+}

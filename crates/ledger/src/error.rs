@@ -1,0 +1,94 @@
+//! The ledger's errors. Each variant carries what a user needs to act on it.
+
+use std::path::PathBuf;
+
+/// `Result` with the ledger's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the ledger.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another writer holds the conversation (CLI exit 4).
+    #[error("conversation is locked by another writer: {}", path.display())]
+    Locked {
+        /// The conversation directory.
+        path: PathBuf,
+    },
+    /// The log is damaged where it cannot be a torn tail: fail closed (CLI exit 5).
+    #[error("ledger corrupt: {} at byte offset {offset}{}: {reason}", path.display(),
+        seq.map(|s| format!(" (seq {s})")).unwrap_or_default())]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the first bad byte/record.
+        offset: u64,
+        /// The seq that record should have had, when known.
+        seq: Option<u64>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The commit id was used before with different content (CLI exit 6).
+    #[error("commit id {id:?} was already used with different content")]
+    Conflict {
+        /// The commit id.
+        id: String,
+    },
+    /// The commit is not acceptable; nothing was written.
+    #[error("invalid commit: {reason}")]
+    InvalidCommit {
+        /// Why.
+        reason: String,
+    },
+    /// A configured cap would be exceeded; nothing was written.
+    #[error("{what} too large: {actual} bytes exceeds the limit of {limit}")]
+    TooLarge {
+        /// `"record"`, `"commit"` or `"ledger"`.
+        what: &'static str,
+        /// The configured limit.
+        limit: u64,
+        /// The size that was refused.
+        actual: u64,
+    },
+    /// An artifact reference that is absolute, contains `..`, is not `sha256-<64 hex>`, or
+    /// resolves outside the conversation directory. Nothing was read.
+    #[error("refused artifact reference {name:?}")]
+    BadArtifactRef {
+        /// The reference as given.
+        name: String,
+    },
+    /// An artifact exists but its content does not match its name.
+    #[error("artifact {name} does not match its hash")]
+    ArtifactMismatch {
+        /// The artifact name.
+        name: String,
+    },
+    /// A write or sync failed earlier; the writer refuses commits until reopened (SPEC L8).
+    #[error("ledger writer is poisoned by an earlier I/O failure; reopen the conversation")]
+    Poisoned,
+    /// An I/O error on a file.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A seq outside the ledger.
+    #[error("seq {seq} is not in the ledger (last seq {last_seq})")]
+    NoSuchSeq {
+        /// The seq asked for.
+        seq: u64,
+        /// The ledger's last seq.
+        last_seq: u64,
+    },
+}
+
+impl Error {
+    pub(crate) fn invalid(reason: impl Into<String>) -> Error {
+        Error::InvalidCommit {
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Commit validation (SPEC §9): what a commit may contain, given the turn it continues.
+
+use std::collections::HashSet;
+
+use crate::error::{Error, Result};
+use crate::event::{EventBody, EventKind, ToolStatus};
+
+/// The longest commit id accepted, in bytes.
+pub const MAX_COMMIT_ID_BYTES: usize = 256;
+
+/// The open turn at the end of the ledger: the tool calls made since the last user event and
+/// which of them have results. A turn may span several commits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TurnState {
+    /// True once any user event exists.
+    pub in_turn: bool,
+    pub calls: HashSet<String>,
+    pub answered: HashSet<String>,
+}
+
+/// Who is committing: applications may not write system markers or `interrupted` results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Application,
+    Internal,
+}
+
+impl TurnState {
+    /// Applies one stored event (used to rebuild the state from the last turn).
+    pub(crate) fn apply(&mut self, body: &EventBody) {
+        match body {
+            EventBody::User { .. } => {
+                *self = TurnState {
+                    in_turn: true,
+                    ..TurnState::default()
+                };
+            }
+            EventBody::ToolCall { call_id, .. } => {
+                self.calls.insert(call_id.clone());
+            }
+            EventBody::ToolResult { call_id, .. } => {
+                self.answered.insert(call_id.clone());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Checks a commit id.
+pub(crate) fn check_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_COMMIT_ID_BYTES {
+        return Err(Error::invalid(format!(
+            "commit id must be 1 to {MAX_COMMIT_ID_BYTES} bytes, got {}",
+            id.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `events` against the open turn `state` and returns the state after them. `kind_of`
+/// answers the kind of an already stored seq (for `supersedes`); `next_seq` is the seq the
+/// first event will get.
+pub(crate) fn check_events(
+    events: &[EventBody],
+    state: &TurnState,
+    next_seq: u64,
+    origin: Origin,
+    kind_of: &dyn Fn(u64) -> Option<EventKind>,
+) -> Result<TurnState> {
+    if events.is_empty() {
+        return Err(Error::invalid("a commit needs at least one event"));
+    }
+    let mut state = state.clone();
+    for (i, body) in events.iter().enumerate() {
+        let seq = next_seq + i as u64;
+        let at = |msg: String| {
+            Error::invalid(format!("event {} ({}): {msg}", i + 1, body.kind().as_str()))
+        };
+        check_one(body, &state, origin).map_err(at)?;
+        if let EventBody::Note {
+            supersedes: Some(old),
+            ..
+        } = body
+        {
+            let old_kind = if *old >= next_seq && *old < seq {
+                Some(events[(*old - next_seq) as usize].kind())
+            } else if *old < next_seq {
+                kind_of(*old)
+            } else {
+                None
+            };
+            if old_kind != Some(EventKind::Note) {
+                return Err(at(format!(
+                    "supersedes seq {old}, which is not an earlier note"
+                )));
+            }
+        }
+        state.apply(body);
+    }
+    Ok(state)
+}
+
+fn blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+fn check_one(
+    body: &EventBody,
+    state: &TurnState,
+    origin: Origin,
+) -> std::result::Result<(), String> {
+    let needs_turn = || {
+        if state.in_turn {
+            Ok(())
+        } else {
+            Err("comes before any user message".to_string())
+        }
+    };
+    match body {
+        EventBody::User { text } if blank(text) => Err("empty user text".into()),
+        EventBody::User { .. } => Ok(()),
+        EventBody::Assistant { text } => {
+            needs_turn()?;
+            if blank(text) {
+                Err("empty assistant text".into())
+            } else {
+                Ok(())
+            }
+        }
+        EventBody::ToolCall { call_id, tool, .. } => {
+            needs_turn()?;
+            if call_id.is_empty() || tool.is_empty() {
+                return Err("tool call needs a call_id and a tool name".into());
+            }
+            if state.calls.contains(call_id) {
+                return Err(format!("duplicate call_id {call_id:?} in this turn"));
+            }
+            Ok(())
+        }
+        EventBody::ToolResult {
+            call_id, status, ..
+        } => {
+            needs_turn()?;
+            if *status == ToolStatus::Interrupted && origin == Origin::Application {
+                return Err("status \"interrupted\" is written by ctxlog only".into());
+            }
+            if !state.calls.contains(call_id) {
+                return Err(format!("no tool call {call_id:?} in the current turn"));
+            }
+            if state.answered.contains(call_id) {
+                return Err(format!("tool call {call_id:?} already has a result"));
+            }
+            Ok(())
+        }
+        EventBody::Note { text, .. } if blank(text) => Err("empty note text".into()),
+        EventBody::Note { .. } => Ok(()),
+        EventBody::System { .. } if origin == Origin::Application => {
+            Err("system markers are written by ctxlog only".into())
+        }
+        EventBody::System { .. } => Ok(()),
+    }
+}

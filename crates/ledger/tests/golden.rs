@@ -1,0 +1,173 @@
+//! Failure class: a later version of the code that can no longer read ledgers written today.
+//!
+//! Guarantee (STYLE practice 5): the small ledger checked into `tests/golden/v1/` (format
+//! version 1: a multi-event commit with an id, a tool call and result, an artifact, a note, a
+//! system marker) is read back event for event, verifies clean, keeps its ledger id, and
+//! accepts new commits. Never regenerate it for a format change: add `v2/` beside it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use ctxlog_ledger::{
+    ArtifactRef, EventBody, Ledger, LedgerRead, NewCommit, Options, Reader, SystemMarker,
+    ToolStatus,
+};
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1")
+}
+
+const LEDGER_ID_FILE: &str = "ledger-id.txt";
+
+fn artifact_text() -> String {
+    (0..200).map(|i| format!("build line {i}\n")).collect()
+}
+
+fn commits() -> Vec<NewCommit> {
+    vec![
+        NewCommit {
+            id: None,
+            events: vec![note("The project code is ZX-81.")],
+        },
+        NewCommit {
+            id: Some("turn-1".into()),
+            events: vec![
+                user("Build it, 请 — \"quoted\"\nnewline 🚀"),
+                call("c1"),
+                result("c1", &artifact_text()),
+                assistant("Built."),
+            ],
+        },
+    ]
+}
+
+fn expected_bodies() -> Vec<EventBody> {
+    let text = artifact_text();
+    let name = ctxlog_ledger::artifact_name(text.as_bytes());
+    let excerpt = ctxlog_ledger::excerpt(&text, 1024, &name);
+    let mut all: Vec<EventBody> = commits().into_iter().flat_map(|c| c.events).collect();
+    all[3] = EventBody::ToolResult {
+        call_id: "c1".into(),
+        tool: "shell".into(),
+        status: ToolStatus::Ok,
+        exit_code: Some(0),
+        text: excerpt,
+        artifact: Some(ArtifactRef {
+            name,
+            bytes: text.len() as u64,
+        }),
+    };
+    all.push(EventBody::System {
+        marker: SystemMarker::Import {
+            source: "golden".into(),
+        },
+    });
+    all
+}
+
+fn options() -> Options {
+    let mut o = Options::default();
+    o.artifact_threshold(1024);
+    o
+}
+
+/// Writes the golden ledger. Run once, deliberately:
+/// `CTXLOG_WRITE_GOLDEN=1 cargo test -p ctxlog-ledger --test golden -- --ignored`.
+#[test]
+#[ignore]
+fn write_golden() {
+    if std::env::var("CTXLOG_WRITE_GOLDEN").is_err() {
+        return;
+    }
+    let dir = golden_dir();
+    assert!(
+        !dir.join("ledger.log").exists(),
+        "golden files are frozen; add a new version instead"
+    );
+    let (mut ledger, _) = Ledger::open(&dir, &options()).unwrap();
+    for c in commits() {
+        ledger.commit(&c).unwrap();
+    }
+    ledger
+        .commit_marker(SystemMarker::Import {
+            source: "golden".into(),
+        })
+        .unwrap();
+    std::fs::write(dir.join(LEDGER_ID_FILE), ledger.ledger_id()).unwrap();
+    drop(ledger);
+    std::fs::remove_file(dir.join("lock")).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_v1_golden_ledger_reads_back() {
+    let dir = golden_dir();
+    let before = snapshot_dir(&dir);
+    let reader = Reader::open(&dir).unwrap();
+    assert_eq!(
+        reader.ledger_id(),
+        std::fs::read_to_string(dir.join(LEDGER_ID_FILE)).unwrap()
+    );
+    let want = expected_bodies();
+    assert_eq!(reader.last_seq(), want.len() as u64);
+    let got: Vec<EventBody> = reader
+        .events(1..=reader.last_seq())
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(reader.user_seqs(), &[2]);
+    let EventBody::ToolResult {
+        artifact: Some(r), ..
+    } = &want[3]
+    else {
+        panic!()
+    };
+    assert_eq!(reader.artifact(r).unwrap(), artifact_text().as_bytes());
+    let report = ctxlog_ledger::verify(&dir).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(
+        (report.events, report.artifacts, report.commits_with_id),
+        (6, 1, 1)
+    );
+    assert_eq!(snapshot_dir(&dir), before, "reading wrote nothing");
+}
+
+#[test]
+fn the_v1_golden_ledger_accepts_commits_and_replays_its_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&golden_dir(), tmp.path());
+    // Also without its sidecars: they are rebuilt from the log.
+    for strip in [false, true] {
+        if strip {
+            for side in ["ledger.idx", "turns.idx", "commits.idx"] {
+                let _ = std::fs::remove_file(tmp.path().join(side));
+            }
+        }
+        let (mut ledger, report) = Ledger::open(tmp.path(), &options()).unwrap();
+        assert!(report.is_clean());
+        assert_eq!(report.index_rebuilt, strip);
+        let replay = ledger.commit(&commits()[1]).unwrap();
+        assert_eq!(
+            (replay.first_seq, replay.last_seq, replay.replayed),
+            (2, 5, true)
+        );
+    }
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert_eq!(ledger.commit(&turn(2)).unwrap().first_seq, 7);
+}

@@ -1,0 +1,136 @@
+//! Failure class: a client retries a commit (timeout, crash before it saw the receipt).
+//!
+//! Guarantee (SPEC L4): the same id with the same content returns the original receipt
+//! (`replayed: true`) and writes zero bytes, also after a reopen (the id table is persisted
+//! and rebuilt from the log if lost); the same id with different content is `Conflict` and
+//! writes zero bytes. Checked by hashing every file of the directory.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use ctxlog_ledger::{CommitReceipt, Error, Ledger, LedgerRead, NewCommit, Options};
+
+fn with_id(id: &str, mut c: NewCommit) -> NewCommit {
+    c.id = Some(id.into());
+    c
+}
+
+#[test]
+fn same_id_same_content_replays_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    let first = ledger.commit(&with_id("a", turn(1))).unwrap();
+    assert_eq!(
+        first,
+        CommitReceipt {
+            first_seq: 1,
+            last_seq: 2,
+            replayed: false
+        }
+    );
+    ledger.commit(&with_id("b", turn(2))).unwrap();
+    let before = snapshot_dir(tmp.path());
+    let again = ledger.commit(&with_id("a", turn(1))).unwrap();
+    assert_eq!(
+        again,
+        CommitReceipt {
+            first_seq: 1,
+            last_seq: 2,
+            replayed: true
+        }
+    );
+    assert_eq!(snapshot_dir(tmp.path()), before);
+    assert_eq!(ledger.last_seq(), 4);
+}
+
+#[test]
+fn same_id_other_content_conflicts_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    ledger.commit(&with_id("a", turn(1))).unwrap();
+    let before = snapshot_dir(tmp.path());
+    let err = ledger.commit(&with_id("a", turn(9))).unwrap_err();
+    assert!(
+        matches!(&err, Error::Conflict { id } if id == "a"),
+        "{err:?}"
+    );
+    assert_eq!(snapshot_dir(tmp.path()), before);
+    assert_eq!(ledger.last_seq(), 2);
+}
+
+#[test]
+fn ids_survive_reopen_and_the_loss_of_the_sidecars() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+        ledger.commit(&with_id("a", turn(1))).unwrap();
+        ledger.commit(&turn(2)).unwrap();
+        ledger
+            .commit(&with_id(
+                "c",
+                commit(vec![user("go"), call("x"), result("x", "y")]),
+            ))
+            .unwrap();
+    }
+    for round in 0..2 {
+        if round == 1 {
+            for side in ["ledger.idx", "turns.idx", "commits.idx"] {
+                std::fs::remove_file(tmp.path().join(side)).unwrap();
+            }
+        }
+        let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+        let log_before = std::fs::read(tmp.path().join("ledger.log")).unwrap();
+        let r = ledger
+            .commit(&with_id(
+                "c",
+                commit(vec![user("go"), call("x"), result("x", "y")]),
+            ))
+            .unwrap();
+        assert_eq!(
+            r,
+            CommitReceipt {
+                first_seq: 5,
+                last_seq: 7,
+                replayed: true
+            }
+        );
+        assert!(matches!(
+            ledger.commit(&with_id("a", turn(2))),
+            Err(Error::Conflict { .. })
+        ));
+        assert_eq!(
+            std::fs::read(tmp.path().join("ledger.log")).unwrap(),
+            log_before
+        );
+    }
+}
+
+#[test]
+fn a_replay_is_answered_even_when_the_turn_has_moved_on() {
+    // The original commit answered call "x"; replaying it later must not be re-validated
+    // against the current turn (where "x" is already answered).
+    let (_m, s) = mem();
+    let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+    ledger.commit(&commit(vec![user("go"), call("x")])).unwrap();
+    let c = with_id("r", commit(vec![result("x", "done")]));
+    let first = ledger.commit(&c).unwrap();
+    let again = ledger.commit(&c).unwrap();
+    assert_eq!((again.first_seq, again.replayed), (first.first_seq, true));
+}
+
+#[test]
+fn commit_ids_are_bounded() {
+    let (_m, s) = mem();
+    let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+    for bad in [
+        String::new(),
+        "x".repeat(ctxlog_ledger::MAX_COMMIT_ID_BYTES + 1),
+    ] {
+        assert!(matches!(
+            ledger.commit(&with_id(&bad, turn(1))),
+            Err(Error::InvalidCommit { .. })
+        ));
+    }
+    assert_eq!(ledger.last_seq(), 0);
+}

@@ -1,0 +1,173 @@
+//! Failure class: a torn write (crash in the middle of appending a commit).
+//!
+//! Guarantee (SPEC L1, L2): whatever prefix of the last commit reached the disk, open keeps
+//! exactly the earlier commits, cuts the partial commit entirely (commits are atomic), saves
+//! the cut bytes under `recovered/` byte for byte, and reports it. Checked at every byte
+//! offset inside a multi-event commit, in memory and on disk, with the sidecar index both
+//! lagging behind and running ahead of the log.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use ctxlog_ledger::{
+    Event, Ledger, LedgerRead, MemStorage, Options, Reader, Storage, SyncMode, verify_with,
+};
+
+const SIDECARS: [&str; 3] = ["ledger.idx", "turns.idx", "commits.idx"];
+
+fn last_commit() -> ctxlog_ledger::NewCommit {
+    let mut c = commit(vec![
+        user("run the tests"),
+        call("c1"),
+        result("c1", "all 12 passed"),
+        assistant("All tests pass."),
+    ]);
+    c.id = Some("last".into());
+    c
+}
+
+struct Images {
+    base: MemStorage,
+    before_log: Vec<u8>,
+    after_log: Vec<u8>,
+    before_sidecars: Vec<(String, Vec<u8>)>,
+    after_sidecars: Vec<(String, Vec<u8>)>,
+    earlier: Vec<Event>,
+}
+
+fn sidecars(m: &MemStorage) -> Vec<(String, Vec<u8>)> {
+    SIDECARS
+        .iter()
+        .map(|n| (n.to_string(), m.file_bytes(n).unwrap()))
+        .collect()
+}
+
+fn build_images() -> Images {
+    let (m, s) = mem();
+    let mut opts = Options::default();
+    opts.sync(SyncMode::Never);
+    let (mut ledger, _) = Ledger::open_with(s, &opts).unwrap();
+    ledger.commit(&turn(1)).unwrap();
+    ledger
+        .commit(&commit(vec![note("remember ZX-81")]))
+        .unwrap();
+    let earlier = ledger.events(1..=3).unwrap();
+    let before_log = m.file_bytes("ledger.log").unwrap();
+    let before_sidecars = sidecars(&m);
+    ledger.commit(&last_commit()).unwrap();
+    drop(ledger);
+    let after_log = m.file_bytes("ledger.log").unwrap();
+    let after_sidecars = sidecars(&m);
+    Images {
+        base: m,
+        before_log,
+        after_log,
+        before_sidecars,
+        after_sidecars,
+        earlier,
+    }
+}
+
+fn check_cut(images: &Images, keep: usize, sidecars_after: bool) {
+    let m = images.base.deep_clone();
+    let l0 = images.before_log.len();
+    m.set_file_bytes("ledger.log", images.after_log[..l0 + keep].to_vec());
+    let side = if sidecars_after {
+        &images.after_sidecars
+    } else {
+        &images.before_sidecars
+    };
+    for (name, bytes) in side {
+        m.set_file_bytes(name, bytes.clone());
+    }
+    let s: Arc<dyn Storage> = Arc::new(m.clone());
+    // A reader never cuts, and sees only the complete commits.
+    let reader = Reader::open_with(s.clone()).unwrap();
+    assert_eq!(reader.last_seq(), 3, "keep={keep}");
+    let torn = verify_with(s.clone()).unwrap();
+    assert_eq!(torn.torn_tail_bytes, keep as u64);
+    let (mut ledger, report) = Ledger::open_with(s.clone(), &Options::default()).unwrap();
+    assert_eq!(report.bytes_cut, keep as u64, "keep={keep}");
+    assert_eq!(report.last_good_seq, 3);
+    assert_eq!(ledger.last_seq(), 3);
+    assert_eq!(ledger.events(1..=3).unwrap(), images.earlier);
+    assert_eq!(ledger.user_seqs(), &[1]);
+    assert_eq!(m.file_bytes("ledger.log").unwrap(), images.before_log);
+    let saved = report.saved_to.as_ref().expect("cut bytes are saved");
+    let saved_name = saved
+        .to_string_lossy()
+        .trim_start_matches("mem:/")
+        .to_string();
+    assert_eq!(
+        m.file_bytes(&saved_name).unwrap(),
+        images.after_log[l0..l0 + keep].to_vec()
+    );
+    // The ledger continues at the next seq, and the commit id is free again.
+    let receipt = ledger.commit(&last_commit()).unwrap();
+    assert_eq!(
+        (receipt.first_seq, receipt.last_seq, receipt.replayed),
+        (4, 7, false)
+    );
+    drop(ledger);
+    assert!(verify_with(s).unwrap().is_clean());
+}
+
+#[test]
+fn every_torn_prefix_of_the_last_commit_is_cut_in_memory() {
+    let images = build_images();
+    let n = images.after_log.len() - images.before_log.len();
+    assert!(n > 200);
+    for keep in 1..n {
+        check_cut(&images, keep, false);
+        check_cut(&images, keep, true);
+    }
+}
+
+#[test]
+fn complete_or_absent_last_commit_is_not_a_torn_tail() {
+    let images = build_images();
+    let n = images.after_log.len() - images.before_log.len();
+    for (keep, want) in [(0usize, 3u64), (n, 7)] {
+        let m = images.base.deep_clone();
+        m.set_file_bytes(
+            "ledger.log",
+            images.after_log[..images.before_log.len() + keep].to_vec(),
+        );
+        let (ledger, report) = Ledger::open_with(Arc::new(m), &Options::default()).unwrap();
+        assert!(report.is_clean());
+        assert_eq!(ledger.last_seq(), want);
+    }
+}
+
+#[test]
+fn every_torn_prefix_of_the_last_commit_is_cut_on_disk() {
+    let images = build_images();
+    let l0 = images.before_log.len();
+    let n = images.after_log.len() - l0;
+    let tmp = tempfile::tempdir().unwrap();
+    for keep in 1..n {
+        let dir = tmp.path().join(format!("k{keep}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("ledger.log"), &images.after_log[..l0 + keep]).unwrap();
+        for (name, bytes) in &images.before_sidecars {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        let (mut ledger, report) = Ledger::open(&dir, &Options::default()).unwrap();
+        assert_eq!(report.bytes_cut, keep as u64);
+        assert_eq!(report.last_good_seq, 3);
+        assert_eq!(ledger.events(1..=3).unwrap(), images.earlier);
+        assert_eq!(
+            std::fs::read(dir.join("ledger.log")).unwrap(),
+            images.before_log
+        );
+        let saved = std::fs::read(report.saved_to.unwrap()).unwrap();
+        assert_eq!(saved, images.after_log[l0..l0 + keep].to_vec());
+        assert_eq!(ledger.commit(&last_commit()).unwrap().last_seq, 7);
+        drop(ledger);
+        assert!(ctxlog_ledger::verify(&dir).unwrap().is_clean());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,179 @@
+//! Where events come from: the [`History`] trait the caller implements.
+
+use std::convert::Infallible;
+
+use ctxlog_ledger::event::{Event, EventBody, EventKind, turn_starts};
+use serde::{Deserialize, Serialize};
+
+/// An inclusive range of seqs, `first..=last`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SeqRange {
+    /// First seq in the range.
+    pub first: u64,
+    /// Last seq in the range (inclusive).
+    pub last: u64,
+}
+
+impl SeqRange {
+    /// The range `first..=last`.
+    pub fn new(first: u64, last: u64) -> SeqRange {
+        SeqRange { first, last }
+    }
+
+    /// The range covering `events` (which must be in seq order), or `None` if empty.
+    pub fn of(events: &[Event]) -> Option<SeqRange> {
+        Some(SeqRange::new(events.first()?.seq, events.last()?.seq))
+    }
+
+    /// Whether `seq` is in the range.
+    pub fn contains(&self, seq: u64) -> bool {
+        self.first <= seq && seq <= self.last
+    }
+}
+
+/// A conversation's stored events, as the projector reads them.
+///
+/// The projector pulls only what it needs: with the `turns` policy it asks for
+/// [`turn_count`](History::turn_count), then for the seq ranges of turns newest first, and
+/// loads a turn's events only when its size is not already in the caller's
+/// [`SizeCache`](crate::SizeCache) or when the turn goes into the body. An implementation
+/// over a ledger with a seq → offset index answers each call in time proportional to what it
+/// returns.
+///
+/// A *turn* is a user event and every event after it up to the next user event; events before
+/// the first user event form the *preamble* (SPEC §3). Turn indices count from 0, the oldest.
+///
+/// The projector never modifies anything through this trait (SPEC P10): every method takes
+/// `&self`.
+pub trait History {
+    /// The error reading events can fail with; it is carried in [`crate::Error::History`].
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// How many turns the history holds.
+    fn turn_count(&self) -> Result<usize, Self::Error>;
+
+    /// The seq range of turn `index` (0 = oldest), without loading its events.
+    fn turn_seqs(&self, index: usize) -> Result<SeqRange, Self::Error>;
+
+    /// The events of turn `index`, in seq order, starting with its user event.
+    fn turn(&self, index: usize) -> Result<Vec<Event>, Self::Error>;
+
+    /// The events before the first user event (notes, imports), in seq order; all events if
+    /// there is no user event.
+    fn preamble(&self) -> Result<Vec<Event>, Self::Error>;
+
+    /// Every `note` event of the conversation, in seq order. Used to find pinned notes and
+    /// explicit supersessions, which are mandatory wherever they were written (SPEC P4, P6).
+    ///
+    /// The default reads the whole history; implementations with an index should override it.
+    fn notes(&self) -> Result<Vec<Event>, Self::Error> {
+        let mut notes: Vec<Event> = self.preamble()?;
+        for i in 0..self.turn_count()? {
+            notes.extend(self.turn(i)?);
+        }
+        notes.retain(|e| e.kind() == EventKind::Note);
+        Ok(notes)
+    }
+}
+
+/// A [`History`] over events held in memory (tests, imports, the naive reference rule).
+///
+/// Turn boundaries are computed once, in [`SliceHistory::new`].
+#[derive(Clone, Debug)]
+pub struct SliceHistory<'a> {
+    events: &'a [Event],
+    starts: Vec<usize>,
+}
+
+impl<'a> SliceHistory<'a> {
+    /// Wraps `events`, which must be in seq order.
+    pub fn new(events: &'a [Event]) -> SliceHistory<'a> {
+        SliceHistory {
+            events,
+            starts: turn_starts(events),
+        }
+    }
+
+    /// The wrapped events.
+    pub fn events(&self) -> &'a [Event] {
+        self.events
+    }
+
+    fn turn_slice(&self, index: usize) -> &'a [Event] {
+        let Some(&start) = self.starts.get(index) else {
+            return &[];
+        };
+        let end = self
+            .starts
+            .get(index + 1)
+            .copied()
+            .unwrap_or(self.events.len());
+        &self.events[start..end]
+    }
+}
+
+impl History for SliceHistory<'_> {
+    type Error = Infallible;
+
+    fn turn_count(&self) -> Result<usize, Infallible> {
+        Ok(self.starts.len())
+    }
+
+    fn turn_seqs(&self, index: usize) -> Result<SeqRange, Infallible> {
+        Ok(SeqRange::of(self.turn_slice(index)).unwrap_or(SeqRange::new(0, 0)))
+    }
+
+    fn turn(&self, index: usize) -> Result<Vec<Event>, Infallible> {
+        Ok(self.turn_slice(index).to_vec())
+    }
+
+    fn preamble(&self) -> Result<Vec<Event>, Infallible> {
+        let end = self.starts.first().copied().unwrap_or(self.events.len());
+        Ok(self.events[..end].to_vec())
+    }
+
+    fn notes(&self) -> Result<Vec<Event>, Infallible> {
+        Ok(self
+            .events
+            .iter()
+            .filter(|e| matches!(e.body, EventBody::Note { .. }))
+            .cloned()
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(seq: u64, body: EventBody) -> Event {
+        Event {
+            seq,
+            ts_ms: 0,
+            body,
+        }
+    }
+
+    #[test]
+    fn slice_history_splits_preamble_and_turns() {
+        let events = vec![
+            ev(
+                1,
+                EventBody::Note {
+                    text: "n".into(),
+                    pinned: true,
+                    supersedes: None,
+                },
+            ),
+            ev(2, EventBody::User { text: "a".into() }),
+            ev(3, EventBody::Assistant { text: "b".into() }),
+            ev(4, EventBody::User { text: "c".into() }),
+        ];
+        let h = SliceHistory::new(&events);
+        assert_eq!(h.turn_count().unwrap(), 2);
+        assert_eq!(h.preamble().unwrap().len(), 1);
+        assert_eq!(h.turn_seqs(0).unwrap(), SeqRange::new(2, 3));
+        assert_eq!(h.turn(1).unwrap().len(), 1);
+        assert_eq!(h.notes().unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,109 @@
+//! The naive reference rule for the `turns` policy (SPEC P9), for tests and benchmarks.
+//!
+//! It serializes every candidate body in full and measures it: all history units (turns, then
+//! the preamble) first, then dropping the oldest unit at a time; the first body that fits wins.
+//! Recalled pages are then tried one by one, each by serializing the whole body again. It is
+//! quadratic in the history and exists only to check [`crate::project`] against, byte for byte.
+
+use crate::common::{Ctx, hist, page_text};
+use crate::error::{Error, Result};
+use crate::history::History;
+use crate::report::Size;
+use crate::request::ProjectionRequest;
+use crate::tokens::count;
+use crate::turns::{Which, frame, notice_text, unit_msgs};
+use crate::wire::{Item, Msg, Role};
+
+/// The body the naive rule chooses for a `turns` request (the policy in `request` is ignored).
+///
+/// # Errors
+///
+/// [`Error::MandatoryExceedsBudget`] when the mandatory body alone does not fit, and history
+/// errors.
+pub fn project_naive<H: History + ?Sized>(
+    history: &H,
+    request: &ProjectionRequest,
+) -> Result<Vec<u8>> {
+    let ctx = Ctx::new(request);
+    let frame = frame(&ctx, history)?;
+    let turn_count = hist(history.turn_count())?;
+    let mut units: Vec<(Which, Vec<Msg>, u64)> = Vec::new();
+    if !hist(history.preamble())?.is_empty() {
+        let first = hist(history.preamble())?.first().map_or(0, |e| e.seq);
+        units.push((
+            Which::Preamble,
+            unit_msgs(&ctx, history, Which::Preamble)?,
+            first,
+        ));
+    }
+    for i in 0..turn_count {
+        let first = hist(history.turn_seqs(i))?.first;
+        units.push((
+            Which::Turn(i),
+            unit_msgs(&ctx, history, Which::Turn(i))?,
+            first,
+        ));
+    }
+    let build = |from: usize, notice: bool, pages: &[Msg]| -> Result<Vec<u8>> {
+        let mut msgs = frame.prefix_msgs.clone();
+        let dropped_turns = units[..from]
+            .iter()
+            .filter(|u| matches!(u.0, Which::Turn(_)))
+            .count();
+        if notice && request.notice && dropped_turns > 0 {
+            let first = hist(history.turn_seqs(0))?.first;
+            let last = hist(history.turn_seqs(dropped_turns - 1))?.last;
+            let text = notice_text(dropped_turns, crate::history::SeqRange::new(first, last));
+            msgs.extend(ctx.render(&[Item::text(Role::System, text)]).0);
+        }
+        msgs.extend(pages.iter().cloned());
+        for unit in &units[from..] {
+            msgs.extend(unit.1.iter().cloned());
+        }
+        msgs.extend(frame.input_msgs.clone());
+        Ok(ctx.envelope.write(msgs))
+    };
+    let measure = |body: &[u8]| -> Result<Size> {
+        let c = count(body, request.format, request.tokenizer)?;
+        Ok(Size {
+            bytes: c.bytes,
+            tokens: c.tokens,
+        })
+    };
+    let mut chosen: Option<(usize, bool)> = None;
+    for from in 0..=units.len() {
+        if ctx.fits(measure(&build(from, true, &[])?)?) {
+            chosen = Some((from, true));
+            break;
+        }
+    }
+    let (from, notice) = match chosen {
+        Some(c) => c,
+        None => {
+            let body = build(units.len(), false, &[])?;
+            let size = measure(&body)?;
+            if !ctx.fits(size) {
+                ctx.check_mandatory(size)?;
+                return Err(Error::Internal {
+                    reason: "unreachable".into(),
+                });
+            }
+            (units.len(), false)
+        }
+    };
+    let oldest_kept = units.get(from).map(|u| u.2);
+    let mut pages: Vec<Msg> = Vec::new();
+    let mut included = 0;
+    for page in &request.recalled {
+        if included >= request.recall_k || oldest_kept.is_some_and(|o| page.seq >= o) {
+            continue;
+        }
+        let mut with = pages.clone();
+        with.extend(ctx.render(&[Item::text(Role::User, page_text(page))]).0);
+        if ctx.fits(measure(&build(from, notice, &with)?)?) {
+            pages = with;
+            included += 1;
+        }
+    }
+    build(from, notice, &pages)
+}

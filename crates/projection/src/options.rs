@@ -1,0 +1,211 @@
+//! The named choices of a projection: wire format, tokenizer and policy.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The provider request shape a projection emits (SPEC P1).
+///
+/// Parsed from `openai-chat` or `anthropic-messages`; see [`crate::wire`] for the exact bodies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WireFormat {
+    /// OpenAI Chat Completions: `{"model":…,"messages":[…]}`.
+    #[default]
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    /// Anthropic Messages: `{"model":…,"max_tokens":…,"system":…,"messages":[…]}`.
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+}
+
+impl WireFormat {
+    /// All formats, in their documented order.
+    pub const ALL: [WireFormat; 2] = [WireFormat::OpenAiChat, WireFormat::AnthropicMessages];
+
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WireFormat::OpenAiChat => "openai-chat",
+            WireFormat::AnthropicMessages => "anthropic-messages",
+        }
+    }
+
+    /// Whether this format's provider publishes a tokenizer and counting rule we reproduce
+    /// exactly. Only OpenAI does; for Anthropic every token figure is an estimate (SPEC P3).
+    pub fn tokens_exact(self) -> bool {
+        matches!(self, WireFormat::OpenAiChat)
+    }
+}
+
+/// An offline BPE tokenizer used to count tokens (SPEC P3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Tokenizer {
+    /// `o200k_base` (gpt-4o, gpt-4o-mini, o-series and later OpenAI models).
+    #[default]
+    #[serde(rename = "o200k")]
+    O200k,
+    /// `cl100k_base` (gpt-4, gpt-3.5-turbo).
+    #[serde(rename = "cl100k")]
+    Cl100k,
+}
+
+impl Tokenizer {
+    /// All tokenizers.
+    pub const ALL: [Tokenizer; 2] = [Tokenizer::O200k, Tokenizer::Cl100k];
+
+    /// The short name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tokenizer::O200k => "o200k",
+            Tokenizer::Cl100k => "cl100k",
+        }
+    }
+
+    /// The encoding's full name (`o200k_base`, `cl100k_base`).
+    pub fn encoding_name(self) -> &'static str {
+        match self {
+            Tokenizer::O200k => "o200k_base",
+            Tokenizer::Cl100k => "cl100k_base",
+        }
+    }
+}
+
+/// Which content a projection keeps (SPEC P5, P6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Whole turns, newest first, as a contiguous suffix (SPEC P5).
+    #[default]
+    Turns,
+    /// Tiered agent context: pinned intent, requests, latest result and status; optional
+    /// tiers dropped in a fixed order (SPEC P6).
+    Agent,
+}
+
+impl Policy {
+    /// All policies.
+    pub const ALL: [Policy; 2] = [Policy::Turns, Policy::Agent];
+
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Turns => "turns",
+            Policy::Agent => "agent",
+        }
+    }
+
+    /// How many recalled pages are included when the request does not say (SPEC R6):
+    /// 0 for [`Policy::Turns`], 2 for [`Policy::Agent`].
+    pub fn default_recall_k(self) -> usize {
+        match self {
+            Policy::Turns => 0,
+            Policy::Agent => 2,
+        }
+    }
+}
+
+/// A name that is not one of the valid values of an option.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {given:?}; valid values: {}", valid.join(", "))]
+pub struct UnknownName {
+    /// What was being parsed (`format`, `tokenizer`, `policy`).
+    pub what: &'static str,
+    /// The text given.
+    pub given: String,
+    /// The accepted names.
+    pub valid: Vec<&'static str>,
+}
+
+fn parse_name<T: Copy>(
+    what: &'static str,
+    given: &str,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+) -> Result<T, UnknownName> {
+    all.iter()
+        .copied()
+        .find(|v| name(*v) == given)
+        .ok_or_else(|| UnknownName {
+            what,
+            given: given.to_owned(),
+            valid: all.iter().map(|v| name(*v)).collect(),
+        })
+}
+
+impl FromStr for WireFormat {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        parse_name("format", s, &WireFormat::ALL, WireFormat::as_str)
+    }
+}
+
+impl FromStr for Tokenizer {
+    type Err = UnknownName;
+    /// Accepts the short name (`o200k`) and the encoding name (`o200k_base`).
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        let short = s.strip_suffix("_base").unwrap_or(s);
+        parse_name("tokenizer", short, &Tokenizer::ALL, Tokenizer::as_str).map_err(|mut e| {
+            e.given = s.to_owned();
+            e
+        })
+    }
+}
+
+impl FromStr for Policy {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        parse_name("policy", s, &Policy::ALL, Policy::as_str)
+    }
+}
+
+macro_rules! display_as_str {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+display_as_str!(WireFormat, Tokenizer, Policy);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_list_valid_values() {
+        for f in WireFormat::ALL {
+            assert_eq!(f.as_str().parse::<WireFormat>().unwrap(), f);
+        }
+        for t in Tokenizer::ALL {
+            assert_eq!(t.as_str().parse::<Tokenizer>().unwrap(), t);
+            assert_eq!(t.encoding_name().parse::<Tokenizer>().unwrap(), t);
+        }
+        for p in Policy::ALL {
+            assert_eq!(p.as_str().parse::<Policy>().unwrap(), p);
+        }
+        let err = "gemini".parse::<WireFormat>().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown format \"gemini\"; valid values: openai-chat, anthropic-messages"
+        );
+        let err = "p50k".parse::<Tokenizer>().unwrap_err().to_string();
+        assert!(err.contains("o200k, cl100k"), "{err}");
+        assert!("Turns".parse::<Policy>().is_err());
+    }
+
+    #[test]
+    fn serde_names_match_the_cli_names() {
+        assert_eq!(
+            serde_json::to_string(&WireFormat::AnthropicMessages).unwrap(),
+            "\"anthropic-messages\""
+        );
+        assert_eq!(
+            serde_json::to_string(&Tokenizer::Cl100k).unwrap(),
+            "\"cl100k\""
+        );
+        assert_eq!(serde_json::to_string(&Policy::Agent).unwrap(), "\"agent\"");
+    }
+}

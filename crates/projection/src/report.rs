@@ -1,0 +1,205 @@
+//! [`Report`]: what a projection kept, left out, clipped, and why (SPEC P8).
+
+use serde::Serialize;
+
+use crate::history::SeqRange;
+use crate::options::{Policy, Tokenizer, WireFormat};
+
+/// The report of one projection, serializable to JSON.
+///
+/// # Format
+///
+/// ```json
+/// {"format":"openai-chat","tokenizer":"o200k","policy":"turns",
+///  "bytes":308,"tokens":71,"tokens_exact":true,
+///  "budget":{"max_bytes":308,"max_tokens":null,"reserve_output":null,
+///            "output_limit":null,"input_token_limit":null},
+///  "mandatory":{"bytes":140,"tokens":30},
+///  "turns":{"total":2,"kept":2,"dropped":0},
+///  "kept":[{"first":1,"last":4}],"dropped":[],"pinned":[],
+///  "tiers":[{"tier":"envelope","bytes":40,"tokens":3,"items":1}, …],
+///  "clips":[],"drops":[],"notice":null,
+///  "recall":{"k":0,"included":[],"skipped":[],"unavailable":null}}
+/// ```
+///
+/// * `bytes` is the body's length; `tokens` follows [`crate::tokens`]' rule for the format
+///   (`tokens_exact` is false for `anthropic-messages`, whose figures are estimates).
+/// * `tiers` lists every tier present, in body order; their `bytes` and `tokens` sum to the
+///   totals (the `envelope` tier holds the JSON around the messages, commas, reply priming and
+///   tool definitions).
+/// * `kept`/`dropped` are seq ranges of history (pinned notes are listed in `pinned`).
+/// * `drops` names each left-out piece with its tier and reason; `clips` each clipped result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The wire format of the body.
+    pub format: WireFormat,
+    /// The tokenizer tokens were counted with.
+    pub tokenizer: Tokenizer,
+    /// The policy applied.
+    pub policy: Policy,
+    /// The body's length in bytes: exactly `body.len()`.
+    pub bytes: u64,
+    /// The body's tokens by the format's rule.
+    pub tokens: u64,
+    /// Whether `tokens` is exact for the provider (false: an estimate).
+    pub tokens_exact: bool,
+    /// The budget the body was fitted to.
+    pub budget: BudgetReport,
+    /// The size of the mandatory content alone.
+    pub mandatory: Size,
+    /// How many history turns there were, were kept (in any form) and left out entirely.
+    pub turns: TurnCounts,
+    /// History seq ranges present in the body (in full or in part).
+    pub kept: Vec<SeqRange>,
+    /// History seq ranges left out entirely.
+    pub dropped: Vec<SeqRange>,
+    /// Seqs of the pinned notes sent.
+    pub pinned: Vec<u64>,
+    /// Bytes and tokens per tier, in body order.
+    pub tiers: Vec<TierSize>,
+    /// Tool results whose text was clipped to a head/tail excerpt.
+    pub clips: Vec<Clip>,
+    /// Every optional piece left out, with its tier and reason.
+    pub drops: Vec<Drop>,
+    /// The omission notice sent, if any.
+    pub notice: Option<String>,
+    /// Recalled pages: included, skipped, or why recall was unavailable.
+    pub recall: RecallReport,
+}
+
+/// A budget as applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BudgetReport {
+    /// The byte limit, if any.
+    pub max_bytes: Option<u64>,
+    /// The token limit as given, if any.
+    pub max_tokens: Option<u64>,
+    /// The output reservation as given, if any.
+    pub reserve_output: Option<u64>,
+    /// The output limit written into the body, if any.
+    pub output_limit: Option<u64>,
+    /// `max_tokens - output_limit`: the tokens the body may use, if a token limit was given.
+    pub input_token_limit: Option<u64>,
+}
+
+/// A size in bytes and tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Size {
+    /// Bytes on the wire.
+    pub bytes: u64,
+    /// Tokens by the format's rule.
+    pub tokens: u64,
+}
+
+/// Turn counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TurnCounts {
+    /// Turns in the history.
+    pub total: usize,
+    /// Turns with content in the body.
+    pub kept: usize,
+    /// Turns left out entirely.
+    pub dropped: usize,
+}
+
+/// A class of content with its own place in the drop order (SPEC P6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// JSON around the messages, commas, model, output limit, tools, reply priming.
+    Envelope,
+    /// The system prompt (mandatory).
+    System,
+    /// Pinned notes (mandatory).
+    Pinned,
+    /// The omission notice (optional, opt-in).
+    Notice,
+    /// Recalled pages (optional, dropped first).
+    Recalled,
+    /// Whole history turns (turns policy).
+    History,
+    /// Earlier user requests, verbatim (agent, mandatory).
+    UserRequests,
+    /// The previous assistant reply (agent, mandatory).
+    PreviousReply,
+    /// The latest tool result (agent, mandatory; its text may be clipped).
+    LatestResult,
+    /// Latest failure and latest possible change (agent, mandatory).
+    Status,
+    /// One-line activity rows (agent, optional).
+    Activity,
+    /// Detailed tool results other than the latest (agent, optional).
+    Details,
+    /// The current input (mandatory).
+    Input,
+}
+
+/// One tier's share of the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TierSize {
+    /// The tier.
+    pub tier: Tier,
+    /// Its bytes.
+    pub bytes: u64,
+    /// Its tokens.
+    pub tokens: u64,
+    /// How many pieces (messages, rows, results, pages) it holds.
+    pub items: usize,
+}
+
+/// A tool result whose text was clipped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Clip {
+    /// The tool result's seq.
+    pub seq: u64,
+    /// Characters of the full text.
+    pub chars: u64,
+    /// Characters kept (head plus tail).
+    pub kept_chars: u64,
+    /// How to get the rest: `recall seq=N`.
+    pub recall: String,
+}
+
+/// An optional piece left out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Drop {
+    /// Its tier.
+    pub tier: Tier,
+    /// The seqs it covers.
+    pub seqs: SeqRange,
+    /// Why: `budget`, `duplicate`, `kept_in_detail`, `beyond_recall_k`, `no_room`.
+    pub reason: String,
+}
+
+/// What happened to recall.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RecallReport {
+    /// The most pages that could be included.
+    pub k: usize,
+    /// Pages included, in body order.
+    pub included: Vec<PageRef>,
+    /// Candidates not included, with the reason.
+    pub skipped: Vec<SkippedPage>,
+    /// Why no recall was possible, as the caller said (for example a damaged index).
+    pub unavailable: Option<String>,
+}
+
+/// A recalled page's identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PageRef {
+    /// The source event's seq.
+    pub seq: u64,
+    /// The page number.
+    pub page: u32,
+}
+
+/// A recall candidate not included.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SkippedPage {
+    /// The source event's seq.
+    pub seq: u64,
+    /// The page number.
+    pub page: u32,
+    /// `kept_in_detail` (not older than the detailed history), `budget`, or `beyond_recall_k`.
+    pub reason: String,
+}

@@ -1,0 +1,377 @@
+//! What a projection is asked to build: [`ProjectionRequest`] and its builder.
+
+use ctxlog_ledger::event::EventKind;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::options::{Policy, Tokenizer, WireFormat};
+
+/// The `max_tokens` written into an `anthropic-messages` body when the request gives no
+/// output reservation. Anthropic requires the field; this default is also what is subtracted
+/// from a token budget.
+pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u64 = 4096;
+
+/// A page of old content offered for inclusion, as the recall index returned it (SPEC R6).
+///
+/// The caller ranks the candidates (best first) against the current input; the projector
+/// includes up to `recall_k` of them whose seq is older than everything the body keeps in
+/// detail, as the first optional content to go when space is short.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecalledPage {
+    /// The seq of the event the page was cut from.
+    pub seq: u64,
+    /// The page number within that event (0-based, as the index numbers them).
+    pub page: u32,
+    /// The kind of the source event.
+    pub kind: EventKind,
+    /// First character (Unicode scalar) of the page within the event's text.
+    pub char_start: u64,
+    /// One past the last character of the page.
+    pub char_end: u64,
+    /// The page text.
+    pub text: String,
+}
+
+/// Everything one projection needs besides the history: build it with
+/// [`ProjectionRequest::builder`].
+///
+/// A built request is valid: it has a model and a non-empty input, and its budget is
+/// satisfiable in principle (no zero limit, the output reservation below the token limit).
+#[derive(Clone, Debug)]
+pub struct ProjectionRequest {
+    pub(crate) format: WireFormat,
+    pub(crate) model: String,
+    pub(crate) system: Option<String>,
+    pub(crate) input: String,
+    pub(crate) max_bytes: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) tokenizer: Tokenizer,
+    pub(crate) reserve_output: Option<u64>,
+    pub(crate) policy: Policy,
+    pub(crate) notice: bool,
+    pub(crate) recall_k: usize,
+    pub(crate) recalled: Vec<RecalledPage>,
+    pub(crate) tools: Vec<serde_json::Value>,
+    pub(crate) recall_unavailable: Option<String>,
+}
+
+impl ProjectionRequest {
+    /// A builder with every default (see each setter).
+    pub fn builder() -> ProjectionRequestBuilder {
+        ProjectionRequestBuilder::default()
+    }
+
+    /// The wire format.
+    pub fn format(&self) -> WireFormat {
+        self.format
+    }
+    /// The model name, written into the body as given.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+    /// The system prompt, if any.
+    pub fn system(&self) -> Option<&str> {
+        self.system.as_deref()
+    }
+    /// The current user input.
+    pub fn input(&self) -> &str {
+        &self.input
+    }
+    /// The byte budget, if any.
+    pub fn max_bytes(&self) -> Option<u64> {
+        self.max_bytes
+    }
+    /// The token budget (input + reserved output), if any.
+    pub fn max_tokens(&self) -> Option<u64> {
+        self.max_tokens
+    }
+    /// The tokenizer tokens are counted with.
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.tokenizer
+    }
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+    /// Whether an omission notice is added when history is left out.
+    pub fn notice(&self) -> bool {
+        self.notice
+    }
+    /// How many recalled pages may be included.
+    pub fn recall_k(&self) -> usize {
+        self.recall_k
+    }
+    /// The recall candidates, best first.
+    pub fn recalled(&self) -> &[RecalledPage] {
+        &self.recalled
+    }
+    /// The tool definitions written into the body.
+    pub fn tools(&self) -> &[serde_json::Value] {
+        &self.tools
+    }
+    /// Why the recall index was unavailable, if the caller said so.
+    pub fn recall_unavailable(&self) -> Option<&str> {
+        self.recall_unavailable.as_deref()
+    }
+
+    /// The output reservation as given (`None`: not asked for).
+    pub fn reserve_output(&self) -> Option<u64> {
+        self.reserve_output
+    }
+
+    /// The output limit actually applied: the reservation subtracted from the token budget
+    /// and written as the format's output-limit field. For `anthropic-messages` it defaults
+    /// to [`DEFAULT_ANTHROPIC_MAX_TOKENS`]; for `openai-chat` it is the reservation if given
+    /// (written as `max_completion_tokens`), else nothing is reserved or written.
+    pub fn output_limit(&self) -> Option<u64> {
+        match self.format {
+            WireFormat::OpenAiChat => self.reserve_output,
+            WireFormat::AnthropicMessages => {
+                Some(self.reserve_output.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS))
+            }
+        }
+    }
+
+    /// What the input may use of the token budget: `max_tokens - output_limit`.
+    pub fn input_token_limit(&self) -> Option<u64> {
+        let max = self.max_tokens?;
+        Some(max.saturating_sub(self.output_limit().unwrap_or(0)))
+    }
+}
+
+/// Builds a [`ProjectionRequest`]. Setters take `&mut self` and can be chained;
+/// [`build`](Self::build) validates and can be called again after changes.
+///
+/// ```
+/// use ctxlog_projection::{Policy, ProjectionRequest, WireFormat};
+/// let request = ProjectionRequest::builder()
+///     .model("gpt-4o-mini")
+///     .input("What did we decide?")
+///     .max_bytes(4096)
+///     .policy(Policy::Turns)
+///     .build()?;
+/// assert_eq!(request.format(), WireFormat::OpenAiChat);
+/// # Ok::<(), ctxlog_projection::Error>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ProjectionRequestBuilder {
+    format: WireFormat,
+    model: Option<String>,
+    system: Option<String>,
+    input: Option<String>,
+    max_bytes: Option<u64>,
+    max_tokens: Option<u64>,
+    tokenizer: Tokenizer,
+    reserve_output: Option<u64>,
+    policy: Policy,
+    notice: bool,
+    recall_k: Option<usize>,
+    recalled: Vec<RecalledPage>,
+    tools: Vec<serde_json::Value>,
+    recall_unavailable: Option<String>,
+}
+
+impl ProjectionRequestBuilder {
+    /// The wire format. Default: [`WireFormat::OpenAiChat`].
+    pub fn format(&mut self, format: WireFormat) -> &mut Self {
+        self.format = format;
+        self
+    }
+    /// The model name, written as given. Required: both formats need a `model` field, and a
+    /// field added after fitting would break the byte guarantee (SPEC P2).
+    pub fn model(&mut self, model: impl Into<String>) -> &mut Self {
+        self.model = Some(model.into());
+        self
+    }
+    /// The system prompt (mandatory content). Default: none, and no system message is sent.
+    pub fn system(&mut self, system: impl Into<String>) -> &mut Self {
+        self.system = Some(system.into());
+        self
+    }
+    /// The current user input (mandatory content). Required, non-empty.
+    pub fn input(&mut self, input: impl Into<String>) -> &mut Self {
+        self.input = Some(input.into());
+        self
+    }
+    /// The byte budget: the body's length in bytes will not exceed it. Default: none.
+    pub fn max_bytes(&mut self, max_bytes: u64) -> &mut Self {
+        self.max_bytes = Some(max_bytes);
+        self
+    }
+    /// The token budget (input plus reserved output) counted with the
+    /// [tokenizer](Self::tokenizer). Default: none.
+    pub fn max_tokens(&mut self, max_tokens: u64) -> &mut Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+    /// The tokenizer. Default: [`Tokenizer::O200k`].
+    pub fn tokenizer(&mut self, tokenizer: Tokenizer) -> &mut Self {
+        self.tokenizer = tokenizer;
+        self
+    }
+    /// Tokens reserved for the reply: subtracted from the token budget and written as the
+    /// output-limit field (`max_completion_tokens` / `max_tokens`). Default: none; for
+    /// `anthropic-messages`, which requires the field, [`DEFAULT_ANTHROPIC_MAX_TOKENS`].
+    pub fn reserve_output(&mut self, tokens: u64) -> &mut Self {
+        self.reserve_output = Some(tokens);
+        self
+    }
+    /// The policy. Default: [`Policy::Turns`].
+    pub fn policy(&mut self, policy: Policy) -> &mut Self {
+        self.policy = policy;
+        self
+    }
+    /// Whether to add an omission notice when history is left out (SPEC P7). Default: false.
+    pub fn notice(&mut self, notice: bool) -> &mut Self {
+        self.notice = notice;
+        self
+    }
+    /// How many recalled pages may be included. Default: the policy's
+    /// ([`Policy::default_recall_k`]: 0 for turns, 2 for agent).
+    pub fn recall_k(&mut self, k: usize) -> &mut Self {
+        self.recall_k = Some(k);
+        self
+    }
+    /// The recall candidates, best first. Default: none.
+    pub fn recalled(&mut self, pages: Vec<RecalledPage>) -> &mut Self {
+        self.recalled = pages;
+        self
+    }
+    /// Tool definitions written into the body (mandatory content), in the format's own shape.
+    /// Default: none, and no `tools` field is written.
+    pub fn tools(&mut self, tools: Vec<serde_json::Value>) -> &mut Self {
+        self.tools = tools;
+        self
+    }
+    /// Tells the projector the recall index could not be used and why; the report says so.
+    /// Default: none.
+    pub fn recall_unavailable(&mut self, reason: impl Into<String>) -> &mut Self {
+        self.recall_unavailable = Some(reason.into());
+        self
+    }
+
+    /// Validates and returns the request.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] without a model or with an empty input;
+    /// [`Error::InvalidBudget`] for a zero limit or reservation, or a reservation that leaves
+    /// no input tokens.
+    pub fn build(&self) -> Result<ProjectionRequest> {
+        let model = self
+            .model
+            .clone()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| {
+                invalid_request("a model name is required (both wire formats carry a model field)")
+            })?;
+        let input = self
+            .input
+            .clone()
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| {
+                invalid_request("the current input is required and must not be empty")
+            })?;
+        let request = ProjectionRequest {
+            format: self.format,
+            model,
+            system: self.system.clone(),
+            input,
+            max_bytes: self.max_bytes,
+            max_tokens: self.max_tokens,
+            tokenizer: self.tokenizer,
+            reserve_output: self.reserve_output,
+            policy: self.policy,
+            notice: self.notice,
+            recall_k: self.recall_k.unwrap_or(self.policy.default_recall_k()),
+            recalled: self.recalled.clone(),
+            tools: self.tools.clone(),
+            recall_unavailable: self.recall_unavailable.clone(),
+        };
+        check_budget(&request)?;
+        Ok(request)
+    }
+}
+
+fn invalid_request(reason: &str) -> Error {
+    Error::InvalidRequest {
+        reason: reason.to_owned(),
+    }
+}
+
+fn check_budget(request: &ProjectionRequest) -> Result<()> {
+    let invalid = |reason: String| Err(Error::InvalidBudget { reason });
+    if request.max_bytes == Some(0) {
+        return invalid("max_bytes must be at least 1".into());
+    }
+    if request.max_tokens == Some(0) {
+        return invalid("max_tokens must be at least 1".into());
+    }
+    if request.reserve_output == Some(0) {
+        return invalid("reserve_output must be at least 1 when given".into());
+    }
+    if let (Some(max), Some(reserve)) = (request.max_tokens, request.output_limit())
+        && reserve >= max
+    {
+        let default_note = if request.reserve_output.is_none() {
+            " (the anthropic-messages default; set reserve_output)"
+        } else {
+            ""
+        };
+        return invalid(format!(
+            "reserve_output {reserve}{default_note} leaves no input tokens within max_tokens {max}"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let r = ProjectionRequest::builder()
+            .model("m")
+            .input("q")
+            .build()
+            .unwrap();
+        assert_eq!(r.format(), WireFormat::OpenAiChat);
+        assert_eq!(r.tokenizer(), Tokenizer::O200k);
+        assert_eq!(r.policy(), Policy::Turns);
+        assert_eq!(r.recall_k(), 0);
+        assert!(!r.notice());
+        assert_eq!(r.output_limit(), None);
+        let a = ProjectionRequest::builder()
+            .model("m")
+            .input("q")
+            .format(WireFormat::AnthropicMessages)
+            .policy(Policy::Agent)
+            .build()
+            .unwrap();
+        assert_eq!(a.output_limit(), Some(DEFAULT_ANTHROPIC_MAX_TOKENS));
+        assert_eq!(a.recall_k(), 2);
+    }
+
+    #[test]
+    fn bad_requests_and_budgets_are_refused() {
+        let mut b = ProjectionRequest::builder();
+        assert!(matches!(
+            b.input("q").build(),
+            Err(Error::InvalidRequest { .. })
+        ));
+        b.model("m");
+        assert!(b.build().is_ok());
+        b.input("");
+        assert!(matches!(b.build(), Err(Error::InvalidRequest { .. })));
+        b.input("q").max_bytes(0);
+        assert!(matches!(b.build(), Err(Error::InvalidBudget { .. })));
+        b.max_bytes(10).max_tokens(100).reserve_output(100);
+        let err = b.build().unwrap_err().to_string();
+        assert!(err.contains("reserve_output 100"), "{err}");
+        b.reserve_output(99);
+        assert_eq!(b.build().unwrap().input_token_limit(), Some(1));
+        b.format(WireFormat::AnthropicMessages);
+        assert!(b.build().is_ok());
+    }
+}

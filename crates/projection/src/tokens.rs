@@ -1,0 +1,306 @@
+//! Token counting: real offline tokenizers and each wire format's per-message rule (SPEC P3).
+//!
+//! # The rule for `openai-chat` (exact where OpenAI publishes one)
+//!
+//! OpenAI's cookbook *How to count tokens with tiktoken* publishes this rule, which it checks
+//! against the API's `usage.prompt_tokens`:
+//!
+//! * every message costs 3 tokens, plus the tokens of each of its string fields (`role`,
+//!   `content`, `name`, `tool_call_id`, …), plus 1 more if it has a `name`;
+//! * every reply is primed with 3 tokens;
+//! * tool definitions cost, per function, 7 (o200k) or 10 (cl100k) plus the tokens of
+//!   `name:description` (one trailing `.` removed), plus 3 if it has properties and, per
+//!   property, 3 plus the tokens of `key:type:description` (one trailing `.` removed) and, if
+//!   it has an `enum`, −3 plus 3 and the item's tokens per item; and 12 once for all functions.
+//!
+//! OpenAI publishes nothing for the `tool_calls` of an assistant message; we count, per call,
+//! the tokens of the function name and of the arguments string, plus 1 (the rule `tiktoken-rs`
+//! uses). Text parts of array-valued `content` count their `text`.
+//!
+//! # The estimate for `anthropic-messages`
+//!
+//! Anthropic publishes no offline tokenizer. Token figures for this format are **estimates**
+//! made with the chosen OpenAI tokenizer and the same shape of rule: 3 per message plus its
+//! role and the tokens of each block (text; tool_use id, name and compact input; tool_result
+//! id and content), 3 for the system prompt plus `system` and its text, the compact JSON of
+//! each tool definition, and 3 for reply priming. Byte budgets are exact for every format; a
+//! token budget with this format bounds the estimate (reports say `tokens_exact: false`).
+//!
+//! Text is encoded as ordinary text: special-token spellings such as `<|endoftext|>` inside
+//! user content count as the plain characters they are.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tiktoken_rs::CoreBPE;
+
+use crate::error::{Error, Result};
+use crate::json::value_to_string;
+use crate::options::{Tokenizer, WireFormat};
+
+/// Tokens added once per message by OpenAI's published rule.
+pub const TOKENS_PER_MESSAGE: u64 = 3;
+/// Tokens added for a message's `name` field by OpenAI's published rule.
+pub const TOKENS_PER_NAME: u64 = 1;
+/// Tokens priming the reply (`<|start|>assistant<|message|>`), once per request.
+pub const REPLY_PRIMING: u64 = 3;
+
+fn bpe(tokenizer: Tokenizer) -> &'static CoreBPE {
+    match tokenizer {
+        Tokenizer::O200k => tiktoken_rs::o200k_base_singleton(),
+        Tokenizer::Cl100k => tiktoken_rs::cl100k_base_singleton(),
+    }
+}
+
+/// The number of tokens of `text`, encoded as ordinary text with `tokenizer`.
+pub fn text_tokens(tokenizer: Tokenizer, text: &str) -> u64 {
+    if text.is_empty() {
+        return 0;
+    }
+    bpe(tokenizer).encode_ordinary(text).len() as u64
+}
+
+/// The result of [`count`]: a request body's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Count {
+    /// Length of the body in bytes.
+    pub bytes: u64,
+    /// Tokens by the format's rule (see the module docs).
+    pub tokens: u64,
+    /// The tokenizer used.
+    pub tokenizer: Tokenizer,
+    /// The format whose rule was applied.
+    pub format: WireFormat,
+    /// Whether `tokens` follows a published rule for this provider (false: an estimate).
+    pub tokens_exact: bool,
+}
+
+/// Counts the bytes and tokens of a request body of `format` (the CLI's `ctxlog count`).
+///
+/// For a body returned by [`crate::project`] with the same format and tokenizer, the result
+/// equals the projection report's `bytes` and `tokens`.
+///
+/// # Errors
+///
+/// [`Error::InvalidBody`] if `body` is not JSON, or not an object with a `messages` array.
+pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Count> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| Error::InvalidBody {
+        reason: format!("not JSON: {e}"),
+    })?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid_body("the body is not a JSON object"))?;
+    let messages = object
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid_body("the body has no \"messages\" array"))?;
+    let mut tokens = REPLY_PRIMING;
+    for message in messages {
+        tokens += message_tokens(format, tokenizer, message);
+    }
+    if let Some(system) = object
+        .get("system")
+        .filter(|_| format == WireFormat::AnthropicMessages)
+    {
+        tokens += system_tokens(tokenizer, system);
+    }
+    if let Some(tools) = object.get("tools").and_then(Value::as_array) {
+        tokens += tools_tokens(format, tokenizer, tools);
+    }
+    Ok(Count {
+        bytes: body.len() as u64,
+        tokens,
+        tokenizer,
+        format,
+        tokens_exact: format.tokens_exact(),
+    })
+}
+
+fn invalid_body(reason: &str) -> Error {
+    Error::InvalidBody {
+        reason: reason.to_owned(),
+    }
+}
+
+/// Tokens of one message (a JSON object of the format's message shape).
+pub(crate) fn message_tokens(format: WireFormat, tokenizer: Tokenizer, message: &Value) -> u64 {
+    let Some(fields) = message.as_object() else {
+        return TOKENS_PER_MESSAGE;
+    };
+    let mut tokens = TOKENS_PER_MESSAGE;
+    for (key, value) in fields {
+        tokens += match (format, key.as_str(), value) {
+            (_, "name", Value::String(s)) => text_tokens(tokenizer, s) + TOKENS_PER_NAME,
+            (_, _, Value::String(s)) => text_tokens(tokenizer, s),
+            (WireFormat::OpenAiChat, "tool_calls", Value::Array(calls)) => {
+                calls.iter().map(|c| openai_call_tokens(tokenizer, c)).sum()
+            }
+            (_, "content", Value::Array(parts)) => parts
+                .iter()
+                .map(|p| block_tokens(format, tokenizer, p))
+                .sum(),
+            _ => 0,
+        };
+    }
+    tokens
+}
+
+fn openai_call_tokens(tokenizer: Tokenizer, call: &Value) -> u64 {
+    let function = &call["function"];
+    let name = function["name"].as_str().unwrap_or_default();
+    let arguments = function["arguments"].as_str().unwrap_or_default();
+    text_tokens(tokenizer, name) + text_tokens(tokenizer, arguments) + 1
+}
+
+fn block_tokens(format: WireFormat, tokenizer: Tokenizer, block: &Value) -> u64 {
+    let str_of = |key: &str| text_tokens(tokenizer, block[key].as_str().unwrap_or_default());
+    match block["type"].as_str() {
+        Some("text") => str_of("text"),
+        Some("tool_use") if format == WireFormat::AnthropicMessages => {
+            str_of("id")
+                + str_of("name")
+                + text_tokens(tokenizer, &value_to_string(&block["input"]))
+        }
+        Some("tool_result") if format == WireFormat::AnthropicMessages => {
+            let content = match &block["content"] {
+                Value::String(s) => text_tokens(tokenizer, s),
+                Value::Array(parts) => parts
+                    .iter()
+                    .map(|p| block_tokens(format, tokenizer, p))
+                    .sum(),
+                _ => 0,
+            };
+            str_of("tool_use_id") + content
+        }
+        _ => text_tokens(tokenizer, &value_to_string(block)),
+    }
+}
+
+fn system_tokens(tokenizer: Tokenizer, system: &Value) -> u64 {
+    let text = match system {
+        Value::String(s) => text_tokens(tokenizer, s),
+        Value::Array(parts) => parts
+            .iter()
+            .map(|p| block_tokens(WireFormat::AnthropicMessages, tokenizer, p))
+            .sum(),
+        _ => 0,
+    };
+    TOKENS_PER_MESSAGE + text_tokens(tokenizer, "system") + text
+}
+
+/// Tokens of the tool definitions of a request.
+pub(crate) fn tools_tokens(format: WireFormat, tokenizer: Tokenizer, tools: &[Value]) -> u64 {
+    match format {
+        WireFormat::OpenAiChat => openai_tools_tokens(tokenizer, tools),
+        WireFormat::AnthropicMessages => tools
+            .iter()
+            .map(|t| text_tokens(tokenizer, &value_to_string(t)))
+            .sum(),
+    }
+}
+
+/// The cookbook's constants, by model family (o200k: gpt-4o; cl100k: gpt-4, gpt-3.5-turbo).
+struct ToolRule {
+    func_init: u64,
+    prop_init: u64,
+    prop_key: u64,
+    enum_init: i64,
+    enum_item: u64,
+    func_end: u64,
+}
+
+fn tool_rule(tokenizer: Tokenizer) -> ToolRule {
+    let func_init = match tokenizer {
+        Tokenizer::O200k => 7,
+        Tokenizer::Cl100k => 10,
+    };
+    ToolRule {
+        func_init,
+        prop_init: 3,
+        prop_key: 3,
+        enum_init: -3,
+        enum_item: 3,
+        func_end: 12,
+    }
+}
+
+fn openai_tools_tokens(tokenizer: Tokenizer, tools: &[Value]) -> u64 {
+    if tools.is_empty() {
+        return 0;
+    }
+    let rule = tool_rule(tokenizer);
+    let per_function: u64 = tools
+        .iter()
+        .map(|tool| openai_function_tokens(tokenizer, &rule, &tool["function"]))
+        .sum();
+    per_function + rule.func_end
+}
+
+fn openai_function_tokens(tokenizer: Tokenizer, rule: &ToolRule, function: &Value) -> u64 {
+    let name = function["name"].as_str().unwrap_or_default();
+    let description = strip_dot(function["description"].as_str().unwrap_or_default());
+    let mut tokens = rule.func_init + text_tokens(tokenizer, &format!("{name}:{description}"));
+    let Some(properties) = function["parameters"]["properties"].as_object() else {
+        return tokens;
+    };
+    if properties.is_empty() {
+        return tokens;
+    }
+    tokens += rule.prop_init;
+    for (key, property) in properties {
+        tokens += rule.prop_key;
+        if let Some(items) = property["enum"].as_array() {
+            let items_tokens: u64 = items
+                .iter()
+                .map(|item| rule.enum_item + text_tokens(tokenizer, &plain_text(item)))
+                .sum();
+            tokens = tokens.saturating_add_signed(rule.enum_init) + items_tokens;
+        }
+        let kind = plain_text(&property["type"]);
+        let description = strip_dot(property["description"].as_str().unwrap_or_default());
+        tokens += text_tokens(tokenizer, &format!("{key}:{kind}:{description}"));
+    }
+    tokens
+}
+
+fn strip_dot(text: &str) -> &str {
+    text.strip_suffix('.').unwrap_or(text)
+}
+
+fn plain_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => value_to_string(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_tokens_use_the_named_encoding() {
+        assert_eq!(text_tokens(Tokenizer::O200k, ""), 0);
+        assert_eq!(text_tokens(Tokenizer::Cl100k, "tiktoken is great!"), 6);
+        assert_eq!(text_tokens(Tokenizer::O200k, "tiktoken is great!"), 6);
+    }
+
+    #[test]
+    fn count_rejects_what_is_not_a_body() {
+        assert!(matches!(
+            count(b"{", WireFormat::OpenAiChat, Tokenizer::O200k),
+            Err(Error::InvalidBody { .. })
+        ));
+        assert!(matches!(
+            count(b"[]", WireFormat::OpenAiChat, Tokenizer::O200k),
+            Err(Error::InvalidBody { .. })
+        ));
+        let c = count(
+            br#"{"messages":[]}"#,
+            WireFormat::OpenAiChat,
+            Tokenizer::O200k,
+        )
+        .unwrap();
+        assert_eq!((c.bytes, c.tokens), (15, REPLY_PRIMING));
+    }
+}

@@ -1,0 +1,434 @@
+//! The `turns` policy: whole turns, newest first, as a contiguous suffix (SPEC P5, P7, P9).
+//!
+//! Selection uses per-unit sizes from the [`SizeCache`] and never serializes a candidate
+//! body: the size of "mandatory + notice + the newest k units" is computed from cached unit
+//! sizes and the constant cost of joining neighbours. The walk goes newest first and stops
+//! once even the notice-free body with k units exceeds the budget (no larger k can fit); the
+//! largest k that fits wins. That is exactly the naive rule's answer ([`crate::naive`]).
+
+use ctxlog_ledger::event::Event;
+
+use crate::Projection;
+use crate::cache::SizeCache;
+use crate::common::{Ctx, TierSums, hist, page_text, pinned_items, pinned_notes};
+use crate::error::{Error, Result};
+use crate::history::{History, SeqRange};
+use crate::report::{Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts};
+use crate::request::ProjectionRequest;
+use crate::wire::{Cost, Item, Msg, Role, turn_items};
+
+/// A history unit: a turn, or the preamble (events before the first user event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Which {
+    Turn(usize),
+    Preamble,
+}
+
+struct Unit {
+    which: Which,
+    seqs: SeqRange,
+    cost: Cost,
+    msgs: Option<Vec<Msg>>,
+}
+
+/// The text of the omission notice for `turns` dropped turns covering `seqs`.
+pub(crate) fn notice_text(turns: usize, seqs: SeqRange) -> String {
+    format!(
+        "[ctxlog] {turns} earlier turn(s), seq {}-{}, are not included in this request. They are \
+         stored and can be recalled with the recall tool (by query, or by seq=N).",
+        seqs.first, seqs.last
+    )
+}
+
+/// Mandatory parts and fixed costs of a turns projection.
+pub(crate) struct Frame {
+    pub pinned: Vec<Event>,
+    pub prefix_msgs: Vec<Msg>,
+    pub prefix: Cost,
+    pub pinned_cost: Cost,
+    pub system_cost: Cost,
+    pub input_msgs: Vec<Msg>,
+    pub input: Cost,
+    pub mandatory: Size,
+}
+
+pub(crate) fn frame<H: History + ?Sized>(ctx: &Ctx<'_>, history: &H) -> Result<Frame> {
+    let pinned = pinned_notes(history)?;
+    let (system_msgs, system_cost) = ctx.render(&ctx.system_items());
+    let (pinned_msgs, pinned_cost) = ctx.render(&pinned_items(&pinned));
+    let mut prefix_msgs = system_msgs;
+    prefix_msgs.extend(pinned_msgs);
+    let prefix = ctx.cost(&prefix_msgs);
+    let (input_msgs, input) = ctx.render(&ctx.input_items());
+    let mandatory = ctx.total(prefix.then(input, ctx.tokenizer));
+    Ok(Frame {
+        pinned,
+        prefix_msgs,
+        prefix,
+        pinned_cost,
+        system_cost,
+        input_msgs,
+        input,
+        mandatory,
+    })
+}
+
+/// Runs the `turns` policy.
+pub(crate) fn project<H: History + ?Sized>(
+    history: &H,
+    req: &ProjectionRequest,
+    cache: &mut SizeCache,
+) -> Result<Projection> {
+    let ctx = Ctx::new(req);
+    let frame = frame(&ctx, history)?;
+    ctx.check_mandatory(frame.mandatory)?;
+    let turn_count = hist(history.turn_count())?;
+    let walk = walk(&ctx, history, cache, &frame, turn_count)?;
+    assemble(&ctx, history, frame, walk, turn_count)
+}
+
+struct Walk {
+    /// Units looked at, newest first; the first `kept` are kept.
+    units: Vec<Unit>,
+    kept: usize,
+    notice: Option<(String, Vec<Msg>, Cost)>,
+    notice_dropped: Option<SeqRange>,
+}
+
+fn walk<H: History + ?Sized>(
+    ctx: &Ctx<'_>,
+    history: &H,
+    cache: &mut SizeCache,
+    frame: &Frame,
+    turn_count: usize,
+) -> Result<Walk> {
+    let tok = ctx.tokenizer;
+    let mut units: Vec<Unit> = Vec::new();
+    let mut hist_cost = Cost::default();
+    let mut best: Option<usize> = None;
+    loop {
+        let k = units.len();
+        let lower = ctx.total(frame.prefix.then(hist_cost, tok).then(frame.input, tok));
+        if !ctx.fits(lower) {
+            break;
+        }
+        if ctx.fits(candidate_size(
+            ctx, history, frame, hist_cost, k, turn_count,
+        )?) {
+            best = Some(k);
+        }
+        let Some(unit) = next_unit(ctx, history, cache, k, turn_count)? else {
+            break;
+        };
+        hist_cost = unit.cost.then(hist_cost, tok);
+        units.push(unit);
+    }
+    let kept = best.unwrap_or(0);
+    let notice = notice_for(ctx, history, kept, turn_count)?;
+    let (notice, notice_dropped) = match (best, notice) {
+        (Some(_), n) => (n, None),
+        (None, Some((text, _, _))) => (
+            None,
+            Some(dropped_turn_range(history, 0, turn_count, &text)?),
+        ),
+        (None, None) => (None, None),
+    };
+    Ok(Walk {
+        units,
+        kept,
+        notice,
+        notice_dropped,
+    })
+}
+
+fn dropped_turn_range<H: History + ?Sized>(
+    history: &H,
+    kept_turns: usize,
+    turn_count: usize,
+    _why: &str,
+) -> Result<SeqRange> {
+    let last_dropped = turn_count - kept_turns - 1;
+    Ok(SeqRange::new(
+        hist(history.turn_seqs(0))?.first,
+        hist(history.turn_seqs(last_dropped))?.last,
+    ))
+}
+
+/// The notice for keeping `kept` units, if one is asked for and turns are left out.
+fn notice_for<H: History + ?Sized>(
+    ctx: &Ctx<'_>,
+    history: &H,
+    kept: usize,
+    turn_count: usize,
+) -> Result<Option<(String, Vec<Msg>, Cost)>> {
+    let kept_turns = kept.min(turn_count);
+    if !ctx.req.notice || kept_turns >= turn_count {
+        return Ok(None);
+    }
+    let seqs = dropped_turn_range(history, kept_turns, turn_count, "")?;
+    let text = notice_text(turn_count - kept_turns, seqs);
+    let (msgs, cost) = ctx.render(&[Item::text(Role::System, text.clone())]);
+    Ok(Some((text, msgs, cost)))
+}
+
+fn candidate_size<H: History + ?Sized>(
+    ctx: &Ctx<'_>,
+    history: &H,
+    frame: &Frame,
+    hist_cost: Cost,
+    k: usize,
+    turn_count: usize,
+) -> Result<Size> {
+    let tok = ctx.tokenizer;
+    let notice = notice_for(ctx, history, k, turn_count)?
+        .map(|n| n.2)
+        .unwrap_or_default();
+    Ok(ctx.total(
+        frame
+            .prefix
+            .then(notice, tok)
+            .then(hist_cost, tok)
+            .then(frame.input, tok),
+    ))
+}
+
+/// The unit after the `k` newest: turn `turn_count - 1 - k`, then the preamble, then none.
+fn next_unit<H: History + ?Sized>(
+    ctx: &Ctx<'_>,
+    history: &H,
+    cache: &mut SizeCache,
+    k: usize,
+    turn_count: usize,
+) -> Result<Option<Unit>> {
+    if k < turn_count {
+        let which = Which::Turn(turn_count - 1 - k);
+        let seqs = hist(history.turn_seqs(turn_count - 1 - k))?;
+        if let Some(cost) = cache.get(seqs, ctx.format, ctx.tokenizer) {
+            return Ok(Some(Unit {
+                which,
+                seqs,
+                cost,
+                msgs: None,
+            }));
+        }
+        let events = hist(history.turn(turn_count - 1 - k))?;
+        return Ok(Some(measure(ctx, cache, which, &events)));
+    }
+    if k > turn_count {
+        return Ok(None);
+    }
+    let events = hist(history.preamble())?;
+    if events.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(measure(ctx, cache, Which::Preamble, &events)))
+}
+
+fn measure(ctx: &Ctx<'_>, cache: &mut SizeCache, which: Which, events: &[Event]) -> Unit {
+    let seqs = SeqRange::of(events).unwrap_or(SeqRange::new(0, 0));
+    let (msgs, cost) = ctx.render(&turn_items(events));
+    cache.insert(seqs, ctx.format, ctx.tokenizer, cost);
+    Unit {
+        which,
+        seqs,
+        cost,
+        msgs: Some(msgs),
+    }
+}
+
+/// Loads (if needed) and renders the events of a unit.
+pub(crate) fn unit_msgs<H: History + ?Sized>(
+    ctx: &Ctx<'_>,
+    history: &H,
+    which: Which,
+) -> Result<Vec<Msg>> {
+    let events = match which {
+        Which::Turn(i) => hist(history.turn(i))?,
+        Which::Preamble => hist(history.preamble())?,
+    };
+    Ok(ctx.render(&turn_items(&events)).0)
+}
+
+fn assemble<H: History + ?Sized>(
+    ctx: &Ctx<'_>,
+    history: &H,
+    frame: Frame,
+    mut walk: Walk,
+    turn_count: usize,
+) -> Result<Projection> {
+    let tok = ctx.tokenizer;
+    walk.units.truncate(walk.kept);
+    walk.units.reverse();
+    let mut hist_cost = Cost::default();
+    let mut hist_msgs = Vec::new();
+    for unit in &mut walk.units {
+        hist_cost = hist_cost.then(unit.cost, tok);
+        let msgs = match unit.msgs.take() {
+            Some(m) => m,
+            None => unit_msgs(ctx, history, unit.which)?,
+        };
+        hist_msgs.extend(msgs);
+    }
+    let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
+    let oldest_kept = walk.units.first().map(|u| u.seqs.first);
+    let base = frame.prefix.then(notice_cost, tok);
+    let pages = choose_pages(ctx, base, hist_cost.then(frame.input, tok), oldest_kept);
+
+    let mut sums = TierSums::new(tok);
+    sums.push(Tier::System, frame.system_cost, 1);
+    sums.push(Tier::Pinned, frame.pinned_cost, frame.pinned.len());
+    sums.push(Tier::Notice, notice_cost, 1);
+    sums.push(Tier::Recalled, pages.cost, pages.report.included.len());
+    sums.push(Tier::History, hist_cost, walk.units.len());
+    sums.push(Tier::Input, frame.input, 1);
+
+    let mut msgs = frame.prefix_msgs;
+    let notice_text = walk.notice.map(|(text, m, _)| {
+        msgs.extend(m);
+        text
+    });
+    msgs.extend(pages.msgs);
+    msgs.extend(hist_msgs);
+    msgs.extend(frame.input_msgs);
+    let body = ctx.envelope.write(msgs);
+    let total = ctx.total(pages.chain);
+    if body.len() as u64 != total.bytes || !ctx.fits(total) {
+        return Err(Error::Internal {
+            reason: format!("assembled {} bytes, accounted {}", body.len(), total.bytes),
+        });
+    }
+    let kept_turns = walk
+        .units
+        .iter()
+        .filter(|u| matches!(u.which, Which::Turn(_)))
+        .count();
+    let kept_range = match (walk.units.first(), walk.units.last()) {
+        (Some(a), Some(b)) => vec![SeqRange::new(a.seqs.first, b.seqs.last)],
+        _ => Vec::new(),
+    };
+    let mut drops = Vec::new();
+    let dropped = dropped_history(history, &walk.units, turn_count)?;
+    if let Some(range) = dropped {
+        drops.push(Drop {
+            tier: Tier::History,
+            seqs: range,
+            reason: "budget".into(),
+        });
+    }
+    if let Some(range) = walk.notice_dropped {
+        drops.push(Drop {
+            tier: Tier::Notice,
+            seqs: range,
+            reason: "no_room".into(),
+        });
+    }
+    let report = Report {
+        format: ctx.format,
+        tokenizer: tok,
+        policy: ctx.req.policy,
+        bytes: total.bytes,
+        tokens: total.tokens,
+        tokens_exact: ctx.format.tokens_exact(),
+        budget: ctx.budget_report(),
+        mandatory: frame.mandatory,
+        turns: TurnCounts {
+            total: turn_count,
+            kept: kept_turns,
+            dropped: turn_count - kept_turns,
+        },
+        kept: kept_range,
+        dropped: dropped.into_iter().collect(),
+        pinned: frame.pinned.iter().map(|e| e.seq).collect(),
+        tiers: sums.finish(total),
+        clips: Vec::new(),
+        drops,
+        notice: notice_text,
+        recall: pages.report,
+    };
+    Ok(Projection { body, report })
+}
+
+/// The seq range of history left out: everything before the oldest kept unit.
+fn dropped_history<H: History + ?Sized>(
+    history: &H,
+    kept: &[Unit],
+    turn_count: usize,
+) -> Result<Option<SeqRange>> {
+    let kept_turns = kept
+        .iter()
+        .filter(|u| matches!(u.which, Which::Turn(_)))
+        .count();
+    if kept_turns < turn_count {
+        let range = dropped_turn_range(history, kept_turns, turn_count, "")?;
+        let preamble = hist(history.preamble())?;
+        let first = preamble
+            .first()
+            .map_or(range.first, |e| e.seq.min(range.first));
+        return Ok(Some(SeqRange::new(first, range.last)));
+    }
+    if kept.iter().any(|u| u.which == Which::Preamble) {
+        return Ok(None);
+    }
+    Ok(SeqRange::of(&hist(history.preamble())?))
+}
+
+pub(crate) struct Pages {
+    pub msgs: Vec<Msg>,
+    pub cost: Cost,
+    /// The whole messages chain with the pages in place.
+    pub chain: Cost,
+    pub report: RecallReport,
+}
+
+/// Adds recalled pages, best first, between `before` and `after` while they fit: up to
+/// `recall_k`, only pages older than `oldest_kept` (everything, if nothing is kept in detail).
+pub(crate) fn choose_pages(
+    ctx: &Ctx<'_>,
+    before: Cost,
+    after: Cost,
+    oldest_kept: Option<u64>,
+) -> Pages {
+    let tok = ctx.tokenizer;
+    let k = ctx.req.recall_k;
+    let mut report = RecallReport {
+        k,
+        unavailable: ctx.req.recall_unavailable.clone(),
+        ..Default::default()
+    };
+    let mut msgs = Vec::new();
+    let mut cost = Cost::default();
+    for page in &ctx.req.recalled {
+        let skip = |reason: &str| SkippedPage {
+            seq: page.seq,
+            page: page.page,
+            reason: reason.into(),
+        };
+        if report.included.len() >= k {
+            report.skipped.push(skip("beyond_recall_k"));
+            continue;
+        }
+        if oldest_kept.is_some_and(|oldest| page.seq >= oldest) {
+            report.skipped.push(skip("kept_in_detail"));
+            continue;
+        }
+        let (m, c) = ctx.render(&[Item::text(Role::User, page_text(page))]);
+        let with = cost.then(c, tok);
+        if !ctx.fits(ctx.total(before.then(with, tok).then(after, tok))) {
+            report.skipped.push(skip("budget"));
+            continue;
+        }
+        cost = with;
+        msgs.extend(m);
+        report.included.push(PageRef {
+            seq: page.seq,
+            page: page.page,
+        });
+    }
+    let chain = before.then(cost, tok).then(after, tok);
+    Pages {
+        msgs,
+        cost,
+        chain,
+        report,
+    }
+}

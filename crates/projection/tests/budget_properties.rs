@@ -1,0 +1,411 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Property tests of the budget guarantees (SPEC P2, P3, P4, P5, P9). Failure class: a body
+//! over budget (the provider's 400), a reported size that is not the body's, a split turn or
+//! an unpaired tool call, or a fast selector that disagrees with the obvious rule.
+//! Guarantees, for random conversations (tool calls with and without results, notes, pinned
+//! and superseding notes, a preamble, markers; text with quotes, backslashes, newlines,
+//! control characters, Chinese and emoji), both formats and both tokenizers, and every byte
+//! budget from below the mandatory size to above the full size:
+//! * the projection fits, or fails with `MandatoryExceedsBudget` exactly when the mandatory
+//!   part does not fit;
+//! * `report.bytes == body.len()` and `report.tokens == count(body).tokens`;
+//! * the body equals, byte for byte, the naive rule's (serialize every candidate suffix);
+//! * the body is valid JSON in the provider's shape (tool calls answered in order; Anthropic
+//!   roles alternate);
+//! * a warm `SizeCache` gives the same bodies without rendering any unit again.
+
+use ctxlog_ledger::event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
+use ctxlog_projection::naive::project_naive;
+use ctxlog_projection::{
+    Error, Policy, ProjectionRequest, RecalledPage, SizeCache, SliceHistory, Tokenizer, WireFormat,
+    count, project,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+#[derive(Clone, Debug)]
+enum Step {
+    Reply(String),
+    Calls {
+        text: Option<String>,
+        answered: Vec<bool>,
+        out: String,
+        error: bool,
+    },
+    Note {
+        text: String,
+        pinned: bool,
+        supersede: bool,
+    },
+    Orphan(String),
+    Marker,
+}
+
+fn text() -> impl Strategy<Value = String> {
+    "[a-z \"\\\\\n\t中文😀\u{1}]{0,24}"
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => text().prop_map(Step::Reply),
+        3 => (proptest::option::of(text()), proptest::collection::vec(any::<bool>(), 1..3), text(), any::<bool>())
+            .prop_map(|(text, answered, out, error)| Step::Calls { text, answered, out, error }),
+        1 => (text(), any::<bool>(), any::<bool>()).prop_map(|(text, pinned, supersede)| Step::Note { text, pinned, supersede }),
+        1 => text().prop_map(Step::Orphan),
+        1 => Just(Step::Marker),
+    ]
+}
+
+type Turn = (String, Vec<Step>);
+
+fn conversation() -> impl Strategy<Value = (Vec<Step>, Vec<Turn>)> {
+    (
+        proptest::collection::vec(step(), 0..2),
+        proptest::collection::vec((text(), proptest::collection::vec(step(), 0..4)), 0..6),
+    )
+}
+
+struct Builder {
+    events: Vec<Event>,
+    notes: Vec<u64>,
+}
+
+impl Builder {
+    fn push(&mut self, body: EventBody) -> u64 {
+        let seq = self.events.len() as u64 + 1;
+        self.events.push(Event {
+            seq,
+            ts_ms: 0,
+            body,
+        });
+        seq
+    }
+
+    fn step(&mut self, step: &Step) {
+        match step {
+            Step::Reply(t) => {
+                self.push(EventBody::Assistant { text: t.clone() });
+            }
+            Step::Calls {
+                text,
+                answered,
+                out,
+                error,
+            } => {
+                if let Some(t) = text {
+                    self.push(EventBody::Assistant { text: t.clone() });
+                }
+                let base = self.events.len();
+                for (i, _) in answered.iter().enumerate() {
+                    self.push(EventBody::ToolCall {
+                        call_id: format!("c{base}_{i}"),
+                        tool: "shell".into(),
+                        arguments: json!({"cmd": out, "n": i}),
+                    });
+                }
+                for (i, a) in answered.iter().enumerate().rev() {
+                    if *a {
+                        self.push(EventBody::ToolResult {
+                            call_id: format!("c{base}_{i}"),
+                            tool: "shell".into(),
+                            status: if *error {
+                                ToolStatus::Error
+                            } else {
+                                ToolStatus::Ok
+                            },
+                            exit_code: error.then_some(2),
+                            text: out.clone(),
+                            artifact: None,
+                        });
+                    }
+                }
+            }
+            Step::Note {
+                text,
+                pinned,
+                supersede,
+            } => {
+                let supersedes = if *supersede {
+                    self.notes.last().copied()
+                } else {
+                    None
+                };
+                let seq = self.push(EventBody::Note {
+                    text: text.clone(),
+                    pinned: *pinned,
+                    supersedes,
+                });
+                self.notes.push(seq);
+            }
+            Step::Orphan(t) => {
+                self.push(EventBody::ToolResult {
+                    call_id: "orphan".into(),
+                    tool: "shell".into(),
+                    status: ToolStatus::Ok,
+                    exit_code: None,
+                    text: t.clone(),
+                    artifact: None,
+                });
+            }
+            Step::Marker => {
+                self.push(EventBody::System {
+                    marker: SystemMarker::Import {
+                        source: "test".into(),
+                    },
+                });
+            }
+        }
+    }
+}
+
+fn build_events(preamble: &[Step], turns: &[Turn]) -> Vec<Event> {
+    let mut b = Builder {
+        events: Vec::new(),
+        notes: Vec::new(),
+    };
+    for s in preamble {
+        b.step(s);
+    }
+    for (user, steps) in turns {
+        b.push(EventBody::User { text: user.clone() });
+        for s in steps {
+            b.step(s);
+        }
+    }
+    b.events
+}
+
+#[derive(Clone, Debug)]
+struct Shape {
+    format: WireFormat,
+    tokenizer: Tokenizer,
+    system: Option<String>,
+    notice: bool,
+    tools: bool,
+    pages: usize,
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (
+        prop_oneof![
+            Just(WireFormat::OpenAiChat),
+            Just(WireFormat::AnthropicMessages)
+        ],
+        prop_oneof![Just(Tokenizer::O200k), Just(Tokenizer::Cl100k)],
+        proptest::option::of(text()),
+        any::<bool>(),
+        any::<bool>(),
+        0usize..3,
+    )
+        .prop_map(|(format, tokenizer, system, notice, tools, pages)| Shape {
+            format,
+            tokenizer,
+            system,
+            notice,
+            tools,
+            pages,
+        })
+}
+
+fn request(
+    shape: &Shape,
+    events: &[Event],
+    max_bytes: Option<u64>,
+    max_tokens: Option<u64>,
+) -> ProjectionRequest {
+    let mut b = ProjectionRequest::builder();
+    b.format(shape.format)
+        .tokenizer(shape.tokenizer)
+        .model("m-\"1\"")
+        .input("now? 😀")
+        .notice(shape.notice)
+        .reserve_output(7)
+        .recall_k(shape.pages);
+    if let Some(s) = &shape.system {
+        b.system(s.clone());
+    }
+    if shape.tools {
+        b.tools(vec![json!({"type":"function","function":{"name":"recall","description":"Recall.","parameters":{"type":"object","properties":{"query":{"type":"string","description":"q"}}}}})]);
+    }
+    let pages = events
+        .iter()
+        .filter(|e| e.kind() != EventKind::ToolCall)
+        .take(4)
+        .map(|e| RecalledPage {
+            seq: e.seq,
+            page: 0,
+            kind: e.kind(),
+            char_start: 0,
+            char_end: 3,
+            text: "old \"page\"".into(),
+        })
+        .collect();
+    b.recalled(pages);
+    if let Some(n) = max_bytes {
+        b.max_bytes(n);
+    }
+    if let Some(n) = max_tokens {
+        b.max_tokens(n + 7);
+    }
+    b.build().unwrap()
+}
+
+/// Checks the provider's structural rules on a body.
+fn check_shape(format: WireFormat, body: &[u8]) {
+    let v: Value = serde_json::from_slice(body).unwrap();
+    let messages = v["messages"].as_array().unwrap();
+    match format {
+        WireFormat::OpenAiChat => {
+            let mut i = 0;
+            while i < messages.len() {
+                if let Some(calls) = messages[i]["tool_calls"].as_array() {
+                    for (j, call) in calls.iter().enumerate() {
+                        let answer = &messages[i + 1 + j];
+                        assert_eq!(answer["role"], "tool");
+                        assert_eq!(answer["tool_call_id"], call["id"]);
+                        assert!(call["function"]["arguments"].is_string());
+                    }
+                    i += calls.len();
+                } else {
+                    assert_ne!(messages[i]["role"], "tool", "tool message without a call");
+                }
+                i += 1;
+            }
+        }
+        WireFormat::AnthropicMessages => {
+            assert_eq!(messages[0]["role"], "user");
+            for w in messages.windows(2) {
+                assert_ne!(w[0]["role"], w[1]["role"], "roles must alternate");
+                let uses: Vec<&Value> = w[0]["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|b| b["type"] == "tool_use")
+                    .collect();
+                let next = w[1]["content"].as_array().unwrap();
+                for (j, u) in uses.iter().enumerate() {
+                    assert_eq!(next[j]["type"], "tool_result");
+                    assert_eq!(next[j]["tool_use_id"], u["id"]);
+                }
+            }
+            for m in messages {
+                for b in m["content"].as_array().unwrap() {
+                    if b["type"] == "text" {
+                        assert_ne!(b["text"], "", "empty text block");
+                    }
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_byte_budget_fits_or_is_refused_and_equals_the_naive_rule(
+        (preamble, turns) in conversation(),
+        shape in shape(),
+        stride in 1u64..40,
+    ) {
+        let events = build_events(&preamble, &turns);
+        let history = SliceHistory::new(&events);
+        let full = project(&history, &request(&shape, &events, None, None), &mut SizeCache::new()).unwrap();
+        let mandatory = full.report.mandatory.bytes;
+        let mut cache = SizeCache::new();
+        for budget in mandatory.saturating_sub(2).max(1)..=full.report.bytes + 2 {
+            let req = request(&shape, &events, Some(budget), None);
+            match project(&history, &req, &mut cache) {
+                Ok(p) => {
+                    prop_assert!(p.body.len() as u64 <= budget);
+                    prop_assert_eq!(p.report.bytes, p.body.len() as u64);
+                    prop_assert!(budget >= mandatory);
+                    if budget % stride == 0 || budget == mandatory || budget >= full.report.bytes {
+                        let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
+                        prop_assert_eq!(p.report.tokens, c.tokens);
+                        check_shape(shape.format, &p.body);
+                        let naive = project_naive(&history, &req).unwrap();
+                        prop_assert_eq!(String::from_utf8(p.body).unwrap(), String::from_utf8(naive).unwrap());
+                    }
+                }
+                Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
+                    prop_assert!(budget < mandatory);
+                    prop_assert_eq!(needed_bytes, mandatory);
+                    let naive_refuses = matches!(project_naive(&history, &req), Err(Error::MandatoryExceedsBudget { .. }));
+                    prop_assert!(naive_refuses);
+                }
+                Err(e) => prop_assert!(false, "unexpected error {e}"),
+            }
+        }
+        // A warm cache renders nothing new.
+        let misses = cache.misses();
+        let again = project(&history, &request(&shape, &events, Some(full.report.bytes), None), &mut cache).unwrap();
+        prop_assert_eq!(cache.misses(), misses);
+        prop_assert_eq!(again.body, full.body);
+    }
+
+    #[test]
+    fn every_token_budget_fits_or_is_refused_and_equals_the_naive_rule(
+        (preamble, turns) in conversation(),
+        shape in shape(),
+    ) {
+        let events = build_events(&preamble, &turns);
+        let history = SliceHistory::new(&events);
+        let full = project(&history, &request(&shape, &events, None, None), &mut SizeCache::new()).unwrap();
+        let mandatory = full.report.mandatory.tokens;
+        let mut cache = SizeCache::new();
+        for budget in mandatory.saturating_sub(2).max(1)..=full.report.tokens + 2 {
+            let req = request(&shape, &events, None, Some(budget));
+            match project(&history, &req, &mut cache) {
+                Ok(p) => {
+                    let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
+                    prop_assert_eq!(p.report.tokens, c.tokens);
+                    prop_assert!(c.tokens <= budget);
+                    let naive = project_naive(&history, &req).unwrap();
+                    prop_assert_eq!(p.body, naive);
+                }
+                Err(Error::MandatoryExceedsBudget { needed_tokens, .. }) => {
+                    prop_assert!(budget < mandatory);
+                    prop_assert_eq!(needed_tokens, mandatory);
+                }
+                Err(e) => prop_assert!(false, "unexpected error {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_agent_policy_fits_every_byte_budget(
+        (preamble, turns) in conversation(),
+        shape in shape(),
+    ) {
+        let events = build_events(&preamble, &turns);
+        let history = SliceHistory::new(&events);
+        let mut req = request(&shape, &events, None, None);
+        let agent = |req: &ProjectionRequest, max: Option<u64>| {
+            let mut b = ProjectionRequest::builder();
+            b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input())
+                .policy(Policy::Agent).recalled(req.recalled().to_vec()).recall_k(2);
+            if let Some(m) = max { b.max_bytes(m); }
+            b.build().unwrap()
+        };
+        req = agent(&req, None);
+        let full = project(&history, &req, &mut SizeCache::new()).unwrap();
+        let mandatory = full.report.mandatory.bytes;
+        for budget in mandatory.saturating_sub(2).max(1)..=full.report.bytes + 2 {
+            match project(&history, &agent(&req, Some(budget)), &mut SizeCache::new()) {
+                Ok(p) => {
+                    prop_assert!(p.body.len() as u64 <= budget);
+                    prop_assert_eq!(p.report.bytes, p.body.len() as u64);
+                    let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
+                    prop_assert_eq!(p.report.tokens, c.tokens);
+                    check_shape(shape.format, &p.body);
+                }
+                Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
+                    prop_assert!(budget < mandatory);
+                    prop_assert_eq!(needed_bytes, mandatory);
+                }
+                Err(e) => prop_assert!(false, "unexpected error {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Errors of the recall index.
+
+use std::path::PathBuf;
+
+/// A boxed error from a caller-supplied source (ledger reader, artifact reader).
+pub type SourceError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What can go wrong with the recall index.
+///
+/// [`Error::Damaged`] is the one callers must handle specially: the index file is unreadable or
+/// is not a ctxlog recall index of this version. Automatic recall should then fall back to no
+/// recalled pages (and say so); explicit recall should report it and point at `ctxlog reindex`,
+/// which calls [`RecallIndex::recreate`](crate::RecallIndex::recreate).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The index file is damaged (truncated, garbage bytes, foreign or future schema). It is a
+    /// cache: delete and rebuild it with `RecallIndex::recreate` (`ctxlog reindex`).
+    #[error("recall index {path} is damaged ({reason}); run `ctxlog reindex` to rebuild it")]
+    Damaged {
+        /// The index file.
+        path: PathBuf,
+        /// What was found wrong.
+        reason: String,
+    },
+    /// The ledger handed to `update` no longer matches what was indexed (the event at `seq`
+    /// changed, or the ledger is shorter than what was indexed): the ledger was rewritten and
+    /// the index must be rebuilt (`rebuild` or `sync` do this on their own).
+    #[error("recall index {path} is stale: the ledger changed at or before seq {seq}; rebuild it")]
+    Stale {
+        /// The index file.
+        path: PathBuf,
+        /// The first seq found to differ.
+        seq: u64,
+    },
+    /// The caller-supplied ledger or artifact source failed.
+    #[error("recall source failed while indexing seq {seq}: {source}")]
+    Source {
+        /// The seq being read (0 when not about one event).
+        seq: u64,
+        /// The source's error.
+        #[source]
+        source: SourceError,
+    },
+    /// Creating or removing the index file failed.
+    #[error("recall index {path}: {source}")]
+    Io {
+        /// The file concerned.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// SQLite failed for a reason that is not damage (busy, full disk, …).
+    #[error("recall index {path}: sqlite: {source}")]
+    Sqlite {
+        /// The index file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps a source failure about `seq`.
+    pub fn source(seq: u64, error: impl Into<SourceError>) -> Error {
+        Error::Source {
+            seq,
+            source: error.into(),
+        }
+    }
+
+    /// True when the index file is damaged and must be recreated.
+    pub fn is_damaged(&self) -> bool {
+        matches!(self, Error::Damaged { .. })
+    }
+
+    /// Classifies a SQLite error: corruption-like codes become [`Error::Damaged`].
+    pub(crate) fn sqlite(path: &std::path::Path, source: rusqlite::Error) -> Error {
+        use rusqlite::ErrorCode;
+        let damaged = match source.sqlite_error_code() {
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => true,
+            Some(ErrorCode::SystemIoFailure) => {
+                // A short read (truncated file) is damage; other I/O failures are not.
+                matches!(&source, rusqlite::Error::SqliteFailure(e, _)
+                    if e.extended_code == rusqlite::ffi::SQLITE_IOERR_SHORT_READ)
+            }
+            _ => false,
+        };
+        if damaged {
+            Error::Damaged {
+                path: path.to_path_buf(),
+                reason: source.to_string(),
+            }
+        } else {
+            Error::Sqlite {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! Searching: literal queries, BM25 ranking with context, supersession and recency, paging.
+
+use std::collections::HashSet;
+
+use ctxlog_ledger::event::{EventKind, ToolStatus};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::index::RecallIndex;
+use crate::text::{Terms, quote, words};
+
+/// What every recall result says about misses.
+pub const ABSENCE_NOTE: &str = "Recall is a lexical search over indexed pages: a missing hit does \
+not prove the content is absent. Try other words, or page through an event with `seq`.";
+
+/// Default number of hits per call.
+pub const DEFAULT_LIMIT: usize = 5;
+/// Largest number of hits per call.
+pub const MAX_LIMIT: usize = 50;
+
+/// Options of [`RecallIndex::search`]. `Default` is: no seq, offset 0, limit
+/// [`DEFAULT_LIMIT`], every kind, every seq.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// Page through this one event instead of searching: hits are its pages in order and
+    /// `offset` is a page index. The query is ignored.
+    pub seq: Option<u64>,
+    /// How many hits to skip (the `next_offset` of a previous result).
+    pub offset: usize,
+    /// How many hits to return, clamped to `1..=MAX_LIMIT`.
+    pub limit: usize,
+    /// Only pages of these kinds (`None`: all indexed kinds).
+    pub kinds: Option<Vec<EventKind>>,
+    /// Only pages of events with a seq below this one.
+    pub before_seq: Option<u64>,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions {
+            seq: None,
+            offset: 0,
+            limit: DEFAULT_LIMIT,
+            kinds: None,
+            before_seq: None,
+        }
+    }
+}
+
+/// One page found, with its provenance.
+///
+/// # Format
+/// Serialized as `{"seq","kind","tool"?,"status"?,"page","pages","char_start","char_end",
+/// "ts_ms","score","text"}`; `char_start`/`char_end` count Unicode scalar values of the
+/// event's full text (for tool results with an artifact, the artifact's text).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Hit {
+    /// The event's seq.
+    pub seq: u64,
+    /// The event's kind.
+    pub kind: EventKind,
+    /// The tool, for tool results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The tool status, for tool results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<ToolStatus>,
+    /// 0-based page number within the event.
+    pub page: u32,
+    /// How many pages the event has.
+    pub pages: u32,
+    /// First character of the page in the event's text (inclusive).
+    pub char_start: u64,
+    /// End of the page (exclusive).
+    pub char_end: u64,
+    /// The event's commit time (ms since the Unix epoch).
+    pub ts_ms: i64,
+    /// Relevance (higher is better; 0 for listings). Comparable within one result only.
+    pub score: f64,
+    /// The page's text.
+    pub text: String,
+}
+
+/// The answer to a search.
+///
+/// # Format
+/// `{"query","hits":[Hit…],"next_offset":N|null,"note"}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RecallResult {
+    /// The query as given.
+    pub query: String,
+    /// The hits, best first (or newest first for an empty query, page order for `seq`).
+    pub hits: Vec<Hit>,
+    /// The offset of the next hits, when there are more.
+    pub next_offset: Option<usize>,
+    /// Always [`ABSENCE_NOTE`]: a missing hit does not prove absence.
+    pub note: String,
+}
+
+/// Ranking knobs. `Default` is what the product uses; the fields exist so the evaluation can
+/// measure each idea (docs/recall.md has the ablation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ranking {
+    /// BM25 weight of the page's own text. Default 1.0.
+    pub body_weight: f64,
+    /// BM25 weight of the neighbours' text. Default 0.4.
+    pub context_weight: f64,
+    /// BM25 weight of the date metadata. Default 1.0.
+    pub meta_weight: f64,
+    /// BM25 weight of the CJK bigram field. Default 1.0.
+    pub cjk_weight: f64,
+    /// Lift a newer hit above an older one on the same subject when it supersedes it
+    /// (explicit note `supersedes`, or update language). Default true.
+    pub supersession: bool,
+    /// Drop stop words from queries (SPEC R3). Default true.
+    pub stop_words: bool,
+    /// How many candidates are ranked before paging. Default 200.
+    pub pool: usize,
+}
+
+impl Default for Ranking {
+    fn default() -> Self {
+        Ranking {
+            body_weight: 1.0,
+            context_weight: 0.4,
+            meta_weight: 1.0,
+            cjk_weight: 1.0,
+            supersession: true,
+            stop_words: true,
+            pool: 200,
+        }
+    }
+}
+
+/// A candidate page with what ranking needs.
+#[derive(Clone, Debug)]
+struct Candidate {
+    hit: Hit,
+    supersedes: Option<u64>,
+    cue: bool,
+}
+
+impl RecallIndex {
+    /// The ranking knobs in use.
+    pub fn ranking(&self) -> &Ranking {
+        &self.ranking
+    }
+
+    /// Replaces the ranking knobs (for evaluation; the default is the product's).
+    pub fn set_ranking(&mut self, ranking: Ranking) {
+        self.ranking = ranking;
+    }
+
+    /// Searches the index (SPEC R3–R5).
+    ///
+    /// The query is reduced to literal words (stop words dropped, stemmed by the index's
+    /// Porter tokenizer) and CJK bigrams; no query text is ever interpreted as FTS5 or SQL
+    /// syntax, so any string is a valid query. An empty query (or one with no letters or
+    /// digits) lists pages newest first. With `opts.seq`, the pages of that event are listed
+    /// in order.
+    ///
+    /// # Errors
+    /// [`Error::Damaged`](crate::Error::Damaged) when the index file is damaged;
+    /// [`Error::Sqlite`](crate::Error::Sqlite) on other SQLite failures. Never for query text.
+    pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<RecallResult> {
+        let limit = opts.limit.clamp(1, MAX_LIMIT);
+        let terms = self.terms(query);
+        let (hits, more) = if let Some(seq) = opts.seq {
+            self.event_pages(seq, opts.offset, limit)?
+        } else if terms.is_empty() {
+            self.newest(opts, limit)?
+        } else {
+            let mut ranked = self.ranked(&terms, opts, opts.offset + limit + 1)?;
+            let more = ranked.len() > opts.offset + limit;
+            ranked.truncate(opts.offset + limit);
+            (ranked.into_iter().skip(opts.offset).collect(), more)
+        };
+        let next_offset = more.then_some(opts.offset + hits.len());
+        Ok(RecallResult {
+            query: query.to_owned(),
+            hits,
+            next_offset,
+            note: ABSENCE_NOTE.to_owned(),
+        })
+    }
+
+    /// Up to `k` pages relevant to `input` from events older than `older_than_seq`, best
+    /// first: the candidates for a projection's auto-included recall tier (SPEC R6). An input
+    /// with no searchable words yields none.
+    ///
+    /// # Errors
+    /// As [`RecallIndex::search`].
+    pub fn candidates(&self, input: &str, older_than_seq: u64, k: usize) -> Result<Vec<Hit>> {
+        let terms = self.terms(input);
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let opts = SearchOptions {
+            before_seq: Some(older_than_seq),
+            ..SearchOptions::default()
+        };
+        let mut hits = self.ranked(&terms, &opts, k)?;
+        hits.truncate(k);
+        Ok(hits)
+    }
+
+    fn terms(&self, query: &str) -> Terms {
+        if self.ranking.stop_words {
+            Terms::parse(query)
+        } else {
+            Terms::parse_keeping_stop_words(query)
+        }
+    }
+
+    /// Ranked hits for `terms`, at least `want` of them when there are that many.
+    fn ranked(&self, terms: &Terms, opts: &SearchOptions, want: usize) -> Result<Vec<Hit>> {
+        let pool = self.ranking.pool.max(want);
+        let mut cands = self.fts(&match_expression(terms), opts, pool)?;
+        if self.ranking.supersession {
+            lift_superseding(&mut cands);
+        }
+        cands.sort_by(|a, b| {
+            b.hit
+                .score
+                .total_cmp(&a.hit.score)
+                .then(b.hit.seq.cmp(&a.hit.seq))
+                .then(a.hit.page.cmp(&b.hit.page))
+        });
+        Ok(cands.into_iter().map(|c| c.hit).collect())
+    }
+
+    /// Runs one FTS5 MATCH and returns up to `pool` candidates with BM25 scores (higher is
+    /// better).
+    fn fts(&self, expr: &str, opts: &SearchOptions, pool: usize) -> Result<Vec<Candidate>> {
+        let r = &self.ranking;
+        let sql = format!(
+            "SELECT {COLUMNS}, p.supersedes, p.cue, -bm25(pages_fts, ?1, ?2, ?3, ?4) AS score \
+             FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid \
+             WHERE pages_fts MATCH ?5 AND p.seq < ?6 AND (?7 = '' OR instr(?7, ',' || p.kind || ',') > 0) \
+             ORDER BY bm25(pages_fts, ?1, ?2, ?3, ?4) LIMIT ?8"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(
+                rusqlite::params![
+                    r.body_weight,
+                    r.context_weight,
+                    r.meta_weight,
+                    r.cjk_weight,
+                    expr,
+                    before(opts),
+                    kinds_filter(opts),
+                    pool as i64
+                ],
+                |row| {
+                    let mut hit = hit_from_row(row)?;
+                    hit.score = row.get(13)?;
+                    Ok(Candidate {
+                        hit,
+                        supersedes: row.get::<_, Option<i64>>(11)?.map(|s| s as u64),
+                        cue: row.get(12)?,
+                    })
+                },
+            )
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Pages newest first (empty query).
+    fn newest(&self, opts: &SearchOptions, limit: usize) -> Result<(Vec<Hit>, bool)> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM pages p JOIN pages_fts ON pages_fts.rowid = p.id \
+             WHERE p.seq < ?1 AND (?2 = '' OR instr(?2, ',' || p.kind || ',') > 0) \
+             ORDER BY p.seq DESC, p.page ASC LIMIT ?3 OFFSET ?4"
+        );
+        self.listing(
+            &sql,
+            rusqlite::params![
+                before(opts),
+                kinds_filter(opts),
+                (limit + 1) as i64,
+                opts.offset as i64
+            ],
+            limit,
+        )
+    }
+
+    /// The pages of one event in order, from page `offset`.
+    fn event_pages(&self, seq: u64, offset: usize, limit: usize) -> Result<(Vec<Hit>, bool)> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM pages p JOIN pages_fts ON pages_fts.rowid = p.id \
+             WHERE p.seq = ?1 AND p.page >= ?2 ORDER BY p.page LIMIT ?3"
+        );
+        self.listing(
+            &sql,
+            rusqlite::params![seq as i64, offset as i64, (limit + 1) as i64],
+            limit,
+        )
+    }
+
+    fn listing(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        limit: usize,
+    ) -> Result<(Vec<Hit>, bool)> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let mut hits = stmt
+            .query_map(params, hit_from_row)
+            .map_err(|e| self.err(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))?;
+        let more = hits.len() > limit;
+        hits.truncate(limit);
+        Ok((hits, more))
+    }
+}
+
+/// The columns every hit query selects, in [`hit_from_row`] order.
+const COLUMNS: &str = "p.seq, p.kind, p.tool, p.status, p.page, p.pages, p.char_start, \
+p.char_end, p.ts_ms, pages_fts.body, 0.0";
+
+fn hit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Hit> {
+    let kind: String = row.get(1)?;
+    let status: Option<String> = row.get(3)?;
+    Ok(Hit {
+        seq: row.get::<_, i64>(0)? as u64,
+        kind: kind_from_str(&kind),
+        tool: row.get(2)?,
+        status: status.as_deref().and_then(status_from_str),
+        page: row.get::<_, i64>(4)? as u32,
+        pages: row.get::<_, i64>(5)? as u32,
+        char_start: row.get::<_, i64>(6)? as u64,
+        char_end: row.get::<_, i64>(7)? as u64,
+        ts_ms: row.get(8)?,
+        text: row.get(9)?,
+        score: row.get(10)?,
+    })
+}
+
+fn kind_from_str(s: &str) -> EventKind {
+    EventKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == s)
+        .unwrap_or(EventKind::Note)
+}
+
+fn status_from_str(s: &str) -> Option<ToolStatus> {
+    [ToolStatus::Ok, ToolStatus::Error, ToolStatus::Interrupted]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+}
+
+fn before(opts: &SearchOptions) -> i64 {
+    opts.before_seq
+        .map_or(i64::MAX, |s| i64::try_from(s).unwrap_or(i64::MAX))
+}
+
+/// `,kind,kind,` for the SQL `instr` filter, or empty for all kinds.
+fn kinds_filter(opts: &SearchOptions) -> String {
+    match &opts.kinds {
+        None => String::new(),
+        Some(kinds) if kinds.is_empty() => ",".to_owned(),
+        Some(kinds) => {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            format!(",{},", names.join(","))
+        }
+    }
+}
+
+/// The FTS5 expression for `terms`: every word and CJK gram quoted, OR-ed; each multi-gram
+/// CJK run also as a quoted phrase (so exact runs score higher). Only quoted strings and `OR`
+/// appear: no user text is syntax.
+pub(crate) fn match_expression(terms: &Terms) -> String {
+    let mut parts: Vec<String> = terms.words.iter().map(|w| quote(w)).collect();
+    let mut grams = HashSet::new();
+    for run in &terms.cjk {
+        if run.len() > 1 {
+            parts.push(quote(&run.join(" ")));
+        }
+        for g in run {
+            if grams.insert(g.as_str()) {
+                parts.push(quote(g));
+            }
+        }
+    }
+    parts.join(" OR ")
+}
+
+/// Content words of a text, for same-subject tests.
+fn content_words(text: &str) -> HashSet<String> {
+    words(text)
+        .filter(|w| !crate::text::is_stop_word(w))
+        .take(2048)
+        .collect()
+}
+
+/// Minimum word overlap (Jaccard) for two hits to be "on the same subject".
+const SAME_SUBJECT: f64 = 0.2;
+
+/// Puts a newer hit just above an older hit it supersedes: explicitly (a note's
+/// `supersedes`), or by update language ("changed to", "now", "instead" …) when both are on
+/// the same subject (their content words overlap by at least [`SAME_SUBJECT`]). The newer
+/// hit's score becomes the older's plus a hair, so nothing else moves.
+fn lift_superseding(cands: &mut [Candidate]) {
+    let n = cands.len().min(64);
+    let words: Vec<HashSet<String>> = cands[..n]
+        .iter()
+        .map(|c| content_words(&c.hit.text))
+        .collect();
+    for newer in 0..n {
+        if !cands[newer].cue {
+            continue;
+        }
+        for older in 0..n {
+            let (a, b) = (&cands[newer], &cands[older]);
+            if b.hit.seq >= a.hit.seq || a.hit.score > b.hit.score {
+                continue;
+            }
+            let explicit = a.supersedes == Some(b.hit.seq);
+            if explicit || jaccard(&words[newer], &words[older]) >= SAME_SUBJECT {
+                let lifted = b.hit.score + b.hit.score.abs() * 1e-6 + 1e-9;
+                cands[newer].hit.score = lifted;
+            }
+        }
+    }
+}
+
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    let inter = a.intersection(b).count() as f64;
+    let union = (a.len() + b.len()) as f64 - inter;
+    if union == 0.0 { 0.0 } else { inter / union }
+}

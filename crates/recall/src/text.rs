@@ -1,0 +1,502 @@
+//! Text handling shared by indexing and querying: pages, words, stop words, CJK grams and
+//! update language.
+
+/// Characters per page (Unicode scalar values).
+pub const PAGE_CHARS: usize = 2048;
+/// Characters a page repeats from the end of the previous page.
+pub const PAGE_OVERLAP: usize = 128;
+/// Distance between the starts of consecutive pages.
+pub const PAGE_STRIDE: usize = PAGE_CHARS - PAGE_OVERLAP;
+
+/// One page of a text: its number, its character range `[start, end)` and its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageSlice<'a> {
+    /// 0-based page number.
+    pub page: usize,
+    /// First character (inclusive), counted in Unicode scalar values.
+    pub char_start: usize,
+    /// Last character (exclusive).
+    pub char_end: usize,
+    /// The page's text.
+    pub text: &'a str,
+}
+
+/// Cuts `text` into pages of [`PAGE_CHARS`] characters starting every [`PAGE_STRIDE`]
+/// characters, so each page after the first repeats the last [`PAGE_OVERLAP`] characters of
+/// the one before. An empty text is one empty page. The last page ends at the end of the text;
+/// no page is entirely contained in the previous one.
+pub fn pages(text: &str) -> Vec<PageSlice<'_>> {
+    // Byte offset of every char boundary, plus the end.
+    let bounds: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()))
+        .collect();
+    let chars = bounds.len() - 1;
+    let mut out = Vec::new();
+    let mut start = 0;
+    loop {
+        let end = (start + PAGE_CHARS).min(chars);
+        out.push(PageSlice {
+            page: out.len(),
+            char_start: start,
+            char_end: end,
+            text: &text[bounds[start]..bounds[end]],
+        });
+        if end >= chars {
+            return out;
+        }
+        start += PAGE_STRIDE;
+    }
+}
+
+/// True for characters of scripts written without spaces between words (Han, kana, Hangul,
+/// Thai, Lao, Khmer, Myanmar …). Such runs are indexed as overlapping character bigrams.
+pub fn is_unspaced_script(c: char) -> bool {
+    matches!(c as u32,
+        0x0E00..=0x0EFF        // Thai, Lao
+        | 0x1000..=0x109F      // Myanmar
+        | 0x1780..=0x17FF      // Khmer
+        | 0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3400..=0x4DBF      // CJK Extension A
+        | 0x4E00..=0x9FFF      // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF      // Hangul syllables
+        | 0xF900..=0xFAFF      // CJK compatibility ideographs
+        | 0x20000..=0x3134F    // CJK Extensions B–G
+    )
+}
+
+/// Runs of unspaced-script characters in `text`, each as a vector of chars.
+fn unspaced_runs(text: &str) -> Vec<Vec<char>> {
+    let mut runs = Vec::new();
+    let mut run = Vec::new();
+    for c in text.chars() {
+        if is_unspaced_script(c) {
+            run.push(c);
+        } else if !run.is_empty() {
+            runs.push(std::mem::take(&mut run));
+        }
+    }
+    if !run.is_empty() {
+        runs.push(run);
+    }
+    runs
+}
+
+/// The grams of one run: overlapping bigrams, or the single character of a 1-char run.
+fn run_grams(run: &[char]) -> Vec<String> {
+    if run.len() == 1 {
+        return vec![run[0].to_string()];
+    }
+    run.windows(2).map(|w| w.iter().collect()).collect()
+}
+
+/// The text stored in the `cjk` column: the bigrams of every unspaced-script run, separated by
+/// spaces (runs separated by a newline so no phrase spans two runs… FTS5 positions still run
+/// on, which only lets a phrase match across runs when the grams truly follow each other).
+pub fn cjk_grams(text: &str) -> String {
+    let runs = unspaced_runs(text);
+    let mut out = String::new();
+    for run in runs {
+        for g in run_grams(&run) {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&g);
+        }
+    }
+    out
+}
+
+/// English stop words dropped from queries (SPEC R3). Matching is on lowercased words, after
+/// the same separator rules as the index tokenizer (so "don't" is "don" and "t").
+pub const STOP_WORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "aren",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "couldn",
+    "d",
+    "did",
+    "didn",
+    "do",
+    "does",
+    "doesn",
+    "doing",
+    "don",
+    "down",
+    "during",
+    "each",
+    "either",
+    "else",
+    "ever",
+    "few",
+    "for",
+    "from",
+    "further",
+    "get",
+    "got",
+    "had",
+    "hadn",
+    "has",
+    "hasn",
+    "have",
+    "haven",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "isn",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "kind",
+    "ll",
+    "m",
+    "may",
+    "me",
+    "might",
+    "more",
+    "most",
+    "much",
+    "must",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "re",
+    "really",
+    "s",
+    "same",
+    "shall",
+    "she",
+    "should",
+    "shouldn",
+    "so",
+    "some",
+    "such",
+    "t",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "us",
+    "ve",
+    "very",
+    "was",
+    "wasn",
+    "we",
+    "were",
+    "weren",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "won",
+    "would",
+    "wouldn",
+    "y",
+    "yes",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+/// True when `word` (lowercase) is a stop word.
+pub fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
+}
+
+/// The words of `text` as the index tokenizer sees them: maximal runs of letters and digits
+/// outside unspaced scripts, lowercased.
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric() || is_unspaced_script(c))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
+/// A query reduced to literal terms.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Terms {
+    /// Distinct content words, in first-seen order (stop words removed unless nothing else
+    /// was left).
+    pub words: Vec<String>,
+    /// Gram phrases of unspaced-script runs (each a sequence of consecutive grams).
+    pub cjk: Vec<Vec<String>>,
+}
+
+/// Most distinct words a query keeps (a 16 KB paste must not become a 3,000-term query).
+pub const MAX_QUERY_WORDS: usize = 64;
+/// Most unspaced-script phrases a query keeps.
+pub const MAX_QUERY_PHRASES: usize = 16;
+/// Longest word kept in a query, in bytes (longer ones are noise such as base64).
+const MAX_WORD_BYTES: usize = 64;
+
+impl Terms {
+    /// Parses a free-text query into literal terms. Never fails: anything that is not a letter
+    /// or digit separates words, so operators, quotes and SQL carry no meaning.
+    pub fn parse(query: &str) -> Terms {
+        Self::parse_with(query, true)
+    }
+
+    /// [`Terms::parse`] without dropping stop words (for evaluation).
+    pub fn parse_keeping_stop_words(query: &str) -> Terms {
+        Self::parse_with(query, false)
+    }
+
+    fn parse_with(query: &str, drop_stop_words: bool) -> Terms {
+        let mut all = Vec::new();
+        for w in words(query) {
+            if w.len() <= MAX_WORD_BYTES && !all.contains(&w) {
+                all.push(w);
+            }
+        }
+        let content: Vec<String> = all
+            .iter()
+            .filter(|w| !drop_stop_words || !is_stop_word(w))
+            .cloned()
+            .collect();
+        let mut words = if content.is_empty() { all } else { content };
+        words.truncate(MAX_QUERY_WORDS);
+        let mut cjk: Vec<Vec<String>> = Vec::new();
+        for run in unspaced_runs(query) {
+            let grams = run_grams(&run);
+            if !cjk.contains(&grams) {
+                cjk.push(grams);
+            }
+        }
+        cjk.truncate(MAX_QUERY_PHRASES);
+        Terms { words, cjk }
+    }
+
+    /// True when nothing searchable is left.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty() && self.cjk.is_empty()
+    }
+}
+
+/// Quotes one literal term for FTS5: wrapped in double quotes, inner quotes doubled. Inside a
+/// quoted string FTS5 recognises no operator, column filter or prefix syntax.
+pub fn quote(term: &str) -> String {
+    format!("\"{}\"", term.replace('"', "\"\""))
+}
+
+/// Phrases that mark a text as updating or replacing something said before.
+const UPDATE_CUES: &[&[&str]] = &[
+    &["changed", "to"],
+    &["change", "to"],
+    &["now"],
+    &["instead"],
+    &["replaces"],
+    &["replaced"],
+    &["replace"],
+    &["updated"],
+    &["update"],
+    &["no", "longer"],
+    &["switched"],
+    &["moved", "to"],
+    &["supersedes"],
+    &["superseded"],
+    &["correction"],
+    &["corrected"],
+    &["anymore"],
+    &["from", "now", "on"],
+];
+
+/// True when `text` contains update language ("changed to", "now", "instead", "replaces",
+/// "no longer", …): evidence that it revises an earlier statement on the same subject.
+pub fn has_update_cue(text: &str) -> bool {
+    let ws: Vec<String> = words(text).take(4096).collect();
+    UPDATE_CUES.iter().any(|cue| {
+        ws.windows(cue.len())
+            .any(|w| w.iter().zip(cue.iter()).all(|(a, b)| a == b))
+    })
+}
+
+/// The calendar date of `ts_ms` (UTC) in words, e.g. `"Monday 8 May 2023"`: indexed as
+/// metadata so a query naming a day, month or year finds what was said then.
+pub fn date_words(ts_ms: i64) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    const WEEKDAYS: [&str; 7] = [
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+    ];
+    let days = ts_ms.div_euclid(86_400_000);
+    let (year, month, day) = civil_from_days(days);
+    let weekday = WEEKDAYS[(days + 4).rem_euclid(7) as usize];
+    format!("{weekday} {day} {} {year}", MONTHS[(month - 1) as usize])
+}
+
+/// Year, month (1–12) and day (1–31) of a day count since 1970-01-01 (proleptic Gregorian;
+/// H. Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_render_in_words() {
+        assert_eq!(date_words(0), "Thursday 1 January 1970");
+        assert_eq!(date_words(1_683_554_160_000), "Monday 8 May 2023");
+        assert_eq!(date_words(951_782_400_000), "Tuesday 29 February 2000");
+        assert_eq!(date_words(-86_400_000), "Wednesday 31 December 1969");
+    }
+
+    #[test]
+    fn stop_words_are_sorted_for_binary_search() {
+        let mut sorted = STOP_WORDS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted, STOP_WORDS);
+    }
+
+    #[test]
+    fn pages_overlap_by_128_and_cover_everything() {
+        let text: String = (0..5000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let p = pages(&text);
+        assert_eq!(p.len(), 3);
+        assert_eq!((p[0].char_start, p[0].char_end), (0, 2048));
+        assert_eq!((p[1].char_start, p[1].char_end), (1920, 3968));
+        assert_eq!((p[2].char_start, p[2].char_end), (3840, 5000));
+        assert_eq!(&p[0].text[1920..], &p[1].text[..128]);
+    }
+
+    #[test]
+    fn short_and_empty_texts_are_one_page() {
+        assert_eq!(pages("").len(), 1);
+        assert_eq!(pages(&"é".repeat(2048)).len(), 1);
+        let long = "é".repeat(2049);
+        let p = pages(&long);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].char_start, 1920);
+        assert_eq!(p[1].text.chars().count(), 129);
+    }
+
+    #[test]
+    fn queries_become_words_without_syntax() {
+        let t = Terms::parse(r#"the "NEAR(foo* bar)" -baz col:qux AND 项目代码"#);
+        assert_eq!(t.words, ["near", "foo", "bar", "baz", "col", "qux"]);
+        assert_eq!(t.cjk, vec![vec!["项目", "目代", "代码"]]);
+        assert_eq!(Terms::parse("the of").words, ["the", "of"]);
+        assert!(Terms::parse("  ;'()  ").is_empty());
+    }
+
+    #[test]
+    fn update_language_is_detected() {
+        assert!(has_update_cue("The port was changed to 5433."));
+        assert!(has_update_cue("We now deploy on Fridays"));
+        assert!(!has_update_cue("The port is 5432."));
+    }
+
+    #[test]
+    fn cjk_text_becomes_bigrams() {
+        assert_eq!(cjk_grams("项目代码 is X, 好"), "项目 目代 代码 好");
+        assert_eq!(cjk_grams("plain"), "");
+    }
+}

@@ -1,0 +1,148 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Failure class: an index that no longer matches its ledger (SPEC R2). The index records the
+//! ledger id, the last seq indexed and a fingerprint of that event. Reopening continues
+//! incrementally; another ledger id, a shorter ledger or a changed last event discards the
+//! content and `sync` rebuilds it; `rebuild` reports progress event by event.
+
+mod common;
+
+use common::*;
+use ctxlog_recall::{
+    Error, IndexConfig, MemorySource, NoArtifacts, RecallIndex, ResetReason, SearchOptions,
+};
+
+fn source(id: &str, texts: &[&str]) -> MemorySource {
+    MemorySource {
+        ledger_id: id.into(),
+        events: texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| note(i as u64 + 1, t))
+            .collect(),
+        ..MemorySource::default()
+    }
+}
+
+/// Seqs of the hits whose own text has `q` (neighbours match through their context too).
+fn seqs(index: &RecallIndex, q: &str) -> Vec<u64> {
+    let r = index
+        .search(
+            q,
+            &SearchOptions {
+                limit: 50,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    r.hits
+        .iter()
+        .filter(|h| h.text.contains(q))
+        .map(|h| h.seq)
+        .collect()
+}
+
+#[test]
+fn updates_are_incremental_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sqlite");
+    let mut src = source("L1", &["alpha one", "alpha two"]);
+    {
+        let mut index = RecallIndex::open(&path, "L1").unwrap();
+        let stats = index.sync(&src).unwrap();
+        assert_eq!((stats.events_indexed, stats.indexed_through), (2, 2));
+    }
+    src.events.push(note(3, "alpha three"));
+    let mut index = RecallIndex::open(&path, "L1").unwrap();
+    assert_eq!(index.indexed_through(), 2);
+    assert_eq!(index.reset_reason(), None);
+    let stats = index.sync(&src).unwrap();
+    assert_eq!((stats.events_indexed, stats.reset), (1, None));
+    let mut found = seqs(&index, "alpha");
+    found.sort_unstable();
+    assert_eq!(found, [1, 2, 3]);
+    // Feeding the same events again writes nothing.
+    let stats = index.update(&src.events, &NoArtifacts).unwrap();
+    assert_eq!(stats.events_indexed, 0);
+}
+
+#[test]
+fn another_ledger_id_discards_the_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sqlite");
+    let mut index = RecallIndex::open(&path, "L1").unwrap();
+    index.sync(&source("L1", &["secret kiwi"])).unwrap();
+    drop(index);
+    let index = RecallIndex::open(&path, "L2").unwrap();
+    assert_eq!(
+        index.reset_reason(),
+        Some(&ResetReason::LedgerChanged { was: "L1".into() })
+    );
+    assert_eq!(index.indexed_through(), 0);
+    assert!(seqs(&index, "kiwi").is_empty());
+    // The same through sync with a source whose id changed.
+    let mut index = RecallIndex::open(&path, "L2").unwrap();
+    index.sync(&source("L2", &["mango"])).unwrap();
+    let stats = index.sync(&source("L3", &["papaya"])).unwrap();
+    assert!(matches!(
+        stats.reset,
+        Some(ResetReason::LedgerChanged { .. })
+    ));
+    assert!(seqs(&index, "mango").is_empty());
+    assert_eq!(seqs(&index, "papaya"), [1]);
+}
+
+#[test]
+fn a_rewritten_ledger_is_detected_and_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sqlite");
+    let mut index = RecallIndex::open(&path, "L").unwrap();
+    index
+        .sync(&source("L", &["one", "two banana", "three"]))
+        .unwrap();
+    // Same id, but event 3 changed.
+    let changed = source("L", &["one", "two banana", "three cherry", "four"]);
+    let stats = index.sync(&changed).unwrap();
+    assert_eq!(stats.reset, Some(ResetReason::LedgerRewritten { seq: 3 }));
+    assert_eq!(seqs(&index, "cherry"), [3]);
+    // Same id, but shorter.
+    let shorter = source("L", &["one"]);
+    let stats = index.sync(&shorter).unwrap();
+    assert_eq!(stats.reset, Some(ResetReason::LedgerRewritten { seq: 4 }));
+    assert!(seqs(&index, "banana").is_empty());
+    // `update` refuses a changed tail instead of guessing.
+    let err = index
+        .update(&source("L", &["uno"]).events, &NoArtifacts)
+        .unwrap_err();
+    assert!(matches!(err, Error::Stale { seq: 1, .. }), "{err}");
+}
+
+#[test]
+fn rebuild_reports_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let src = source("L", &["a fig", "b fig", "c fig", "d fig"]);
+    index.sync(&src).unwrap();
+    let mut seen = Vec::new();
+    let stats = index
+        .rebuild(&src, &mut |p| seen.push((p.seq, p.head_seq)))
+        .unwrap();
+    assert_eq!(seen, [(1, 4), (2, 4), (3, 4), (4, 4)]);
+    assert_eq!(stats.events_indexed, 4);
+    assert_eq!(seqs(&index, "fig").len(), 4);
+}
+
+#[test]
+fn another_config_discards_the_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sqlite");
+    let mut index = RecallIndex::open(&path, "L").unwrap();
+    index.sync(&source("L", &["lime"])).unwrap();
+    drop(index);
+    let config = IndexConfig {
+        context_before: 0,
+        ..IndexConfig::default()
+    };
+    let index = RecallIndex::open_with(&path, "L", config).unwrap();
+    assert_eq!(index.reset_reason(), Some(&ResetReason::ConfigChanged));
+    assert_eq!(index.indexed_through(), 0);
+}

@@ -1,0 +1,202 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Failure class: content lost at page boundaries or hidden in artifacts (SPEC R1, R5).
+//! Event text, including the full text of an artifact, is cut into 2,048-character pages that
+//! start every 1,920 characters, so a word straddling a boundary is whole in the next page;
+//! `seq` paging returns an event's pages in order with `next_offset`; recall output and system
+//! markers are never indexed.
+
+mod common;
+
+use common::*;
+use ctxlog_ledger::event::{ArtifactRef, EventBody, SystemMarker};
+use ctxlog_recall::{RecallIndex, SearchOptions, SourceError};
+
+/// Filler of distinct but unremarkable words, `n` characters long.
+fn filler(n: usize) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while s.chars().count() < n {
+        s.push_str(&format!("row{i} "));
+        i += 1;
+    }
+    s.chars().take(n).collect()
+}
+
+/// 7,925 characters: "zebrafinch" at chars 1915..1925 (across the 1,920-char stride, whole
+/// in page 0 thanks to the overlap) and "quetzalbird" at 2043..2054 (across page 0's end,
+/// whole in page 1, which repeats chars 1920..2048).
+fn big_artifact_text() -> String {
+    let mut text = filler(1914);
+    text.push_str(" zebrafinch ");
+    text.push_str(&filler(116));
+    text.push_str(" quetzalbird ");
+    text.push_str(&filler(5870));
+    assert_eq!(text.chars().count(), 7925);
+    text
+}
+
+fn artifacts(a: &ArtifactRef) -> Result<String, SourceError> {
+    if a.name == "sha256-big" {
+        Ok(big_artifact_text())
+    } else {
+        Err("missing".into())
+    }
+}
+
+#[test]
+fn a_word_across_a_page_boundary_is_found_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let events = [
+        user(1, "run the long job"),
+        tool_result(
+            2,
+            "shell",
+            "head … tail",
+            Some(artifact("sha256-big", 7925)),
+        ),
+    ];
+    let stats = index.update(&events, &artifacts).unwrap();
+    assert_eq!(stats.artifact_failures, 0);
+    assert_eq!(stats.pages_written, 1 + 5);
+    let position = |word: &str| {
+        let text = big_artifact_text();
+        text[..text.find(word).unwrap()].chars().count()
+    };
+    assert_eq!(position("zebrafinch"), 1915);
+    assert_eq!(position("quetzalbird"), 2043);
+    let r = index
+        .search("zebrafinch", &SearchOptions::default())
+        .unwrap();
+    let hit = &r.hits[0];
+    assert_eq!((hit.seq, hit.page), (2, 0), "{r:?}");
+    assert!(hit.text.contains("zebrafinch"));
+    let r = index
+        .search("quetzalbird", &SearchOptions::default())
+        .unwrap();
+    let hit = &r.hits[0];
+    assert_eq!((hit.seq, hit.page), (2, 1), "{r:?}");
+    assert_eq!((hit.char_start, hit.char_end), (1920, 3968));
+    assert!(hit.text.contains("quetzalbird"));
+    assert_eq!(hit.tool.as_deref(), Some("shell"));
+    // Without the overlap neither page would hold the whole word.
+    assert!(!hit.text.chars().take(128).collect::<String>().is_empty());
+    // The inline excerpt was replaced by the full text.
+    assert!(
+        index
+            .search("tail", &SearchOptions::default())
+            .unwrap()
+            .hits
+            .iter()
+            .all(|h| h.seq != 2)
+    );
+}
+
+#[test]
+fn seq_paging_returns_pages_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let events = [tool_result(
+        1,
+        "shell",
+        "x",
+        Some(artifact("sha256-big", 7925)),
+    )];
+    index.update(&events, &artifacts).unwrap();
+    let mut offset = 0;
+    let mut seen = Vec::new();
+    loop {
+        let opts = SearchOptions {
+            seq: Some(1),
+            offset,
+            limit: 2,
+            ..SearchOptions::default()
+        };
+        let r = index.search("ignored", &opts).unwrap();
+        seen.extend(r.hits.iter().map(|h| (h.page, h.char_start, h.pages)));
+        match r.next_offset {
+            Some(n) => offset = n,
+            None => break,
+        }
+    }
+    let expected: Vec<(u32, u64, u32)> = (0..5).map(|p| (p, u64::from(p) * 1920, 5)).collect();
+    assert_eq!(seen, expected);
+    // Concatenating the pages minus overlaps gives back the text.
+    let opts = SearchOptions {
+        seq: Some(1),
+        limit: 50,
+        ..SearchOptions::default()
+    };
+    let r = index.search("", &opts).unwrap();
+    let mut text = String::new();
+    for h in &r.hits {
+        let skip = if h.page == 0 { 0 } else { 128 };
+        text.extend(h.text.chars().skip(skip));
+    }
+    assert_eq!(text, big_artifact_text());
+    // A seq with no pages is an empty result, not an error.
+    let opts = SearchOptions {
+        seq: Some(99),
+        ..SearchOptions::default()
+    };
+    assert!(index.search("", &opts).unwrap().hits.is_empty());
+}
+
+#[test]
+fn unreadable_artifacts_fall_back_to_the_excerpt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let events = [tool_result(
+        1,
+        "shell",
+        "excerpt quokka",
+        Some(artifact("sha256-gone", 9)),
+    )];
+    let stats = index.update(&events, &artifacts).unwrap();
+    assert_eq!(stats.artifact_failures, 1);
+    assert_eq!(
+        index
+            .search("quokka", &SearchOptions::default())
+            .unwrap()
+            .hits
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn recall_output_and_markers_are_never_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let events = [
+        user(1, "where is the wombat"),
+        ev(
+            2,
+            EventBody::ToolCall {
+                call_id: "c".into(),
+                tool: "recall".into(),
+                arguments: serde_json::json!({"query": "wombat platypus"}),
+            },
+        ),
+        tool_result(3, "recall", "platypus page recalled", None),
+        ev(
+            4,
+            EventBody::System {
+                marker: SystemMarker::Import {
+                    source: "platypus.jsonl".into(),
+                },
+            },
+        ),
+    ];
+    let stats = index.update(&events, &artifacts).unwrap();
+    assert_eq!(stats.events_seen, 4);
+    assert_eq!(stats.events_indexed, 1);
+    assert_eq!(index.indexed_through(), 4);
+    assert!(
+        index
+            .search("platypus", &SearchOptions::default())
+            .unwrap()
+            .hits
+            .is_empty()
+    );
+}

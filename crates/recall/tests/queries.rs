@@ -1,0 +1,195 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Failure class: hostile or odd query text (SPEC R3, §9). Whatever a user or a model types —
+//! FTS5 operators, column filters, quotes, SQL, 16 KB of text, emoji, nothing at all — search
+//! returns results or none, never an error, and never interprets the text as syntax. An empty
+//! query lists pages newest first; stop words are dropped; Porter stemming applies; text in
+//! scripts without spaces is found by a few characters.
+
+mod common;
+
+use common::*;
+use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions};
+
+fn fixture() -> (tempfile::TempDir, RecallIndex) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("recall.sqlite"), "L").unwrap();
+    let events = vec![
+        user(1, "Please deploy the payments service to staging."),
+        assistant(
+            2,
+            "Deploying payments to staging now; NEAR the end I'll report.",
+        ),
+        note(3, "Never push directly to main: open a pull request."),
+        tool_result(
+            4,
+            "shell",
+            "error: column pages has no field \"body\" (AND OR NOT)",
+            None,
+        ),
+        user(5, "项目代码是 ALPHA-7，请记住。"),
+        assistant(6, "好的，我记住了项目代码。 👍 emoji test 🚀"),
+        note(7, "The runners were running while the runner ran."),
+    ];
+    index.update(&events, &NoArtifacts).unwrap();
+    (dir, index)
+}
+
+const HOSTILE: &[&str] = &[
+    "\"",
+    "\"\"\"",
+    "deploy\"",
+    "NEAR(",
+    "NEAR(deploy staging, 2)",
+    "deploy*",
+    "*",
+    "-deploy",
+    "- -",
+    ":",
+    "body:deploy",
+    "{body ctx}: deploy",
+    "pages_fts:deploy",
+    "(",
+    ")",
+    "(deploy OR",
+    "deploy AND",
+    "AND OR NOT",
+    "NOT",
+    "deploy NOT staging",
+    "'; DROP TABLE pages; --",
+    "\"; DROP TABLE pages_fts; --",
+    "%_%",
+    "\\",
+    "^deploy",
+    "deploy + staging",
+    "\0",
+    "🚀",
+    "👍🏽 🚀🚀",
+    "",
+    "   ",
+    "the of and to",
+    "rowid = 1",
+    "bm25(pages_fts)",
+    "MATCH",
+    "项目",
+    "é",
+];
+
+#[test]
+fn hostile_queries_never_error() {
+    let (_dir, index) = fixture();
+    for q in HOSTILE {
+        let r = index.search(q, &SearchOptions::default());
+        assert!(r.is_ok(), "query {q:?} failed: {r:?}");
+        let r = r.unwrap();
+        assert!(!r.note.is_empty());
+    }
+    let big = "deploy staging \"NEAR( * - : ".repeat(600);
+    assert!(big.len() > 16 * 1024);
+    let r = index.search(&big, &SearchOptions::default()).unwrap();
+    assert!(r.hits.iter().any(|h| h.seq == 1 || h.seq == 2));
+    // The table still exists after the SQL-looking queries.
+    assert!(
+        !index
+            .search("deploy", &SearchOptions::default())
+            .unwrap()
+            .hits
+            .is_empty()
+    );
+}
+
+#[test]
+fn operators_are_literal_words() {
+    let (_dir, index) = fixture();
+    // "NEAR" is a word in event 2; as syntax it would be an operator.
+    let r = index.search("NEAR(", &SearchOptions::default()).unwrap();
+    assert_eq!(r.hits[0].seq, 2);
+    // "NOT" is a word in event 4.
+    let r = index.search("NOT", &SearchOptions::default()).unwrap();
+    assert_eq!(r.hits[0].seq, 4);
+    // A column filter is just two words.
+    let r = index
+        .search("column:field", &SearchOptions::default())
+        .unwrap();
+    assert_eq!(r.hits[0].seq, 4);
+}
+
+#[test]
+fn empty_query_lists_newest_first() {
+    let (_dir, index) = fixture();
+    for q in ["", "  ", "\"*()", "🚀"] {
+        let r = index
+            .search(
+                q,
+                &SearchOptions {
+                    limit: 3,
+                    ..SearchOptions::default()
+                },
+            )
+            .unwrap();
+        let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
+        assert_eq!(seqs, [7, 6, 5], "query {q:?}");
+        assert_eq!(r.next_offset, Some(3));
+    }
+    let r = index
+        .search(
+            "",
+            &SearchOptions {
+                offset: 3,
+                limit: 10,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
+    assert_eq!(seqs, [4, 3, 2, 1]);
+    assert_eq!(r.next_offset, None);
+}
+
+#[test]
+fn stop_words_are_dropped_and_stems_match() {
+    let (_dir, index) = fixture();
+    let r = index
+        .search("what is the run", &SearchOptions::default())
+        .unwrap();
+    // Event 7 by its own words; its neighbour 6 only through the context field.
+    assert_eq!(r.hits[0].seq, 7, "{r:?}");
+    assert!(r.hits.iter().all(|h| h.seq >= 6), "{r:?}");
+    let r = index
+        .search("deploying", &SearchOptions::default())
+        .unwrap();
+    assert!(r.hits.iter().any(|h| h.seq == 1), "{r:?}");
+    // Only stop words: still a valid query.
+    index
+        .search("the of and to", &SearchOptions::default())
+        .unwrap();
+}
+
+#[test]
+fn chinese_is_found_by_a_few_characters() {
+    let (_dir, index) = fixture();
+    for q in ["项目代码", "项目", "代码", "记住"] {
+        let r = index.search(q, &SearchOptions::default()).unwrap();
+        let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
+        assert!(seqs.contains(&5) || seqs.contains(&6), "{q}: {seqs:?}");
+    }
+    let r = index
+        .search("项目代码是什么", &SearchOptions::default())
+        .unwrap();
+    assert_eq!(r.hits[0].seq, 5);
+    let r = index.search("alpha", &SearchOptions::default()).unwrap();
+    assert_eq!(r.hits[0].seq, 5);
+}
+
+#[test]
+fn kinds_and_before_seq_filter() {
+    let (_dir, index) = fixture();
+    let opts = SearchOptions {
+        kinds: Some(vec![ctxlog_ledger::event::EventKind::Note]),
+        ..SearchOptions::default()
+    };
+    let r = index.search("", &opts).unwrap();
+    assert!(r.hits.iter().all(|h| h.seq == 3 || h.seq == 7));
+    let hits = index.candidates("deploy staging", 2, 5).unwrap();
+    assert_eq!(hits.iter().map(|h| h.seq).collect::<Vec<_>>(), [1]);
+    assert!(index.candidates("", 100, 5).unwrap().is_empty());
+}

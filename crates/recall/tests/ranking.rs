@@ -1,0 +1,85 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Failure class: stale facts outranking their updates (SPEC R4). A newer record that
+//! supersedes an older one on the same subject — explicitly (a note's `supersedes`) or by
+//! update language — ranks above it; equal scores go to the newer record; unrelated records
+//! with update language do not jump ahead.
+
+mod common;
+
+use common::*;
+use ctxlog_ledger::event::EventBody;
+use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions};
+
+fn index_of(events: &[ctxlog_ledger::event::Event]) -> (tempfile::TempDir, RecallIndex) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    index.update(events, &NoArtifacts).unwrap();
+    (dir, index)
+}
+
+fn top(index: &RecallIndex, q: &str) -> Vec<u64> {
+    let r = index.search(q, &SearchOptions::default()).unwrap();
+    r.hits.iter().map(|h| h.seq).collect()
+}
+
+#[test]
+fn update_language_lifts_the_newer_fact() {
+    let (_d, index) = index_of(&[
+        note(
+            1,
+            "Build configuration: the release build uses the clang toolchain with LTO enabled and the build cache at /var/cache/build.",
+        ),
+        note(2, "Unrelated: lunch is at noon."),
+        note(
+            3,
+            "Build configuration changed to the gcc toolchain instead; LTO stays enabled.",
+        ),
+    ]);
+    assert_eq!(
+        top(
+            &index,
+            "which toolchain does the release build configuration use"
+        )[0],
+        3
+    );
+}
+
+#[test]
+fn explicit_supersedes_lifts_the_newer_note() {
+    let (_d, index) = index_of(&[
+        note(
+            1,
+            "Deploy window: deploys to production happen on Tuesday and Thursday mornings between 9 and 11.",
+        ),
+        ev(
+            2,
+            EventBody::Note {
+                text: "Deploy window is Friday.".into(),
+                pinned: false,
+                supersedes: Some(1),
+            },
+        ),
+    ]);
+    assert_eq!(top(&index, "production deploy window mornings"), [2, 1]);
+}
+
+#[test]
+fn without_update_language_the_better_match_wins() {
+    let (_d, index) = index_of(&[
+        note(
+            1,
+            "The cache directory is /var/cache/app and the cache size is 2 GB.",
+        ),
+        note(2, "Now playing: some music while we wait."),
+    ]);
+    assert_eq!(top(&index, "cache directory")[0], 1);
+}
+
+#[test]
+fn ties_go_to_the_newer_record() {
+    let (_d, index) = index_of(&[
+        note(1, "retry budget is five"),
+        note(2, "retry budget is five"),
+    ]);
+    assert_eq!(top(&index, "retry budget"), [2, 1]);
+}

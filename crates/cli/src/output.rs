@@ -14,15 +14,6 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A usage failure (exit 2): the arguments make no sense together.
-    pub fn usage(message: impl Into<String>) -> Self {
-        Failure {
-            code: 2,
-            kind: "usage",
-            message: message.into(),
-        }
-    }
-
     /// Any other failure (exit 1).
     pub fn other(message: impl Into<String>) -> Self {
         Failure {

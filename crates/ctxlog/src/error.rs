@@ -79,7 +79,7 @@ impl Error {
             Error::InvalidName { .. } | Error::BadInput { .. } => ErrorClass::BadInput,
             Error::NotFound { .. } => ErrorClass::NotFound,
             Error::Ledger(L::Locked { .. }) => ErrorClass::Locked,
-            Error::Ledger(L::Corrupt { .. }) => ErrorClass::Corrupt,
+            Error::Ledger(L::Corrupt { .. } | L::ArtifactMismatch { .. }) => ErrorClass::Corrupt,
             Error::Ledger(L::Conflict { .. }) => ErrorClass::Conflict,
             Error::Ledger(
                 L::InvalidCommit { .. } | L::TooLarge { .. } | L::BadArtifactRef { .. },

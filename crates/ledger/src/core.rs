@@ -45,6 +45,8 @@ pub(crate) struct Core {
     /// End of the last complete commit.
     pub log_len: u64,
     pub last_seq: u64,
+    /// Running CRC of `user_seqs` as `turns.idx` entries (stored in every index entry).
+    pub turns_crc: u32,
     /// False when the sidecars were missing or did not match the log (rebuilt by the writer).
     pub sidecars_valid: bool,
 }
@@ -123,6 +125,11 @@ impl Core {
         found: Scan,
     ) -> Core {
         let id_hex = crate::hex::encode(&header.ledger_id);
+        let indexed_crc = sidecars
+            .as_ref()
+            .and_then(|s| s.last)
+            .map_or(0, |e| e.turns_crc);
+        let turns_crc = found.entries.last().map_or(indexed_crc, |e| e.turns_crc);
         let (idx, indexed, mut user_seqs, commits, valid) = match sidecars {
             Some(s) => (Some(s.idx), s.indexed, s.user_seqs, s.commits, true),
             None => (None, 0, Vec::new(), 0, false),
@@ -143,6 +150,7 @@ impl Core {
             pending_commits: found.commits,
             log_len: found.good_end,
             last_seq: found.last_seq,
+            turns_crc,
             sidecars_valid: valid,
         }
     }
@@ -219,6 +227,7 @@ impl Core {
                     flags: h.flags,
                     turns,
                     commits,
+                    turns_crc: 0,
                 });
             }
             pos += h.record_len();
@@ -349,6 +358,7 @@ fn scan_start(s: &Sidecars) -> ScanStart {
             last_seq: s.indexed,
             turns: e.turns,
             commits: e.commits,
+            turns_crc: e.turns_crc,
         },
         None => ScanStart {
             offset: LOG_HEADER_LEN as u64,
@@ -424,7 +434,8 @@ fn load_sidecars(
         return Ok(None);
     };
     let (turns, commits) = last.map_or((0, 0), |e| (u64::from(e.turns), u64::from(e.commits)));
-    let Some(user_seqs) = load_turns(st, mode, id, turns, indexed, idx.as_ref())? else {
+    let want_crc = last.map_or(0, |e| e.turns_crc);
+    let Some(user_seqs) = load_turns(st, mode, id, turns, want_crc, indexed)? else {
         return Ok(None);
     };
     match open_sidecar(
@@ -489,13 +500,15 @@ fn entry_matches_log(
     }))
 }
 
+/// Loads the first `turns` entries of `turns.idx`, checked against the running CRC stored in
+/// the last index entry; `None` when they do not match.
 fn load_turns(
     st: &dyn Storage,
     mode: OpenMode,
     id: &[u8; 16],
     turns: u64,
+    want_crc: u32,
     indexed: u64,
-    idx: &dyn StorageFile,
 ) -> io::Result<Option<Vec<u64>>> {
     let Some((file, count)) = open_sidecar(
         st,
@@ -513,21 +526,11 @@ fn load_turns(
     }
     let mut raw = vec![0u8; (turns as usize) * TURN_ENTRY_LEN];
     file.read_at(INDEX_HEADER_LEN as u64, &mut raw)?;
+    if crc32c::crc32c(&raw) != want_crc {
+        return Ok(None);
+    }
     let seqs: Vec<u64> = raw.chunks(TURN_ENTRY_LEN).map(format::read_u64).collect();
     let increasing = seqs.windows(2).all(|w| w[0] < w[1]);
     let in_range = seqs.last().is_none_or(|&s| s >= 1 && s <= indexed);
-    if !increasing || !in_range {
-        return Ok(None);
-    }
-    if let Some(&s) = seqs.last() {
-        let mut b = [0u8; EVENT_ENTRY_LEN];
-        idx.read_at(
-            INDEX_HEADER_LEN as u64 + (s - 1) * EVENT_ENTRY_LEN as u64,
-            &mut b,
-        )?;
-        if format::EventEntry::decode(&b).is_none_or(|e| e.kind != EventKind::User) {
-            return Ok(None);
-        }
-    }
-    Ok(Some(seqs))
+    Ok((increasing && in_range).then_some(seqs))
 }

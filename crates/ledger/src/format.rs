@@ -90,7 +90,8 @@ pub const E_FLAGS: usize = E_KIND + 1;
 pub const E_RESERVED: usize = E_FLAGS + 1;
 pub const E_TURNS: usize = E_RESERVED + 2;
 pub const E_COMMITS: usize = E_TURNS + 4;
-pub const E_CRC: usize = E_COMMITS + 4;
+pub const E_TURNS_CRC: usize = E_COMMITS + 4;
+pub const E_CRC: usize = E_TURNS_CRC + 4;
 /// Length of one `ledger.idx` entry (entry `i` describes seq `i + 1`).
 pub const EVENT_ENTRY_LEN: usize = E_CRC + 4;
 
@@ -164,6 +165,7 @@ pub const LAYOUTS: &[(&str, &[Field])] = &[
             ("reserved", E_RESERVED, 2),
             ("turns", E_TURNS, 4),
             ("commits", E_COMMITS, 4),
+            ("turns_crc", E_TURNS_CRC, 4),
             ("entry_crc", E_CRC, 4),
         ],
     ),
@@ -392,6 +394,13 @@ pub struct EventEntry {
     pub turns: u32,
     /// Number of id-carrying commits whose last seq ≤ this one.
     pub commits: u32,
+    /// CRC32C of the first `turns` entries of `turns.idx` (see [`turns_crc_append`]).
+    pub turns_crc: u32,
+}
+
+/// Extends the running CRC of `turns.idx` entries with the entry for user event `seq`.
+pub fn turns_crc_append(crc: u32, seq: u64) -> u32 {
+    crc32c::crc32c_append(crc, &seq.to_le_bytes())
 }
 
 impl EventEntry {
@@ -405,6 +414,7 @@ impl EventEntry {
         b[E_FLAGS] = self.flags;
         put_u32(&mut b, E_TURNS, self.turns);
         put_u32(&mut b, E_COMMITS, self.commits);
+        put_u32(&mut b, E_TURNS_CRC, self.turns_crc);
         let crc = crc32c::crc32c(&b[..E_CRC]);
         put_u32(&mut b, E_CRC, crc);
         b
@@ -423,6 +433,7 @@ impl EventEntry {
             flags: b[E_FLAGS],
             turns: get_u32(b, E_TURNS),
             commits: get_u32(b, E_COMMITS),
+            turns_crc: get_u32(b, E_TURNS_CRC),
         })
     }
 
@@ -506,7 +517,7 @@ mod tests {
         }
         assert_eq!(LOG_HEADER_LEN, 64);
         assert_eq!(RECORD_HEADER_LEN, 40);
-        assert_eq!(EVENT_ENTRY_LEN, 32);
+        assert_eq!(EVENT_ENTRY_LEN, 36);
     }
 
     #[test]

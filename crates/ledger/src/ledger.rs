@@ -391,6 +391,7 @@ impl Ledger {
         };
         let n = commit.events.len();
         let mut turns = self.core.user_seqs.len() as u32;
+        let mut turns_crc = self.core.turns_crc;
         let commits_before = self.commit_count();
         for (i, body) in commit.events.iter().enumerate() {
             let seq = first_seq + i as u64;
@@ -422,6 +423,7 @@ impl Ledger {
             );
             if body.kind() == crate::event::EventKind::User {
                 turns += 1;
+                turns_crc = format::turns_crc_append(turns_crc, seq);
                 p.user_seqs.push(seq);
             }
             let commits = commits_before + u32::from(last && !meta.is_empty());
@@ -441,6 +443,7 @@ impl Ledger {
                 flags,
                 turns,
                 commits,
+                turns_crc,
             });
         }
         if let Some((id_hash, digest)) = key {
@@ -508,7 +511,20 @@ impl Ledger {
             artifact: Some(r), ..
         } = body
         {
-            crate::artifact::check_ref(self.core.storage.as_ref(), &r.name)?;
+            let st = self.core.storage.as_ref();
+            let path = crate::artifact::check_ref(st, &r.name)?;
+            let len = st
+                .open(&path, OpenMode::Read)
+                .and_then(|f| f.map(|f| f.len()).transpose())
+                .map_err(io_err(st, &path))?;
+            if len != Some(r.bytes) {
+                return Err(Error::invalid(format!(
+                    "artifact {} holds {} bytes, the reference says {}",
+                    r.name,
+                    len.unwrap_or(0),
+                    r.bytes
+                )));
+            }
         }
         Ok(())
     }
@@ -561,6 +577,9 @@ impl Ledger {
     fn apply(&mut self, p: Prepared, state: TurnState) {
         self.core.log_len += p.bytes.len() as u64;
         self.core.last_seq += p.entries.len() as u64;
+        if let Some(last) = p.entries.last() {
+            self.core.turns_crc = last.turns_crc;
+        }
         self.core.overlay.extend(p.entries);
         self.core.user_seqs.extend(p.user_seqs);
         if let Some(c) = p.commit {

@@ -166,6 +166,7 @@ impl Reader {
             last_seq: self.core.last_seq,
             turns: self.core.user_seqs.len() as u32,
             commits: last.map_or(0, |e| e.commits),
+            turns_crc: self.core.turns_crc,
         };
         let found = scan::scan(self.core.log.as_ref(), file_len, start)
             .map_err(io_err(st.as_ref(), names::LOG))?;
@@ -181,6 +182,9 @@ impl Reader {
                 seq: Some(seq),
                 reason,
             });
+        }
+        if let Some(e) = found.entries.last() {
+            self.core.turns_crc = e.turns_crc;
         }
         self.core.overlay.extend(found.entries);
         self.core.user_seqs.extend(found.user_seqs);

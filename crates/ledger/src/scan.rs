@@ -57,6 +57,8 @@ pub(crate) struct ScanStart {
     pub turns: u32,
     /// Id-carrying commits so far.
     pub commits: u32,
+    /// Running CRC of the turn entries so far.
+    pub turns_crc: u32,
 }
 
 /// What follows the last complete commit.
@@ -123,7 +125,7 @@ pub(crate) fn scan(
         ..Scan::default()
     };
     let mut pos = start.offset;
-    let (mut turns, mut commits) = (start.turns, start.commits);
+    let (mut turns, mut commits, mut turns_crc) = (start.turns, start.commits, start.turns_crc);
     let mut pending = Pending {
         entries: Vec::new(),
         user_seqs: Vec::new(),
@@ -172,6 +174,7 @@ pub(crate) fn scan(
         }
         if h.kind == EventKind::User {
             turns += 1;
+            turns_crc = format::turns_crc_append(turns_crc, h.seq);
             pending.user_seqs.push(h.seq);
         }
         if let Some((id_hash, digest)) = rec.meta {
@@ -192,6 +195,7 @@ pub(crate) fn scan(
             flags: h.flags,
             turns,
             commits,
+            turns_crc,
         });
         pos += h.record_len();
         if h.ends_commit() {

@@ -190,6 +190,19 @@ fn commits_with_bad_references_write_nothing() {
         );
         assert_eq!(snapshot_dir(tmp.path()), before);
     }
+    // The right name with the wrong size is refused too.
+    let mut wrong_size = with_ref(&stored.name);
+    if let EventBody::ToolResult {
+        artifact: Some(a), ..
+    } = &mut wrong_size.events[0]
+    {
+        a.bytes = 12;
+    }
+    assert!(matches!(
+        ledger.commit(&wrong_size),
+        Err(Error::InvalidCommit { .. })
+    ));
+    assert_eq!(snapshot_dir(tmp.path()), before);
     let r = ledger.commit(&with_ref(&stored.name)).unwrap();
     assert_eq!(r.first_seq, 3);
 }

@@ -148,7 +148,8 @@ fn a_damaged_index_entry_is_worked_around_and_rebuilt_from_the_log() {
     build(tmp.path());
     let idx_path = tmp.path().join("ledger.idx");
     let mut idx = std::fs::read(&idx_path).unwrap();
-    idx[32 + 32 * 3 + 3] ^= 0x40; // entry of seq 4
+    let at = ctxlog_ledger::format::INDEX_HEADER_LEN + ctxlog_ledger::format::EVENT_ENTRY_LEN * 3;
+    idx[at + 3] ^= 0x40; // entry of seq 4
     std::fs::write(&idx_path, &idx).unwrap();
     let report = ctxlog_ledger::verify(tmp.path()).unwrap();
     assert!(!report.sidecar_ok);

@@ -56,26 +56,31 @@ fn open_and_read_the_tail_of_a_large_ledger() {
         t.elapsed()
     );
 
-    let t = Instant::now();
-    let (ledger, report) = Ledger::open(tmp.path(), &Options::default()).unwrap();
-    let open_writer = t.elapsed();
-    let t = Instant::now();
-    let tail = ledger.last_turns(3).unwrap();
-    let tail_writer = t.elapsed();
-    assert!(report.is_clean() && tail.len() == 12);
-    drop(ledger);
-    let t = Instant::now();
-    let reader = Reader::open(tmp.path()).unwrap();
-    let open_reader = t.elapsed();
-    let t = Instant::now();
-    let tail = reader.last_turns(3).unwrap();
-    let tail_reader = t.elapsed();
-    assert_eq!(tail.len(), 12);
-    eprintln!(
-        "| ledger bytes | events | writer open | writer last 3 turns | reader open | reader last 3 turns |"
-    );
-    eprintln!("|---|---|---|---|---|---|");
-    eprintln!(
-        "| {size} | {events} | {open_writer:?} | {tail_writer:?} | {open_reader:?} | {tail_reader:?} |"
-    );
+    // Three rounds: the first runs while the kernel is still writing the fresh log back.
+    for round in 1..=3 {
+        let t = Instant::now();
+        let (ledger, report) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+        let open_writer = t.elapsed();
+        let t = Instant::now();
+        let tail = ledger.last_turns(3).unwrap();
+        let tail_writer = t.elapsed();
+        assert!(report.is_clean() && tail.len() == 12);
+        drop(ledger);
+        let t = Instant::now();
+        let reader = Reader::open(tmp.path()).unwrap();
+        let open_reader = t.elapsed();
+        let t = Instant::now();
+        let tail = reader.last_turns(3).unwrap();
+        let tail_reader = t.elapsed();
+        assert_eq!(tail.len(), 12);
+        if round == 1 {
+            eprintln!(
+                "| round | ledger bytes | events | writer open | writer last 3 turns | reader open | reader last 3 turns |"
+            );
+            eprintln!("|---|---|---|---|---|---|---|");
+        }
+        eprintln!(
+            "| {round} | {size} | {events} | {open_writer:?} | {tail_writer:?} | {open_reader:?} | {tail_reader:?} |"
+        );
+    }
 }

@@ -10,7 +10,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use crate::error::{Error, Result};
 use crate::search::Ranking;
 use crate::source::{ArtifactSource, LedgerSource};
-use crate::text::{cjk_grams, date_words, has_update_cue, pages};
+use crate::text::{author_label, cjk_grams, date_words, has_update_cue, pages};
 
 /// `PRAGMA application_id` of a recall index ("cxlr").
 pub const APPLICATION_ID: i32 = 0x6378_6c72;
@@ -33,9 +33,12 @@ CREATE TABLE pages(
     char_end INTEGER NOT NULL,
     ts_ms INTEGER NOT NULL,
     supersedes INTEGER,
-    cue INTEGER NOT NULL
+    cue INTEGER NOT NULL,
+    author TEXT,
+    episode INTEGER NOT NULL
 ) STRICT;
 CREATE UNIQUE INDEX pages_seq_page ON pages(seq, page);
+CREATE INDEX pages_author ON pages(author) WHERE author IS NOT NULL;
 CREATE VIRTUAL TABLE pages_fts USING fts5(
     body, ctx, meta, cjk, tokenize = 'porter unicode61 remove_diacritics 2'
 );
@@ -54,8 +57,9 @@ pub struct IndexConfig {
     pub context_after: usize,
     /// How many leading characters of each neighbour are copied. Default 400.
     pub context_chars: usize,
-    /// Neighbours further apart in time than this (milliseconds) are not context: they belong
-    /// to another episode of the conversation. Default 2 hours.
+    /// A pause longer than this (milliseconds) between indexed events starts a new episode:
+    /// neighbours in another episode are not context, and ranking credits pages whose episode
+    /// matches well. Default 2 hours.
     pub episode_gap_ms: i64,
     /// Index each event's date in words ("Monday 8 May 2023") as metadata, so questions
     /// naming a date find what was said that day. Default true.
@@ -530,9 +534,11 @@ impl RecallIndex {
 
     fn begin(&self) -> Result<Writer<'_>> {
         let window = self.load_window()?;
+        let last = self.last_episode()?;
         let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
         Ok(Writer {
             tx,
+            last,
             path: self.path.clone(),
             ledger_id: self.ledger_id.clone(),
             config: self.config.clone(),
@@ -548,6 +554,18 @@ impl RecallIndex {
         self.indexed_through = stats.indexed_through;
         self.tail_fingerprint = tail;
         stats
+    }
+
+    /// The time and episode of the newest indexed page.
+    fn last_episode(&self) -> Result<Option<(i64, u64)>> {
+        self.conn
+            .query_row(
+                "SELECT ts_ms, episode FROM pages ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u64)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
     }
 
     /// The last indexed events that can be context of the next one, oldest first.
@@ -592,6 +610,8 @@ struct Neighbour {
 /// Indexes events inside one transaction.
 struct Writer<'a> {
     tx: rusqlite::Transaction<'a>,
+    /// Time and episode of the last indexed event.
+    last: Option<(i64, u64)>,
     path: PathBuf,
     ledger_id: String,
     config: IndexConfig,
@@ -680,13 +700,23 @@ impl Writer<'_> {
             String::new()
         };
         let cue = has_update_cue(text) || supersedes.is_some();
+        let author = match event.kind() {
+            EventKind::User | EventKind::Assistant | EventKind::Note => author_label(text),
+            _ => None,
+        };
+        let episode = match self.last {
+            Some((ts, ep)) if (event.ts_ms - ts).abs() <= config.episode_gap_ms => ep,
+            _ => event.seq,
+        };
+        self.last = Some((event.ts_ms, episode));
         let slices = pages(text);
         let count = slices.len() as i64;
         let mut insert_page = self
             .tx
             .prepare_cached(
-                "INSERT INTO pages(seq, page, pages, kind, tool, status, char_start, char_end, ts_ms, supersedes, cue) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO pages(seq, page, pages, kind, tool, status, char_start, char_end, \
+                 ts_ms, supersedes, cue, author, episode) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             )
             .map_err(e)?;
         let mut insert_fts = self
@@ -709,6 +739,8 @@ impl Writer<'_> {
                     event.ts_ms,
                     supersedes.map(|s| s as i64),
                     cue,
+                    author,
+                    episode as i64,
                 ])
                 .map_err(e)?;
             let id = self.tx.last_insert_rowid();

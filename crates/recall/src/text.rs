@@ -189,7 +189,6 @@ pub const STOP_WORDS: &[&str] = &[
     "kind",
     "ll",
     "m",
-    "may",
     "me",
     "might",
     "more",
@@ -297,6 +296,8 @@ pub struct Terms {
     pub words: Vec<String>,
     /// Gram phrases of unspaced-script runs (each a sequence of consecutive grams).
     pub cjk: Vec<Vec<String>>,
+    /// Every distinct word of the query, stop words included (for matching speaker labels).
+    pub mentioned: Vec<String>,
 }
 
 /// Most distinct words a query keeps (a 16 KB paste must not become a 3,000-term query).
@@ -330,6 +331,8 @@ impl Terms {
             .filter(|w| !drop_stop_words || !is_stop_word(w))
             .cloned()
             .collect();
+        let mut mentioned = all.clone();
+        mentioned.truncate(4 * MAX_QUERY_WORDS);
         let mut words = if content.is_empty() { all } else { content };
         words.truncate(MAX_QUERY_WORDS);
         let mut cjk: Vec<Vec<String>> = Vec::new();
@@ -340,7 +343,11 @@ impl Terms {
             }
         }
         cjk.truncate(MAX_QUERY_PHRASES);
-        Terms { words, cjk }
+        Terms {
+            words,
+            cjk,
+            mentioned,
+        }
     }
 
     /// True when nothing searchable is left.
@@ -353,6 +360,23 @@ impl Terms {
 /// quoted string FTS5 recognises no operator, column filter or prefix syntax.
 pub fn quote(term: &str) -> String {
     format!("\"{}\"", term.replace('"', "\"\""))
+}
+
+/// The speaker label a text opens with, lowercased: `"Caroline: I went…"` → `"caroline"`.
+/// A label is 1–4 words (letters, digits, spaces, `.`, `-`, `_`, `'`; starting with a
+/// letter; at most 40 characters) followed by `": "`. Ranking treats it as the page's author.
+pub fn author_label(text: &str) -> Option<String> {
+    let (label, rest) = text.split_once(':')?;
+    let ok_chars = label
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '.' | '-' | '_' | '\''));
+    let starts_with_letter = label.chars().next().is_some_and(char::is_alphabetic);
+    let spaced = rest.is_empty() || rest.starts_with(char::is_whitespace);
+    if label.chars().count() > 40 || !ok_chars || !starts_with_letter || !spaced {
+        return None;
+    }
+    let ws: Vec<String> = words(label).collect();
+    (1..=4).contains(&ws.len()).then(|| ws.join(" "))
 }
 
 /// Phrases that mark a text as updating or replacing something said before.
@@ -372,6 +396,13 @@ const UPDATE_CUES: &[&[&str]] = &[
     &["supersedes"],
     &["superseded"],
     &["correction"],
+    &["renamed"],
+    &["moved"],
+    &["retired"],
+    &["deprecated"],
+    &["going", "forward"],
+    &["revised"],
+    &["rather", "than"],
     &["corrected"],
     &["anymore"],
     &["from", "now", "on"],
@@ -485,6 +516,19 @@ mod tests {
         assert_eq!(t.cjk, vec![vec!["项目", "目代", "代码"]]);
         assert_eq!(Terms::parse("the of").words, ["the", "of"]);
         assert!(Terms::parse("  ;'()  ").is_empty());
+    }
+
+    #[test]
+    fn speaker_labels_are_found() {
+        assert_eq!(author_label("Caroline: I went"), Some("caroline".into()));
+        assert_eq!(
+            author_label("Dr. Ada Lovelace: hi"),
+            Some("dr ada lovelace".into())
+        );
+        assert_eq!(author_label("12:30 is lunch"), None);
+        assert_eq!(author_label("see https://example.org"), None);
+        assert_eq!(author_label("no label here"), None);
+        assert_eq!(author_label("one two three four five: x"), None);
     }
 
     #[test]

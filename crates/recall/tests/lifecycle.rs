@@ -146,3 +146,34 @@ fn another_config_discards_the_content() {
     assert_eq!(index.reset_reason(), Some(&ResetReason::ConfigChanged));
     assert_eq!(index.indexed_through(), 0);
 }
+
+#[test]
+fn incremental_updates_equal_a_one_shot_build() {
+    let texts: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                "turn {i} about {} and {}",
+                ["apples", "boats", "clouds"][i % 3],
+                i * 7
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let src = source("L", &refs);
+    let dir = tempfile::tempdir().unwrap();
+    let mut whole = RecallIndex::open(dir.path().join("a.sqlite"), "L").unwrap();
+    whole.update(&src.events, &NoArtifacts).unwrap();
+    let mut pieces = RecallIndex::open(dir.path().join("b.sqlite"), "L").unwrap();
+    for chunk in src.events.chunks(3) {
+        pieces.update(chunk, &NoArtifacts).unwrap();
+    }
+    for q in ["apples", "boats 21", "clouds turn", ""] {
+        let opts = SearchOptions {
+            limit: 50,
+            ..SearchOptions::default()
+        };
+        let a = whole.search(q, &opts).unwrap();
+        let b = pieces.search(q, &opts).unwrap();
+        assert_eq!(a.hits, b.hits, "{q}");
+    }
+}

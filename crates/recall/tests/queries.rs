@@ -167,7 +167,7 @@ fn stop_words_are_dropped_and_stems_match() {
 #[test]
 fn chinese_is_found_by_a_few_characters() {
     let (_dir, index) = fixture();
-    for q in ["项目代码", "项目", "代码", "记住"] {
+    for q in ["项目代码", "项目", "代码", "记住", "项", "好"] {
         let r = index.search(q, &SearchOptions::default()).unwrap();
         let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
         assert!(seqs.contains(&5) || seqs.contains(&6), "{q}: {seqs:?}");

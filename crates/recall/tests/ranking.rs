@@ -83,3 +83,44 @@ fn ties_go_to_the_newer_record() {
     ]);
     assert_eq!(top(&index, "retry budget"), [2, 1]);
 }
+
+#[test]
+fn a_named_speaker_prefers_what_that_speaker_said() {
+    // Both turns match "support group" equally; the question names Caroline.
+    let (_d, index) = index_of(&[
+        user(1, "Caroline: I went to a support group yesterday."),
+        assistant(2, "Melanie: I went to a support group yesterday."),
+    ]);
+    assert_eq!(top(&index, "Which support group did Caroline go to?")[0], 1);
+    assert_eq!(top(&index, "Which support group did Melanie go to?")[0], 2);
+}
+
+#[test]
+fn context_finds_the_answer_to_a_question_turn() {
+    // The reply never repeats the question's words; its context field holds them.
+    let (_d, index) = index_of(&[
+        user(1, "What did you name the new puppy?"),
+        assistant(2, "We went with Biscuit."),
+        user(3, "Unrelated: the weather is fine."),
+    ]);
+    let seqs = top(&index, "puppy name");
+    assert_eq!(seqs[0], 1);
+    assert!(seqs.contains(&2), "{seqs:?}");
+}
+
+#[test]
+fn dates_are_searchable_metadata() {
+    let mut e = user(1, "We signed the lease.");
+    e.ts_ms = 1_683_554_160_000; // Monday 8 May 2023
+    let mut f = user(2, "We signed the contract.");
+    f.ts_ms = 1_700_000_000_000; // November 2023
+    let mut events = vec![e, f];
+    for seq in 3..10 {
+        let mut g = note(seq, "filler about other things");
+        g.ts_ms = 1_710_000_000_000 + seq as i64; // March 2024
+        events.push(g);
+    }
+    let (_d, index) = index_of(&events);
+    assert_eq!(top(&index, "what did we sign in May 2023")[0], 1);
+    assert_eq!(top(&index, "what did we sign in November")[0], 2);
+}

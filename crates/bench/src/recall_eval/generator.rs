@@ -268,10 +268,8 @@ fn shift(positions: &mut [(usize, usize, usize, Option<usize>)], at: usize) {
         if p.2 >= at {
             p.2 += 1;
         }
-        if let Some(u) = p.3.as_mut() {
-            if *u >= at {
-                *u += 1;
-            }
+        if let Some(u) = p.3.as_mut().filter(|u| **u >= at) {
+            *u += 1;
         }
     }
 }

@@ -230,103 +230,47 @@ struct Variant {
 }
 
 fn variants(ablation: bool) -> Vec<Variant> {
+    let d = IndexConfig::default;
+    let r = Ranking::default;
     let plain = IndexConfig::plain();
     let no_date = IndexConfig {
         date_metadata: false,
-        ..IndexConfig::default()
+        ..d()
     };
-    let keep_stop = Ranking {
-        stop_words: false,
-        ..Ranking::default()
+    let bare = Ranking {
+        author_weight: 0.0,
+        episode_weight: 0.0,
+        ..r()
     };
     let mut v = vec![Variant {
         name: "ctxlog (default)",
-        config: IndexConfig::default(),
-        ranking: Ranking::default(),
+        config: d(),
+        ranking: r(),
     }];
     if !ablation {
         return v;
     }
     v.extend([
-        Variant {
-            name: "A. literal terms, plain index (no stop-word removal, no context, no dates)",
-            config: plain.clone(),
-            ranking: keep_stop.clone(),
-        },
-        Variant {
-            name: "B. A + stop words dropped",
-            config: plain.clone(),
-            ranking: Ranking::default(),
-        },
-        Variant {
-            name: "C. B + context: 2 events before, 1 after (weight 0.4)",
-            config: no_date.clone(),
-            ranking: Ranking::default(),
-        },
-        Variant {
-            name: "D. C + date metadata (= default)",
-            config: IndexConfig::default(),
-            ranking: Ranking::default(),
-        },
-        Variant {
-            name: "default − context",
-            config: IndexConfig {
-                context_before: 0,
-                context_after: 0,
-                ..IndexConfig::default()
-            },
-            ranking: Ranking::default(),
-        },
-        Variant {
-            name: "default − dates",
-            config: no_date,
-            ranking: Ranking::default(),
-        },
-        Variant {
-            name: "default − stop-word removal",
-            config: IndexConfig::default(),
-            ranking: keep_stop,
-        },
-        Variant {
-            name: "default − supersession lift",
-            config: IndexConfig::default(),
-            ranking: Ranking {
-                supersession: false,
-                ..Ranking::default()
-            },
-        },
-        Variant {
-            name: "context 1 before, 1 after",
-            config: IndexConfig {
-                context_before: 1,
-                ..IndexConfig::default()
-            },
-            ranking: Ranking::default(),
-        },
-        Variant {
-            name: "context 2 before, 2 after",
-            config: IndexConfig {
-                context_after: 2,
-                ..IndexConfig::default()
-            },
-            ranking: Ranking::default(),
-        },
-        Variant {
-            name: "context weight 0.25",
-            config: IndexConfig::default(),
-            ranking: Ranking {
-                context_weight: 0.25,
-                ..Ranking::default()
-            },
-        },
-        Variant {
-            name: "context weight 0.6",
-            config: IndexConfig::default(),
-            ranking: Ranking {
-                context_weight: 0.6,
-                ..Ranking::default()
-            },
-        },
+        Variant { name: "A. literal terms, plain index (stop words kept; no context, dates, author, episodes)", config: plain.clone(), ranking: Ranking { stop_words: false, ..bare.clone() } },
+        Variant { name: "B. A + stop words dropped", config: plain.clone(), ranking: bare.clone() },
+        Variant { name: "C. B + context field: 2 events before, 1 after (weight 0.4)", config: no_date.clone(), ranking: bare.clone() },
+        Variant { name: "D. C + date metadata field", config: d(), ranking: bare.clone() },
+        Variant { name: "E. D + author field (weight 2)", config: d(), ranking: Ranking { episode_weight: 0.0, ..r() } },
+        Variant { name: "F. E + episode evidence (weight 0.2) = default", config: d(), ranking: r() },
+        Variant { name: "default − context field", config: IndexConfig { context_before: 0, context_after: 0, ..d() }, ranking: r() },
+        Variant { name: "default − date metadata", config: no_date, ranking: r() },
+        Variant { name: "default − stop-word removal", config: d(), ranking: Ranking { stop_words: false, ..r() } },
+        Variant { name: "default − author field", config: d(), ranking: Ranking { author_weight: 0.0, ..r() } },
+        Variant { name: "default − episode evidence", config: d(), ranking: Ranking { episode_weight: 0.0, ..r() } },
+        Variant { name: "default − supersession lift", config: d(), ranking: Ranking { supersession: false, ..r() } },
+        Variant { name: "author weight 1", config: d(), ranking: Ranking { author_weight: 1.0, ..r() } },
+        Variant { name: "author weight 3", config: d(), ranking: Ranking { author_weight: 3.0, ..r() } },
+        Variant { name: "episode weight 0.1", config: d(), ranking: Ranking { episode_weight: 0.1, ..r() } },
+        Variant { name: "episode weight 0.4", config: d(), ranking: Ranking { episode_weight: 0.4, ..r() } },
+        Variant { name: "context 1 before, 1 after", config: IndexConfig { context_before: 1, ..d() }, ranking: r() },
+        Variant { name: "context 2 before, 2 after", config: IndexConfig { context_after: 2, ..d() }, ranking: r() },
+        Variant { name: "context weight 0.25", config: d(), ranking: Ranking { context_weight: 0.25, ..r() } },
+        Variant { name: "context weight 0.6", config: d(), ranking: Ranking { context_weight: 0.6, ..r() } },
     ]);
     v
 }
@@ -482,7 +426,7 @@ pub fn run(path: &Path, scratch: &Scratch, ablation: bool) -> anyhow::Result<Str
     let mut rows = vec![ablation_row("FTS5 BM25 baseline", &base, r5, r10)];
     rows.extend(results.iter().map(|(n, t, _)| ablation_row(n, t, r5, r10)));
     let mut header = vec!["method", "all R@5", "all R@10"];
-    header.extend(CATEGORIES[1..].iter().map(|c| *c));
+    header.extend(CATEGORIES[1..].iter().copied());
     out.push_str("\nAblation (R@10 per category unless stated):\n\n");
     out.push_str(&table(&header, &rows));
     Ok(out)

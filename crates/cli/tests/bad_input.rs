@@ -1,0 +1,108 @@
+//! Bad input (SPEC §9): every rejected command prints one clear line on stderr, exits
+//! non-zero, and leaves every stored byte exactly as it was.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Env, code, snapshot, stderr};
+
+fn catalogue() -> Vec<(&'static str, Vec<u8>)> {
+    let tool_turn = |result: &str| {
+        format!(
+            r#"{{"events":[{{"kind":"user","text":"go"}},{{"kind":"tool_call","call_id":"c1","tool":"sh","arguments":{{}}}},{result}]}}"#
+        )
+        .into_bytes()
+    };
+    vec![
+        ("malformed JSON", b"{\"user\":".to_vec()),
+        ("not an object", b"[1,2]".to_vec()),
+        ("invalid UTF-8", b"{\"user\":\"caf\xe9\"}".to_vec()),
+        ("unknown kind", br#"{"events":[{"kind":"shout","text":"x"}]}"#.to_vec()),
+        ("unknown key", br#"{"usr":"typo"}"#.to_vec()),
+        ("empty turn", br#"{"events":[]}"#.to_vec()),
+        ("empty user text", br#"{"user":""}"#.to_vec()),
+        ("empty input", b"".to_vec()),
+        (
+            "result without its call",
+            br#"{"events":[{"kind":"user","text":"go"},{"kind":"tool_result","call_id":"zz","tool":"sh","status":"ok","text":"x"}]}"#.to_vec(),
+        ),
+        (
+            "artifact ref with ..",
+            tool_turn(r#"{"kind":"tool_result","call_id":"c1","tool":"sh","status":"ok","text":"x","artifact":{"name":"../../etc/passwd","bytes":1}}"#),
+        ),
+        (
+            "absolute artifact ref",
+            tool_turn(r#"{"kind":"tool_result","call_id":"c1","tool":"sh","status":"ok","text":"x","artifact":{"name":"/etc/passwd","bytes":1}}"#),
+        ),
+        (
+            "system marker from an application",
+            br#"{"events":[{"kind":"system","marker":{"type":"import","source":"x"}}]}"#.to_vec(),
+        ),
+    ]
+}
+
+#[test]
+fn every_bad_turn_is_refused_with_one_line_and_no_bytes_changed() {
+    let env = Env::new();
+    env.commit("chat", "first", "reply");
+    let before = snapshot(env.root());
+    for (what, input) in catalogue() {
+        let out = env.run(&["commit", "chat"], &input);
+        assert_eq!(code(&out), 1, "{what}: {}", stderr(&out));
+        let msg = stderr(&out);
+        assert_eq!(msg.trim_end().lines().count(), 1, "{what}: one line: {msg}");
+        assert!(msg.starts_with("ctxlog: "), "{what}: {msg}");
+        assert_eq!(before, snapshot(env.root()), "{what}: stored bytes changed");
+    }
+    // The conversation still works after all that.
+    env.commit("chat", "second", "reply");
+}
+
+#[test]
+fn bad_conversation_names_are_refused_before_any_file_is_touched() {
+    let env = Env::new();
+    let long = "x".repeat(65);
+    for name in [
+        "a/b",
+        "..",
+        "../escape",
+        "a\u{1}b",
+        "with space",
+        long.as_str(),
+        "",
+    ] {
+        let out = env.run(&["commit", name], br#"{"user":"hi"}"#);
+        assert_ne!(code(&out), 0, "{name:?}");
+        assert!(
+            stderr(&out).contains("invalid conversation name"),
+            "{name:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        snapshot(env.root()).is_empty(),
+        "nothing was written anywhere"
+    );
+}
+
+#[test]
+fn reading_a_missing_conversation_is_a_clear_error() {
+    let env = Env::new();
+    for args in [
+        &["log", "nope"][..],
+        &["verify", "nope"],
+        &["recall", "nope", "x"],
+    ] {
+        let out = env.run(args, b"");
+        assert_eq!(code(&out), 1, "{args:?}");
+        assert!(
+            stderr(&out).contains("no conversation \"nope\""),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = env.run(&["project", "nope", "--input", "hi"], b"");
+    assert_eq!(code(&out), 1);
+    assert!(snapshot(env.root()).is_empty());
+}

@@ -1,0 +1,123 @@
+//! The exit codes scripts rely on (SPEC I2), each produced by the real binary: 2 usage,
+//! 3 mandatory input over budget, 4 locked by another writer, 5 corruption, 6 id conflict.
+//! Every failure prints one line on stderr (or one JSON object with `--json`) and leaves the
+//! stored bytes as they were.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Env, code, snapshot, stderr};
+
+#[test]
+fn usage_errors_exit_2() {
+    let env = Env::new();
+    for args in [
+        &["commit"][..],
+        &["project", "c", "--input", "x", "--max-bytes", "0"],
+        &["project", "c", "--input", "x", "--max-bytes", "-5"],
+        &["project", "c", "--input", "x", "--format", "xml"],
+        &["project", "c", "--input", "x", "--tokenizer", "p50k"],
+        &["recall", "c", "--limit", "0"],
+        &["no-such-command"],
+    ] {
+        let out = env.run(args, b"");
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_second_writer_gets_exit_4_at_once() {
+    let env = Env::new();
+    env.commit("chat", "hello", "hi");
+    let store = ctxlog::Store::open(env.root()).unwrap();
+    let held = store.conversation("chat").unwrap();
+    let before = snapshot(env.root());
+    let out = env.run(&["commit", "chat"], br#"{"user":"second writer"}"#);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lock"), "{}", stderr(&out));
+    assert_eq!(before, snapshot(env.root()));
+    // Readers are never blocked by the writer.
+    let log = env.ok(&["log", "chat"], b"");
+    assert!(String::from_utf8(log).unwrap().contains("hello"));
+    drop(held);
+    env.ok(&["commit", "chat"], br#"{"user":"now it works"}"#);
+}
+
+#[test]
+fn same_id_same_content_replays_and_other_content_exits_6() {
+    let env = Env::new();
+    let first = env.ok(
+        &["commit", "chat", "--id", "t1"],
+        br#"{"user":"a","assistant":"b"}"#,
+    );
+    let before = snapshot(env.root());
+    let again = env.ok(
+        &["commit", "chat", "--id", "t1"],
+        br#"{"user":"a","assistant":"b"}"#,
+    );
+    let (first, again): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_slice(&first).unwrap(),
+        serde_json::from_slice(&again).unwrap(),
+    );
+    assert_eq!(first["first_seq"], again["first_seq"]);
+    assert_eq!(first["last_seq"], again["last_seq"]);
+    assert_eq!(again["replayed"], true);
+    assert_eq!(before, snapshot(env.root()), "a replay writes nothing");
+
+    let out = env.run(&["commit", "chat", "--id", "t1"], br#"{"user":"other"}"#);
+    assert_eq!(code(&out), 6, "{}", stderr(&out));
+    assert_eq!(before, snapshot(env.root()), "a conflict writes nothing");
+}
+
+#[test]
+fn a_flipped_bit_exits_5_naming_offset_and_seq() {
+    let env = Env::new();
+    for i in 0..5 {
+        env.commit("chat", &format!("question {i}"), &format!("answer {i}"));
+    }
+    let log = env.conv_dir("chat").join("ledger.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    // A byte inside the second record's payload: well before the tail.
+    let at = bytes.len() / 4;
+    bytes[at] ^= 0x10;
+    std::fs::write(&log, &bytes).unwrap();
+    let before = snapshot(env.root());
+
+    let out = env.run(&["verify", "chat"], b"");
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    let msg = stderr(&out);
+    assert!(msg.contains("offset"), "{msg}");
+    assert!(msg.contains("seq"), "{msg}");
+    assert_eq!(msg.lines().count(), 1, "one line: {msg}");
+
+    // Reading the damaged record fails closed too (open checks only the tail, so that it
+    // costs in proportion to what is read; every read checks its record's checksum), and
+    // nothing is repaired behind the user's back.
+    let out = env.run(&["log", "chat"], b"");
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert_eq!(before, snapshot(env.root()));
+}
+
+#[test]
+fn over_budget_exits_3_and_json_errors_are_one_object() {
+    let env = Env::new();
+    env.commit("chat", "hello", "hi");
+    let out = env.run(
+        &[
+            "--json",
+            "project",
+            "chat",
+            "--input",
+            "a long question",
+            "--max-bytes",
+            "10",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let err: serde_json::Value = serde_json::from_str(stderr(&out).trim()).unwrap();
+    assert_eq!(err["code"], 3);
+    assert!(err["message"].as_str().unwrap().contains("needs"), "{err}");
+    assert!(out.stdout.is_empty(), "no body on failure");
+}

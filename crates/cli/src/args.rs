@@ -34,6 +34,7 @@ pub struct Cli {
 
 const EXAMPLES: &str = "\
 Examples:
+  ctxlog demo
   echo '{\"user\":\"My code is ZX-81\",\"assistant\":\"Noted.\"}' | ctxlog commit chat1
   ctxlog log chat1
   ctxlog project chat1 --input 'What is my code?' --max-bytes 4000 > body.json
@@ -74,6 +75,8 @@ pub enum Command {
     /// The query is taken literally (quotes, operators and SQL are just words). Without a
     /// query, lists newest first. --seq pages through one event in order.
     Recall(RecallArgs),
+    /// A guided tour on the store at --root: commit, project at several budgets, recall.
+    Demo,
     /// Delete and rebuild the conversation's recall index from the ledger (repairs a damaged one).
     Reindex(ConvArg),
 }

@@ -21,6 +21,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Count(args) => count(args),
         Command::Recall(args) => recall(&root, args),
         Command::Reindex(args) => reindex(&root, args),
+        Command::Demo => crate::demo::run(&root),
     }
 }
 

@@ -13,6 +13,7 @@
 
 mod args;
 mod commands;
+mod demo;
 mod output;
 
 use std::process::ExitCode;

@@ -1,0 +1,239 @@
+//! `ctxlog demo`: a guided run on the real store: commit a conversation, project it at
+//! several budgets, see what a narrow request leaves out, recall it, and widen again.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use ctxlog::ledger::{EventBody, NewCommit, ToolStatus};
+use ctxlog::projection::{Projection, ProjectionRequest, ProjectionRequestBuilder};
+use ctxlog::recall::SearchOptions;
+use ctxlog::{Conversation, Store};
+
+use crate::output::{self, Failure};
+
+const SYSTEM: &str = "You are a concise assistant.";
+const QUESTION: &str = "What is my project code? 我的项目代号是什么？";
+const FACT: &str = "ZX-81";
+
+/// Runs the demo under `root`, in a new conversation named `demo` (or `demo-2`, …).
+pub fn run(root: &Path) -> Result<(), Failure> {
+    let store = Store::open(root)?;
+    let name = free_name(&store)?;
+    let mut conv = store.conversation(&name)?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ctxlog demo: store {}, conversation \"{name}\"\n",
+        root.display()
+    );
+
+    commit_fixture(&mut conv, &mut out)?;
+    let sizes = budget_table(&mut conv, &mut out)?;
+    narrow_recall_widen(&mut conv, sizes, &mut out)?;
+
+    let report = ctxlog::ledger::verify(conv.dir()).map_err(ctxlog::Error::from)?;
+    let _ = writeln!(
+        out,
+        "\n5. `ctxlog verify {name}`: {} events, {} bytes, every checksum good, {} artifact(s).",
+        report.events, report.bytes, report.artifacts
+    );
+    let root_arg = root.display();
+    let _ = writeln!(
+        out,
+        "\nLook around:\n  ctxlog --root {root_arg} log {name}\n  ctxlog --root {root_arg} project {name} --input 'Which files?' --max-bytes 600 --report report.json\n  ctxlog --root {root_arg} recall {name} 'disk usage'"
+    );
+    output::stdout(out.as_bytes())
+}
+
+fn free_name(store: &Store) -> Result<String, Failure> {
+    let taken = store.list()?;
+    let name = std::iter::once("demo".to_string())
+        .chain((2..).map(|n| format!("demo-{n}")))
+        .find(|n| !taken.contains(n))
+        .unwrap_or_default();
+    Ok(name)
+}
+
+fn commit_fixture(conv: &mut Conversation, out: &mut String) -> Result<(), Failure> {
+    let disk_report: String = (0..900)
+        .map(|i| format!("/srv/data/shard-{i:03}  {} MB\n", 100 + i % 37))
+        .collect();
+    let turns = [
+        vec![
+            EventBody::User {
+                text: "我的项目代号是 \"ZX-81\"。\nMy project code is \"ZX-81\" 🚀".into(),
+            },
+            EventBody::Assistant {
+                text: "Noted: your project code is \"ZX-81\" ✅".into(),
+            },
+        ],
+        vec![
+            EventBody::User {
+                text: "How full is the data disk?".into(),
+            },
+            EventBody::ToolCall {
+                call_id: "call_1".into(),
+                tool: "shell".into(),
+                arguments: serde_json::json!({"cmd": "du -sh /srv/data/*"}),
+            },
+            EventBody::ToolResult {
+                call_id: "call_1".into(),
+                tool: "shell".into(),
+                status: ToolStatus::Ok,
+                exit_code: Some(0),
+                text: disk_report,
+                artifact: None,
+            },
+            EventBody::Assistant {
+                text: "900 shards, about 120 GB in all; the largest is 136 MB.".into(),
+            },
+        ],
+        vec![
+            EventBody::User {
+                text: "What's the weather like in 北京?".into(),
+            },
+            EventBody::Assistant {
+                text: "Sunny, 25 °C — 天气晴朗 ☀️".into(),
+            },
+        ],
+    ];
+    let _ = writeln!(
+        out,
+        "1. Commit three turns (each one atomic, fsynced, checksummed):"
+    );
+    for events in turns {
+        let receipt = conv.commit(&NewCommit { id: None, events })?;
+        let _ = writeln!(out, "   seqs {}-{}", receipt.first_seq, receipt.last_seq);
+    }
+    let _ = writeln!(
+        out,
+        "   The 40 KB tool output was stored as a content-addressed artifact; the event keeps a head/tail excerpt."
+    );
+    Ok(())
+}
+
+fn request(max_bytes: Option<u64>) -> ProjectionRequestBuilder {
+    let mut request = ProjectionRequest::builder();
+    request.model("gpt-4o").system(SYSTEM).input(QUESTION);
+    if let Some(n) = max_bytes {
+        request.max_bytes(n);
+    }
+    request
+}
+
+/// Body sizes with 0, 1, 2 and 3 turns kept.
+struct Sizes {
+    mandatory: u64,
+    newest: u64,
+}
+
+fn budget_table(conv: &mut Conversation, out: &mut String) -> Result<Sizes, Failure> {
+    let full = conv.project(&request(None))?;
+    let mandatory = full.report.mandatory.bytes;
+    let _ = writeln!(
+        out,
+        "\n2. Project \"{QUESTION}\" at several byte budgets (openai-chat):\n   {:>7}  {:>10}  {:>10}  {:>6}",
+        "budget", "turns kept", "body bytes", "tokens"
+    );
+    let mut budgets = vec![mandatory];
+    let mut budget = full.report.bytes;
+    // Find the size with each number of kept turns by narrowing from the full body.
+    while budget > mandatory {
+        budgets.push(budget);
+        let projection = conv.project(&request(Some(budget - 1)))?;
+        budget = projection.report.bytes;
+    }
+    budgets.sort_unstable();
+    budgets.dedup();
+    budgets.push(full.report.bytes + 100);
+    let mut sizes = Sizes {
+        mandatory,
+        newest: mandatory,
+    };
+    for &budget in &budgets {
+        let p = conv.project(&request(Some(budget)))?;
+        if p.report.turns.kept == 1 {
+            sizes.newest = p.report.bytes;
+        }
+        row(out, budget, &p);
+    }
+    match conv.project(&request(Some(mandatory - 1))) {
+        Err(e) => {
+            let _ = writeln!(out, "   {:>7}  refused (exit code 3): {e}", mandatory - 1);
+        }
+        Ok(p) => row(out, mandatory - 1, &p),
+    }
+    let _ = writeln!(
+        out,
+        "   Whole turns only, newest first; the report's byte figure is the body's exact length."
+    );
+    Ok(sizes)
+}
+
+fn row(out: &mut String, budget: u64, p: &Projection) {
+    let _ = writeln!(
+        out,
+        "   {budget:>7}  {:>10}  {:>10}  {:>6}",
+        p.report.turns.kept, p.report.bytes, p.report.tokens
+    );
+}
+
+fn narrow_recall_widen(
+    conv: &mut Conversation,
+    sizes: Sizes,
+    out: &mut String,
+) -> Result<(), Failure> {
+    let narrow = conv.project(&request(Some(sizes.newest)))?;
+    let body = String::from_utf8_lossy(&narrow.body);
+    let _ = writeln!(
+        out,
+        "\n3. A narrow request ({} bytes) keeps only the newest turn: the project code is {}.",
+        sizes.newest,
+        if body.contains(FACT) {
+            "present"
+        } else {
+            "absent"
+        }
+    );
+    let result = conv.recall("project code", &SearchOptions::default())?;
+    if let Some(hit) = result.hits.first() {
+        let _ = writeln!(
+            out,
+            "   `ctxlog recall` finds it: seq {} ({}): {:?}",
+            hit.seq,
+            hit.kind.as_str(),
+            hit.text
+        );
+    }
+    let with_pages = conv.project(request(Some(sizes.newest + 300)).recall_k(2))?;
+    let pages: Vec<u64> = with_pages
+        .report
+        .recall
+        .included
+        .iter()
+        .map(|p| p.seq)
+        .collect();
+    let _ = writeln!(
+        out,
+        "   With --recall 2 and {} bytes, the body carries recalled page(s) from seq {pages:?}: the code is {}.",
+        sizes.newest + 300,
+        if String::from_utf8_lossy(&with_pages.body).contains(FACT) {
+            "present"
+        } else {
+            "absent"
+        }
+    );
+    let wide = conv.project(&request(None))?;
+    let _ = writeln!(
+        out,
+        "\n4. A wider request later keeps all {} turns: the code is {} again. Nothing was lost (mandatory part: {} bytes).",
+        wide.report.turns.kept,
+        if String::from_utf8_lossy(&wide.body).contains(FACT) {
+            "present"
+        } else {
+            "absent"
+        },
+        sizes.mandatory
+    );
+    Ok(())
+}

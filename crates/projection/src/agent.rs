@@ -606,7 +606,8 @@ fn fit(
         tokens += token_of(&entries[i]) - t0;
         next += 1;
     }
-    while !ctx.fits(frame.exact(entries, &[])) {
+    // Bytes above are exact; tokens were estimated, so check them exactly.
+    while estimate_tokens && !ctx.fits(frame.exact(entries, &[])) {
         let Some(&action) = actions.get(next) else {
             return Err(Error::Internal {
                 reason: "agent context does not fit after every drop".into(),

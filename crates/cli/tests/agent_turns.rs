@@ -11,7 +11,10 @@ use common::{Env, code, stderr};
 use serde_json::{Value, json};
 
 fn commit(env: &Env, event: Value) -> Value {
-    let out = env.ok(&["commit", "agent"], json!({"events": [event]}).to_string().as_bytes());
+    let out = env.ok(
+        &["commit", "agent"],
+        json!({"events": [event]}).to_string().as_bytes(),
+    );
     serde_json::from_slice(&out).unwrap()
 }
 
@@ -19,7 +22,10 @@ fn commit(env: &Env, event: Value) -> Value {
 fn a_turn_committed_piece_by_piece_projects_whole() {
     let env = Env::new();
     commit(&env, json!({"kind":"user","text":"How big is /srv?"}));
-    commit(&env, json!({"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{"cmd":"du -sh /srv"}}));
+    commit(
+        &env,
+        json!({"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{"cmd":"du -sh /srv"}}),
+    );
     let receipt = commit(
         &env,
         json!({"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","exit_code":0,"text":"12G\t/srv"}),
@@ -37,7 +43,10 @@ fn a_turn_committed_piece_by_piece_projects_whole() {
     assert_eq!(code(&out), 1, "{}", stderr(&out));
 
     let log = String::from_utf8(env.ok(&["log", "agent", "--json"], b"")).unwrap();
-    let events: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["user", "tool_call", "tool_result", "assistant"]);
     assert_eq!(events[2]["seq"], 3);
@@ -45,16 +54,31 @@ fn a_turn_committed_piece_by_piece_projects_whole() {
 
     // The next turn's call dies with the process: no result was ever committed.
     commit(&env, json!({"kind":"user","text":"Delete the old logs"}));
-    commit(&env, json!({"kind":"tool_call","call_id":"c2","tool":"shell","arguments":{"cmd":"rm -rf /srv/logs/old"}}));
+    commit(
+        &env,
+        json!({"kind":"tool_call","call_id":"c2","tool":"shell","arguments":{"cmd":"rm -rf /srv/logs/old"}}),
+    );
 
     for format in ["openai-chat", "anthropic-messages"] {
         let body = env.ok(
-            &["project", "agent", "--input", "Did it work?", "--format", format, "--max-bytes", "4000"],
+            &[
+                "project",
+                "agent",
+                "--input",
+                "Did it work?",
+                "--format",
+                format,
+                "--max-bytes",
+                "4000",
+            ],
             b"",
         );
         let text = String::from_utf8(body.clone()).unwrap();
         assert!(text.contains("12G"), "{format}: {text}");
-        assert!(text.contains("interrupted: effects unknown"), "{format}: {text}");
+        assert!(
+            text.contains("interrupted: effects unknown"),
+            "{format}: {text}"
+        );
         let count: Value =
             serde_json::from_slice(&env.ok(&["count", "--format", format], &body)).unwrap();
         assert_eq!(count["bytes"].as_u64().unwrap(), body.len() as u64);

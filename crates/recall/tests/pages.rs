@@ -200,3 +200,29 @@ fn recall_output_and_markers_are_never_indexed() {
             .is_empty()
     );
 }
+
+mod properties {
+    use ctxlog_recall::text::{PAGE_CHARS, PAGE_OVERLAP, PAGE_STRIDE, pages};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Pages cover the text exactly: each starts a stride after the previous one, is at most
+        /// PAGE_CHARS long, repeats PAGE_OVERLAP chars, and dropping overlaps gives the text back.
+        #[test]
+        fn pages_tile_any_text(text in "(?s)[a-zé项🚀 \n]{0,6000}") {
+            let ps = pages(&text);
+            let n = text.chars().count();
+            let mut rebuilt = String::new();
+            for (i, p) in ps.iter().enumerate() {
+                prop_assert_eq!(p.page, i);
+                prop_assert_eq!(p.char_start, i * PAGE_STRIDE);
+                prop_assert!(p.char_end - p.char_start <= PAGE_CHARS);
+                prop_assert_eq!(p.text.chars().count(), p.char_end - p.char_start);
+                let skip = if i == 0 { 0 } else { PAGE_OVERLAP };
+                rebuilt.extend(p.text.chars().skip(skip));
+            }
+            prop_assert_eq!(ps.last().map(|p| p.char_end), Some(n));
+            prop_assert_eq!(rebuilt, text);
+        }
+    }
+}

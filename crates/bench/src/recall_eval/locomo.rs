@@ -280,10 +280,12 @@ fn evaluate(
     convs: &[Conversation],
     v: &Variant,
     scratch: &Scratch,
-) -> anyhow::Result<(RecallTable, Latency)> {
+) -> anyhow::Result<(RecallTable, Latency, Vec<RecallTable>)> {
     let mut t = RecallTable::default();
     let mut lat = Latency::default();
+    let mut per_conv = Vec::new();
     for conv in convs {
+        let mut c = RecallTable::default();
         let events = events(conv);
         let mut index = RecallIndex::open_with(scratch.path(), &conv.id, v.config.clone())?;
         index.set_ranking(v.ranking.clone());
@@ -316,17 +318,21 @@ fn evaluate(
                 .filter_map(|e| seq_of.get(e.as_str()).copied())
                 .collect();
             t.add(q.category, &ranked, &evidence);
+            c.add(q.category, &ranked, &evidence);
         }
+        per_conv.push(c);
     }
-    Ok((t, lat))
+    Ok((t, lat, per_conv))
 }
 
 /// The README's baseline: one FTS5 row per turn "speaker: text", porter unicode61, the
 /// question's distinct `\w+` terms quoted and OR-ed, ORDER BY bm25 LIMIT 50.
-fn baseline(convs: &[Conversation]) -> anyhow::Result<(RecallTable, Latency)> {
+fn baseline(convs: &[Conversation]) -> anyhow::Result<(RecallTable, Latency, Vec<RecallTable>)> {
     let mut t = RecallTable::default();
     let mut lat = Latency::default();
+    let mut per_conv = Vec::new();
     for conv in convs {
+        let mut c = RecallTable::default();
         let db = rusqlite::Connection::open_in_memory()?;
         db.execute_batch("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61')")?;
         {
@@ -373,9 +379,11 @@ fn baseline(convs: &[Conversation]) -> anyhow::Result<(RecallTable, Latency)> {
                 .collect();
             let evidence: Vec<&str> = q.evidence.iter().map(String::as_str).collect();
             t.add(q.category, &ids, &evidence);
+            c.add(q.category, &ids, &evidence);
         }
+        per_conv.push(c);
     }
-    Ok((t, lat))
+    Ok((t, lat, per_conv))
 }
 
 fn full_table(t: &RecallTable) -> String {
@@ -397,7 +405,7 @@ pub fn run(path: &Path, scratch: &Scratch, ablation: bool) -> anyhow::Result<Str
     let (convs, skipped, unresolved) = load(path)?;
     let turns: usize = convs.iter().map(|c| c.turns.len()).sum();
     let scored: usize = convs.iter().map(|c| c.questions.len()).sum();
-    let (base, base_lat) = baseline(&convs)?;
+    let (base, base_lat, base_conv) = baseline(&convs)?;
     let mut out = format!(
         "\n### LoCoMo evidence recall\n\n{} conversations, {turns} turns, {scored} questions scored ({skipped} skipped: no evidence id resolves; {unresolved} evidence ids did not resolve). Hit unit: the dialogue turn (one event per turn; hits deduplicated by seq). Recall@k = fraction of a question's evidence turns in the top k, averaged.\n\n",
         convs.len()
@@ -406,10 +414,10 @@ pub fn run(path: &Path, scratch: &Scratch, ablation: bool) -> anyhow::Result<Str
     out.push_str(&full_table(&base));
     let mut results = Vec::new();
     for v in variants(ablation) {
-        let (t, lat) = evaluate(&convs, &v, scratch)?;
-        results.push((v.name, t, lat));
+        let (t, lat, per_conv) = evaluate(&convs, &v, scratch)?;
+        results.push((v.name, t, lat, per_conv));
     }
-    if let Some((_, t, lat)) = results.first() {
+    if let Some((_, t, lat, per_conv)) = results.first() {
         out.push_str("\nctxlog recall (default configuration):\n\n");
         out.push_str(&full_table(t));
         out.push_str(&format!(
@@ -420,16 +428,39 @@ pub fn run(path: &Path, scratch: &Scratch, ablation: bool) -> anyhow::Result<Str
             base_lat.percentile_ms(50.0),
             base_lat.percentile_ms(99.0)
         ));
+        out.push_str("\nPer conversation (each one a held-out check of the same settings), R@10 all / multi-hop:\n\n");
+        out.push_str(&per_conversation(&convs, &base_conv, per_conv));
     }
     let r10 = KS.iter().position(|k| *k == 10).unwrap_or(2);
     let r5 = KS.iter().position(|k| *k == 5).unwrap_or(1);
     let mut rows = vec![ablation_row("FTS5 BM25 baseline", &base, r5, r10)];
-    rows.extend(results.iter().map(|(n, t, _)| ablation_row(n, t, r5, r10)));
+    rows.extend(
+        results
+            .iter()
+            .map(|(n, t, _, _)| ablation_row(n, t, r5, r10)),
+    );
     let mut header = vec!["method", "all R@5", "all R@10"];
     header.extend(CATEGORIES[1..].iter().copied());
     out.push_str("\nAblation (R@10 per category unless stated):\n\n");
     out.push_str(&table(&header, &rows));
     Ok(out)
+}
+
+fn per_conversation(convs: &[Conversation], base: &[RecallTable], ours: &[RecallTable]) -> String {
+    let r10 = KS.iter().position(|k| *k == 10).unwrap_or(2);
+    let rows: Vec<Vec<String>> = convs
+        .iter()
+        .zip(base.iter().zip(ours))
+        .map(|(c, (b, o))| {
+            vec![
+                c.id.clone(),
+                o.count(0).to_string(),
+                format!("{} / {}", f3(b.get(0, r10)), f3(b.get(1, r10))),
+                format!("{} / {}", f3(o.get(0, r10)), f3(o.get(1, r10))),
+            ]
+        })
+        .collect();
+    table(&["conversation", "questions", "baseline", "ctxlog"], &rows)
 }
 
 fn ablation_row(name: &str, t: &RecallTable, r5: usize, r10: usize) -> Vec<String> {

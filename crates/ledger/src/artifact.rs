@@ -30,18 +30,26 @@ fn relative_path(name: &str) -> String {
 /// Checks a reference before anything is opened: its name, and that the `artifacts/`
 /// directory and the file both resolve (through symlinks) inside the conversation directory.
 pub(crate) fn check_ref(st: &dyn Storage, name: &str) -> Result<String> {
-    let refused = || Error::BadArtifactRef {
+    let refused = |why| Error::BadArtifactRef {
         name: name.to_string(),
+        why,
     };
     if !is_valid_artifact_name(name) {
-        return Err(refused());
+        return Err(refused("not sha256-<64 lowercase hex>"));
     }
     let path = relative_path(name);
     let io = crate::core::io_err(st, &path);
     let dir_inside = st.resolves_inside(names::ARTIFACTS, "").map_err(io)?;
     let io = crate::core::io_err(st, &path);
     if !dir_inside || !st.resolves_inside(&path, names::ARTIFACTS).map_err(io)? {
-        return Err(refused());
+        // `resolves_inside` is false for a missing file too; say which it is.
+        let io = crate::core::io_err(st, &path);
+        let why = if !st.exists(&path).map_err(io)? {
+            "no such artifact in this conversation"
+        } else {
+            "it resolves outside the conversation directory"
+        };
+        return Err(refused(why));
     }
     Ok(path)
 }
@@ -54,6 +62,7 @@ pub(crate) fn read(st: &dyn Storage, r: &ArtifactRef) -> Result<Vec<u8>> {
         .map_err(crate::core::io_err(st, &path))?
         .ok_or_else(|| Error::BadArtifactRef {
             name: r.name.clone(),
+            why: "no such artifact in this conversation",
         })?;
     let len = file.len().map_err(crate::core::io_err(st, &path))?;
     let mut buf = vec![0u8; len as usize];
@@ -68,8 +77,14 @@ pub(crate) fn read(st: &dyn Storage, r: &ArtifactRef) -> Result<Vec<u8>> {
 }
 
 /// Stores `content` durably under its name (write to a temporary name, sync, rename, sync the
-/// directory), unless an intact copy is already there. Sets `sync_failed` when a sync failed:
-/// such a failure cannot be retried safely (the page cache may claim data the disk lacks).
+/// directory). Sets `sync_failed` when a sync failed: such a failure cannot be retried safely
+/// (the page cache may claim data the disk lacks).
+///
+/// Without syncs, an intact copy already there is kept as is. With syncs it is written again:
+/// a copy left by an earlier process is not known to be durable (it may have died between
+/// the rename and the directory sync, run without syncs, or seen its sync fail, after which
+/// the page cache still shows the data the disk lacks), and a commit must not reference it
+/// until it is (SPEC L6).
 pub(crate) fn write(
     st: &dyn Storage,
     content: &[u8],
@@ -82,7 +97,7 @@ pub(crate) fn write(
         bytes: content.len() as u64,
     };
     let path = relative_path(&name);
-    if read(st, &r).is_ok() {
+    if !sync && read(st, &r).is_ok() {
         return Ok(r);
     }
     let tmp = format!("{}/.tmp-{name}", names::ARTIFACTS);

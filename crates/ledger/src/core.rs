@@ -177,7 +177,7 @@ impl Core {
             Some(idx) => idx.read_at(offset, &mut b).map_err(idx_err)?,
             None => return Err(self.index_corrupt(offset, seq, "index file missing")),
         }
-        match format::EventEntry::decode(&b) {
+        match format::EventEntry::decode(&b).filter(|e| self.plausible(e)) {
             Some(e) => Ok(e),
             None => self
                 .entry_from_log(seq)
@@ -248,10 +248,21 @@ impl Core {
             idx.read_at(offset, &mut b)
                 .map_err(io_err(self.storage.as_ref(), names::EVENT_INDEX))?;
         }
-        format::EventEntry::decode(&b).ok_or(Error::NoSuchSeq {
-            seq,
-            last_seq: self.last_seq,
-        })
+        format::EventEntry::decode(&b)
+            .filter(|e| self.plausible(e))
+            .ok_or(Error::NoSuchSeq {
+                seq,
+                last_seq: self.last_seq,
+            })
+    }
+
+    /// True when an index entry (checksum already verified) points inside the committed log.
+    /// A checksum-valid entry can still be crafted or stale; trusting it would let a cache
+    /// file decide how much memory a read allocates.
+    fn plausible(&self, e: &format::EventEntry) -> bool {
+        e.offset >= LOG_HEADER_LEN as u64
+            && u64::from(e.record_len) >= RECORD_HEADER_LEN as u64
+            && e.end() <= self.log_len
     }
 
     fn index_corrupt(&self, offset: u64, seq: u64, reason: &str) -> Error {

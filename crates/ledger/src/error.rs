@@ -52,10 +52,12 @@ pub enum Error {
     },
     /// An artifact reference that is absolute, contains `..`, is not `sha256-<64 hex>`, or
     /// resolves outside the conversation directory. Nothing was read.
-    #[error("refused artifact reference {name:?}")]
+    #[error("refused artifact reference {name:?}: {why}")]
     BadArtifactRef {
         /// The reference as given.
         name: String,
+        /// Why: a malformed name, a path resolving outside the conversation, or no such file.
+        why: &'static str,
     },
     /// An artifact exists but its content does not match its name.
     #[error("artifact {name} does not match its hash")]

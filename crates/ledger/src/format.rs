@@ -437,9 +437,10 @@ impl EventEntry {
         })
     }
 
-    /// The log offset just past this record.
+    /// The log offset just past this record (saturating: a crafted entry near `u64::MAX`
+    /// must not overflow; such an entry lies past any log and is treated as damaged).
     pub fn end(&self) -> u64 {
-        self.offset + u64::from(self.record_len)
+        self.offset.saturating_add(u64::from(self.record_len))
     }
 }
 

@@ -335,33 +335,72 @@ impl Ledger {
         }
     }
 
-    /// The idempotency table, loaded on first use (one read of `commits.idx`).
+    /// The idempotency table, loaded on first use (one read of `commits.idx`). A damaged
+    /// `commits.idx` entry (it is a cache) is repaired from the log instead of failing: the
+    /// table is rebuilt by one sequential scan and the sidecar rewritten.
     fn ids(&mut self) -> Result<&HashMap<[u8; 32], CommitEntry>> {
         if self.ids.is_none() {
-            let n = self.core.commits_persisted as usize;
-            let mut raw = vec![0u8; n * COMMIT_ENTRY_LEN];
-            let st = self.core.storage.as_ref();
-            self.commits_file
-                .read_at(INDEX_HEADER_LEN as u64, &mut raw)
-                .map_err(io_err(st, names::COMMIT_INDEX))?;
-            let mut map = HashMap::with_capacity(n + self.core.pending_commits.len());
-            for (i, chunk) in raw.chunks(COMMIT_ENTRY_LEN).enumerate() {
-                let e = CommitEntry::decode(chunk).ok_or_else(|| Error::Corrupt {
-                    path: st.location().join(names::COMMIT_INDEX),
-                    offset: (INDEX_HEADER_LEN + i * COMMIT_ENTRY_LEN) as u64,
-                    seq: None,
-                    reason: "commit-id entry checksum mismatch (delete the sidecar files and \
-                             reopen to rebuild them)"
-                        .into(),
-                })?;
-                map.insert(e.id_hash, e);
-            }
-            for e in &self.core.pending_commits {
+            let persisted = match self.read_commit_index()? {
+                Some(entries) => entries,
+                None => self.rebuild_commit_index()?,
+            };
+            let mut map = HashMap::with_capacity(persisted.len() + self.core.pending_commits.len());
+            for e in persisted.iter().chain(&self.core.pending_commits) {
                 map.insert(e.id_hash, *e);
             }
             self.ids = Some(map);
         }
         Ok(self.ids.get_or_insert_with(HashMap::new))
+    }
+
+    /// The `commits_persisted` entries of `commits.idx`; `None` when one fails its checksum.
+    fn read_commit_index(&self) -> Result<Option<Vec<CommitEntry>>> {
+        let n = self.core.commits_persisted as usize;
+        let mut raw = vec![0u8; n * COMMIT_ENTRY_LEN];
+        let st = self.core.storage.as_ref();
+        self.commits_file
+            .read_at(INDEX_HEADER_LEN as u64, &mut raw)
+            .map_err(io_err(st, names::COMMIT_INDEX))?;
+        Ok(raw.chunks(COMMIT_ENTRY_LEN).map(CommitEntry::decode).collect())
+    }
+
+    /// Re-derives the persisted part of the commit table from the log's commit metadata and
+    /// rewrites it into `commits.idx`. Fails only on log corruption or I/O.
+    fn rebuild_commit_index(&mut self) -> Result<Vec<CommitEntry>> {
+        let st = self.core.storage.clone();
+        let start = crate::scan::ScanStart {
+            offset: format::LOG_HEADER_LEN as u64,
+            ..crate::scan::ScanStart::default()
+        };
+        let found = crate::scan::scan(self.core.log.as_ref(), self.core.log_len, start)
+            .map_err(io_err(st.as_ref(), names::LOG))?;
+        let n = self.core.commits_persisted as usize;
+        let problem = match found.tail() {
+            Tail::Corrupt {
+                offset,
+                seq,
+                reason,
+            } => Some((offset, seq, reason)),
+            _ if found.last_seq != self.core.last_seq || found.commits.len() < n => Some((
+                found.good_end,
+                found.last_seq + 1,
+                "the log no longer matches the state it was opened in".to_string(),
+            )),
+            _ => None,
+        };
+        if let Some((offset, seq, reason)) = problem {
+            return Err(Error::Corrupt {
+                path: self.core.log_path(),
+                offset,
+                seq: Some(seq),
+                reason,
+            });
+        }
+        let persisted = found.commits[..n].to_vec();
+        let buf: Vec<u8> = persisted.iter().flat_map(|c| c.encode()).collect();
+        // A failed rewrite is harmless: the table in memory is right, the sidecar is a cache.
+        let _ = self.commits_file.write_at(INDEX_HEADER_LEN as u64, &buf);
+        Ok(persisted)
     }
 
     /// The open turn, rebuilt on first use from the last user event onward.

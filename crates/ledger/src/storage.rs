@@ -60,7 +60,8 @@ pub trait Storage: Send + Sync {
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Removes `name` if present.
     fn remove(&self, name: &str) -> io::Result<()>;
-    /// Creates the directory `dir` (and the root) if missing.
+    /// Creates the directory `dir` (and the root) if missing. The disk backend makes the new
+    /// directory entries durable (it syncs their parents).
     fn create_dir(&self, dir: &str) -> io::Result<()>;
     /// Makes renames and creations inside `dir` (`""` = root) durable.
     fn sync_dir(&self, dir: &str) -> io::Result<()>;
@@ -164,8 +165,29 @@ impl Storage for DirStorage {
         }
     }
 
+    /// Creates `dir` and any missing ancestors, then syncs the parent of each directory it
+    /// created: a new conversation directory is otherwise an unsynced entry of the store's
+    /// root, and a power loss could take it, with every acknowledged commit inside it.
     fn create_dir(&self, dir: &str) -> io::Result<()> {
-        std::fs::create_dir_all(self.path(dir))
+        let path = self.path(dir);
+        let mut missing = Vec::new();
+        let mut at = Some(path.as_path());
+        while let Some(p) = at.filter(|p| !p.as_os_str().is_empty()) {
+            if p.try_exists()? {
+                break;
+            }
+            missing.push(p.to_path_buf());
+            at = p.parent();
+        }
+        std::fs::create_dir_all(&path)?;
+        for created in missing.iter().rev() {
+            let parent = match created.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            File::open(parent)?.sync_all()?;
+        }
+        Ok(())
     }
 
     fn sync_dir(&self, dir: &str) -> io::Result<()> {

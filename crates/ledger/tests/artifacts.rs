@@ -206,3 +206,21 @@ fn commits_with_bad_references_write_nothing() {
     let r = ledger.commit(&with_ref(&stored.name)).unwrap();
     assert_eq!(r.first_seq, 3);
 }
+
+/// Regression: a missing artifact was reported as "refused artifact reference", which sent
+/// operators looking for a path escape. The error now says which it is.
+#[test]
+fn a_missing_artifact_is_named_as_missing_not_as_an_escape() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    let r = ledger.put_artifact(b"soon gone").unwrap();
+    std::fs::remove_file(tmp.path().join("artifacts").join(&r.name)).unwrap();
+    match ledger.artifact(&r) {
+        Err(e @ Error::BadArtifactRef { .. }) => {
+            assert!(e.to_string().contains("no such artifact"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let report = ctxlog_ledger::verify(tmp.path()).unwrap();
+    assert!(report.artifact_problems.is_empty(), "unreferenced: not a problem");
+}

@@ -140,3 +140,40 @@ proptest! {
         }
     }
 }
+
+/// Regression: a `ledger.idx` entry with a valid checksum but an offset or length outside
+/// the log (crafted, or written by a buggy tool) overflowed `offset + record_len` (a panic
+/// in debug builds) or made a read allocate whatever the entry claimed. Such an entry is
+/// now treated like a damaged one: open rebuilds or steps around it, reads locate the record
+/// from the log.
+#[test]
+fn checksum_valid_index_entries_pointing_outside_the_log_are_not_trusted() {
+    use ctxlog_ledger::format::{EVENT_ENTRY_LEN, EventEntry, INDEX_HEADER_LEN};
+    let (m, truth) = base();
+    let idx = m.file_bytes("ledger.idx").unwrap();
+    let n = (idx.len() - INDEX_HEADER_LEN) / EVENT_ENTRY_LEN;
+    let lies: [fn(&mut EventEntry); 3] = [
+        |e| e.offset = u64::MAX - 10,
+        |e| e.record_len = u32::MAX,
+        |e| e.offset = 1 << 40,
+    ];
+    for i in 0..n {
+        for lie in lies {
+            let at = INDEX_HEADER_LEN + i * EVENT_ENTRY_LEN;
+            let mut entry = EventEntry::decode(&idx[at..at + EVENT_ENTRY_LEN]).unwrap();
+            lie(&mut entry);
+            let mut bytes = idx.clone();
+            bytes[at..at + EVENT_ENTRY_LEN].copy_from_slice(&entry.encode());
+            let damaged = m.deep_clone();
+            damaged.set_file_bytes("ledger.idx", bytes);
+            let s: Arc<dyn Storage> = Arc::new(damaged.deep_clone());
+            let r = Reader::open_with(s).unwrap();
+            assert_eq!(r.last_seq(), truth.len() as u64);
+            check_view(&r, &truth);
+            let w: Arc<dyn Storage> = Arc::new(damaged.deep_clone());
+            let (ledger, _) = Ledger::open_with(w, &Options::default()).unwrap();
+            assert_eq!(ledger.events(1..=ledger.last_seq()).unwrap(), truth);
+            ctxlog_ledger::verify_with(Arc::new(damaged)).unwrap();
+        }
+    }
+}

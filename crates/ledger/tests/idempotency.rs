@@ -134,3 +134,34 @@ fn commit_ids_are_bounded() {
     }
     assert_eq!(ledger.last_seq(), 0);
 }
+
+/// Regression: a bit flip in a `commits.idx` entry (a cache) used to fail every later
+/// id-carrying commit with `Corrupt` until the user deleted the sidecars by hand, because
+/// open checks only that file's length. The writer now rebuilds the table from the log.
+#[test]
+fn a_damaged_commit_index_entry_is_rebuilt_from_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+        ledger.commit(&with_id("a", turn(1))).unwrap();
+        ledger.commit(&turn(2)).unwrap();
+        ledger.commit(&with_id("b", turn(3))).unwrap();
+    }
+    let path = tmp.path().join("commits.idx");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[32 + 5] ^= 0x10; // inside the first entry (id "a")
+    std::fs::write(&path, &bytes).unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    let replay = ledger.commit(&with_id("a", turn(1))).unwrap();
+    assert_eq!((replay.first_seq, replay.last_seq, replay.replayed), (1, 2, true));
+    assert!(matches!(
+        ledger.commit(&with_id("b", turn(9))),
+        Err(Error::Conflict { .. })
+    ));
+    let fresh = ledger.commit(&with_id("c", turn(4))).unwrap();
+    assert_eq!((fresh.first_seq, fresh.replayed), (7, false));
+    drop(ledger);
+    let report = ctxlog_ledger::verify(tmp.path()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.commits_with_id, 3);
+}

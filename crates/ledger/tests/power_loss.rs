@@ -215,3 +215,35 @@ fn a_ledger_whose_creation_was_lost_is_created_again() {
     assert!(report.is_clean());
     assert_eq!(ledger.last_seq(), 0);
 }
+
+/// Regression: an artifact file already present (left by an earlier process that died
+/// between its rename and the directory sync, or that ran without syncs) was reused without
+/// a sync, so an acknowledged commit could reference an artifact that a power loss then
+/// took away. With `SyncMode::PerCommit` the artifact is now written and synced again.
+#[test]
+fn an_artifact_left_unsynced_by_an_earlier_process_is_made_durable_before_use() {
+    let m = MemStorage::with_crash_tracking();
+    let output = "o".repeat(1000);
+    let name = ctxlog_ledger::artifact_name(output.as_bytes());
+    {
+        let (_ledger, _) = Ledger::open_with(Arc::new(m.clone()), &Options::default()).unwrap();
+    }
+    m.create_dir("artifacts").unwrap();
+    m.set_file_bytes(&format!("artifacts/{name}"), output.as_bytes().to_vec()); // never synced
+    let mut o = Options::default();
+    o.artifact_threshold(256);
+    let (mut ledger, _) = Ledger::open_with(Arc::new(m.clone()), &o).unwrap();
+    ledger
+        .commit(&commit(vec![user("go"), call("c"), result("c", &output)]))
+        .unwrap();
+    let image = m.crash_image(&mut |_, _| 0);
+    let (after, _) = Ledger::open_with(Arc::new(image), &o).unwrap();
+    let EventBody::ToolResult {
+        artifact: Some(r), ..
+    } = after.event(3).unwrap().body
+    else {
+        panic!("the output should have become an artifact");
+    };
+    assert_eq!(r.name, name);
+    assert_eq!(after.artifact(&r).unwrap(), output.as_bytes());
+}

@@ -39,6 +39,7 @@ use crate::report::{
     Clip, Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
 };
 use crate::request::ProjectionRequest;
+use crate::options::Tokenizer;
 use crate::tokens::text_tokens;
 use crate::wire::{Cost, Item, Msg, Role};
 
@@ -93,6 +94,19 @@ impl Entry {
         self.text().map_or(0, |t| 2 + escaped_len(t) as i64)
     }
 
+    /// Tokens of the entry's current text, from the cache when the entry is cacheable (every
+    /// entry but the status line, whose text depends on the whole history).
+    fn tokens(&self, tokenizer: Tokenizer, cache: &mut SizeCache) -> i64 {
+        let Some(text) = self.text() else {
+            return 0;
+        };
+        if self.tier == Tier::Status {
+            return text_tokens(tokenizer, text) as i64;
+        }
+        let variant = (self.tier as u8) << 1 | u8::from(self.form == Form::Clipped);
+        cache.entry_tokens((self.seq, variant, tokenizer), || text_tokens(tokenizer, text)) as i64
+    }
+
     fn mandatory(&self) -> bool {
         matches!(
             self.tier,
@@ -105,7 +119,7 @@ impl Entry {
 pub(crate) fn project<H: History + ?Sized>(
     history: &H,
     req: &ProjectionRequest,
-    _cache: &mut SizeCache,
+    cache: &mut SizeCache,
 ) -> Result<Projection> {
     let ctx = Ctx::new(req);
     let pinned = pinned_notes(history)?;
@@ -135,7 +149,7 @@ pub(crate) fn project<H: History + ?Sized>(
     ctx.check_mandatory(mandatory)?;
 
     let actions = drop_order(&entries);
-    let applied = fit(&frame, &mut entries, &actions)?;
+    let applied = fit(&frame, &mut entries, &actions, cache)?;
     let (pages, recall) = add_pages(&frame, &entries, &events)?;
     let total = frame.exact(&entries, &pages);
 
@@ -149,7 +163,7 @@ pub(crate) fn project<H: History + ?Sized>(
             reason: format!("agent body {} bytes, accounted {}", body.len(), total.bytes),
         });
     }
-    let report = frame.report(Outcome {
+    let report = frame.report(cache, Outcome {
         entries: &entries,
         applied: &applied,
         pages: &pages,
@@ -443,13 +457,26 @@ impl AgentFrame<'_, '_> {
             .then(self.input_cost, tok)
     }
 
+    /// Whether the body with these entries and pages fits: bytes by adding up escaped lengths,
+    /// tokens (only under a token budget) by counting the rendered body.
+    fn fits(&self, entries: &[Entry], pages: &[String]) -> bool {
+        if self.ctx.req.max_tokens.is_some() {
+            return self.ctx.fits(self.exact(entries, pages));
+        }
+        let base = self.ctx.total(self.chain(self.ctx.cost(&self.context_msgs(&[], &[]))));
+        let parts = entries.iter().map(Entry::bytes).sum::<i64>()
+            + pages.iter().map(|p| 2 + escaped_len(p) as i64).sum::<i64>();
+        let bytes = base.bytes as i64 + parts;
+        self.ctx.fits(Size { bytes: bytes.max(0) as u64, tokens: 0 })
+    }
+
     /// The exact size of the body with these entries and pages.
     fn exact(&self, entries: &[Entry], pages: &[String]) -> Size {
         let context = self.ctx.cost(&self.context_msgs(entries, pages));
         self.ctx.total(self.chain(context))
     }
 
-    fn report(&self, o: Outcome<'_>) -> Report {
+    fn report(&self, cache: &mut SizeCache, o: Outcome<'_>) -> Report {
         let ctx = self.ctx;
         let tok = ctx.tokenizer;
         let mut sums = TierSums::new(tok);
@@ -465,8 +492,7 @@ impl AgentFrame<'_, '_> {
             );
         }
         for e in o.entries.iter().filter(|e| e.form != Form::Dropped) {
-            let text = e.text().unwrap_or_default();
-            sums.add_raw(e.tier, e.bytes(), text_tokens(tok, text) as i64);
+            sums.add_raw(e.tier, e.bytes(), e.tokens(tok, cache));
         }
         sums.push(Tier::Input, self.input_cost, 1);
         let tiers = merge_tiers(sums.finish(o.total));
@@ -579,20 +605,20 @@ fn fit(
     frame: &AgentFrame<'_, '_>,
     entries: &mut [Entry],
     actions: &[Action],
+    cache: &mut SizeCache,
 ) -> Result<Vec<Action>> {
     let ctx = frame.ctx;
     let base = frame.exact(&[], &[]);
     let estimate_tokens = ctx.req.max_tokens.is_some();
-    let token_of = |e: &Entry| -> i64 {
-        if estimate_tokens {
-            e.text()
-                .map_or(0, |t| text_tokens(ctx.tokenizer, t) as i64 + 1)
+    let mut token_of = |e: &Entry| -> i64 {
+        if estimate_tokens && e.form != Form::Dropped {
+            e.tokens(ctx.tokenizer, cache) + 1
         } else {
             0
         }
     };
     let mut bytes: i64 = base.bytes as i64 + entries.iter().map(Entry::bytes).sum::<i64>();
-    let mut tokens: i64 = base.tokens as i64 + entries.iter().map(token_of).sum::<i64>();
+    let mut tokens: i64 = base.tokens as i64 + entries.iter().map(&mut token_of).sum::<i64>();
     let mut next = 0;
     let estimate = |b: i64, t: i64| Size {
         bytes: b.max(0) as u64,
@@ -665,7 +691,7 @@ fn add_pages(
             continue;
         }
         pages.push(page_text(page));
-        if frame.ctx.fits(frame.exact(entries, &pages)) {
+        if frame.fits(entries, &pages) {
             report.included.push(PageRef {
                 seq: page.seq,
                 page: page.page,

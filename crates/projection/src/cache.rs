@@ -26,6 +26,8 @@ use crate::wire::Cost;
 #[derive(Clone, Debug, Default)]
 pub struct SizeCache {
     entries: HashMap<Key, Cost>,
+    /// Token counts of agent-context entries: (seq, entry variant, tokenizer).
+    entry_tokens: HashMap<(u64, u8, Tokenizer), u64>,
     hits: u64,
     misses: u64,
 }
@@ -43,19 +45,20 @@ impl SizeCache {
         SizeCache::default()
     }
 
-    /// How many units have sizes stored.
+    /// How many sizes are stored.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.entry_tokens.len()
     }
 
     /// Whether nothing is stored.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     /// Forgets every size (after erasure, compaction or import rewrote stored events).
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.entry_tokens.clear();
     }
 
     /// How many unit sizes were found in the cache since it was created.
@@ -105,5 +108,14 @@ impl SizeCache {
             },
             cost,
         );
+    }
+
+    /// The token count of an agent-context entry, computed with `compute` on a miss.
+    pub(crate) fn entry_tokens(
+        &mut self,
+        key: (u64, u8, Tokenizer),
+        compute: impl FnOnce() -> u64,
+    ) -> u64 {
+        *self.entry_tokens.entry(key).or_insert_with(compute)
     }
 }

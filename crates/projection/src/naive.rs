@@ -12,7 +12,7 @@ use crate::report::Size;
 use crate::request::ProjectionRequest;
 use crate::tokens::count;
 use crate::turns::{Which, frame, notice_text, unit_msgs};
-use crate::wire::{Item, Msg, Role};
+use crate::wire::{Item, Msg, Role, render};
 
 /// The body the naive rule chooses for a `turns` request (the policy in `request` is ignored).
 ///
@@ -54,14 +54,14 @@ pub fn project_naive<H: History + ?Sized>(
             let first = hist(history.turn_seqs(0))?.first;
             let last = hist(history.turn_seqs(dropped_turns - 1))?.last;
             let text = notice_text(dropped_turns, crate::history::SeqRange::new(first, last));
-            msgs.extend(ctx.render(&[Item::text(Role::System, text)]).0);
+            msgs.extend(render(request.format, &[Item::text(Role::System, text)]));
         }
-        msgs.extend(pages.iter().cloned());
-        for unit in &units[from..] {
-            msgs.extend(unit.1.iter().cloned());
-        }
-        msgs.extend(frame.input_msgs.clone());
-        Ok(ctx.envelope.write(msgs))
+        let all = msgs
+            .iter()
+            .chain(pages)
+            .chain(units[from..].iter().flat_map(|u| u.1.iter()))
+            .chain(&frame.input_msgs);
+        Ok(ctx.envelope.write_iter(all))
     };
     let measure = |body: &[u8]| -> Result<Size> {
         let c = count(body, request.format, request.tokenizer)?;
@@ -99,7 +99,7 @@ pub fn project_naive<H: History + ?Sized>(
             continue;
         }
         let mut with = pages.clone();
-        with.extend(ctx.render(&[Item::text(Role::User, page_text(page))]).0);
+        with.extend(render(request.format, &[Item::text(Role::User, page_text(page))]));
         if ctx.fits(measure(&build(from, notice, &with)?)?) {
             pages = with;
             included += 1;

@@ -104,24 +104,29 @@ fn walk<H: History + ?Sized>(
 ) -> Result<Walk> {
     let tok = ctx.tokenizer;
     let mut units: Vec<Unit> = Vec::new();
-    let mut hist_cost = Cost::default();
-    let mut best: Option<usize> = None;
+    // hist[k]: the newest k units joined. Grown while the notice-free body still fits: that
+    // size only grows with k, so no larger k can fit once it does not.
+    let mut hist = vec![Cost::default()];
     loop {
         let k = units.len();
-        let lower = ctx.total(frame.prefix.then(hist_cost, tok).then(frame.input, tok));
+        let lower = ctx.total(frame.prefix.then(hist[k], tok).then(frame.input, tok));
         if !ctx.fits(lower) {
+            hist.pop();
             break;
-        }
-        if ctx.fits(candidate_size(
-            ctx, history, frame, hist_cost, k, turn_count,
-        )?) {
-            best = Some(k);
         }
         let Some(unit) = next_unit(ctx, history, cache, k, turn_count)? else {
             break;
         };
-        hist_cost = unit.cost.then(hist_cost, tok);
+        hist.push(unit.cost.then(hist[k], tok));
         units.push(unit);
+    }
+    // The largest k whose body, notice included, fits (usually the first one tried).
+    let mut best = None;
+    for k in (0..hist.len()).rev() {
+        if ctx.fits(candidate_size(ctx, history, frame, hist[k], k, turn_count)?) {
+            best = Some(k);
+            break;
+        }
     }
     let kept = best.unwrap_or(0);
     let notice = notice_for(ctx, history, kept, turn_count)?;

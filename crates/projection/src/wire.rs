@@ -623,18 +623,54 @@ impl Envelope {
         (out.len() as i64, tokens as i64)
     }
 
-    /// Writes the whole body: the envelope around `msgs` (merged across unit boundaries).
+    /// Writes the whole body: the envelope around `msgs`, merging same-role Anthropic
+    /// neighbours as it goes.
     pub fn write(&self, msgs: Vec<Msg>) -> Vec<u8> {
-        let msgs = merge_adjacent(msgs);
+        self.write_iter(msgs.iter())
+    }
+
+    /// [`write`](Self::write) over borrowed messages.
+    pub fn write_iter<'m>(&self, msgs: impl Iterator<Item = &'m Msg>) -> Vec<u8> {
         let mut out = Vec::new();
         self.open(&mut out);
-        for (i, msg) in msgs.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
+        let mut open: Option<Edge> = None;
+        let mut first = true;
+        for msg in msgs {
+            match msg {
+                Msg::Blocks { edge, blocks } if open == Some(*edge) => {
+                    for block in blocks {
+                        out.push(b',');
+                        out.extend_from_slice(block);
+                    }
+                }
+                Msg::Blocks { edge, .. } => {
+                    close_message(&mut out, open.take());
+                    if !std::mem::take(&mut first) {
+                        out.push(b',');
+                    }
+                    let mut whole = msg.to_bytes();
+                    whole.truncate(whole.len() - 2);
+                    out.extend_from_slice(&whole);
+                    open = Some(*edge);
+                }
+                Msg::Whole(bytes) => {
+                    close_message(&mut out, open.take());
+                    if !std::mem::take(&mut first) {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(bytes);
+                }
             }
-            msg.write(&mut out);
         }
+        close_message(&mut out, open);
         self.close(&mut out);
         out
+    }
+}
+
+/// Closes an open Anthropic message (`]}`), if one is open.
+fn close_message(out: &mut Vec<u8>, open: Option<Edge>) {
+    if open.is_some() {
+        out.extend_from_slice(b"]}");
     }
 }

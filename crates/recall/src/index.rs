@@ -4,13 +4,13 @@ use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use ctxlog_ledger::event::{Event, EventBody, EventKind};
+use ctxlog_ledger::event::{Event, EventKind};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::error::{Error, Result};
-use crate::search::Ranking;
+use crate::rank::Ranking;
 use crate::source::{ArtifactSource, LedgerSource};
-use crate::text::{author_label, cjk_grams, date_words, has_update_cue, pages};
+use crate::writer::{Neighbour, Writer, fingerprint, write_meta};
 
 /// `PRAGMA application_id` of a recall index ("cxlr").
 pub const APPLICATION_ID: i32 = 0x6378_6c72;
@@ -89,7 +89,7 @@ impl IndexConfig {
         }
     }
 
-    fn tag(&self) -> String {
+    pub(crate) fn tag(&self) -> String {
         format!(
             "before={};after={};chars={};gap={};date={}",
             self.context_before,
@@ -100,7 +100,7 @@ impl IndexConfig {
         )
     }
 
-    fn window_len(&self) -> usize {
+    pub(crate) fn window_len(&self) -> usize {
         self.context_before.max(self.context_after)
     }
 }
@@ -599,228 +599,6 @@ impl RecallIndex {
     }
 }
 
-/// An indexed event that may be context of the next ones.
-#[derive(Clone, Debug)]
-struct Neighbour {
-    seq: u64,
-    ts_ms: i64,
-    snippet: String,
-}
-
-/// Indexes events inside one transaction.
-struct Writer<'a> {
-    tx: rusqlite::Transaction<'a>,
-    /// Time and episode of the last indexed event.
-    last: Option<(i64, u64)>,
-    path: PathBuf,
-    ledger_id: String,
-    config: IndexConfig,
-    window: VecDeque<Neighbour>,
-    stats: UpdateStats,
-    through: u64,
-    tail: String,
-}
-
-impl Writer<'_> {
-    fn add(&mut self, event: &Event, artifacts: &dyn ArtifactSource) -> Result<()> {
-        if event.seq < self.through {
-            return Ok(());
-        }
-        if event.seq == self.through {
-            if fingerprint(event) != self.tail {
-                return Err(Error::Stale {
-                    path: self.path.clone(),
-                    seq: event.seq,
-                });
-            }
-            return Ok(());
-        }
-        self.stats.events_seen += 1;
-        if let Some(text) = self.indexable_text(event, artifacts) {
-            self.write_event(event, &text)?;
-        }
-        self.through = event.seq;
-        self.tail = fingerprint(event);
-        Ok(())
-    }
-
-    /// The text to index for `event`, or `None` when the event is never indexed.
-    fn indexable_text(&mut self, event: &Event, artifacts: &dyn ArtifactSource) -> Option<String> {
-        match &event.body {
-            EventBody::User { text } | EventBody::Assistant { text } => Some(text.clone()),
-            EventBody::Note { text, .. } => Some(text.clone()),
-            EventBody::ToolResult { tool, .. } if tool == TOOL_NAME => None,
-            EventBody::ToolResult { text, artifact, .. } => match artifact {
-                None => Some(text.clone()),
-                Some(a) => match artifacts.artifact_text(a) {
-                    Ok(full) => Some(full),
-                    Err(_) => {
-                        self.stats.artifact_failures += 1;
-                        Some(text.clone())
-                    }
-                },
-            },
-            EventBody::ToolCall { .. } | EventBody::System { .. } => None,
-        }
-    }
-
-    fn write_event(&mut self, event: &Event, text: &str) -> Result<()> {
-        let path = self.path.clone();
-        let e = |err| Error::sqlite(&path, err);
-        let (tool, status, supersedes) = match &event.body {
-            EventBody::ToolResult { tool, status, .. } => {
-                (Some(tool.as_str()), Some(status.as_str()), None)
-            }
-            EventBody::Note { supersedes, .. } => (None, None, *supersedes),
-            _ => (None, None, None),
-        };
-        let config = &self.config;
-        let snippet: String = text.chars().take(config.context_chars).collect();
-        let near = |n: &&Neighbour| (event.ts_ms - n.ts_ms).abs() <= config.episode_gap_ms;
-        let before_start = self.window.len().saturating_sub(config.context_before);
-        let ctx = self
-            .window
-            .iter()
-            .skip(before_start)
-            .filter(near)
-            .map(|n| n.snippet.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let after_start = self.window.len().saturating_sub(config.context_after);
-        let earlier: Vec<u64> = self
-            .window
-            .iter()
-            .skip(after_start)
-            .filter(near)
-            .map(|n| n.seq)
-            .collect();
-        let meta = if config.date_metadata {
-            date_words(event.ts_ms)
-        } else {
-            String::new()
-        };
-        let cue = has_update_cue(text) || supersedes.is_some();
-        let author = match event.kind() {
-            EventKind::User | EventKind::Assistant | EventKind::Note => author_label(text),
-            _ => None,
-        };
-        let episode = match self.last {
-            Some((ts, ep)) if (event.ts_ms - ts).abs() <= config.episode_gap_ms => ep,
-            _ => event.seq,
-        };
-        self.last = Some((event.ts_ms, episode));
-        let slices = pages(text);
-        let count = slices.len() as i64;
-        let mut insert_page = self
-            .tx
-            .prepare_cached(
-                "INSERT INTO pages(seq, page, pages, kind, tool, status, char_start, char_end, \
-                 ts_ms, supersedes, cue, author, episode) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-            )
-            .map_err(e)?;
-        let mut insert_fts = self
-            .tx
-            .prepare_cached(
-                "INSERT INTO pages_fts(rowid, body, ctx, meta, cjk) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(e)?;
-        for slice in &slices {
-            insert_page
-                .execute(params![
-                    event.seq as i64,
-                    slice.page as i64,
-                    count,
-                    event.kind().as_str(),
-                    tool,
-                    status,
-                    slice.char_start as i64,
-                    slice.char_end as i64,
-                    event.ts_ms,
-                    supersedes.map(|s| s as i64),
-                    cue,
-                    author,
-                    episode as i64,
-                ])
-                .map_err(e)?;
-            let id = self.tx.last_insert_rowid();
-            insert_fts
-                .execute(params![id, slice.text, ctx, meta, cjk_grams(slice.text)])
-                .map_err(e)?;
-        }
-        drop(insert_page);
-        drop(insert_fts);
-        // The new event is context of the earlier events it follows closely.
-        if !earlier.is_empty() {
-            let mut append = self
-                .tx
-                .prepare_cached(
-                    "UPDATE pages_fts SET ctx = ctx || char(10) || ?1 \
-                     WHERE rowid IN (SELECT id FROM pages WHERE seq = ?2)",
-                )
-                .map_err(e)?;
-            for seq in earlier {
-                append.execute(params![snippet, seq as i64]).map_err(e)?;
-            }
-        }
-        let keep = config.window_len();
-        if keep > 0 {
-            self.window.push_back(Neighbour {
-                seq: event.seq,
-                ts_ms: event.ts_ms,
-                snippet,
-            });
-            while self.window.len() > keep {
-                self.window.pop_front();
-            }
-        }
-        self.stats.events_indexed += 1;
-        self.stats.pages_written += count as u64;
-        Ok(())
-    }
-
-    /// Commits; returns the stats and the new tail fingerprint.
-    fn commit(self) -> Result<(UpdateStats, String)> {
-        let Writer {
-            tx,
-            path,
-            ledger_id,
-            config,
-            mut stats,
-            through,
-            tail,
-            ..
-        } = self;
-        write_meta(&tx, &path, &ledger_id, through, &tail, &config)?;
-        tx.commit().map_err(|e| Error::sqlite(&path, e))?;
-        stats.indexed_through = through;
-        Ok((stats, tail))
-    }
-}
-
-fn write_meta(
-    conn: &Connection,
-    path: &Path,
-    ledger_id: &str,
-    through: u64,
-    tail: &str,
-    config: &IndexConfig,
-) -> Result<()> {
-    let mut stmt = conn
-        .prepare_cached("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)")
-        .map_err(|e| Error::sqlite(path, e))?;
-    for (key, value) in [
-        ("ledger_id", ledger_id.to_owned()),
-        ("indexed_through", through.to_string()),
-        ("tail_fingerprint", tail.to_owned()),
-        ("config", config.tag()),
-    ] {
-        stmt.execute(params![key, value])
-            .map_err(|e| Error::sqlite(path, e))?;
-    }
-    Ok(())
-}
-
 /// Opens the SQLite connection with the index's pragmas.
 fn connect(path: &Path) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -852,24 +630,6 @@ fn remove_index_files(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A fingerprint of an event's content (FNV-1a 64 of seq, timestamp and JSON body), used to
-/// notice that the ledger was rewritten under the index.
-fn fingerprint(event: &Event) -> String {
-    let body = serde_json::to_string(&event.body).unwrap_or_default();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let bytes = event
-        .seq
-        .to_le_bytes()
-        .into_iter()
-        .chain(event.ts_ms.to_le_bytes())
-        .chain(body.into_bytes());
-    for b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
-}
-
 /// Ends a [`LedgerSource::visit_after`] early.
 #[derive(Debug)]
 struct StopVisit;
@@ -889,3 +649,18 @@ pub const INDEXED_KINDS: [EventKind; 4] = [
     EventKind::ToolResult,
     EventKind::Note,
 ];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_bundled_sqlite_has_fts5_and_the_schema_builds() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let fts5: i64 = conn
+            .query_row("SELECT sqlite_compileoption_used('ENABLE_FTS5')", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(fts5, 1);
+        conn.execute_batch(super::SCHEMA).unwrap();
+    }
+}

@@ -30,19 +30,20 @@
 
 mod error;
 mod index;
+mod rank;
 mod search;
 mod source;
 pub mod text;
 mod tool;
+mod writer;
 
 pub use error::{Error, Result, SourceError};
 pub use index::{
     APPLICATION_ID, INDEXED_KINDS, IndexConfig, Progress, RecallIndex, ResetReason, SCHEMA_VERSION,
     TOOL_NAME, UpdateStats,
 };
-pub use search::{
-    ABSENCE_NOTE, DEFAULT_LIMIT, Hit, MAX_LIMIT, Ranking, RecallResult, SearchOptions,
-};
+pub use rank::Ranking;
+pub use search::{ABSENCE_NOTE, DEFAULT_LIMIT, Hit, MAX_LIMIT, RecallResult, SearchOptions};
 pub use source::{ArtifactSource, LedgerSource, MemorySource, NoArtifacts};
 pub use tool::{
     ArgsError, TOOL_DEFAULT_LIMIT, TOOL_DESCRIPTION, ToolArgs, ToolOutput, anthropic_tool,

@@ -226,3 +226,21 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn only_an_events_first_page_carries_its_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let events = [
+        user(1, "please run the pelican job"),
+        tool_result(2, "shell", "x", Some(artifact("sha256-big", 7925))),
+    ];
+    index.update(&events, &artifacts).unwrap();
+    let opts = SearchOptions {
+        limit: 50,
+        ..SearchOptions::default()
+    };
+    let r = index.search("pelican", &opts).unwrap();
+    let pages: Vec<(u64, u32)> = r.hits.iter().map(|h| (h.seq, h.page)).collect();
+    assert_eq!(pages, [(1, 0), (2, 0)]);
+}

@@ -193,3 +193,50 @@ fn kinds_and_before_seq_filter() {
     assert_eq!(hits.iter().map(|h| h.seq).collect::<Vec<_>>(), [1]);
     assert!(index.candidates("", 100, 5).unwrap().is_empty());
 }
+
+#[test]
+fn extreme_options_are_not_errors() {
+    let (_dir, index) = fixture();
+    for opts in [
+        SearchOptions {
+            offset: usize::MAX,
+            ..SearchOptions::default()
+        },
+        SearchOptions {
+            limit: usize::MAX,
+            ..SearchOptions::default()
+        },
+        SearchOptions {
+            limit: 0,
+            ..SearchOptions::default()
+        },
+        SearchOptions {
+            seq: Some(u64::MAX),
+            offset: usize::MAX,
+            ..SearchOptions::default()
+        },
+        SearchOptions {
+            before_seq: Some(u64::MAX),
+            ..SearchOptions::default()
+        },
+        SearchOptions {
+            before_seq: Some(0),
+            ..SearchOptions::default()
+        },
+        SearchOptions {
+            kinds: Some(Vec::new()),
+            ..SearchOptions::default()
+        },
+    ] {
+        for q in ["deploy", ""] {
+            let r = index.search(q, &opts);
+            assert!(r.is_ok(), "{opts:?} {q:?}: {r:?}");
+        }
+    }
+    let far = SearchOptions {
+        offset: usize::MAX,
+        ..SearchOptions::default()
+    };
+    assert!(index.search("deploy", &far).unwrap().hits.is_empty());
+    assert!(index.search("", &far).unwrap().hits.is_empty());
+}

@@ -41,28 +41,31 @@ impl RecallTable {
     }
 }
 
-/// Latency samples.
+/// Latency samples, plus the time spent building the indexes they ran on.
 #[derive(Clone, Debug, Default)]
-pub struct Latency(Vec<Duration>);
+pub struct Latency {
+    samples: Vec<Duration>,
+    pub indexing: Duration,
+}
 
 impl Latency {
     pub fn push(&mut self, d: Duration) {
-        self.0.push(d);
+        self.samples.push(d);
     }
 
     /// The `p`-th percentile in milliseconds (nearest rank).
     pub fn percentile_ms(&self, p: f64) -> f64 {
-        if self.0.is_empty() {
+        if self.samples.is_empty() {
             return 0.0;
         }
-        let mut v = self.0.clone();
+        let mut v = self.samples.clone();
         v.sort_unstable();
         let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
         v[rank.clamp(1, v.len()) - 1].as_secs_f64() * 1000.0
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.samples.len()
     }
 }
 

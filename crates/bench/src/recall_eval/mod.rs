@@ -48,6 +48,7 @@ pub fn main() -> anyhow::Result<()> {
     let scratch = Scratch::new()?;
     let mut report = String::new();
     report.push_str(&study::run(&scratch)?);
+    report.push_str(&study::scale(&scratch)?);
     report.push_str(&generator::run(&scratch)?);
     if args.locomo.exists() {
         report.push_str(&locomo::run(&args.locomo, &scratch, args.ablation)?);

@@ -1,0 +1,122 @@
+//! Projection time on a 10,000-turn conversation held in memory: `ctxlog_projection::project`
+//! (`turns` policy) with a warm `SizeCache` and with a cold one, beside the naive rule
+//! (`ctxlog_projection::naive::project_naive`: serialize every candidate suffix, oldest dropped
+//! first, first that fits wins), at several byte budgets, measured in one run. Every naive
+//! body is checked to equal ours byte for byte. Token budgets are shown for our projector only:
+//! the naive rule would tokenize every candidate body.
+//!
+//! ```text
+//! cargo run --release -p ctxlog-bench --bin projection_bench [-- TURNS]
+//! ```
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_projection::naive::project_naive;
+use ctxlog_projection::{Projection, ProjectionRequest, SizeCache, SliceHistory, project};
+
+fn conversation(turns: usize) -> Vec<Event> {
+    let mut events = Vec::with_capacity(turns * 2);
+    for i in 0..turns {
+        let user = format!(
+            "Question {i:06}: what did we decide about the \"deployment window\" for the gateway? 中文"
+        );
+        let assistant = format!(
+            "Answer {i:06}: the window is Tuesday 02:00-04:00 UTC,\nrollback by 04:30 at the latest 😀"
+        );
+        for body in [EventBody::User { text: user }, EventBody::Assistant { text: assistant }] {
+            events.push(Event { seq: events.len() as u64 + 1, ts_ms: 0, body });
+        }
+    }
+    events
+}
+
+fn request(max_bytes: Option<u64>, max_tokens: Option<u64>) -> Result<ProjectionRequest> {
+    let mut b = ProjectionRequest::builder();
+    b.model("gpt-4o-mini")
+        .system("You are a helpful assistant.")
+        .input("What is the deployment window now?")
+        .notice(true);
+    if let Some(n) = max_bytes {
+        b.max_bytes(n);
+    }
+    if let Some(n) = max_tokens {
+        b.max_tokens(n);
+    }
+    Ok(b.build()?)
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn time<T>(reps: usize, mut f: impl FnMut() -> Result<T>) -> Result<(Duration, T)> {
+    let mut samples = Vec::with_capacity(reps);
+    let mut last = None;
+    for _ in 0..reps {
+        let start = Instant::now();
+        last = Some(f()?);
+        samples.push(start.elapsed());
+    }
+    let last = last.ok_or_else(|| anyhow::anyhow!("no repetitions"))?;
+    Ok((median(samples), last))
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn main() -> Result<()> {
+    let turns: usize = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000);
+    let events = conversation(turns);
+    let history = SliceHistory::new(&events);
+    let everything = project(&history, &request(None, None)?, &mut SizeCache::new())?;
+    println!(
+        "projection_bench: {turns} turns, full body {} bytes / {} o200k tokens, openai-chat, turns policy, notice on",
+        everything.report.bytes, everything.report.tokens
+    );
+    println!(
+        "{:>14} | {:>6} | {:>9} | {:>11} | {:>11} | {:>12} | {:>10} | {:>10} | equal",
+        "budget", "kept", "bytes", "warm", "cold", "naive", "naive/warm", "naive/cold"
+    );
+    let mut warm_cache = SizeCache::new();
+    project(&history, &request(None, None)?, &mut warm_cache)?;
+    for budget in [8 * 1024, 64 * 1024, 512 * 1024, everything.report.bytes] {
+        let req = request(Some(budget), None)?;
+        let (warm, ours) = time(50, || Ok(project(&history, &req, &mut warm_cache)?))?;
+        let (cold, _) = time(5, || Ok(project(&history, &req, &mut SizeCache::new())?))?;
+        let (naive, naive_body) = time(1, || Ok(project_naive(&history, &req)?))?;
+        let equal = naive_body == ours.body;
+        ensure!(equal, "naive and projector differ at budget {budget}");
+        row(&format!("{budget} B"), &ours, warm, cold, Some(naive), equal);
+    }
+    for tokens in [2_000, 16_000, 128_000] {
+        let req = request(None, Some(tokens))?;
+        let (warm, ours) = time(50, || Ok(project(&history, &req, &mut warm_cache)?))?;
+        let (cold, _) = time(5, || Ok(project(&history, &req, &mut SizeCache::new())?))?;
+        row(&format!("{tokens} tok"), &ours, warm, cold, None, true);
+    }
+    println!("warm cache: {} entries, {} hits, {} misses", warm_cache.len(), warm_cache.hits(), warm_cache.misses());
+    Ok(())
+}
+
+fn row(label: &str, p: &Projection, warm: Duration, cold: Duration, naive: Option<Duration>, equal: bool) {
+    let (naive_s, rw, rc) = match naive {
+        Some(n) => (
+            ms(n),
+            format!("{:.0}x", n.as_secs_f64() / warm.as_secs_f64()),
+            format!("{:.0}x", n.as_secs_f64() / cold.as_secs_f64()),
+        ),
+        None => ("n/a".into(), "-".into(), "-".into()),
+    };
+    println!(
+        "{label:>14} | {:>6} | {:>9} | {:>11} | {:>11} | {naive_s:>12} | {rw:>10} | {rc:>10} | {}",
+        p.report.turns.kept,
+        p.report.bytes,
+        ms(warm),
+        ms(cold),
+        if naive.is_some() { if equal { "yes" } else { "NO" } } else { "-" }
+    );
+}

@@ -1,0 +1,157 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The exact bodies of both wire formats (SPEC P1, P5, P7). Failure class: a body the provider
+//! rejects (an unpaired tool call, a system role inside Anthropic messages, non-alternating
+//! roles, a field in the wrong shape) or one with fields nobody asked for. Guarantee: the
+//! bodies below, byte for byte — tool calls with their results in call order, an interrupted
+//! call answered "interrupted: effects unknown", notes as documented, pinned notes first, the
+//! omission notice counted, and `tools` / output-limit fields only when asked for.
+
+use ctxlog_ledger::event::{ArtifactRef, Event, EventBody, SystemMarker, ToolStatus};
+use ctxlog_projection::{
+    ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, count, project,
+};
+use serde_json::json;
+
+fn events() -> Vec<Event> {
+    let bodies = vec![
+        EventBody::Note { text: "old rule".into(), pinned: true, supersedes: None },
+        EventBody::Note { text: "deploy only on Fridays".into(), pinned: true, supersedes: Some(1) },
+        EventBody::User { text: "first \"question\"".into() },
+        EventBody::Assistant { text: "first answer".into() },
+        EventBody::User { text: "list files\nplease".into() },
+        EventBody::Assistant { text: "Checking.".into() },
+        EventBody::ToolCall { call_id: "c1".into(), tool: "shell".into(), arguments: json!({"cmd": "ls"}) },
+        EventBody::ToolCall { call_id: "c2".into(), tool: "shell".into(), arguments: json!({"cmd": "du"}) },
+        EventBody::ToolCall { call_id: "c3".into(), tool: "shell".into(), arguments: json!({"cmd": "rm x"}) },
+        EventBody::Note { text: "user is in a hurry".into(), pinned: false, supersedes: None },
+        EventBody::ToolResult {
+            call_id: "c2".into(),
+            tool: "shell".into(),
+            status: ToolStatus::Error,
+            exit_code: Some(1),
+            text: "du: denied".into(),
+            artifact: Some(ArtifactRef { name: "sha256-ab".into(), bytes: 10 }),
+        },
+        EventBody::ToolResult {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            status: ToolStatus::Ok,
+            exit_code: Some(0),
+            text: "a.txt 😀".into(),
+            artifact: None,
+        },
+        EventBody::System { marker: SystemMarker::Import { source: "x".into() } },
+        EventBody::Assistant { text: "Done.".into() },
+    ];
+    bodies.into_iter().enumerate().map(|(i, body)| Event { seq: i as u64 + 1, ts_ms: 0, body }).collect()
+}
+
+fn request(format: WireFormat) -> ctxlog_projection::ProjectionRequestBuilder {
+    let mut b = ProjectionRequest::builder();
+    b.format(format).model("m").system("sys").input("next?");
+    b
+}
+
+fn body(format: WireFormat, b: &ctxlog_projection::ProjectionRequestBuilder) -> String {
+    let events = events();
+    let p = project(&SliceHistory::new(&events), &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+    assert_eq!(p.report.bytes, p.body.len() as u64);
+    assert_eq!(p.report.tokens, count(&p.body, format, Tokenizer::O200k).unwrap().tokens);
+    String::from_utf8(p.body).unwrap()
+}
+
+const OPENAI: &str = concat!(
+    r#"{"model":"m","messages":["#,
+    r#"{"role":"system","content":"sys"},"#,
+    r#"{"role":"system","content":"Note: deploy only on Fridays"},"#,
+    r#"{"role":"user","content":"first \"question\""},"#,
+    r#"{"role":"assistant","content":"first answer"},"#,
+    r#"{"role":"user","content":"list files\nplease"},"#,
+    r#"{"role":"assistant","content":"Checking.","tool_calls":["#,
+    r#"{"id":"c1","type":"function","function":{"name":"shell","arguments":"{\"cmd\":\"ls\"}"}},"#,
+    r#"{"id":"c2","type":"function","function":{"name":"shell","arguments":"{\"cmd\":\"du\"}"}},"#,
+    r#"{"id":"c3","type":"function","function":{"name":"shell","arguments":"{\"cmd\":\"rm x\"}"}}]},"#,
+    r#"{"role":"tool","tool_call_id":"c1","content":"a.txt 😀"},"#,
+    r#"{"role":"tool","tool_call_id":"c2","content":"[status=error exit_code=1 artifact=sha256-ab bytes=10 recall seq=11]\ndu: denied"},"#,
+    r#"{"role":"tool","tool_call_id":"c3","content":"interrupted: effects unknown"},"#,
+    r#"{"role":"system","content":"Note: user is in a hurry"},"#,
+    r#"{"role":"assistant","content":"Done."},"#,
+    r#"{"role":"user","content":"next?"}]}"#,
+);
+
+const ANTHROPIC: &str = concat!(
+    r#"{"model":"m","max_tokens":4096,"system":"sys","messages":["#,
+    r#"{"role":"user","content":[{"type":"text","text":"Note: deploy only on Fridays"},{"type":"text","text":"first \"question\""}]},"#,
+    r#"{"role":"assistant","content":[{"type":"text","text":"first answer"}]},"#,
+    r#"{"role":"user","content":[{"type":"text","text":"list files\nplease"}]},"#,
+    r#"{"role":"assistant","content":[{"type":"text","text":"Checking."},"#,
+    r#"{"type":"tool_use","id":"c1","name":"shell","input":{"cmd":"ls"}},"#,
+    r#"{"type":"tool_use","id":"c2","name":"shell","input":{"cmd":"du"}},"#,
+    r#"{"type":"tool_use","id":"c3","name":"shell","input":{"cmd":"rm x"}}]},"#,
+    r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"a.txt 😀"},"#,
+    r#"{"type":"tool_result","tool_use_id":"c2","content":"[status=error exit_code=1 artifact=sha256-ab bytes=10 recall seq=11]\ndu: denied","is_error":true},"#,
+    r#"{"type":"tool_result","tool_use_id":"c3","content":"interrupted: effects unknown","is_error":true},"#,
+    r#"{"type":"text","text":"Note: user is in a hurry"}]},"#,
+    r#"{"role":"assistant","content":[{"type":"text","text":"Done."}]},"#,
+    r#"{"role":"user","content":[{"type":"text","text":"next?"}]}]}"#,
+);
+
+#[test]
+fn openai_chat_body_is_exactly_the_documented_one() {
+    assert_eq!(body(WireFormat::OpenAiChat, &request(WireFormat::OpenAiChat)), OPENAI);
+}
+
+#[test]
+fn anthropic_messages_body_is_exactly_the_documented_one() {
+    assert_eq!(body(WireFormat::AnthropicMessages, &request(WireFormat::AnthropicMessages)), ANTHROPIC);
+}
+
+#[test]
+fn tools_and_output_limit_appear_only_when_asked_for_in_the_documented_order() {
+    let tool = json!({"type":"function","function":{"name":"recall","parameters":{"type":"object","properties":{}}}});
+    let mut b = request(WireFormat::OpenAiChat);
+    b.tools(vec![tool.clone()]).reserve_output(256);
+    let text = body(WireFormat::OpenAiChat, &b);
+    assert!(text.ends_with(r#"{"role":"user","content":"next?"}],"tools":[{"type":"function","function":{"name":"recall","parameters":{"type":"object","properties":{}}}}],"max_completion_tokens":256}"#), "{text}");
+    let mut b = request(WireFormat::AnthropicMessages);
+    b.tools(vec![json!({"name":"recall","input_schema":{"type":"object"}})]).reserve_output(256);
+    let text = body(WireFormat::AnthropicMessages, &b);
+    assert!(text.starts_with(r#"{"model":"m","max_tokens":256,"system":"sys","messages":["#), "{text}");
+    assert!(text.ends_with(r#"],"tools":[{"name":"recall","input_schema":{"type":"object"}}]}"#), "{text}");
+}
+
+#[test]
+fn the_omission_notice_says_how_many_turns_which_seqs_and_how_to_recall() {
+    let events = events();
+    let history = SliceHistory::new(&events);
+    let full = project(&history, &request(WireFormat::OpenAiChat).build().unwrap(), &mut SizeCache::new()).unwrap();
+    let mut b = request(WireFormat::OpenAiChat);
+    b.notice(true).max_bytes(full.report.bytes - 1);
+    let p = project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+    let text = String::from_utf8(p.body.clone()).unwrap();
+    let notice = "[ctxlog] 1 earlier turn(s), seq 3-4, are not included in this request. They are stored and can be recalled with the recall tool (by query, or by seq=N).";
+    assert!(text.contains(&format!(r#"{{"role":"system","content":"{notice}"}},{{"role":"user","content":"list files\nplease"}}"#)), "{text}");
+    assert_eq!(p.report.notice.as_deref(), Some(notice));
+    assert_eq!(p.report.turns.kept, 1);
+    assert_eq!(p.report.dropped, vec![ctxlog_projection::SeqRange::new(1, 4)]);
+    assert!(p.report.bytes <= full.report.bytes - 1);
+    let tiers: Vec<_> = p.report.tiers.iter().map(|t| t.tier).collect();
+    use ctxlog_projection::Tier::*;
+    assert_eq!(tiers, vec![Envelope, System, Pinned, Notice, History, Input]);
+    assert_eq!(p.report.tiers.iter().map(|t| t.bytes).sum::<u64>(), p.report.bytes);
+    assert_eq!(p.report.tiers.iter().map(|t| t.tokens).sum::<u64>(), p.report.tokens);
+    let json = serde_json::to_value(&p.report).unwrap();
+    assert_eq!(json["notice"], notice);
+    assert_eq!(json["turns"], json!({"total": 2, "kept": 1, "dropped": 1}));
+}
+
+#[test]
+fn recall_unavailable_is_reported_and_pages_are_counted() {
+    let events = events();
+    let history = SliceHistory::new(&events);
+    let mut b = request(WireFormat::OpenAiChat);
+    b.recall_unavailable("index damaged: run ctxlog reindex");
+    let p = project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+    let json = serde_json::to_value(&p.report).unwrap();
+    assert_eq!(json["recall"], json!({"k": 0, "included": [], "skipped": [], "unavailable": "index damaged: run ctxlog reindex"}));
+}

@@ -1,0 +1,185 @@
+//! Ranking beyond FTS5's BM25: the author field, episode evidence and supersession. Each is
+//! a knob of [`Ranking`] so the evaluation can measure it.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::Result;
+use crate::index::RecallIndex;
+use crate::search::Hit;
+use crate::text::words;
+
+/// Ranking knobs. `Default` is what the product uses; the fields exist so the evaluation can
+/// measure each idea (docs/recall.md has the ablation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ranking {
+    /// BM25 weight of the page's own text. Default 1.0.
+    pub body_weight: f64,
+    /// BM25 weight of the neighbours' text. Default 0.4.
+    pub context_weight: f64,
+    /// BM25 weight of the date metadata. Default 1.0.
+    pub meta_weight: f64,
+    /// BM25 weight of the CJK bigram field. Default 1.0.
+    pub cjk_weight: f64,
+    /// Lift a newer hit above an older one on the same subject when it supersedes it
+    /// (explicit note `supersedes`, or update language). Default true.
+    pub supersession: bool,
+    /// Weight of the author field: a page whose speaker label (`"Caroline: …"`) is named in
+    /// the query gains `author_weight × idf(label)`, the BM25 score of a one-occurrence term
+    /// with the label's inverse page frequency `ln(1 + (N − n + ½)/(n + ½))`. First-person
+    /// statements never name their speaker, so without this field a question about a person
+    /// cannot prefer what that person said. Default 2.0 (a title-like field). 0 disables.
+    pub author_weight: f64,
+    /// Weight of episode evidence: each page gains `episode_weight × best score ×
+    /// (episode mass / best episode mass)`, where an episode's mass is the sum of its three best
+    /// page scores (episodes are runs of events without a pause longer than
+    /// [`IndexConfig::episode_gap_ms`](crate::IndexConfig::episode_gap_ms)). Default 0.2.
+    pub episode_weight: f64,
+    /// Drop stop words from queries (SPEC R3). Default true.
+    pub stop_words: bool,
+    /// How many candidates are ranked before paging. Default 200.
+    pub pool: usize,
+}
+
+impl Default for Ranking {
+    fn default() -> Self {
+        Ranking {
+            body_weight: 1.0,
+            context_weight: 0.4,
+            meta_weight: 1.0,
+            cjk_weight: 1.0,
+            supersession: true,
+            author_weight: 2.0,
+            episode_weight: 0.2,
+            stop_words: true,
+            pool: 200,
+        }
+    }
+}
+
+/// A candidate page with what ranking needs.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    pub(crate) hit: Hit,
+    pub(crate) supersedes: Option<u64>,
+    pub(crate) cue: bool,
+    pub(crate) author: Option<String>,
+    pub(crate) episode: u64,
+}
+
+impl RecallIndex {
+    /// Adds the author-field score to candidates whose speaker label the query names.
+    pub(crate) fn credit_authors(
+        &self,
+        cands: &mut [Candidate],
+        mentioned: &[String],
+    ) -> Result<()> {
+        let named = |label: &str| label.split(' ').all(|w| mentioned.iter().any(|m| m == w));
+        let mut idf: HashMap<String, f64> = HashMap::new();
+        let mut total: Option<f64> = None;
+        for c in cands.iter_mut() {
+            let Some(label) = c.author.as_deref().filter(|l| named(l)) else {
+                continue;
+            };
+            // Pages are only ever deleted all together, so ids run 1..=count: max(id) is the
+            // page count without a scan.
+            let n = match total {
+                Some(n) => n,
+                None => *total.insert(self.count("SELECT coalesce(max(id), 0) FROM pages", None)?),
+            };
+            let weight = match idf.get(label) {
+                Some(w) => *w,
+                None => {
+                    let k =
+                        self.count("SELECT count(*) FROM pages WHERE author = ?1", Some(label))?;
+                    let w = (1.0 + (n - k + 0.5) / (k + 0.5)).ln();
+                    idf.insert(label.to_owned(), w);
+                    w
+                }
+            };
+            c.hit.score += self.ranking.author_weight * weight;
+        }
+        Ok(())
+    }
+
+    fn count(&self, sql: &str, arg: Option<&str>) -> Result<f64> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let n: i64 = match arg {
+            Some(a) => stmt.query_row([a], |r| r.get(0)),
+            None => stmt.query_row([], |r| r.get(0)),
+        }
+        .map_err(|e| self.err(e))?;
+        Ok(n as f64)
+    }
+}
+
+/// Adds episode evidence: `weight × best score × mass / best mass`, where an episode's mass is
+/// the sum of its three best candidate scores.
+pub(crate) fn credit_episodes(cands: &mut [Candidate], weight: f64) {
+    let mut scores: HashMap<u64, Vec<f64>> = HashMap::new();
+    for c in cands.iter() {
+        scores.entry(c.episode).or_default().push(c.hit.score);
+    }
+    let mass: HashMap<u64, f64> = scores
+        .into_iter()
+        .map(|(ep, mut v)| {
+            v.sort_by(|a, b| b.total_cmp(a));
+            (ep, v.iter().take(3).sum())
+        })
+        .collect();
+    let best_mass = mass.values().copied().fold(0.0_f64, f64::max);
+    let best = cands.iter().map(|c| c.hit.score).fold(0.0_f64, f64::max);
+    if best_mass <= 0.0 {
+        return;
+    }
+    for c in cands.iter_mut() {
+        let m = mass.get(&c.episode).copied().unwrap_or(0.0);
+        c.hit.score += weight * best * m / best_mass;
+    }
+}
+
+/// Content words of a text, for same-subject tests, cut to their first five characters (a
+/// crude stemmer: "restart", "restarts" and "restarting" are one word here).
+fn content_words(text: &str) -> HashSet<String> {
+    words(text)
+        .filter(|w| !crate::text::is_stop_word(w))
+        .take(2048)
+        .map(|w| w.chars().take(5).collect())
+        .collect()
+}
+
+/// Minimum word overlap (Jaccard) for two hits to be "on the same subject".
+const SAME_SUBJECT: f64 = 0.2;
+
+/// Puts a newer hit just above an older hit it supersedes: explicitly (a note's
+/// `supersedes`), or by update language ("changed to", "now", "instead" …) when both are on
+/// the same subject (their content words overlap by at least [`SAME_SUBJECT`]). The newer
+/// hit's score becomes the older's plus a hair, so nothing else moves.
+pub(crate) fn lift_superseding(cands: &mut [Candidate]) {
+    let n = cands.len().min(64);
+    let words: Vec<HashSet<String>> = cands[..n]
+        .iter()
+        .map(|c| content_words(&c.hit.text))
+        .collect();
+    for newer in 0..n {
+        if !cands[newer].cue {
+            continue;
+        }
+        for older in 0..n {
+            let (a, b) = (&cands[newer], &cands[older]);
+            if b.hit.seq >= a.hit.seq || a.hit.score > b.hit.score {
+                continue;
+            }
+            let explicit = a.supersedes == Some(b.hit.seq);
+            if explicit || jaccard(&words[newer], &words[older]) >= SAME_SUBJECT {
+                let lifted = b.hit.score + b.hit.score.abs() * 1e-6 + 1e-9;
+                cands[newer].hit.score = lifted;
+            }
+        }
+    }
+}
+
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    let inter = a.intersection(b).count() as f64;
+    let union = (a.len() + b.len()) as f64 - inter;
+    if union == 0.0 { 0.0 } else { inter / union }
+}

@@ -200,6 +200,9 @@ impl<L: LedgerRead> Handle<L> {
     pub fn recall_tool(&mut self, arguments: &serde_json::Value) -> ctxlog_recall::ToolOutput {
         match self.synced_index() {
             Ok(index) => index.handle_tool_call(arguments),
+            Err(crate::Error::Recall(e)) if e.is_damaged() => {
+                ctxlog_recall::tool_error("index_damaged", &e.to_string())
+            }
             Err(e) => ctxlog_recall::tool_error("index_unavailable", &e.to_string()),
         }
     }

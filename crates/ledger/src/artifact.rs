@@ -103,6 +103,15 @@ pub(crate) fn write(
     let tmp = format!("{}/.tmp-{name}", names::ARTIFACTS);
     let io = |p: &str| crate::core::io_err(st, p);
     ensure_dir(st, names::ARTIFACTS, sync, sync_failed)?;
+    // Never write through an `artifacts/` that leads elsewhere: the commit would reference
+    // an artifact that every read then refuses (SPEC L6).
+    let io_dir = crate::core::io_err(st, names::ARTIFACTS);
+    if !st.resolves_inside(names::ARTIFACTS, "").map_err(io_dir)? {
+        return Err(Error::BadArtifactRef {
+            name,
+            why: "artifacts/ resolves outside the conversation directory",
+        });
+    }
     let mut file = st
         .open(&tmp, OpenMode::Create)
         .map_err(io(&tmp))?

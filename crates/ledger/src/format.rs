@@ -404,7 +404,7 @@ pub fn turns_crc_append(crc: u32, seq: u64) -> u32 {
 }
 
 impl EventEntry {
-    /// Encodes the entry (32 bytes).
+    /// Encodes the entry (36 bytes).
     pub fn encode(&self) -> [u8; EVENT_ENTRY_LEN] {
         let mut b = [0u8; EVENT_ENTRY_LEN];
         put_u64(&mut b, E_OFFSET, self.offset);

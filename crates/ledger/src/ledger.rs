@@ -361,11 +361,16 @@ impl Ledger {
         self.commits_file
             .read_at(INDEX_HEADER_LEN as u64, &mut raw)
             .map_err(io_err(st, names::COMMIT_INDEX))?;
-        Ok(raw.chunks(COMMIT_ENTRY_LEN).map(CommitEntry::decode).collect())
+        Ok(raw
+            .chunks(COMMIT_ENTRY_LEN)
+            .map(CommitEntry::decode)
+            .collect())
     }
 
-    /// Re-derives the persisted part of the commit table from the log's commit metadata and
-    /// rewrites it into `commits.idx`. Fails only on log corruption or I/O.
+    /// Re-derives the commit table from the log's commit metadata and rewrites `commits.idx`
+    /// with it. Returns the entries now in the file (all of them, or none if the rewrite
+    /// failed, in which case they all wait in `pending_commits` for the next flush). Fails
+    /// only on log corruption or I/O.
     fn rebuild_commit_index(&mut self) -> Result<Vec<CommitEntry>> {
         let st = self.core.storage.clone();
         let start = crate::scan::ScanStart {
@@ -374,14 +379,13 @@ impl Ledger {
         };
         let found = crate::scan::scan(self.core.log.as_ref(), self.core.log_len, start)
             .map_err(io_err(st.as_ref(), names::LOG))?;
-        let n = self.core.commits_persisted as usize;
         let problem = match found.tail() {
             Tail::Corrupt {
                 offset,
                 seq,
                 reason,
             } => Some((offset, seq, reason)),
-            _ if found.last_seq != self.core.last_seq || found.commits.len() < n => Some((
+            _ if found.last_seq != self.core.last_seq => Some((
                 found.good_end,
                 found.last_seq + 1,
                 "the log no longer matches the state it was opened in".to_string(),
@@ -396,10 +400,21 @@ impl Ledger {
                 reason,
             });
         }
-        let persisted = found.commits[..n].to_vec();
-        let buf: Vec<u8> = persisted.iter().flat_map(|c| c.encode()).collect();
-        // A failed rewrite is harmless: the table in memory is right, the sidecar is a cache.
-        let _ = self.commits_file.write_at(INDEX_HEADER_LEN as u64, &buf);
+        let buf: Vec<u8> = found.commits.iter().flat_map(|c| c.encode()).collect();
+        let at = INDEX_HEADER_LEN as u64;
+        let written = self
+            .commits_file
+            .write_at(at, &buf)
+            .and_then(|()| self.commits_file.set_len(at + buf.len() as u64));
+        // The sidecar is a cache: if the rewrite failed, the next flush writes it all again.
+        let persisted = if written.is_ok() {
+            self.core.pending_commits.clear();
+            found.commits
+        } else {
+            self.core.pending_commits = found.commits;
+            Vec::new()
+        };
+        self.core.commits_persisted = persisted.len() as u64;
         Ok(persisted)
     }
 

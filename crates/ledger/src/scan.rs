@@ -107,9 +107,11 @@ pub(crate) struct CommitMeta {
     pub digest: String,
 }
 
+/// What the commit being scanned has so far: it becomes visible only at its end record.
 struct Pending {
     entries: Vec<EventEntry>,
     user_seqs: Vec<u64>,
+    commits: Vec<CommitEntry>,
 }
 
 /// Scans `[start.offset, file_len)`.
@@ -129,6 +131,7 @@ pub(crate) fn scan(
     let mut pending = Pending {
         entries: Vec::new(),
         user_seqs: Vec::new(),
+        commits: Vec::new(),
     };
     loop {
         if pos == file_len {
@@ -180,7 +183,7 @@ pub(crate) fn scan(
         if let Some((id_hash, digest)) = rec.meta {
             commits += 1;
             let first_seq = h.seq - u64::from(h.index_in_commit);
-            out.commits.push(CommitEntry {
+            pending.commits.push(CommitEntry {
                 id_hash,
                 digest,
                 first_seq,
@@ -203,6 +206,7 @@ pub(crate) fn scan(
             out.good_end = pos;
             out.entries.append(&mut pending.entries);
             out.user_seqs.append(&mut pending.user_seqs);
+            out.commits.append(&mut pending.commits);
         }
     }
 }

@@ -222,5 +222,37 @@ fn a_missing_artifact_is_named_as_missing_not_as_an_escape() {
         other => panic!("{other:?}"),
     }
     let report = ctxlog_ledger::verify(tmp.path()).unwrap();
-    assert!(report.artifact_problems.is_empty(), "unreferenced: not a problem");
+    assert!(
+        report.artifact_problems.is_empty(),
+        "unreferenced: not a problem"
+    );
+}
+
+/// Regression: reads refused an `artifacts/` directory that is a symlink to the outside, but
+/// writes went through it: a large tool output was stored outside the conversation and the
+/// commit acknowledged, referencing an artifact every later read refuses. The write is now
+/// refused too, and nothing is written anywhere.
+#[test]
+fn large_outputs_are_never_written_through_an_escaping_artifacts_symlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let conv = tmp.path().join("conv");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let (mut ledger, _) = Ledger::open(&conv, &Options::default()).unwrap();
+    ledger
+        .commit(&commit(vec![user("go"), call("c1")]))
+        .unwrap();
+    std::os::unix::fs::symlink(&outside, conv.join("artifacts")).unwrap();
+    let before = snapshot_dir(&conv);
+    let err = ledger
+        .commit(&commit(vec![result("c1", &big_output())]))
+        .unwrap_err();
+    assert!(matches!(err, Error::BadArtifactRef { .. }), "{err:?}");
+    assert!(!ledger.is_poisoned());
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert_eq!(snapshot_dir(&conv), before);
+    assert!(matches!(
+        ledger.put_artifact(b"x"),
+        Err(Error::BadArtifactRef { .. })
+    ));
 }

@@ -153,7 +153,10 @@ fn a_damaged_commit_index_entry_is_rebuilt_from_the_log() {
     std::fs::write(&path, &bytes).unwrap();
     let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
     let replay = ledger.commit(&with_id("a", turn(1))).unwrap();
-    assert_eq!((replay.first_seq, replay.last_seq, replay.replayed), (1, 2, true));
+    assert_eq!(
+        (replay.first_seq, replay.last_seq, replay.replayed),
+        (1, 2, true)
+    );
     assert!(matches!(
         ledger.commit(&with_id("b", turn(9))),
         Err(Error::Conflict { .. })

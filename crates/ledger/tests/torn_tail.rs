@@ -171,3 +171,35 @@ fn every_torn_prefix_of_the_last_commit_is_cut_on_disk() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Regression: the scan recorded a commit's id (its metadata) as soon as it read the record
+/// carrying it, even when the commit never got its end record. After the tail was cut, the
+/// id table still held that commit, and a retry of it was "replayed" with seqs that did not
+/// exist. Ids now become visible with their commit, at its end record.
+#[test]
+fn an_id_in_a_cut_tail_is_not_remembered() {
+    use ctxlog_ledger::{EventKind, format::encode_record};
+    use sha2::Digest;
+    let m = MemStorage::new();
+    let o = Options::default();
+    let (mut ledger, _) = Ledger::open_with(Arc::new(m.clone()), &o).unwrap();
+    ledger.commit(&turn(1)).unwrap();
+    drop(ledger);
+    let retry = ctxlog_ledger::NewCommit {
+        id: Some("x".into()),
+        events: vec![user("hello")],
+    };
+    let digest = sha2::Sha256::digest(serde_json::to_vec(&retry.events).unwrap());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let meta = serde_json::to_vec(&serde_json::json!({"id": "x", "digest": hex})).unwrap();
+    let body = serde_json::to_vec(&retry.events[0]).unwrap();
+    let mut log = m.file_bytes("ledger.log").unwrap();
+    // A checksum-valid record carrying the id's metadata, without END_OF_COMMIT: a torn tail.
+    encode_record(&mut log, EventKind::User, 0, 0, 3, 0, &body, &meta);
+    m.set_file_bytes("ledger.log", log);
+    let (mut ledger, report) = Ledger::open_with(Arc::new(m.clone()), &o).unwrap();
+    assert!(report.bytes_cut > 0);
+    let receipt = ledger.commit(&retry).unwrap();
+    assert_eq!((receipt.first_seq, receipt.replayed), (3, false));
+    assert_eq!(ledger.event(3).unwrap().body, user("hello"));
+}

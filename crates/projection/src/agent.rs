@@ -35,11 +35,11 @@ use crate::common::{Ctx, TierSums, hist, page_text, pinned_items, pinned_notes};
 use crate::error::{Error, Result};
 use crate::history::{History, SeqRange};
 use crate::json::{escaped_len, value_to_string};
+use crate::options::Tokenizer;
 use crate::report::{
     Clip, Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
 };
 use crate::request::ProjectionRequest;
-use crate::options::Tokenizer;
 use crate::tokens::text_tokens;
 use crate::wire::{Cost, Item, Msg, Role};
 
@@ -104,7 +104,9 @@ impl Entry {
             return text_tokens(tokenizer, text) as i64;
         }
         let variant = (self.tier as u8) << 1 | u8::from(self.form == Form::Clipped);
-        cache.entry_tokens((self.seq, variant, tokenizer), || text_tokens(tokenizer, text)) as i64
+        cache.entry_tokens((self.seq, variant, tokenizer), || {
+            text_tokens(tokenizer, text)
+        }) as i64
     }
 
     fn mandatory(&self) -> bool {
@@ -150,7 +152,7 @@ pub(crate) fn project<H: History + ?Sized>(
 
     let actions = drop_order(&entries);
     let applied = fit(&frame, &mut entries, &actions, cache)?;
-    let (pages, recall) = add_pages(&frame, &entries, &events)?;
+    let (pages, recall) = add_pages(&frame, &entries);
     let total = frame.exact(&entries, &pages);
 
     let mut msgs: Vec<Msg> = system_msgs;
@@ -163,16 +165,19 @@ pub(crate) fn project<H: History + ?Sized>(
             reason: format!("agent body {} bytes, accounted {}", body.len(), total.bytes),
         });
     }
-    let report = frame.report(cache, Outcome {
-        entries: &entries,
-        applied: &applied,
-        pages: &pages,
-        recall,
-        pinned: &pinned,
-        turn_count,
-        mandatory,
-        total,
-    });
+    let report = frame.report(
+        cache,
+        Outcome {
+            entries: &entries,
+            applied: &applied,
+            pages: &pages,
+            recall,
+            pinned: &pinned,
+            turn_count,
+            mandatory,
+            total,
+        },
+    );
     Ok(Projection { body, report })
 }
 
@@ -463,11 +468,16 @@ impl AgentFrame<'_, '_> {
         if self.ctx.req.max_tokens.is_some() {
             return self.ctx.fits(self.exact(entries, pages));
         }
-        let base = self.ctx.total(self.chain(self.ctx.cost(&self.context_msgs(&[], &[]))));
+        let base = self
+            .ctx
+            .total(self.chain(self.ctx.cost(&self.context_msgs(&[], &[]))));
         let parts = entries.iter().map(Entry::bytes).sum::<i64>()
             + pages.iter().map(|p| 2 + escaped_len(p) as i64).sum::<i64>();
         let bytes = base.bytes as i64 + parts;
-        self.ctx.fits(Size { bytes: bytes.max(0) as u64, tokens: 0 })
+        self.ctx.fits(Size {
+            bytes: bytes.max(0) as u64,
+            tokens: 0,
+        })
     }
 
     /// The exact size of the body with these entries and pages.
@@ -548,6 +558,7 @@ impl AgentFrame<'_, '_> {
             kept: ranges(&kept),
             dropped: ranges(&dropped),
             pinned: o.pinned.iter().map(|e| e.seq).collect(),
+            detail_start: oldest_detail(o.entries),
             tiers,
             clips,
             drops,
@@ -651,14 +662,10 @@ fn action_index(action: Action) -> usize {
     }
 }
 
-/// Adds recalled pages (best first, up to K) older than every optional entry still present.
-fn add_pages(
-    frame: &AgentFrame<'_, '_>,
-    entries: &[Entry],
-    events: &[Event],
-) -> Result<(Vec<String>, RecallReport)> {
-    let req = frame.ctx.req;
-    let oldest_detail = entries
+/// The oldest seq kept in detail: optional entries, the previous reply and the latest result
+/// (user requests are always kept verbatim and do not count).
+fn oldest_detail(entries: &[Entry]) -> Option<u64> {
+    entries
         .iter()
         .filter(|e| {
             e.form != Form::Dropped
@@ -668,8 +675,13 @@ fn add_pages(
                 )
         })
         .map(|e| e.seq)
-        .min();
-    let _ = events;
+        .min()
+}
+
+/// Adds recalled pages (best first, up to K) older than every optional entry still present.
+fn add_pages(frame: &AgentFrame<'_, '_>, entries: &[Entry]) -> (Vec<String>, RecallReport) {
+    let req = frame.ctx.req;
+    let oldest_detail = oldest_detail(entries);
     let mut report = RecallReport {
         k: req.recall_k,
         unavailable: req.recall_unavailable.clone(),
@@ -701,5 +713,5 @@ fn add_pages(
             report.skipped.push(skip("budget"));
         }
     }
-    Ok((pages, report))
+    (pages, report)
 }

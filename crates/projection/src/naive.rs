@@ -63,7 +63,14 @@ pub fn project_naive<H: History + ?Sized>(
             .chain(&frame.input_msgs);
         Ok(ctx.envelope.write_iter(all))
     };
+    // Tokens are counted (by parsing and tokenizing the whole body) only under a token budget.
     let measure = |body: &[u8]| -> Result<Size> {
+        if request.max_tokens.is_none() {
+            return Ok(Size {
+                bytes: body.len() as u64,
+                tokens: 0,
+            });
+        }
         let c = count(body, request.format, request.tokenizer)?;
         Ok(Size {
             bytes: c.bytes,
@@ -99,7 +106,10 @@ pub fn project_naive<H: History + ?Sized>(
             continue;
         }
         let mut with = pages.clone();
-        with.extend(render(request.format, &[Item::text(Role::User, page_text(page))]));
+        with.extend(render(
+            request.format,
+            &[Item::text(Role::User, page_text(page))],
+        ));
         if ctx.fits(measure(&build(from, notice, &with)?)?) {
             pages = with;
             included += 1;

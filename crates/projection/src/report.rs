@@ -16,7 +16,7 @@ use crate::options::{Policy, Tokenizer, WireFormat};
 ///            "output_limit":null,"input_token_limit":null},
 ///  "mandatory":{"bytes":140,"tokens":30},
 ///  "turns":{"total":2,"kept":2,"dropped":0},
-///  "kept":[{"first":1,"last":4}],"dropped":[],"pinned":[],
+///  "kept":[{"first":1,"last":4}],"dropped":[],"pinned":[],"detail_start":1,
 ///  "tiers":[{"tier":"envelope","bytes":40,"tokens":3,"items":1}, …],
 ///  "clips":[],"drops":[],"notice":null,
 ///  "recall":{"k":0,"included":[],"skipped":[],"unavailable":null}}
@@ -55,6 +55,10 @@ pub struct Report {
     pub dropped: Vec<SeqRange>,
     /// Seqs of the pinned notes sent.
     pub pinned: Vec<u64>,
+    /// The seq of the oldest history event kept in detail (turns: the oldest kept turn; agent:
+    /// the oldest optional entry, previous reply or latest result kept), if any. Recalled
+    /// pages are only useful, and only included, from before it.
+    pub detail_start: Option<u64>,
     /// Bytes and tokens per tier, in body order.
     pub tiers: Vec<TierSize>,
     /// Tool results whose text was clipped to a head/tail excerpt.

@@ -132,10 +132,7 @@ fn walk<H: History + ?Sized>(
     let notice = notice_for(ctx, history, kept, turn_count)?;
     let (notice, notice_dropped) = match (best, notice) {
         (Some(_), n) => (n, None),
-        (None, Some((text, _, _))) => (
-            None,
-            Some(dropped_turn_range(history, 0, turn_count, &text)?),
-        ),
+        (None, Some(_)) => (None, Some(dropped_turn_range(history, 0, turn_count)?)),
         (None, None) => (None, None),
     };
     Ok(Walk {
@@ -146,11 +143,11 @@ fn walk<H: History + ?Sized>(
     })
 }
 
+/// The seqs of the oldest `turn_count - kept_turns` turns (`kept_turns < turn_count`).
 fn dropped_turn_range<H: History + ?Sized>(
     history: &H,
     kept_turns: usize,
     turn_count: usize,
-    _why: &str,
 ) -> Result<SeqRange> {
     let last_dropped = turn_count - kept_turns - 1;
     Ok(SeqRange::new(
@@ -170,7 +167,7 @@ fn notice_for<H: History + ?Sized>(
     if !ctx.req.notice || kept_turns >= turn_count {
         return Ok(None);
     }
-    let seqs = dropped_turn_range(history, kept_turns, turn_count, "")?;
+    let seqs = dropped_turn_range(history, kept_turns, turn_count)?;
     let text = notice_text(turn_count - kept_turns, seqs);
     let (msgs, cost) = ctx.render(&[Item::text(Role::System, text.clone())]);
     Ok(Some((text, msgs, cost)))
@@ -251,7 +248,7 @@ pub(crate) fn unit_msgs<H: History + ?Sized>(
         Which::Turn(i) => hist(history.turn(i))?,
         Which::Preamble => hist(history.preamble())?,
     };
-    Ok(ctx.render(&turn_items(&events)).0)
+    Ok(crate::wire::render(ctx.format, &turn_items(&events)))
 }
 
 fn assemble<H: History + ?Sized>(
@@ -344,6 +341,7 @@ fn assemble<H: History + ?Sized>(
         kept: kept_range,
         dropped: dropped.into_iter().collect(),
         pinned: frame.pinned.iter().map(|e| e.seq).collect(),
+        detail_start: oldest_kept,
         tiers: sums.finish(total),
         clips: Vec::new(),
         drops,
@@ -364,7 +362,7 @@ fn dropped_history<H: History + ?Sized>(
         .filter(|u| matches!(u.which, Which::Turn(_)))
         .count();
     if kept_turns < turn_count {
-        let range = dropped_turn_range(history, kept_turns, turn_count, "")?;
+        let range = dropped_turn_range(history, kept_turns, turn_count)?;
         let preamble = hist(history.preamble())?;
         let first = preamble
             .first()

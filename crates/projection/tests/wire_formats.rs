@@ -14,23 +14,58 @@ use serde_json::json;
 
 fn events() -> Vec<Event> {
     let bodies = vec![
-        EventBody::Note { text: "old rule".into(), pinned: true, supersedes: None },
-        EventBody::Note { text: "deploy only on Fridays".into(), pinned: true, supersedes: Some(1) },
-        EventBody::User { text: "first \"question\"".into() },
-        EventBody::Assistant { text: "first answer".into() },
-        EventBody::User { text: "list files\nplease".into() },
-        EventBody::Assistant { text: "Checking.".into() },
-        EventBody::ToolCall { call_id: "c1".into(), tool: "shell".into(), arguments: json!({"cmd": "ls"}) },
-        EventBody::ToolCall { call_id: "c2".into(), tool: "shell".into(), arguments: json!({"cmd": "du"}) },
-        EventBody::ToolCall { call_id: "c3".into(), tool: "shell".into(), arguments: json!({"cmd": "rm x"}) },
-        EventBody::Note { text: "user is in a hurry".into(), pinned: false, supersedes: None },
+        EventBody::Note {
+            text: "old rule".into(),
+            pinned: true,
+            supersedes: None,
+        },
+        EventBody::Note {
+            text: "deploy only on Fridays".into(),
+            pinned: true,
+            supersedes: Some(1),
+        },
+        EventBody::User {
+            text: "first \"question\"".into(),
+        },
+        EventBody::Assistant {
+            text: "first answer".into(),
+        },
+        EventBody::User {
+            text: "list files\nplease".into(),
+        },
+        EventBody::Assistant {
+            text: "Checking.".into(),
+        },
+        EventBody::ToolCall {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            arguments: json!({"cmd": "ls"}),
+        },
+        EventBody::ToolCall {
+            call_id: "c2".into(),
+            tool: "shell".into(),
+            arguments: json!({"cmd": "du"}),
+        },
+        EventBody::ToolCall {
+            call_id: "c3".into(),
+            tool: "shell".into(),
+            arguments: json!({"cmd": "rm x"}),
+        },
+        EventBody::Note {
+            text: "user is in a hurry".into(),
+            pinned: false,
+            supersedes: None,
+        },
         EventBody::ToolResult {
             call_id: "c2".into(),
             tool: "shell".into(),
             status: ToolStatus::Error,
             exit_code: Some(1),
             text: "du: denied".into(),
-            artifact: Some(ArtifactRef { name: "sha256-ab".into(), bytes: 10 }),
+            artifact: Some(ArtifactRef {
+                name: "sha256-ab".into(),
+                bytes: 10,
+            }),
         },
         EventBody::ToolResult {
             call_id: "c1".into(),
@@ -40,10 +75,22 @@ fn events() -> Vec<Event> {
             text: "a.txt 😀".into(),
             artifact: None,
         },
-        EventBody::System { marker: SystemMarker::Import { source: "x".into() } },
-        EventBody::Assistant { text: "Done.".into() },
+        EventBody::System {
+            marker: SystemMarker::Import { source: "x".into() },
+        },
+        EventBody::Assistant {
+            text: "Done.".into(),
+        },
     ];
-    bodies.into_iter().enumerate().map(|(i, body)| Event { seq: i as u64 + 1, ts_ms: 0, body }).collect()
+    bodies
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| Event {
+            seq: i as u64 + 1,
+            ts_ms: 0,
+            body,
+        })
+        .collect()
 }
 
 fn request(format: WireFormat) -> ctxlog_projection::ProjectionRequestBuilder {
@@ -54,9 +101,17 @@ fn request(format: WireFormat) -> ctxlog_projection::ProjectionRequestBuilder {
 
 fn body(format: WireFormat, b: &ctxlog_projection::ProjectionRequestBuilder) -> String {
     let events = events();
-    let p = project(&SliceHistory::new(&events), &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+    let p = project(
+        &SliceHistory::new(&events),
+        &b.build().unwrap(),
+        &mut SizeCache::new(),
+    )
+    .unwrap();
     assert_eq!(p.report.bytes, p.body.len() as u64);
-    assert_eq!(p.report.tokens, count(&p.body, format, Tokenizer::O200k).unwrap().tokens);
+    assert_eq!(
+        p.report.tokens,
+        count(&p.body, format, Tokenizer::O200k).unwrap().tokens
+    );
     String::from_utf8(p.body).unwrap()
 }
 
@@ -98,12 +153,21 @@ const ANTHROPIC: &str = concat!(
 
 #[test]
 fn openai_chat_body_is_exactly_the_documented_one() {
-    assert_eq!(body(WireFormat::OpenAiChat, &request(WireFormat::OpenAiChat)), OPENAI);
+    assert_eq!(
+        body(WireFormat::OpenAiChat, &request(WireFormat::OpenAiChat)),
+        OPENAI
+    );
 }
 
 #[test]
 fn anthropic_messages_body_is_exactly_the_documented_one() {
-    assert_eq!(body(WireFormat::AnthropicMessages, &request(WireFormat::AnthropicMessages)), ANTHROPIC);
+    assert_eq!(
+        body(
+            WireFormat::AnthropicMessages,
+            &request(WireFormat::AnthropicMessages)
+        ),
+        ANTHROPIC
+    );
 }
 
 #[test]
@@ -114,32 +178,74 @@ fn tools_and_output_limit_appear_only_when_asked_for_in_the_documented_order() {
     let text = body(WireFormat::OpenAiChat, &b);
     assert!(text.ends_with(r#"{"role":"user","content":"next?"}],"tools":[{"type":"function","function":{"name":"recall","parameters":{"type":"object","properties":{}}}}],"max_completion_tokens":256}"#), "{text}");
     let mut b = request(WireFormat::AnthropicMessages);
-    b.tools(vec![json!({"name":"recall","input_schema":{"type":"object"}})]).reserve_output(256);
+    b.tools(vec![
+        json!({"name":"recall","input_schema":{"type":"object"}}),
+    ])
+    .reserve_output(256);
     let text = body(WireFormat::AnthropicMessages, &b);
-    assert!(text.starts_with(r#"{"model":"m","max_tokens":256,"system":"sys","messages":["#), "{text}");
-    assert!(text.ends_with(r#"],"tools":[{"name":"recall","input_schema":{"type":"object"}}]}"#), "{text}");
+    assert!(
+        text.starts_with(r#"{"model":"m","max_tokens":256,"system":"sys","messages":["#),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(r#"],"tools":[{"name":"recall","input_schema":{"type":"object"}}]}"#),
+        "{text}"
+    );
 }
 
 #[test]
 fn the_omission_notice_says_how_many_turns_which_seqs_and_how_to_recall() {
-    let events = events();
+    let mut events = events();
+    // The dropped turn must be larger than the notice that replaces it.
+    events[3].body = EventBody::Assistant {
+        text: "first answer, at length. ".repeat(20),
+    };
     let history = SliceHistory::new(&events);
-    let full = project(&history, &request(WireFormat::OpenAiChat).build().unwrap(), &mut SizeCache::new()).unwrap();
-    let mut b = request(WireFormat::OpenAiChat);
-    b.notice(true).max_bytes(full.report.bytes - 1);
-    let p = project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+    let full = project(
+        &history,
+        &request(WireFormat::OpenAiChat).build().unwrap(),
+        &mut SizeCache::new(),
+    )
+    .unwrap();
+    let with_notice = |budget: u64| {
+        let mut b = request(WireFormat::OpenAiChat);
+        b.notice(true).max_bytes(budget);
+        project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap()
+    };
+    assert_eq!(
+        with_notice(full.report.bytes).report.notice,
+        None,
+        "nothing left out"
+    );
+    let p = (0..full.report.bytes)
+        .rev()
+        .map(with_notice)
+        .find(|p| p.report.turns.kept == 1)
+        .unwrap();
     let text = String::from_utf8(p.body.clone()).unwrap();
     let notice = "[ctxlog] 1 earlier turn(s), seq 3-4, are not included in this request. They are stored and can be recalled with the recall tool (by query, or by seq=N).";
     assert!(text.contains(&format!(r#"{{"role":"system","content":"{notice}"}},{{"role":"user","content":"list files\nplease"}}"#)), "{text}");
     assert_eq!(p.report.notice.as_deref(), Some(notice));
     assert_eq!(p.report.turns.kept, 1);
-    assert_eq!(p.report.dropped, vec![ctxlog_projection::SeqRange::new(1, 4)]);
-    assert!(p.report.bytes <= full.report.bytes - 1);
+    assert_eq!(
+        p.report.dropped,
+        vec![ctxlog_projection::SeqRange::new(1, 4)]
+    );
+    assert!(p.report.bytes < full.report.bytes);
     let tiers: Vec<_> = p.report.tiers.iter().map(|t| t.tier).collect();
     use ctxlog_projection::Tier::*;
-    assert_eq!(tiers, vec![Envelope, System, Pinned, Notice, History, Input]);
-    assert_eq!(p.report.tiers.iter().map(|t| t.bytes).sum::<u64>(), p.report.bytes);
-    assert_eq!(p.report.tiers.iter().map(|t| t.tokens).sum::<u64>(), p.report.tokens);
+    assert_eq!(
+        tiers,
+        vec![Envelope, System, Pinned, Notice, History, Input]
+    );
+    assert_eq!(
+        p.report.tiers.iter().map(|t| t.bytes).sum::<u64>(),
+        p.report.bytes
+    );
+    assert_eq!(
+        p.report.tiers.iter().map(|t| t.tokens).sum::<u64>(),
+        p.report.tokens
+    );
     let json = serde_json::to_value(&p.report).unwrap();
     assert_eq!(json["notice"], notice);
     assert_eq!(json["turns"], json!({"total": 2, "kept": 1, "dropped": 1}));
@@ -153,5 +259,8 @@ fn recall_unavailable_is_reported_and_pages_are_counted() {
     b.recall_unavailable("index damaged: run ctxlog reindex");
     let p = project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap();
     let json = serde_json::to_value(&p.report).unwrap();
-    assert_eq!(json["recall"], json!({"k": 0, "included": [], "skipped": [], "unavailable": "index damaged: run ctxlog reindex"}));
+    assert_eq!(
+        json["recall"],
+        json!({"k": 0, "included": [], "skipped": [], "unavailable": "index damaged: run ctxlog reindex"})
+    );
 }

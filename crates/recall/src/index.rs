@@ -300,7 +300,8 @@ impl RecallIndex {
     /// event changed; then indexes every event after `indexed_through`.
     ///
     /// # Errors
-    /// Source failures ([`Error::Source`]) and index failures; a failed sync writes nothing.
+    /// Source failures ([`Error::Source`]) and index failures. A failed sync leaves the index
+    /// at its last committed state (a reset it needed stays done; the events are not written).
     pub fn sync(&mut self, source: &dyn LedgerSource) -> Result<UpdateStats> {
         self.sync_with_progress(source, &mut |_| {})
     }
@@ -331,7 +332,8 @@ impl RecallIndex {
         }
         let head_seq = source.head_seq();
         let mut writer = self.begin()?;
-        source.visit_after(self.indexed_through, &mut |event| {
+        let from = writer.through;
+        source.visit_after(from, &mut |event| {
             writer.add(event, source)?;
             progress(Progress {
                 seq: event.seq,
@@ -532,21 +534,47 @@ impl RecallIndex {
         Ok(())
     }
 
+    /// Starts a write transaction. It takes SQLite's write lock at once and re-reads how far
+    /// the file got, so another handle (another process) that indexed in the meantime is
+    /// continued, not duplicated.
     fn begin(&self) -> Result<Writer<'_>> {
-        let window = self.load_window()?;
-        let last = self.last_episode()?;
-        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Immediate,
+        )
+        .map_err(|e| self.err(e))?;
+        let (ledger_id, through, tail) = self.read_progress()?;
+        if ledger_id != self.ledger_id {
+            return Err(Error::Stale {
+                path: self.path.clone(),
+                seq: 0,
+            });
+        }
         Ok(Writer {
+            last: self.last_episode()?,
+            window: self.load_window()?,
             tx,
-            last,
             path: self.path.clone(),
-            ledger_id: self.ledger_id.clone(),
+            ledger_id,
             config: self.config.clone(),
-            window,
             stats: UpdateStats::default(),
-            through: self.indexed_through,
-            tail: self.tail_fingerprint.clone(),
+            through,
+            tail,
         })
+    }
+
+    /// The ledger id, `indexed_through` and tail fingerprint recorded in the file.
+    fn read_progress(&self) -> Result<(String, u64, String)> {
+        let get = |key: &str| -> Result<String> {
+            self.conn
+                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .map_err(|e| self.err(e))
+        };
+        let through = get("indexed_through")?;
+        let through = through
+            .parse()
+            .map_err(|_| self.damaged(format!("indexed_through is {through:?}")))?;
+        Ok((get("ledger_id")?, through, get("tail_fingerprint")?))
     }
 
     /// Records what a committed writer reached.

@@ -177,3 +177,21 @@ fn incremental_updates_equal_a_one_shot_build() {
         assert_eq!(a.hits, b.hits, "{q}");
     }
 }
+
+#[test]
+fn two_handles_on_one_file_never_index_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sqlite");
+    let mut a = RecallIndex::open(&path, "L").unwrap();
+    let mut b = RecallIndex::open(&path, "L").unwrap();
+    let mut src = source("L", &["walnut one", "walnut two", "walnut three"]);
+    a.sync(&src).unwrap();
+    src.events.push(note(4, "walnut four"));
+    // `b` still believes nothing is indexed; it must continue from the file, not redo 1–3.
+    let stats = b.sync(&src).unwrap();
+    assert_eq!(stats.events_indexed, 1);
+    a.sync(&src).unwrap();
+    let mut found = seqs(&a, "walnut");
+    found.sort_unstable();
+    assert_eq!(found, [1, 2, 3, 4]);
+}

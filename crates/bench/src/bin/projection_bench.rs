@@ -25,8 +25,15 @@ fn conversation(turns: usize) -> Vec<Event> {
         let assistant = format!(
             "Answer {i:06}: the window is Tuesday 02:00-04:00 UTC,\nrollback by 04:30 at the latest 😀"
         );
-        for body in [EventBody::User { text: user }, EventBody::Assistant { text: assistant }] {
-            events.push(Event { seq: events.len() as u64 + 1, ts_ms: 0, body });
+        for body in [
+            EventBody::User { text: user },
+            EventBody::Assistant { text: assistant },
+        ] {
+            events.push(Event {
+                seq: events.len() as u64 + 1,
+                ts_ms: 0,
+                body,
+            });
         }
     }
     events
@@ -69,7 +76,11 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() -> Result<()> {
-    let turns: usize = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000);
+    let turns: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(10_000);
     let events = conversation(turns);
     let history = SliceHistory::new(&events);
     let everything = project(&history, &request(None, None)?, &mut SizeCache::new())?;
@@ -90,7 +101,14 @@ fn main() -> Result<()> {
         let (naive, naive_body) = time(1, || Ok(project_naive(&history, &req)?))?;
         let equal = naive_body == ours.body;
         ensure!(equal, "naive and projector differ at budget {budget}");
-        row(&format!("{budget} B"), &ours, warm, cold, Some(naive), equal);
+        row(
+            &format!("{budget} B"),
+            &ours,
+            warm,
+            cold,
+            Some(naive),
+            equal,
+        );
     }
     for tokens in [2_000, 16_000, 128_000] {
         let req = request(None, Some(tokens))?;
@@ -98,16 +116,28 @@ fn main() -> Result<()> {
         let (cold, _) = time(5, || Ok(project(&history, &req, &mut SizeCache::new())?))?;
         row(&format!("{tokens} tok"), &ours, warm, cold, None, true);
     }
-    println!("warm cache: {} entries, {} hits, {} misses", warm_cache.len(), warm_cache.hits(), warm_cache.misses());
+    println!(
+        "warm cache: {} entries, {} hits, {} misses",
+        warm_cache.len(),
+        warm_cache.hits(),
+        warm_cache.misses()
+    );
     Ok(())
 }
 
-fn row(label: &str, p: &Projection, warm: Duration, cold: Duration, naive: Option<Duration>, equal: bool) {
+fn row(
+    label: &str,
+    p: &Projection,
+    warm: Duration,
+    cold: Duration,
+    naive: Option<Duration>,
+    equal: bool,
+) {
     let (naive_s, rw, rc) = match naive {
         Some(n) => (
             ms(n),
-            format!("{:.0}x", n.as_secs_f64() / warm.as_secs_f64()),
-            format!("{:.0}x", n.as_secs_f64() / cold.as_secs_f64()),
+            format!("{:.1}x", n.as_secs_f64() / warm.as_secs_f64()),
+            format!("{:.1}x", n.as_secs_f64() / cold.as_secs_f64()),
         ),
         None => ("n/a".into(), "-".into(), "-".into()),
     };
@@ -117,6 +147,10 @@ fn row(label: &str, p: &Projection, warm: Duration, cold: Duration, naive: Optio
         p.report.bytes,
         ms(warm),
         ms(cold),
-        if naive.is_some() { if equal { "yes" } else { "NO" } } else { "-" }
+        if naive.is_some() {
+            if equal { "yes" } else { "NO" }
+        } else {
+            "-"
+        }
     );
 }

@@ -181,7 +181,9 @@ impl Core {
             Some(e) => Ok(e),
             None => self
                 .entry_from_log(seq)
-                .map_err(|_| self.index_corrupt(offset, seq, "index entry checksum mismatch")),
+                .ok()
+                .filter(|e| self.plausible(e))
+                .ok_or_else(|| self.index_corrupt(offset, seq, "index entry damaged")),
         }
     }
 
@@ -270,7 +272,10 @@ impl Core {
             path: self.storage.location().join(names::EVENT_INDEX),
             offset,
             seq: Some(seq),
-            reason: format!("{reason} (the sidecar is rebuilt by reopening the writer)"),
+            reason: format!(
+                "{reason} (delete ledger.idx, turns.idx and commits.idx: the next writer open \
+                 rebuilds them from the log)"
+            ),
         }
     }
 

@@ -218,6 +218,11 @@ impl Ledger {
         }
         report.last_good_seq = core.last_seq;
         report.index_rebuilt = !core.sidecars_valid;
+        if options.sync == SyncMode::PerCommit && !core.overlay.is_empty() {
+            // Commits past the index may be those of a process killed before its sync: make
+            // them durable before this writer builds on them or acknowledges a retry of one.
+            core.log.sync().map_err(io_err(st, names::LOG))?;
+        }
         let (turns_file, commits_file) = prepare_sidecars(&mut core)?;
         let mut ledger = Ledger {
             core,
@@ -577,6 +582,13 @@ impl Ledger {
                     r.name,
                     len.unwrap_or(0),
                     r.bytes
+                )));
+            }
+            // The content must match its name too, or the commit would reference an
+            // artifact every later read rejects as tampered.
+            if let Err(Error::ArtifactMismatch { name }) = crate::artifact::read(st, r) {
+                return Err(Error::invalid(format!(
+                    "artifact {name} does not match its hash"
                 )));
             }
         }

@@ -256,3 +256,35 @@ fn large_outputs_are_never_written_through_an_escaping_artifacts_symlink() {
         Err(Error::BadArtifactRef { .. })
     ));
 }
+
+/// Regression: a caller-supplied reference was checked for its name and size only, so a
+/// commit could reference an artifact whose content had been replaced (same size): it was
+/// acknowledged, and every later read failed with `ArtifactMismatch`. It is refused now,
+/// with nothing written.
+#[test]
+fn a_reference_to_a_tampered_artifact_is_refused_at_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    ledger
+        .commit(&commit(vec![user("go"), call("c1")]))
+        .unwrap();
+    let stored = ledger.put_artifact(b"full output").unwrap();
+    std::fs::write(
+        tmp.path().join("artifacts").join(&stored.name),
+        b"FULL OUTPUT",
+    )
+    .unwrap();
+    let before = snapshot_dir(tmp.path());
+    let err = ledger
+        .commit(&commit(vec![EventBody::ToolResult {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            status: ctxlog_ledger::ToolStatus::Ok,
+            exit_code: None,
+            text: "excerpt".into(),
+            artifact: Some(stored),
+        }]))
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidCommit { .. }), "{err:?}");
+    assert_eq!(snapshot_dir(tmp.path()), before);
+}

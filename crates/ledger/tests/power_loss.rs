@@ -247,3 +247,45 @@ fn an_artifact_left_unsynced_by_an_earlier_process_is_made_durable_before_use() 
     assert_eq!(r.name, name);
     assert_eq!(after.artifact(&r).unwrap(), output.as_bytes());
 }
+
+/// Regression: a process killed between its log write and its sync leaves a complete commit
+/// in the page cache only. The next writer's open accepted it without syncing, so a client
+/// retrying that commit's id got `replayed: true` (an acknowledgement) for bytes a power loss
+/// could still take. Open now syncs the log when it accepted commits the index did not cover.
+#[test]
+fn a_commit_found_unsynced_at_open_is_made_durable_before_it_is_acknowledged() {
+    let m = MemStorage::with_crash_tracking();
+    {
+        let (mut ledger, _) = Ledger::open_with(Arc::new(m.clone()), &Options::default()).unwrap();
+        ledger.commit(&turn(1)).unwrap();
+    }
+    let sidecars: Vec<(String, Vec<u8>)> = ["ledger.idx", "turns.idx", "commits.idx"]
+        .iter()
+        .map(|n| (n.to_string(), m.file_bytes(n).unwrap()))
+        .collect();
+    let retried = NewCommit {
+        id: Some("x".into()),
+        events: turn(2).events,
+    };
+    {
+        // The killed process: its records reached the page cache, its sync never ran and
+        // its sidecar appends never happened.
+        let mut never = Options::default();
+        never.sync(ctxlog_ledger::SyncMode::Never);
+        let (mut ledger, _) = Ledger::open_with(Arc::new(m.clone()), &never).unwrap();
+        ledger.commit(&retried).unwrap();
+    }
+    for (name, bytes) in sidecars {
+        m.set_file_bytes(&name, bytes);
+    }
+    let (mut ledger, _) = Ledger::open_with(Arc::new(m.clone()), &Options::default()).unwrap();
+    let receipt = ledger.commit(&retried).unwrap();
+    assert!(receipt.replayed);
+    let image = m.crash_image(&mut |_, _| 0);
+    let (after, _) = Ledger::open_with(Arc::new(image), &Options::default()).unwrap();
+    assert_eq!(
+        after.last_seq(),
+        receipt.last_seq,
+        "an acknowledged commit was lost"
+    );
+}

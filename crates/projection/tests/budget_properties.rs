@@ -374,7 +374,7 @@ proptest! {
     }
 
     #[test]
-    fn the_agent_policy_fits_every_byte_budget(
+    fn the_agent_policy_fits_every_byte_and_token_budget(
         (preamble, turns) in conversation(),
         shape in shape(),
     ) {
@@ -403,6 +403,26 @@ proptest! {
                 Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
                     prop_assert!(budget < mandatory);
                     prop_assert_eq!(needed_bytes, mandatory);
+                }
+                Err(e) => prop_assert!(false, "unexpected error {e}"),
+            }
+        }
+        // Token budgets (input tokens, with a reservation of 7 on top).
+        let mandatory_tokens = full.report.mandatory.tokens;
+        let mut cache = SizeCache::new();
+        for budget in mandatory_tokens.saturating_sub(2).max(1)..=full.report.tokens + 2 {
+            let mut b = ProjectionRequest::builder();
+            b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input())
+                .policy(Policy::Agent).max_tokens(budget + 7).reserve_output(7);
+            match project(&history, &b.build().unwrap(), &mut cache) {
+                Ok(p) => {
+                    let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
+                    prop_assert_eq!(p.report.tokens, c.tokens);
+                    prop_assert!(c.tokens <= budget);
+                }
+                Err(Error::MandatoryExceedsBudget { needed_tokens, .. }) => {
+                    prop_assert!(budget < mandatory_tokens);
+                    prop_assert_eq!(needed_tokens, mandatory_tokens);
                 }
                 Err(e) => prop_assert!(false, "unexpected error {e}"),
             }

@@ -27,26 +27,47 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
 
 fn commit(root: &Path, args: CommitArgs) -> Result<(), Failure> {
     let input = read_input(&args.file)?;
-    let store = Store::open(root)?;
-    let mut conv = store.conversation(&args.conversation)?;
-    let receipt = conv.commit_json(&input, args.id.as_deref())?;
+    // Parse before touching the store, so malformed input never creates anything.
+    let commit = ctxlog::parse_commit(&input, args.id.as_deref())?;
+    let receipt = Store::open(root).commit_to(&args.conversation, &commit)?;
     output::json_line(&receipt)
 }
 
-/// Reads a whole file, or standard input for `-`.
+/// The most `commit` and `count` read from a file or stdin: four times the ledger's default
+/// commit cap, so that the ledger, not the reader, names the limit a turn exceeds.
+const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// Reads a whole file, or standard input for `-`, up to [`MAX_INPUT_BYTES`].
 fn read_input(file: &Path) -> Result<Vec<u8>, Failure> {
-    let mut bytes = Vec::new();
-    if file == Path::new("-") {
-        std::io::stdin().lock().read_to_end(&mut bytes)?;
+    let what = if file == Path::new("-") {
+        "standard input".to_string()
     } else {
-        bytes = std::fs::read(file)
-            .map_err(|e| Failure::other(format!("cannot read {}: {e}", file.display())))?;
+        file.display().to_string()
+    };
+    let reader: Box<dyn Read> = if file == Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(file)
+                .map_err(|e| Failure::other(format!("cannot read {what}: {e}")))?,
+        )
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Failure::other(format!("cannot read {what}: {e}")))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(Failure::other(format!(
+            "{what} is larger than {} MiB; nothing was written",
+            MAX_INPUT_BYTES >> 20
+        )));
     }
     Ok(bytes)
 }
 
 fn log(root: &Path, args: LogArgs, json: bool) -> Result<(), Failure> {
-    let store = Store::open(root)?;
+    let store = Store::open(root);
     let snapshot = store.snapshot(&args.conversation)?;
     let last = match args.limit {
         Some(n) => args.from.saturating_add(n).saturating_sub(1),
@@ -79,7 +100,7 @@ fn log_line(event: &Event) -> String {
             call_id,
             tool,
             arguments,
-        } => format!("{tool}({arguments}) [{call_id}]"),
+        } => preview(&format!("{tool}({arguments}) [{call_id}]")),
         EventBody::ToolResult {
             call_id,
             tool,
@@ -93,11 +114,10 @@ fn log_line(event: &Event) -> String {
                 .as_ref()
                 .map(|a| format!(" artifact={} ({} bytes)", a.name, a.bytes))
                 .unwrap_or_default();
-            format!(
-                "{tool} [{call_id}] {}{exit}{art}: {}",
-                status.as_str(),
-                preview(text)
-            )
+            preview(&format!(
+                "{tool} [{call_id}] {}{exit}{art}: {text}",
+                status.as_str()
+            ))
         }
         EventBody::System { marker } => serde_json::to_string(marker).unwrap_or_default(),
         body => preview(body.text().unwrap_or_default()),
@@ -130,24 +150,61 @@ fn utc(ts_ms: i64) -> String {
 }
 
 fn verify(root: &Path, args: ConvArg, json: bool) -> Result<(), Failure> {
-    let store = Store::open(root)?;
+    let store = Store::open(root);
     let name = ctxlog::ConversationName::new(&args.conversation)?;
     let dir = store.conversation_dir(&name)?;
     let report = ctxlog::ledger::verify(&dir).map_err(ctxlog::Error::from)?;
     if json {
-        return output::json_line(&report);
+        output::json_line(&report)?;
+    } else {
+        output::stdout(verify_text(&report).as_bytes())?;
     }
+    if report.artifact_problems.is_empty() {
+        Ok(())
+    } else {
+        // Records are intact but content they reference is missing or altered: corruption.
+        Err(Failure::with_code(
+            5,
+            "corrupt",
+            format!(
+                "{} referenced artifact(s) missing or altered: {}",
+                report.artifact_problems.len(),
+                report.artifact_problems.join("; ")
+            ),
+        ))
+    }
+}
+
+/// The human-readable verify report: a summary line, then one line per finding.
+fn verify_text(report: &ctxlog::ledger::VerifyReport) -> String {
     let mut text = format!(
-        "ok: {} events (last seq {}), {} bytes, {} artifacts\n",
-        report.events, report.last_seq, report.bytes, report.artifacts
+        "{}: {} events (last seq {}), {} bytes, {} artifacts\n",
+        if report.is_clean() {
+            "ok"
+        } else {
+            "found problems"
+        },
+        report.events,
+        report.last_seq,
+        report.bytes,
+        report.artifacts
     );
     if report.torn_tail_bytes > 0 {
         text.push_str(&format!(
-            "torn tail: {} bytes after the last complete commit; the next writer will cut them and save them under recovered/\n",
-            report.torn_tail_bytes
+            "torn tail: {} bytes after the last complete commit ({}); the next writer cuts them and saves them under recovered/\n",
+            report.torn_tail_bytes,
+            report.torn_tail_reason.as_deref().unwrap_or("incomplete")
         ));
     }
-    output::stdout(text.as_bytes())
+    for problem in &report.artifact_problems {
+        text.push_str(&format!("artifact: {problem}\n"));
+    }
+    if let Some(problem) = &report.sidecar_problem {
+        text.push_str(&format!(
+            "sidecar index: {problem} (a cache, rebuildable from the log)\n"
+        ));
+    }
+    text
 }
 
 fn project(root: &Path, args: ProjectArgs) -> Result<(), Failure> {
@@ -179,7 +236,7 @@ fn project(root: &Path, args: ProjectArgs) -> Result<(), Failure> {
     if let Some(k) = args.recall {
         request.recall_k(k);
     }
-    let store = Store::open(root)?;
+    let store = Store::open(root);
     let mut snapshot = store.snapshot(&args.conversation)?;
     let projection = snapshot.project(&request)?;
     if let Some(path) = &args.report {
@@ -200,7 +257,7 @@ fn count(args: CountArgs) -> Result<(), Failure> {
 }
 
 fn recall(root: &Path, args: RecallArgs) -> Result<(), Failure> {
-    let store = Store::open(root)?;
+    let store = Store::open(root);
     let mut snapshot = store.snapshot(&args.conversation)?;
     let options = ctxlog::recall::SearchOptions {
         seq: args.seq,
@@ -213,7 +270,7 @@ fn recall(root: &Path, args: RecallArgs) -> Result<(), Failure> {
 }
 
 fn reindex(root: &Path, args: ConvArg) -> Result<(), Failure> {
-    let store = Store::open(root)?;
+    let store = Store::open(root);
     let mut snapshot = store.snapshot(&args.conversation)?;
     let bar = indicatif::ProgressBar::new(snapshot.last_seq());
     bar.set_style(

@@ -17,7 +17,7 @@ const FACT: &str = "ZX-81";
 
 /// Runs the demo under `root`, in a new conversation named `demo` (or `demo-2`, …).
 pub fn run(root: &Path) -> Result<(), Failure> {
-    let store = Store::open(root)?;
+    let store = Store::open(root);
     let name = free_name(&store)?;
     let mut conv = store.conversation(&name)?;
     let mut out = String::new();

@@ -23,10 +23,37 @@ use clap::Parser;
 use crate::args::Cli;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let json_errors = cli.json;
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report(json_errors),
     }
+}
+
+/// `--help` and `--version` print as clap renders them; a real usage error becomes one line
+/// (or one JSON object with `--json`) and exit 2.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let rendered = e.render().to_string();
+    let first = rendered.lines().next().unwrap_or("invalid arguments");
+    let message = first.strip_prefix("error: ").unwrap_or(first);
+    let json = std::env::args_os().any(|a| a == "--json");
+    output::Failure::with_code(2, "usage", format!("{message} (see `ctxlog --help`)")).report(json)
 }

@@ -32,9 +32,17 @@ impl Failure {
         }
     }
 
+    /// The reader of stdout went away (e.g. `ctxlog log c | head`): stop quietly, exit 0.
+    fn closed_stdout() -> Self {
+        Failure::with_code(0, "closed_stdout", "")
+    }
+
     /// Prints the failure to stderr (as one line of text, or one JSON object with `--json`)
     /// and returns its exit code.
     pub fn report(self, json: bool) -> ExitCode {
+        if self.code == 0 {
+            return ExitCode::SUCCESS;
+        }
         let line = if json {
             serde_json::json!({"error": self.kind, "code": self.code, "message": self.message})
                 .to_string()
@@ -48,6 +56,10 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
+        if let Error::InvalidName { .. } = e {
+            // A bad name is a bad argument: usage (exit 2), before any file is touched.
+            return Failure::with_code(2, "usage", e.to_string());
+        }
         let (code, kind) = match e.class() {
             ErrorClass::OverBudget => (3, "over_budget"),
             ErrorClass::Locked => (4, "locked"),
@@ -84,12 +96,16 @@ fn hint(e: &Error) -> Option<&'static str> {
     }
 }
 
-/// Writes `bytes` to stdout and flushes. A closed pipe (the reader went away) is not an error.
+/// Writes `bytes` to stdout and flushes. A closed pipe (the reader went away) ends the
+/// command quietly with exit 0, so no further work is done for nobody.
 pub fn stdout(bytes: &[u8]) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Failure::closed_stdout()),
+        Err(e) => Err(Failure::other(format!(
+            "cannot write to standard output: {e}"
+        ))),
     }
 }
 

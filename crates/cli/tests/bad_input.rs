@@ -60,6 +60,48 @@ fn every_bad_turn_is_refused_with_one_line_and_no_bytes_changed() {
 }
 
 #[test]
+fn a_refused_first_commit_leaves_no_conversation_behind() {
+    let env = Env::new();
+    let root = env.root().join("fresh-root");
+    for (what, input) in catalogue() {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlog"))
+            .arg("--root")
+            .arg(&root)
+            .args(["commit", "newconv", "/dev/stdin"])
+            .stdin(std::fs::File::open(write_temp(&env, &input)).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 1, "{what}: {}", stderr(&out));
+        assert!(
+            !root.exists(),
+            "{what}: a rejected commit created {}",
+            root.display()
+        );
+    }
+    // Read-only commands create nothing either.
+    for args in [
+        &["log", "newconv"][..],
+        &["recall", "newconv", "x"],
+        &["verify", "newconv"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlog"))
+            .arg("--root")
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 1, "{args:?}");
+        assert!(!root.exists(), "{args:?} created the root");
+    }
+}
+
+fn write_temp(env: &Env, bytes: &[u8]) -> std::path::PathBuf {
+    let path = env.root().join("input.json");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
 fn bad_conversation_names_are_refused_before_any_file_is_touched() {
     let env = Env::new();
     let long = "x".repeat(65);
@@ -73,7 +115,7 @@ fn bad_conversation_names_are_refused_before_any_file_is_touched() {
         "",
     ] {
         let out = env.run(&["commit", name], br#"{"user":"hi"}"#);
-        assert_ne!(code(&out), 0, "{name:?}");
+        assert_eq!(code(&out), 2, "{name:?}: a bad name is a usage error");
         assert!(
             stderr(&out).contains("invalid conversation name"),
             "{name:?}: {}",

@@ -4,7 +4,7 @@
 //! ```
 //! # fn main() -> ctxlog::Result<()> {
 //! let dir = tempfile::tempdir().unwrap();
-//! let store = ctxlog::Store::open(dir.path())?;
+//! let store = ctxlog::Store::open(dir.path());
 //! let mut conv = store.conversation("support-42")?;
 //! conv.commit_json(br#"{"user":"My project code is ZX-81.","assistant":"Noted."}"#, None)?;
 //! assert_eq!(conv.last_seq(), 2);

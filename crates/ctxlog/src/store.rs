@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ctxlog_ledger::{Ledger, Options, Reader, RecoveryReport};
+use ctxlog_ledger::{CommitReceipt, Ledger, NewCommit, Options, Reader, RecoveryReport};
 
 use crate::{Conversation, ConversationName, Error, Result, Snapshot};
 
@@ -19,7 +19,7 @@ pub(crate) const RECALL_INDEX_FILE: &str = "recall.sqlite";
 /// ```
 /// # fn main() -> ctxlog::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
-/// let store = ctxlog::Store::open(dir.path())?;
+/// let store = ctxlog::Store::open(dir.path());
 /// let mut conv = store.conversation("demo")?;
 /// let receipt = conv.commit_json(br#"{"user":"hi","assistant":"hello"}"#, None)?;
 /// assert_eq!((receipt.first_seq, receipt.last_seq), (1, 2));
@@ -33,26 +33,20 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store at `root` with the ledger's default [`Options`].
+    /// Opens the store at `root` with the ledger's default [`Options`].
     ///
-    /// # Errors
-    /// [`Error::Io`] if the directory cannot be created.
-    pub fn open(root: impl AsRef<Path>) -> Result<Store> {
+    /// Nothing is created until the first conversation is: read-only use of a store leaves
+    /// no trace, and a new root is created (and its entry synced) with its first ledger.
+    pub fn open(root: impl AsRef<Path>) -> Store {
         Store::with_options(root, Options::default())
     }
 
-    /// Opens (creating if needed) the store at `root`; every conversation is opened with
-    /// `options`.
-    ///
-    /// # Errors
-    /// [`Error::Io`] if the directory cannot be created.
-    pub fn with_options(root: impl AsRef<Path>, options: Options) -> Result<Store> {
-        let root = root.as_ref().to_path_buf();
-        std::fs::create_dir_all(&root).map_err(|source| Error::Io {
-            path: root.clone(),
-            source,
-        })?;
-        Ok(Store { root, options })
+    /// Opens the store at `root`; every conversation is opened with `options`.
+    pub fn with_options(root: impl AsRef<Path>, options: Options) -> Store {
+        Store {
+            root: root.as_ref().to_path_buf(),
+            options,
+        }
     }
 
     /// The root directory.
@@ -72,6 +66,28 @@ impl Store {
         let dir = self.root.join(name.as_str());
         let (ledger, recovery): (Ledger, RecoveryReport) = Ledger::open(&dir, &self.options)?;
         Ok(Conversation::new(name, dir, ledger, recovery))
+    }
+
+    /// Commits one turn to `name` in a single call, creating the conversation if needed. If
+    /// the commit is refused and this call created the conversation, the conversation is
+    /// removed again: a rejected request leaves no trace (SPEC §9).
+    ///
+    /// # Errors
+    /// As [`Store::conversation`] and [`Conversation::commit`].
+    pub fn commit_to(&self, name: &str, commit: &NewCommit) -> Result<CommitReceipt> {
+        let name = ConversationName::new(name)?;
+        let dir = self.root.join(name.as_str());
+        let (root_existed, existed) = (self.root.exists(), dir.exists());
+        let mut conv = self.conversation(name.as_str())?;
+        let result = conv.commit(commit);
+        if result.is_err() && !existed && conv.last_seq() == 0 {
+            // Still holding the writer lock: nobody else can have written here.
+            let _ = std::fs::remove_dir_all(&dir);
+            if !root_existed {
+                let _ = std::fs::remove_dir(&self.root);
+            }
+        }
+        result
     }
 
     /// Opens `name` for reading only: takes no lock, writes nothing to the ledger, and sees
@@ -102,7 +118,7 @@ impl Store {
         }
     }
 
-    /// The names of the conversations in the store, sorted.
+    /// The names of the conversations in the store, sorted (none if the root does not exist).
     ///
     /// # Errors
     /// [`Error::Io`] if the root cannot be listed.
@@ -112,7 +128,11 @@ impl Store {
             source,
         };
         let mut names = Vec::new();
-        for entry in std::fs::read_dir(&self.root).map_err(io)? {
+        let entries = match std::fs::read_dir(&self.root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(names),
+            entries => entries.map_err(io)?,
+        };
+        for entry in entries {
             let entry = entry.map_err(io)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if entry.path().is_dir() && ConversationName::new(&name).is_ok() {

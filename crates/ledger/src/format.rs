@@ -13,6 +13,8 @@ pub mod names {
     pub const EVENT_INDEX: &str = "ledger.idx";
     /// Sidecar: the seq of every user event (turn starts).
     pub const TURN_INDEX: &str = "turns.idx";
+    /// Sidecar: the seq of every note event (notes are mandatory in every projection).
+    pub const NOTE_INDEX: &str = "notes.idx";
     /// Sidecar: one entry per commit that carried an id (idempotency table).
     pub const COMMIT_INDEX: &str = "commits.idx";
     /// The lock file held by the one writer.
@@ -25,8 +27,9 @@ pub mod names {
 
 /// The log format version written by this code, in the file header and in every record.
 pub const FORMAT_VERSION: u16 = 1;
-/// The sidecar format version.
-pub const INDEX_VERSION: u16 = 1;
+/// The sidecar format version (2: `ledger.idx` entries carry note counters; `notes.idx`).
+/// Sidecars of another version are ignored and rebuilt from the log.
+pub const INDEX_VERSION: u16 = 2;
 
 /// Magic bytes at offset 0 of `ledger.log`.
 pub const LOG_MAGIC: [u8; 8] = *b"CTXLEDGR";
@@ -36,6 +39,8 @@ pub const RECORD_MAGIC: [u8; 4] = *b"ctxR";
 pub const EVENT_INDEX_MAGIC: [u8; 8] = *b"CTXIDX\0E";
 /// Magic bytes of `turns.idx`.
 pub const TURN_INDEX_MAGIC: [u8; 8] = *b"CTXIDX\0T";
+/// Magic bytes of `notes.idx`.
+pub const NOTE_INDEX_MAGIC: [u8; 8] = *b"CTXIDX\0N";
 /// Magic bytes of `commits.idx`.
 pub const COMMIT_INDEX_MAGIC: [u8; 8] = *b"CTXIDX\0C";
 
@@ -91,7 +96,9 @@ pub const E_RESERVED: usize = E_FLAGS + 1;
 pub const E_TURNS: usize = E_RESERVED + 2;
 pub const E_COMMITS: usize = E_TURNS + 4;
 pub const E_TURNS_CRC: usize = E_COMMITS + 4;
-pub const E_CRC: usize = E_TURNS_CRC + 4;
+pub const E_NOTES: usize = E_TURNS_CRC + 4;
+pub const E_NOTES_CRC: usize = E_NOTES + 4;
+pub const E_CRC: usize = E_NOTES_CRC + 4;
 /// Length of one `ledger.idx` entry (entry `i` describes seq `i + 1`).
 pub const EVENT_ENTRY_LEN: usize = E_CRC + 4;
 
@@ -99,6 +106,11 @@ pub const EVENT_ENTRY_LEN: usize = E_CRC + 4;
 pub const T_SEQ: usize = 0;
 /// Length of one `turns.idx` entry.
 pub const TURN_ENTRY_LEN: usize = T_SEQ + 8;
+
+// ---- notes.idx entry ----------------------------------------------------------------------
+pub const N_SEQ: usize = 0;
+/// Length of one `notes.idx` entry.
+pub const NOTE_ENTRY_LEN: usize = N_SEQ + 8;
 
 // ---- commits.idx entry --------------------------------------------------------------------
 pub const C_ID_HASH: usize = 0;
@@ -166,10 +178,13 @@ pub const LAYOUTS: &[(&str, &[Field])] = &[
             ("turns", E_TURNS, 4),
             ("commits", E_COMMITS, 4),
             ("turns_crc", E_TURNS_CRC, 4),
+            ("notes", E_NOTES, 4),
+            ("notes_crc", E_NOTES_CRC, 4),
             ("entry_crc", E_CRC, 4),
         ],
     ),
     ("turn_entry", &[("seq", T_SEQ, 8)]),
+    ("note_entry", &[("seq", N_SEQ, 8)]),
     (
         "commit_entry",
         &[
@@ -394,17 +409,22 @@ pub struct EventEntry {
     pub turns: u32,
     /// Number of id-carrying commits whose last seq ≤ this one.
     pub commits: u32,
-    /// CRC32C of the first `turns` entries of `turns.idx` (see [`turns_crc_append`]).
+    /// CRC32C of the first `turns` entries of `turns.idx` (see [`seq_crc_append`]).
     pub turns_crc: u32,
+    /// Number of note events with seq ≤ this one.
+    pub notes: u32,
+    /// CRC32C of the first `notes` entries of `notes.idx` (see [`seq_crc_append`]).
+    pub notes_crc: u32,
 }
 
-/// Extends the running CRC of `turns.idx` entries with the entry for user event `seq`.
-pub fn turns_crc_append(crc: u32, seq: u64) -> u32 {
+/// Extends the running CRC of a seq-list sidecar (`turns.idx`, `notes.idx`) with the entry
+/// for `seq`: the CRC32C of all entries so far, as stored (8 bytes little-endian each).
+pub fn seq_crc_append(crc: u32, seq: u64) -> u32 {
     crc32c::crc32c_append(crc, &seq.to_le_bytes())
 }
 
 impl EventEntry {
-    /// Encodes the entry (36 bytes).
+    /// Encodes the entry (44 bytes).
     pub fn encode(&self) -> [u8; EVENT_ENTRY_LEN] {
         let mut b = [0u8; EVENT_ENTRY_LEN];
         put_u64(&mut b, E_OFFSET, self.offset);
@@ -415,6 +435,8 @@ impl EventEntry {
         put_u32(&mut b, E_TURNS, self.turns);
         put_u32(&mut b, E_COMMITS, self.commits);
         put_u32(&mut b, E_TURNS_CRC, self.turns_crc);
+        put_u32(&mut b, E_NOTES, self.notes);
+        put_u32(&mut b, E_NOTES_CRC, self.notes_crc);
         let crc = crc32c::crc32c(&b[..E_CRC]);
         put_u32(&mut b, E_CRC, crc);
         b
@@ -434,6 +456,8 @@ impl EventEntry {
             turns: get_u32(b, E_TURNS),
             commits: get_u32(b, E_COMMITS),
             turns_crc: get_u32(b, E_TURNS_CRC),
+            notes: get_u32(b, E_NOTES),
+            notes_crc: get_u32(b, E_NOTES_CRC),
         })
     }
 
@@ -488,7 +512,7 @@ impl CommitEntry {
     }
 }
 
-/// Reads a little-endian u64 (used for `turns.idx`).
+/// Reads a little-endian u64 (used for `turns.idx` and `notes.idx`).
 pub fn read_u64(b: &[u8]) -> u64 {
     get_u64(b, 0)
 }
@@ -505,6 +529,7 @@ mod tests {
             ("index_header", INDEX_HEADER_LEN),
             ("event_entry", EVENT_ENTRY_LEN),
             ("turn_entry", TURN_ENTRY_LEN),
+            ("note_entry", NOTE_ENTRY_LEN),
             ("commit_entry", COMMIT_ENTRY_LEN),
         ];
         for (name, fields) in LAYOUTS {
@@ -518,7 +543,7 @@ mod tests {
         }
         assert_eq!(LOG_HEADER_LEN, 64);
         assert_eq!(RECORD_HEADER_LEN, 40);
-        assert_eq!(EVENT_ENTRY_LEN, 36);
+        assert_eq!(EVENT_ENTRY_LEN, 44);
     }
 
     #[test]

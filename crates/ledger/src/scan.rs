@@ -59,6 +59,10 @@ pub(crate) struct ScanStart {
     pub commits: u32,
     /// Running CRC of the turn entries so far.
     pub turns_crc: u32,
+    /// Note events so far.
+    pub notes: u32,
+    /// Running CRC of the note entries so far.
+    pub notes_crc: u32,
 }
 
 /// What follows the last complete commit.
@@ -83,6 +87,8 @@ pub(crate) struct Scan {
     pub entries: Vec<EventEntry>,
     /// Seqs of user events among them.
     pub user_seqs: Vec<u64>,
+    /// Seqs of note events among them.
+    pub note_seqs: Vec<u64>,
     /// Id-carrying commits among them.
     pub commits: Vec<CommitEntry>,
     /// End offset of the last complete commit.
@@ -111,6 +117,7 @@ pub(crate) struct CommitMeta {
 struct Pending {
     entries: Vec<EventEntry>,
     user_seqs: Vec<u64>,
+    note_seqs: Vec<u64>,
     commits: Vec<CommitEntry>,
 }
 
@@ -128,9 +135,11 @@ pub(crate) fn scan(
     };
     let mut pos = start.offset;
     let (mut turns, mut commits, mut turns_crc) = (start.turns, start.commits, start.turns_crc);
+    let (mut notes, mut notes_crc) = (start.notes, start.notes_crc);
     let mut pending = Pending {
         entries: Vec::new(),
         user_seqs: Vec::new(),
+        note_seqs: Vec::new(),
         commits: Vec::new(),
     };
     loop {
@@ -177,8 +186,13 @@ pub(crate) fn scan(
         }
         if h.kind == EventKind::User {
             turns += 1;
-            turns_crc = format::turns_crc_append(turns_crc, h.seq);
+            turns_crc = format::seq_crc_append(turns_crc, h.seq);
             pending.user_seqs.push(h.seq);
+        }
+        if h.kind == EventKind::Note {
+            notes += 1;
+            notes_crc = format::seq_crc_append(notes_crc, h.seq);
+            pending.note_seqs.push(h.seq);
         }
         if let Some((id_hash, digest)) = rec.meta {
             commits += 1;
@@ -199,6 +213,8 @@ pub(crate) fn scan(
             turns,
             commits,
             turns_crc,
+            notes,
+            notes_crc,
         });
         pos += h.record_len();
         if h.ends_commit() {
@@ -206,6 +222,7 @@ pub(crate) fn scan(
             out.good_end = pos;
             out.entries.append(&mut pending.entries);
             out.user_seqs.append(&mut pending.user_seqs);
+            out.note_seqs.append(&mut pending.note_seqs);
             out.commits.append(&mut pending.commits);
         }
     }

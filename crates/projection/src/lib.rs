@@ -38,14 +38,14 @@
 //!   [`Error::MandatoryExceedsBudget`] says how much they need.
 //! * **Whole turns, contiguous suffix (P5)** with the `turns` policy; tool calls travel with
 //!   their results, and a call without one is answered `interrupted: effects unknown`.
-//! * **Tiers (P6)** with the `agent` policy ([`agent`](crate::agent) module docs).
+//! * **Tiers (P6)** with the `agent` policy ([`agent`] module docs).
 //! * **Cost (P9).** Per-unit sizes live in the caller's [`SizeCache`]; with the `turns` policy
 //!   the result equals [`naive::project_naive`] byte for byte.
 //! * **No mutation (P10).** The projector takes `&H: History` and writes nothing anywhere.
 //!
 //! The long guide is `docs/projection.md`.
 
-mod agent;
+pub mod agent;
 mod cache;
 mod common;
 mod error;

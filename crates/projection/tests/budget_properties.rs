@@ -300,7 +300,7 @@ fn check_shape(format: WireFormat, body: &[u8]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 20, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
     #[test]
     fn every_byte_budget_fits_or_is_refused_and_equals_the_naive_rule(
@@ -313,6 +313,7 @@ proptest! {
         let full = project(&history, &request(&shape, &events, None, None), &mut SizeCache::new()).unwrap();
         let mandatory = full.report.mandatory.bytes;
         let mut cache = SizeCache::new();
+        let mut last_bytes: Option<u64> = None;
         for budget in mandatory.saturating_sub(2).max(1)..=full.report.bytes + 2 {
             let req = request(&shape, &events, Some(budget), None);
             match project(&history, &req, &mut cache) {
@@ -320,7 +321,17 @@ proptest! {
                     prop_assert!(p.body.len() as u64 <= budget);
                     prop_assert_eq!(p.report.bytes, p.body.len() as u64);
                     prop_assert!(budget >= mandatory);
-                    if budget % stride == 0 || budget == mandatory || budget >= full.report.bytes {
+                    // Sampled, plus every budget at which the selection changes and the one
+                    // just below it.
+                    let changed = last_bytes.is_some_and(|b| b != p.report.bytes);
+                    let below = budget - 1;
+                    last_bytes = Some(p.report.bytes);
+                    if changed && below >= mandatory {
+                        let req = request(&shape, &events, Some(below), None);
+                        let ours = project(&history, &req, &mut cache).unwrap();
+                        prop_assert_eq!(ours.body, project_naive(&history, &req).unwrap());
+                    }
+                    if changed || budget % stride == 0 || budget == mandatory || budget >= full.report.bytes {
                         let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
                         prop_assert_eq!(p.report.tokens, c.tokens);
                         check_shape(shape.format, &p.body);

@@ -142,7 +142,7 @@ impl<L: LedgerRead> Handle<L> {
         }
         // History outranks recalled pages, so the first pass fixes what is kept in detail;
         // pages must come from before it.
-        let detail_start = first.report.kept.last().map_or(u64::MAX, |r| r.first);
+        let detail_start = first.report.detail_start.unwrap_or(u64::MAX);
         let mut with_pages = request.clone();
         match self.recall_pages(plain.input(), detail_start, plain.recall_k()) {
             Ok(pages) if pages.is_empty() => return Ok(first),

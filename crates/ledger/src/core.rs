@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, Event, EventBody, EventKind};
 use crate::format::{
     self, COMMIT_ENTRY_LEN, COMMIT_INDEX_MAGIC, EVENT_ENTRY_LEN, EVENT_INDEX_MAGIC,
-    FLAG_END_OF_COMMIT, INDEX_HEADER_LEN, LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN,
-    RecordHeader, TURN_ENTRY_LEN, TURN_INDEX_MAGIC, names,
+    FLAG_END_OF_COMMIT, INDEX_HEADER_LEN, LOG_HEADER_LEN, LogHeader, NOTE_ENTRY_LEN,
+    NOTE_INDEX_MAGIC, RECORD_HEADER_LEN, RecordHeader, TURN_ENTRY_LEN, TURN_INDEX_MAGIC, names,
 };
 use crate::scan::{self, Scan, ScanStart, Tail};
 use crate::storage::{OpenMode, Storage, StorageFile};
@@ -38,6 +38,10 @@ pub(crate) struct Core {
     pub user_seqs: Vec<u64>,
     /// How many of `user_seqs` are stored in `turns.idx`.
     pub turns_persisted: u64,
+    /// Seqs of the note events, ascending.
+    pub note_seqs: Vec<u64>,
+    /// How many of `note_seqs` are stored in `notes.idx`.
+    pub notes_persisted: u64,
     /// Id-carrying commits in `commits.idx`.
     pub commits_persisted: u64,
     /// Id-carrying commits found by scanning, not yet in `commits.idx`.
@@ -47,6 +51,8 @@ pub(crate) struct Core {
     pub last_seq: u64,
     /// Running CRC of `user_seqs` as `turns.idx` entries (stored in every index entry).
     pub turns_crc: u32,
+    /// Running CRC of `note_seqs` as `notes.idx` entries (stored in every index entry).
+    pub notes_crc: u32,
     /// False when the sidecars were missing or did not match the log (rebuilt by the writer).
     pub sidecars_valid: bool,
 }
@@ -63,6 +69,7 @@ struct Sidecars {
     indexed: u64,
     last: Option<format::EventEntry>,
     user_seqs: Vec<u64>,
+    note_seqs: Vec<u64>,
     commits: u64,
 }
 
@@ -125,17 +132,26 @@ impl Core {
         found: Scan,
     ) -> Core {
         let id_hex = crate::hex::encode(&header.ledger_id);
-        let indexed_crc = sidecars
-            .as_ref()
-            .and_then(|s| s.last)
-            .map_or(0, |e| e.turns_crc);
-        let turns_crc = found.entries.last().map_or(indexed_crc, |e| e.turns_crc);
-        let (idx, indexed, mut user_seqs, commits, valid) = match sidecars {
-            Some(s) => (Some(s.idx), s.indexed, s.user_seqs, s.commits, true),
-            None => (None, 0, Vec::new(), 0, false),
+        let last = found
+            .entries
+            .last()
+            .or(sidecars.as_ref().and_then(|s| s.last.as_ref()));
+        let (turns_crc, notes_crc) = last.map_or((0, 0), |e| (e.turns_crc, e.notes_crc));
+        let (idx, indexed, mut user_seqs, mut note_seqs, commits, valid) = match sidecars {
+            Some(s) => (
+                Some(s.idx),
+                s.indexed,
+                s.user_seqs,
+                s.note_seqs,
+                s.commits,
+                true,
+            ),
+            None => (None, 0, Vec::new(), Vec::new(), 0, false),
         };
         let turns_persisted = user_seqs.len() as u64;
         user_seqs.extend_from_slice(&found.user_seqs);
+        let notes_persisted = note_seqs.len() as u64;
+        note_seqs.extend_from_slice(&found.note_seqs);
         Core {
             storage,
             log,
@@ -146,11 +162,14 @@ impl Core {
             overlay: found.entries,
             user_seqs,
             turns_persisted,
+            note_seqs,
+            notes_persisted,
             commits_persisted: commits,
             pending_commits: found.commits,
             log_len: found.good_end,
             last_seq: found.last_seq,
             turns_crc,
+            notes_crc,
             sidecars_valid: valid,
         }
     }
@@ -207,7 +226,8 @@ impl Core {
                 last_seq: self.last_seq,
             });
         }
-        let (mut turns, commits) = prev.map_or((0, 0), |e| (e.turns, e.commits));
+        let (mut turns, mut notes) = prev.map_or((0, 0), |e| (e.turns, e.notes));
+        let commits = prev.map_or(0, |e| e.commits);
         for s in from + 1..=seq {
             let mut b = [0u8; RECORD_HEADER_LEN];
             self.log
@@ -220,6 +240,7 @@ impl Core {
                 reason,
             })?;
             turns += u32::from(h.kind == EventKind::User);
+            notes += u32::from(h.kind == EventKind::Note);
             if s == seq {
                 return Ok(format::EventEntry {
                     offset: pos,
@@ -230,6 +251,8 @@ impl Core {
                     turns,
                     commits,
                     turns_crc: 0,
+                    notes,
+                    notes_crc: 0,
                 });
             }
             pos += h.record_len();
@@ -273,7 +296,7 @@ impl Core {
             offset,
             seq: Some(seq),
             reason: format!(
-                "{reason} (delete ledger.idx, turns.idx and commits.idx: the next writer open \
+                "{reason} (delete ledger.idx, turns.idx, notes.idx and commits.idx: the next writer open \
                  rebuilds them from the log)"
             ),
         }
@@ -375,6 +398,8 @@ fn scan_start(s: &Sidecars) -> ScanStart {
             turns: e.turns,
             commits: e.commits,
             turns_crc: e.turns_crc,
+            notes: e.notes,
+            notes_crc: e.notes_crc,
         },
         None => ScanStart {
             offset: LOG_HEADER_LEN as u64,
@@ -449,9 +474,25 @@ fn load_sidecars(
     let Some((indexed, last)) = last_good_entry(idx.as_ref(), n, log, log_len)? else {
         return Ok(None);
     };
-    let (turns, commits) = last.map_or((0, 0), |e| (u64::from(e.turns), u64::from(e.commits)));
-    let want_crc = last.map_or(0, |e| e.turns_crc);
-    let Some(user_seqs) = load_turns(st, mode, id, turns, want_crc, indexed)? else {
+    let commits = last.map_or(0, |e| u64::from(e.commits));
+    let turns = SeqList {
+        name: names::TURN_INDEX,
+        magic: TURN_INDEX_MAGIC,
+        entry_len: TURN_ENTRY_LEN,
+        count: last.map_or(0, |e| u64::from(e.turns)),
+        crc: last.map_or(0, |e| e.turns_crc),
+    };
+    let Some(user_seqs) = load_seq_list(st, mode, id, &turns, indexed)? else {
+        return Ok(None);
+    };
+    let notes = SeqList {
+        name: names::NOTE_INDEX,
+        magic: NOTE_INDEX_MAGIC,
+        entry_len: NOTE_ENTRY_LEN,
+        count: last.map_or(0, |e| u64::from(e.notes)),
+        crc: last.map_or(0, |e| e.notes_crc),
+    };
+    let Some(note_seqs) = load_seq_list(st, mode, id, &notes, indexed)? else {
         return Ok(None);
     };
     match open_sidecar(
@@ -470,6 +511,7 @@ fn load_sidecars(
         indexed,
         last,
         user_seqs,
+        note_seqs,
         commits,
     }))
 }
@@ -516,36 +558,39 @@ fn entry_matches_log(
     }))
 }
 
-/// Loads the first `turns` entries of `turns.idx`, checked against the running CRC stored in
-/// the last index entry; `None` when they do not match.
-fn load_turns(
+/// A seq-list sidecar (`turns.idx`, `notes.idx`) and what the last trusted `ledger.idx`
+/// entry says about it: how many entries it must hold and their CRC32C.
+struct SeqList {
+    name: &'static str,
+    magic: [u8; 8],
+    entry_len: usize,
+    count: u64,
+    crc: u32,
+}
+
+/// Loads the first `list.count` entries of a seq-list sidecar, checked against the running
+/// CRC stored in the last index entry; `None` when they do not match (the caller rebuilds).
+/// Reads `8 × count` bytes: the only part of opening that grows with the ledger.
+fn load_seq_list(
     st: &dyn Storage,
     mode: OpenMode,
     id: &[u8; 16],
-    turns: u64,
-    want_crc: u32,
+    list: &SeqList,
     indexed: u64,
 ) -> io::Result<Option<Vec<u64>>> {
-    let Some((file, count)) = open_sidecar(
-        st,
-        names::TURN_INDEX,
-        mode,
-        TURN_INDEX_MAGIC,
-        TURN_ENTRY_LEN,
-        id,
-    )?
+    let Some((file, count)) = open_sidecar(st, list.name, mode, list.magic, list.entry_len, id)?
     else {
         return Ok(None);
     };
-    if count < turns {
+    if count < list.count {
         return Ok(None);
     }
-    let mut raw = vec![0u8; (turns as usize) * TURN_ENTRY_LEN];
+    let mut raw = vec![0u8; (list.count as usize) * list.entry_len];
     file.read_at(INDEX_HEADER_LEN as u64, &mut raw)?;
-    if crc32c::crc32c(&raw) != want_crc {
+    if crc32c::crc32c(&raw) != list.crc {
         return Ok(None);
     }
-    let seqs: Vec<u64> = raw.chunks(TURN_ENTRY_LEN).map(format::read_u64).collect();
+    let seqs: Vec<u64> = raw.chunks(list.entry_len).map(format::read_u64).collect();
     let increasing = seqs.windows(2).all(|w| w[0] < w[1]);
     let in_range = seqs.last().is_none_or(|&s| s >= 1 && s <= indexed);
     Ok((increasing && in_range).then_some(seqs))

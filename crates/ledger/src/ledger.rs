@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::event::{EventBody, NewCommit, SystemMarker};
 use crate::format::{
     self, COMMIT_ENTRY_LEN, COMMIT_INDEX_MAGIC, CommitEntry, EVENT_ENTRY_LEN, EVENT_INDEX_MAGIC,
-    EventEntry, FLAG_END_OF_COMMIT, INDEX_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, TURN_ENTRY_LEN,
-    TURN_INDEX_MAGIC, names,
+    EventEntry, FLAG_END_OF_COMMIT, INDEX_HEADER_LEN, LogHeader, NOTE_ENTRY_LEN, NOTE_INDEX_MAGIC,
+    RECORD_HEADER_LEN, TURN_ENTRY_LEN, TURN_INDEX_MAGIC, names,
 };
 use crate::scan::{CommitMeta, Tail};
 use crate::storage::{DirStorage, LockGuard, OpenMode, Storage, StorageFile};
@@ -144,6 +144,7 @@ pub struct Ledger {
     pub(crate) core: Core,
     options: Options,
     turns_file: Box<dyn StorageFile>,
+    notes_file: Box<dyn StorageFile>,
     commits_file: Box<dyn StorageFile>,
     ids: Option<HashMap<[u8; 32], CommitEntry>>,
     turn: Option<TurnState>,
@@ -155,6 +156,7 @@ struct Prepared {
     bytes: Vec<u8>,
     entries: Vec<EventEntry>,
     user_seqs: Vec<u64>,
+    note_seqs: Vec<u64>,
     commit: Option<CommitEntry>,
     artifacts: Vec<Vec<u8>>,
 }
@@ -223,11 +225,16 @@ impl Ledger {
             // them durable before this writer builds on them or acknowledges a retry of one.
             core.log.sync().map_err(io_err(st, names::LOG))?;
         }
-        let (turns_file, commits_file) = prepare_sidecars(&mut core)?;
+        let Sidecars {
+            turns: turns_file,
+            notes: notes_file,
+            commits: commits_file,
+        } = prepare_sidecars(&mut core)?;
         let mut ledger = Ledger {
             core,
             options: options.clone(),
             turns_file,
+            notes_file,
             commits_file,
             ids: None,
             turn: None,
@@ -300,7 +307,7 @@ impl Ledger {
         let key = match &commit.id {
             Some(id) => {
                 validate::check_id(id)?;
-                let key = (crate::hex::sha256(id.as_bytes()), commit_digest(commit)?);
+                let key = (crate::hex::sha256(id.as_bytes()), crate::digest::commit_digest(&commit.events)?);
                 if let Some(receipt) = self.replay(id, &key)? {
                     return Ok(receipt);
                 }
@@ -445,12 +452,15 @@ impl Ledger {
             bytes: Vec::new(),
             entries: Vec::new(),
             user_seqs: Vec::new(),
+            note_seqs: Vec::new(),
             commit: None,
             artifacts: Vec::new(),
         };
         let n = commit.events.len();
         let mut turns = self.core.user_seqs.len() as u32;
         let mut turns_crc = self.core.turns_crc;
+        let mut notes = self.core.note_seqs.len() as u32;
+        let mut notes_crc = self.core.notes_crc;
         let commits_before = self.commit_count();
         for (i, body) in commit.events.iter().enumerate() {
             let seq = first_seq + i as u64;
@@ -482,8 +492,13 @@ impl Ledger {
             );
             if body.kind() == crate::event::EventKind::User {
                 turns += 1;
-                turns_crc = format::turns_crc_append(turns_crc, seq);
+                turns_crc = format::seq_crc_append(turns_crc, seq);
                 p.user_seqs.push(seq);
+            }
+            if body.kind() == crate::event::EventKind::Note {
+                notes += 1;
+                notes_crc = format::seq_crc_append(notes_crc, seq);
+                p.note_seqs.push(seq);
             }
             let commits = commits_before + u32::from(last && !meta.is_empty());
             let record_len = (RECORD_HEADER_LEN + json.len() + meta.len()) as u32;
@@ -503,6 +518,8 @@ impl Ledger {
                 turns,
                 commits,
                 turns_crc,
+                notes,
+                notes_crc,
             });
         }
         if let Some((id_hash, digest)) = key {
@@ -645,9 +662,11 @@ impl Ledger {
         self.core.last_seq += p.entries.len() as u64;
         if let Some(last) = p.entries.last() {
             self.core.turns_crc = last.turns_crc;
+            self.core.notes_crc = last.notes_crc;
         }
         self.core.overlay.extend(p.entries);
         self.core.user_seqs.extend(p.user_seqs);
+        self.core.note_seqs.extend(p.note_seqs);
         if let Some(c) = p.commit {
             self.core.pending_commits.push(c);
             if let Some(ids) = &mut self.ids {
@@ -679,6 +698,13 @@ impl Ledger {
             self.turns_file.write_at(at, &buf)?;
             core.turns_persisted = core.user_seqs.len() as u64;
         }
+        let unsaved = &core.note_seqs[core.notes_persisted as usize..];
+        if !unsaved.is_empty() {
+            let buf: Vec<u8> = unsaved.iter().flat_map(|s| s.to_le_bytes()).collect();
+            let at = INDEX_HEADER_LEN as u64 + core.notes_persisted * NOTE_ENTRY_LEN as u64;
+            self.notes_file.write_at(at, &buf)?;
+            core.notes_persisted = core.note_seqs.len() as u64;
+        }
         if !core.overlay.is_empty() {
             let buf: Vec<u8> = core.overlay.iter().flat_map(|e| e.encode()).collect();
             let at = INDEX_HEADER_LEN as u64 + core.indexed * EVENT_ENTRY_LEN as u64;
@@ -690,13 +716,6 @@ impl Ledger {
         }
         Ok(())
     }
-}
-
-/// SHA-256 of the submitted events' JSON: what "same content" means for idempotency.
-fn commit_digest(commit: &NewCommit) -> Result<[u8; 32]> {
-    let json = serde_json::to_vec(&commit.events)
-        .map_err(|e| Error::invalid(format!("commit cannot be encoded: {e}")))?;
-    Ok(crate::hex::sha256(&json))
 }
 
 /// Scans the whole log and fails on corruption (a torn tail is left to the normal open).
@@ -769,9 +788,16 @@ fn cut_tail(core: &mut Core, offset: u64, file_len: u64, reason: String) -> Resu
     })
 }
 
+/// The sidecar files the writer appends to besides `ledger.idx` (held in [`Core`]).
+struct Sidecars {
+    turns: Box<dyn StorageFile>,
+    notes: Box<dyn StorageFile>,
+    commits: Box<dyn StorageFile>,
+}
+
 /// Makes the sidecar files match `core`: trims entries past what was validated, or rebuilds
-/// all three from the in-memory scan when they were missing or stale.
-fn prepare_sidecars(core: &mut Core) -> Result<(Box<dyn StorageFile>, Box<dyn StorageFile>)> {
+/// all four from the in-memory scan when they were missing or stale.
+fn prepare_sidecars(core: &mut Core) -> Result<Sidecars> {
     let st = core.storage.clone();
     let st = st.as_ref();
     let id = core.header.ledger_id;
@@ -793,6 +819,7 @@ fn prepare_sidecars(core: &mut Core) -> Result<(Box<dyn StorageFile>, Box<dyn St
         }
         core.indexed = 0;
         core.turns_persisted = 0;
+        core.notes_persisted = 0;
         core.commits_persisted = 0;
         core.sidecars_valid = true;
     }
@@ -806,9 +833,10 @@ fn prepare_sidecars(core: &mut Core) -> Result<(Box<dyn StorageFile>, Box<dyn St
     };
     let mut idx = open(names::EVENT_INDEX)?;
     let mut turns = open(names::TURN_INDEX)?;
+    let mut notes = open(names::NOTE_INDEX)?;
     let mut commits = open(names::COMMIT_INDEX)?;
     let h = INDEX_HEADER_LEN as u64;
-    let trims: [(&mut Box<dyn StorageFile>, u64, &str); 3] = [
+    let trims: [(&mut Box<dyn StorageFile>, u64, &str); 4] = [
         (
             &mut idx,
             h + core.indexed * EVENT_ENTRY_LEN as u64,
@@ -818,6 +846,11 @@ fn prepare_sidecars(core: &mut Core) -> Result<(Box<dyn StorageFile>, Box<dyn St
             &mut turns,
             h + core.turns_persisted * TURN_ENTRY_LEN as u64,
             names::TURN_INDEX,
+        ),
+        (
+            &mut notes,
+            h + core.notes_persisted * NOTE_ENTRY_LEN as u64,
+            names::NOTE_INDEX,
         ),
         (
             &mut commits,
@@ -831,13 +864,19 @@ fn prepare_sidecars(core: &mut Core) -> Result<(Box<dyn StorageFile>, Box<dyn St
         }
     }
     core.idx = Some(idx);
-    Ok((turns, commits))
+    Ok(Sidecars {
+        turns,
+        notes,
+        commits,
+    })
 }
 
-fn sidecar_specs() -> [(&'static str, [u8; 8], usize); 3] {
+/// The sidecars in rebuild order: `ledger.idx` last, so it never claims what the others lack.
+fn sidecar_specs() -> [(&'static str, [u8; 8], usize); 4] {
     [
         (names::COMMIT_INDEX, COMMIT_INDEX_MAGIC, COMMIT_ENTRY_LEN),
         (names::TURN_INDEX, TURN_INDEX_MAGIC, TURN_ENTRY_LEN),
+        (names::NOTE_INDEX, NOTE_INDEX_MAGIC, NOTE_ENTRY_LEN),
         (names::EVENT_INDEX, EVENT_INDEX_MAGIC, EVENT_ENTRY_LEN),
     ]
 }

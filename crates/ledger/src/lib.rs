@@ -33,6 +33,7 @@
 
 mod artifact;
 mod core;
+mod digest;
 mod error;
 pub mod event;
 pub mod format;

@@ -25,6 +25,10 @@ pub trait LedgerRead {
     fn kind(&self, seq: u64) -> Option<EventKind>;
     /// Seqs of the user events (turn starts), ascending.
     fn user_seqs(&self) -> &[u64];
+    /// Seqs of the note events, ascending (from the `notes.idx` sidecar, held in memory: no
+    /// read). Lets a projection find every note, pinned ones included, without asking the
+    /// kind of every seq.
+    fn note_seqs(&self) -> &[u64];
     /// The stored size in bytes of event `seq`'s record (header + payload).
     fn record_len(&self, seq: u64) -> Option<u64>;
     /// One event. Fails with [`Error::NoSuchSeq`] outside the ledger, [`Error::Corrupt`] if
@@ -70,6 +74,9 @@ impl LedgerRead for Core {
     fn user_seqs(&self) -> &[u64] {
         &self.user_seqs
     }
+    fn note_seqs(&self) -> &[u64] {
+        &self.note_seqs
+    }
     fn record_len(&self, seq: u64) -> Option<u64> {
         self.entry(seq).ok().map(|e| u64::from(e.record_len))
     }
@@ -95,6 +102,9 @@ macro_rules! delegate_read {
             }
             fn user_seqs(&self) -> &[u64] {
                 &self.core.user_seqs
+            }
+            fn note_seqs(&self) -> &[u64] {
+                &self.core.note_seqs
             }
             fn record_len(&self, seq: u64) -> Option<u64> {
                 LedgerRead::record_len(&self.core, seq)
@@ -167,6 +177,8 @@ impl Reader {
             turns: self.core.user_seqs.len() as u32,
             commits: last.map_or(0, |e| e.commits),
             turns_crc: self.core.turns_crc,
+            notes: self.core.note_seqs.len() as u32,
+            notes_crc: self.core.notes_crc,
         };
         let found = scan::scan(self.core.log.as_ref(), file_len, start)
             .map_err(io_err(st.as_ref(), names::LOG))?;
@@ -185,9 +197,11 @@ impl Reader {
         }
         if let Some(e) = found.entries.last() {
             self.core.turns_crc = e.turns_crc;
+            self.core.notes_crc = e.notes_crc;
         }
         self.core.overlay.extend(found.entries);
         self.core.user_seqs.extend(found.user_seqs);
+        self.core.note_seqs.extend(found.note_seqs);
         self.core.log_len = found.good_end;
         self.core.last_seq = found.last_seq;
         Ok(())

@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody};
 use crate::format::{
     self, COMMIT_ENTRY_LEN, COMMIT_INDEX_MAGIC, EVENT_ENTRY_LEN, EVENT_INDEX_MAGIC,
-    INDEX_HEADER_LEN, LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, RecordHeader, TURN_ENTRY_LEN,
-    TURN_INDEX_MAGIC, names,
+    INDEX_HEADER_LEN, LOG_HEADER_LEN, LogHeader, NOTE_ENTRY_LEN, NOTE_INDEX_MAGIC,
+    RECORD_HEADER_LEN, RecordHeader, TURN_ENTRY_LEN, TURN_INDEX_MAGIC, names,
 };
 use crate::scan::{self, Scan, ScanStart, Tail, Window};
 use crate::storage::{DirStorage, OpenMode, Storage, StorageFile};
@@ -38,6 +38,8 @@ pub struct VerifyReport {
     pub artifact_problems: Vec<String>,
     /// User events (turns).
     pub turns: u64,
+    /// Note events.
+    pub notes: u64,
     /// Commits that carried an id.
     pub commits_with_id: u64,
     /// True when every sidecar entry present agrees with the log.
@@ -97,6 +99,7 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
         last_seq: found.last_seq,
         bytes: found.good_end,
         turns: found.user_seqs.len() as u64,
+        notes: found.note_seqs.len() as u64,
         commits_with_id: found.commits.len() as u64,
         ..VerifyReport::default()
     };
@@ -233,18 +236,32 @@ fn check_sidecars(
         }
     }
     let covered = n.min(events);
-    let turns_covered = found
-        .entries
-        .get(covered.saturating_sub(1) as usize)
-        .map_or(0, |e| e.turns);
-    let Some(turns) = read_sidecar(st, names::TURN_INDEX, TURN_INDEX_MAGIC, TURN_ENTRY_LEN, id)?
-    else {
-        return Ok((0, Some("turns.idx missing or from another ledger".into())));
-    };
-    let stored: Vec<u64> = turns.chunks(TURN_ENTRY_LEN).map(format::read_u64).collect();
-    let k = turns_covered as usize;
-    if stored.len() < k || stored[..k] != found.user_seqs[..k] {
-        return Ok((0, Some("turns.idx disagrees with the log".into())));
+    let last_covered = found.entries.get(covered.saturating_sub(1) as usize);
+    let lists = [
+        (
+            names::TURN_INDEX,
+            TURN_INDEX_MAGIC,
+            TURN_ENTRY_LEN,
+            last_covered.map_or(0, |e| e.turns),
+            &found.user_seqs,
+        ),
+        (
+            names::NOTE_INDEX,
+            NOTE_INDEX_MAGIC,
+            NOTE_ENTRY_LEN,
+            last_covered.map_or(0, |e| e.notes),
+            &found.note_seqs,
+        ),
+    ];
+    for (name, magic, entry_len, k, truth) in lists {
+        let Some(raw) = read_sidecar(st, name, magic, entry_len, id)? else {
+            return Ok((0, Some(format!("{name} missing or from another ledger"))));
+        };
+        let stored: Vec<u64> = raw.chunks(entry_len).map(format::read_u64).collect();
+        let k = k as usize;
+        if stored.len() < k || stored[..k] != truth[..k] {
+            return Ok((0, Some(format!("{name} disagrees with the log"))));
+        }
     }
     let Some(commits) = read_sidecar(
         st,

@@ -174,6 +174,13 @@ pub struct ProjectArgs {
     /// Write the projection report (JSON) to this file
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Tool definitions to send (a JSON array, in the format's own shape), counted in the budget
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+    /// Also offer the model ctxlog's `recall` tool (its definition in the format's shape), so it
+    /// can search what the body leaves out; answer its calls with `ctxlog recall`
+    #[arg(long)]
+    pub recall_tool: bool,
 }
 
 #[derive(Debug, Args)]

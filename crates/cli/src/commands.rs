@@ -236,6 +236,10 @@ fn project(root: &Path, args: ProjectArgs) -> Result<(), Failure> {
     if let Some(k) = args.recall {
         request.recall_k(k);
     }
+    let tools = tool_definitions(args.tools.as_deref(), args.recall_tool, args.format)?;
+    if !tools.is_empty() {
+        request.tools(tools);
+    }
     let store = Store::open(root);
     let mut snapshot = store.snapshot(&args.conversation)?;
     let projection = snapshot.project(&request)?;
@@ -247,6 +251,33 @@ fn project(root: &Path, args: ProjectArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::other(format!("cannot write {}: {e}", path.display())))?;
     }
     output::stdout(&projection.body)
+}
+
+/// The tool definitions of `--tools FILE`, plus ctxlog's recall tool with `--recall-tool`.
+fn tool_definitions(
+    file: Option<&Path>,
+    recall_tool: bool,
+    format: ctxlog::projection::WireFormat,
+) -> Result<Vec<serde_json::Value>, Failure> {
+    let mut tools = match file {
+        None => Vec::new(),
+        Some(path) => {
+            let bytes = read_input(path)?;
+            serde_json::from_slice::<Vec<serde_json::Value>>(&bytes).map_err(|e| {
+                Failure::other(format!(
+                    "--tools {}: expected a JSON array of tool definitions: {e}",
+                    path.display()
+                ))
+            })?
+        }
+    };
+    if recall_tool {
+        tools.push(match format {
+            ctxlog::projection::WireFormat::AnthropicMessages => ctxlog::recall::anthropic_tool(),
+            _ => ctxlog::recall::openai_tool(),
+        });
+    }
+    Ok(tools)
 }
 
 fn count(args: CountArgs) -> Result<(), Failure> {

@@ -85,3 +85,61 @@ fn a_turn_committed_piece_by_piece_projects_whole() {
         assert!(count["tokens"].as_u64().unwrap() > 10);
     }
 }
+
+#[test]
+fn tool_definitions_are_sent_and_counted() {
+    let env = Env::new();
+    commit(&env, json!({"kind":"user","text":"hello"}));
+    let tools = env.root().join("tools.json");
+    std::fs::write(
+        &tools,
+        json!([{"type":"function","function":{"name":"shell","parameters":{"type":"object"}}}])
+            .to_string(),
+    )
+    .unwrap();
+    let report = env.root().join("report.json");
+    let body = env.ok(
+        &[
+            "project",
+            "agent",
+            "--input",
+            "hi",
+            "--max-bytes",
+            "2000",
+            "--recall-tool",
+            "--tools",
+            tools.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["shell", "recall"]);
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(
+        report["bytes"].as_u64().unwrap(),
+        body.to_string().len() as u64
+    );
+
+    std::fs::write(&tools, b"{not json").unwrap();
+    let out = env.run(
+        &[
+            "project",
+            "agent",
+            "--input",
+            "hi",
+            "--tools",
+            tools.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("--tools"), "{}", stderr(&out));
+}

@@ -2,7 +2,7 @@
 //! ([`recall::LedgerSource`]). Both read through the ledger's seq index, so they cost in
 //! proportion to what they return (SPEC L7, P9).
 
-use ctxlog_ledger::{ArtifactRef, Event, EventKind, LedgerRead};
+use ctxlog_ledger::{ArtifactRef, Event, LedgerRead};
 use ctxlog_projection::{History, SeqRange};
 use ctxlog_recall::{ArtifactSource, LedgerSource, SourceError};
 
@@ -54,11 +54,12 @@ impl<L: LedgerRead> History for LedgerHistory<'_, L> {
         self.read(1, end)
     }
 
-    /// Kinds come from the in-memory index, so only the notes' payloads are read.
+    /// Note seqs come from the ledger's note index, so only the notes themselves are read.
     fn notes(&self) -> Result<Vec<Event>, Self::Error> {
-        (1..=self.0.last_seq())
-            .filter(|&seq| self.0.kind(seq) == Some(EventKind::Note))
-            .map(|seq| self.0.event(seq))
+        self.0
+            .note_seqs()
+            .iter()
+            .map(|&seq| self.0.event(seq))
             .collect()
     }
 }

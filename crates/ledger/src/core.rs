@@ -417,7 +417,8 @@ fn read_header(st: &dyn Storage, log: &dyn StorageFile, file_len: u64) -> Result
     };
     if file_len < LOG_HEADER_LEN as u64 {
         return Err(corrupt(format!(
-            "file is {file_len} bytes, shorter than its header"
+            "file is {file_len} bytes, shorter than its header (a creation cut short: no \
+             record can exist; the next writer open recreates it)"
         )));
     }
     let mut b = [0u8; LOG_HEADER_LEN];

@@ -78,7 +78,10 @@ mod tests {
             canonical(r#"{"b": [3, {"z": null, "y": "\"é\n"}], "a": {"d": 1.5, "c": true}}"#),
             r#"{"a":{"c":true,"d":1.5},"b":[3,{"y":"\"é\n","z":null}]}"#
         );
-        assert_eq!(canonical(r#"{"é":1,"z":2,"A":3}"#), r#"{"A":3,"z":2,"é":1}"#);
+        assert_eq!(
+            canonical(r#"{"é":1,"z":2,"A":3}"#),
+            r#"{"A":3,"z":2,"é":1}"#
+        );
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub const R_META_LEN: usize = R_BODY_LEN + 4;
 /// Length of a record header; the payload (body, then meta) follows.
 pub const RECORD_HEADER_LEN: usize = R_META_LEN + 4;
 
-// ---- sidecar file header (all three sidecars) ---------------------------------------------
+// ---- sidecar file header (all four sidecars) ----------------------------------------------
 pub const X_MAGIC: usize = 0;
 pub const X_VERSION: usize = X_MAGIC + 8;
 pub const X_ENTRY_LEN: usize = X_VERSION + 2;
@@ -380,7 +380,7 @@ pub fn record_crc(header: &[u8], payload: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&header[R_MAGIC..RECORD_HEADER_LEN]), payload)
 }
 
-/// The header shared by the three sidecar files.
+/// The header shared by the four sidecar files.
 pub fn encode_index_header(magic: [u8; 8], entry_len: usize, ledger_id: &[u8; 16]) -> Vec<u8> {
     let mut b = vec![0u8; INDEX_HEADER_LEN];
     b[X_MAGIC..X_MAGIC + 8].copy_from_slice(&magic);
@@ -473,7 +473,7 @@ impl EventEntry {
 pub struct CommitEntry {
     /// SHA-256 of the commit id's UTF-8 bytes.
     pub id_hash: [u8; 32],
-    /// SHA-256 of the submitted events' JSON.
+    /// SHA-256 of the submitted events' canonical JSON (keys sorted; see the format doc).
     pub digest: [u8; 32],
     /// First seq the commit wrote.
     pub first_seq: u64,

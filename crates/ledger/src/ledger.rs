@@ -12,9 +12,12 @@ use crate::core::{Core, io_err};
 use crate::error::{Error, Result};
 use crate::event::{EventBody, NewCommit, SystemMarker};
 use crate::format::{
-    self, COMMIT_ENTRY_LEN, COMMIT_INDEX_MAGIC, CommitEntry, EVENT_ENTRY_LEN, EVENT_INDEX_MAGIC,
-    EventEntry, FLAG_END_OF_COMMIT, INDEX_HEADER_LEN, LogHeader, NOTE_ENTRY_LEN, NOTE_INDEX_MAGIC,
-    RECORD_HEADER_LEN, TURN_ENTRY_LEN, TURN_INDEX_MAGIC, names,
+    self, COMMIT_ENTRY_LEN, CommitEntry, EVENT_ENTRY_LEN, EventEntry, FLAG_END_OF_COMMIT,
+    INDEX_HEADER_LEN, NOTE_ENTRY_LEN, RECORD_HEADER_LEN, TURN_ENTRY_LEN, names,
+};
+use crate::open::{
+    Sidecars, check_whole_log, create_log_if_missing, cut_tail, now_ms, prepare_sidecars,
+    recreate_if_torn_at_creation,
 };
 use crate::scan::{CommitMeta, Tail};
 use crate::storage::{DirStorage, LockGuard, OpenMode, Storage, StorageFile};
@@ -161,30 +164,6 @@ struct Prepared {
     artifacts: Vec<Vec<u8>>,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn new_ledger_id() -> [u8; 16] {
-    use std::hash::{BuildHasher, Hasher};
-    let mut id = [0u8; 16];
-    for (i, half) in id.chunks_mut(8).enumerate() {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .elapsed()
-                .map_or(0, |d| d.as_nanos()),
-        );
-        h.write_u32(std::process::id());
-        h.write_usize(i);
-        h.write_i64(now_ms());
-        half.copy_from_slice(&h.finish().to_le_bytes());
-    }
-    id
-}
-
 impl Ledger {
     /// Opens (creating if missing) the conversation directory `dir` for writing.
     ///
@@ -208,12 +187,13 @@ impl Ledger {
             .ok_or_else(|| Error::Locked {
                 path: st.location(),
             })?;
+        let recreated = recreate_if_torn_at_creation(st, options.sync)?;
         create_log_if_missing(st, options.sync)?;
         if options.check_on_open {
             check_whole_log(st)?;
         }
         let loaded = Core::load(storage.clone(), true)?;
-        let mut report = RecoveryReport::default();
+        let mut report = recreated.unwrap_or_default();
         let mut core = loaded.core;
         if let Tail::Torn { offset, reason } = loaded.tail {
             report = cut_tail(&mut core, offset, loaded.file_len, reason)?;
@@ -307,7 +287,10 @@ impl Ledger {
         let key = match &commit.id {
             Some(id) => {
                 validate::check_id(id)?;
-                let key = (crate::hex::sha256(id.as_bytes()), crate::digest::commit_digest(&commit.events)?);
+                let key = (
+                    crate::hex::sha256(id.as_bytes()),
+                    crate::digest::commit_digest(&commit.events)?,
+                );
                 if let Some(receipt) = self.replay(id, &key)? {
                     return Ok(receipt);
                 }
@@ -716,167 +699,4 @@ impl Ledger {
         }
         Ok(())
     }
-}
-
-/// Scans the whole log and fails on corruption (a torn tail is left to the normal open).
-fn check_whole_log(st: &dyn Storage) -> Result<()> {
-    crate::verify::verify_log_only(st)
-}
-
-/// Creates `ledger.log` with a fresh header, atomically (temporary file, sync, rename).
-fn create_log_if_missing(st: &dyn Storage, sync: SyncMode) -> Result<()> {
-    if st.exists(names::LOG).map_err(io_err(st, names::LOG))? {
-        return Ok(());
-    }
-    let tmp = format!("{}.tmp", names::LOG);
-    let header = LogHeader {
-        ledger_id: new_ledger_id(),
-        created_ms: now_ms(),
-    };
-    let io = |name: &str| io_err(st, name);
-    let mut f = st
-        .open(&tmp, OpenMode::Create)
-        .map_err(io(&tmp))?
-        .ok_or_else(|| Error::Io {
-            path: st.location().join(&tmp),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
-    f.set_len(0).map_err(io(&tmp))?;
-    f.write_at(0, &header.encode()).map_err(io(&tmp))?;
-    if sync == SyncMode::PerCommit {
-        f.sync().map_err(io(&tmp))?;
-    }
-    drop(f);
-    st.rename(&tmp, names::LOG).map_err(io(names::LOG))?;
-    if sync == SyncMode::PerCommit {
-        st.sync_dir("").map_err(io(""))?;
-    }
-    Ok(())
-}
-
-/// Saves `[offset, file_len)` under `recovered/`, then truncates the log there.
-fn cut_tail(core: &mut Core, offset: u64, file_len: u64, reason: String) -> Result<RecoveryReport> {
-    let st = core.storage.clone();
-    let st = st.as_ref();
-    let mut cut = vec![0u8; (file_len - offset) as usize];
-    core.log
-        .read_at(offset, &mut cut)
-        .map_err(io_err(st, names::LOG))?;
-    let name = format!("{}/tail-{offset}-{}.bin", names::RECOVERED, now_ms());
-    let io = |n: &str| io_err(st, n);
-    crate::artifact::ensure_dir(st, names::RECOVERED, true, &mut false)?;
-    let mut f = st
-        .open(&name, OpenMode::Create)
-        .map_err(io(&name))?
-        .ok_or_else(|| Error::Io {
-            path: st.location().join(&name),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
-    f.set_len(0).map_err(io(&name))?;
-    f.write_at(0, &cut).map_err(io(&name))?;
-    f.sync().map_err(io(&name))?;
-    st.sync_dir(names::RECOVERED)
-        .map_err(io(names::RECOVERED))?;
-    core.log.set_len(offset).map_err(io(names::LOG))?;
-    core.log.sync().map_err(io(names::LOG))?;
-    Ok(RecoveryReport {
-        bytes_cut: cut.len() as u64,
-        last_good_seq: core.last_seq,
-        saved_to: Some(st.location().join(&name)),
-        reason: Some(reason),
-        index_rebuilt: false,
-    })
-}
-
-/// The sidecar files the writer appends to besides `ledger.idx` (held in [`Core`]).
-struct Sidecars {
-    turns: Box<dyn StorageFile>,
-    notes: Box<dyn StorageFile>,
-    commits: Box<dyn StorageFile>,
-}
-
-/// Makes the sidecar files match `core`: trims entries past what was validated, or rebuilds
-/// all four from the in-memory scan when they were missing or stale.
-fn prepare_sidecars(core: &mut Core) -> Result<Sidecars> {
-    let st = core.storage.clone();
-    let st = st.as_ref();
-    let id = core.header.ledger_id;
-    if !core.sidecars_valid {
-        for (name, magic, len) in sidecar_specs() {
-            let tmp = format!("{name}.tmp");
-            let mut f = st
-                .open(&tmp, OpenMode::Create)
-                .map_err(io_err(st, &tmp))?
-                .ok_or_else(|| Error::Io {
-                    path: st.location().join(&tmp),
-                    source: std::io::ErrorKind::NotFound.into(),
-                })?;
-            f.set_len(0).map_err(io_err(st, &tmp))?;
-            f.write_at(0, &format::encode_index_header(magic, len, &id))
-                .map_err(io_err(st, &tmp))?;
-            drop(f);
-            st.rename(&tmp, name).map_err(io_err(st, name))?;
-        }
-        core.indexed = 0;
-        core.turns_persisted = 0;
-        core.notes_persisted = 0;
-        core.commits_persisted = 0;
-        core.sidecars_valid = true;
-    }
-    let open = |name: &str| -> Result<Box<dyn StorageFile>> {
-        st.open(name, OpenMode::Write)
-            .map_err(io_err(st, name))?
-            .ok_or_else(|| Error::Io {
-                path: st.location().join(name),
-                source: std::io::ErrorKind::NotFound.into(),
-            })
-    };
-    let mut idx = open(names::EVENT_INDEX)?;
-    let mut turns = open(names::TURN_INDEX)?;
-    let mut notes = open(names::NOTE_INDEX)?;
-    let mut commits = open(names::COMMIT_INDEX)?;
-    let h = INDEX_HEADER_LEN as u64;
-    let trims: [(&mut Box<dyn StorageFile>, u64, &str); 4] = [
-        (
-            &mut idx,
-            h + core.indexed * EVENT_ENTRY_LEN as u64,
-            names::EVENT_INDEX,
-        ),
-        (
-            &mut turns,
-            h + core.turns_persisted * TURN_ENTRY_LEN as u64,
-            names::TURN_INDEX,
-        ),
-        (
-            &mut notes,
-            h + core.notes_persisted * NOTE_ENTRY_LEN as u64,
-            names::NOTE_INDEX,
-        ),
-        (
-            &mut commits,
-            h + core.commits_persisted * COMMIT_ENTRY_LEN as u64,
-            names::COMMIT_INDEX,
-        ),
-    ];
-    for (f, len, name) in trims {
-        if f.len().map_err(io_err(st, name))? != len {
-            f.set_len(len).map_err(io_err(st, name))?;
-        }
-    }
-    core.idx = Some(idx);
-    Ok(Sidecars {
-        turns,
-        notes,
-        commits,
-    })
-}
-
-/// The sidecars in rebuild order: `ledger.idx` last, so it never claims what the others lack.
-fn sidecar_specs() -> [(&'static str, [u8; 8], usize); 4] {
-    [
-        (names::COMMIT_INDEX, COMMIT_INDEX_MAGIC, COMMIT_ENTRY_LEN),
-        (names::TURN_INDEX, TURN_INDEX_MAGIC, TURN_ENTRY_LEN),
-        (names::NOTE_INDEX, NOTE_INDEX_MAGIC, NOTE_ENTRY_LEN),
-        (names::EVENT_INDEX, EVENT_INDEX_MAGIC, EVENT_ENTRY_LEN),
-    ]
 }

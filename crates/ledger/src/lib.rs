@@ -1,7 +1,7 @@
 //! ctxlog's ledger: the durable, checksummed, append-only record of every confirmed turn.
 //!
 //! One directory per conversation holds `ledger.log` (the truth: checksummed records, one per
-//! event, grouped into atomic commits), three disposable sidecar index files, content-addressed
+//! event, grouped into atomic commits), four disposable sidecar index files, content-addressed
 //! `artifacts/`, the writer's `lock` and `recovered/` tails. The byte format and its crash
 //! analysis are in `docs/ledger-format.md`.
 //!
@@ -26,6 +26,7 @@
 //! // Readers take no lock and see committed events.
 //! let reader = Reader::open(dir.path())?;
 //! assert_eq!(reader.user_seqs(), &[1]);
+//! assert_eq!(reader.note_seqs(), &[] as &[u64]);
 //! assert_eq!(reader.event(2)?.body, EventBody::Assistant { text: "Noted.".into() });
 //! assert!(ctxlog_ledger::verify(dir.path())?.is_clean());
 //! # Ok(()) }
@@ -39,6 +40,7 @@ pub mod event;
 pub mod format;
 mod hex;
 mod ledger;
+mod open;
 mod reader;
 mod scan;
 pub mod storage;

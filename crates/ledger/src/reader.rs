@@ -14,7 +14,7 @@ use crate::storage::{DirStorage, OpenMode, Storage};
 
 /// Reading a ledger. Implemented by the writer ([`Ledger`]) and by [`Reader`]. Every method
 /// costs in proportion to what it reads, not to the ledger's size (SPEC L7): kinds and turn
-/// starts come from the sidecar index, events are read by offset.
+/// starts and note seqs come from the sidecar index, events are read by offset.
 pub trait LedgerRead {
     /// The ledger's random id (32 hex digits), written at creation; caches use it to tell
     /// which ledger they were built from.

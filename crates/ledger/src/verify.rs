@@ -83,7 +83,14 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
         reason,
     };
     if file_len < LOG_HEADER_LEN as u64 {
-        return Err(corrupt(0, None, "file shorter than its header".into()));
+        return Err(corrupt(
+            0,
+            None,
+            format!(
+                "file is {file_len} bytes, shorter than its header (a creation cut short: \
+                 no record can exist; the next writer open recreates it)"
+            ),
+        ));
     }
     let mut hb = [0u8; LOG_HEADER_LEN];
     log.read_at(0, &mut hb).map_err(io_err(st, names::LOG))?;
@@ -141,6 +148,9 @@ pub(crate) fn verify_log_only(st: &dyn Storage) -> Result<()> {
         return Ok(());
     };
     let file_len = log.len().map_err(io_err(st, names::LOG))?;
+    if file_len < LOG_HEADER_LEN as u64 {
+        return Ok(()); // no records; the header check that follows reports it
+    }
     let start = ScanStart {
         offset: LOG_HEADER_LEN as u64,
         ..ScanStart::default()

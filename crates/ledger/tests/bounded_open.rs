@@ -2,7 +2,8 @@
 //!
 //! Guarantee: opening a conversation (writer or reader) and reading its last turns reads a
 //! bounded number of bytes that does not grow with the log: the sidecar index is checked
-//! against the log's tail, not rebuilt; only `turns.idx` (8 bytes per turn) is read whole.
+//! against the log's tail, not rebuilt; only `turns.idx` and `notes.idx` (8 bytes per turn
+//! and per note) are read whole.
 //! Measured by counting every byte read through the storage trait, for a ledger ten times
 //! larger than another. (Timings for a multi-hundred-MB ledger: `large_ledger.rs`, ignored.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -90,7 +91,8 @@ impl Storage for Counting {
     }
 }
 
-/// A ledger of `turns` agent turns (user, call, result, reply), each about 1 KiB.
+/// A ledger of `turns` agent turns (user, call, result, reply), each about 1 KiB, with a
+/// note every 10 turns.
 fn build(turns: u64) -> MemStorage {
     let m = MemStorage::new();
     let mut opts = Options::default();
@@ -107,6 +109,11 @@ fn build(turns: u64) -> MemStorage {
                 assistant("ok"),
             ]))
             .unwrap();
+        if i % 10 == 0 {
+            ledger
+                .commit(&commit(vec![note(&format!("n{i}"))]))
+                .unwrap();
+        }
     }
     m
 }
@@ -122,6 +129,7 @@ fn bytes_read(m: &MemStorage) -> (u64, u64, u64) {
     assert!(report.is_clean() && !report.index_rebuilt);
     let tail = ledger.last_turns(3).unwrap();
     assert_eq!(tail.len(), 12);
+    let notes = ledger.note_seqs().len();
     let mut t = turn(0);
     t.id = Some("fresh".into());
     ledger.commit(&t).unwrap();
@@ -129,6 +137,7 @@ fn bytes_read(m: &MemStorage) -> (u64, u64, u64) {
     drop(ledger);
     let reader = Reader::open_with(Arc::new(c.clone())).unwrap();
     assert_eq!(reader.last_turns(3).unwrap().len(), 10);
+    assert_eq!(reader.note_seqs().len(), notes);
     let read = c.read.swap(0, Ordering::SeqCst);
     (
         writer,
@@ -142,9 +151,10 @@ fn open_and_tail_reads_do_not_grow_with_the_ledger() {
     let (w_small, r_small, log_small) = bytes_read(&build(300));
     let (w_big, r_big, log_big) = bytes_read(&build(3_000));
     assert!(log_big > 9 * log_small);
-    // The only growth allowed is turns.idx: 8 bytes per turn (and the commits.idx entries,
-    // read once by the first id-carrying commit: none here but "fresh").
-    let allowed = 8 * 2_700 + 4_096;
+    // The only growth allowed is turns.idx and notes.idx: 8 bytes per turn and per note (and
+    // the commits.idx entries, read once by the first id-carrying commit: none here but
+    // "fresh").
+    let allowed = 8 * (2_700 + 270) + 4_096;
     assert!(
         w_big <= w_small + allowed,
         "writer read {w_small} then {w_big} bytes"

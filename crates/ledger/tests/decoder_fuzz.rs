@@ -4,7 +4,7 @@
 //! Guarantee (SPEC §9): no decoder panics. Opening (reader or writer) and `verify` either
 //! fail with a typed error or present a prefix of the true history: every event they return
 //! is the true event for its seq, turn starts are the true ones, and a damaged record is
-//! reported as `Corrupt`, never returned. Property-tested with proptest over all four files.
+//! reported as `Corrupt`, never returned. Property-tested with proptest over all five files.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -17,7 +17,13 @@ use ctxlog_ledger::{
 };
 use proptest::prelude::*;
 
-const FILES: [&str; 4] = ["ledger.log", "ledger.idx", "turns.idx", "commits.idx"];
+const FILES: [&str; 5] = [
+    "ledger.log",
+    "ledger.idx",
+    "turns.idx",
+    "notes.idx",
+    "commits.idx",
+];
 
 fn base() -> (MemStorage, Vec<Event>) {
     let m = MemStorage::new();
@@ -103,6 +109,12 @@ fn check_view(r: &dyn LedgerRead, truth: &[Event]) {
         .map(|e| e.seq)
         .collect();
     assert_eq!(r.user_seqs(), users.as_slice());
+    let notes: Vec<u64> = truth
+        .iter()
+        .filter(|e| e.kind() == ctxlog_ledger::EventKind::Note && e.seq <= last)
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(r.note_seqs(), notes.as_slice());
     for seq in 1..=last {
         match r.event(seq) {
             Ok(e) => assert_eq!(e, truth[seq as usize - 1]),

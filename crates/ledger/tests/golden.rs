@@ -4,6 +4,9 @@
 //! version 1: a multi-event commit with an id, a tool call and result, an artifact, a note, a
 //! system marker) is read back event for event, verifies clean, keeps its ledger id, and
 //! accepts new commits. Never regenerate it for a format change: add `v2/` beside it.
+//! (It was regenerated once before the first release, for sidecar version 2 and the
+//! canonical commit digest; the earlier files, written without `notes.idx`, are kept in
+//! `v1-before-notes-idx/` and must still open: their sidecars are rebuilt.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -132,6 +135,7 @@ fn the_v1_golden_ledger_reads_back() {
         .collect();
     assert_eq!(got, want);
     assert_eq!(reader.user_seqs(), &[2]);
+    assert_eq!(reader.note_seqs(), &[1]);
     let EventBody::ToolResult {
         artifact: Some(r), ..
     } = &want[3]
@@ -155,7 +159,7 @@ fn the_v1_golden_ledger_accepts_commits_and_replays_its_id() {
     // Also without its sidecars: they are rebuilt from the log.
     for strip in [false, true] {
         if strip {
-            for side in ["ledger.idx", "turns.idx", "commits.idx"] {
+            for side in ["ledger.idx", "turns.idx", "notes.idx", "commits.idx"] {
                 let _ = std::fs::remove_file(tmp.path().join(side));
             }
         }
@@ -170,4 +174,43 @@ fn the_v1_golden_ledger_accepts_commits_and_replays_its_id() {
     }
     let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
     assert_eq!(ledger.commit(&turn(2)).unwrap().first_seq, 7);
+}
+
+/// A ledger written before `notes.idx` existed (sidecar version 1: 36-byte `ledger.idx`
+/// entries, no `notes.idx`). Its log is the same format; only the caches differ, so it
+/// opens: readers scan the log, the first writer open rebuilds all four sidecars.
+#[test]
+fn a_ledger_written_without_notes_idx_still_opens() {
+    let old = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1-before-notes-idx");
+    assert!(old.join("ledger.idx").exists() && !old.join("notes.idx").exists());
+    let before = snapshot_dir(&old);
+    let reader = Reader::open(&old).unwrap();
+    assert_eq!(reader.last_seq(), 6);
+    assert_eq!(reader.note_seqs(), &[1]);
+    assert_eq!(reader.user_seqs(), &[2]);
+    let got: Vec<EventBody> = reader
+        .events(1..=6)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .collect();
+    assert_eq!(got, expected_bodies());
+    let report = ctxlog_ledger::verify(&old).unwrap();
+    assert_eq!((report.events, report.torn_tail_bytes), (6, 0));
+    assert!(!report.sidecar_ok, "old sidecars are reported stale");
+    assert_eq!(snapshot_dir(&old), before, "reading wrote nothing");
+
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&old, tmp.path());
+    let (mut ledger, report) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert!(report.is_clean() && report.index_rebuilt);
+    assert_eq!(ledger.note_seqs(), &[1]);
+    assert_eq!(ledger.commit(&commits()[0]).unwrap().first_seq, 7);
+    assert_eq!(ledger.note_seqs(), &[1, 7]);
+    drop(ledger);
+    assert!(tmp.path().join("notes.idx").exists());
+    assert!(ctxlog_ledger::verify(tmp.path()).unwrap().is_clean());
+    let (ledger, report) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert!(!report.index_rebuilt);
+    assert_eq!(ledger.note_seqs(), &[1, 7]);
 }

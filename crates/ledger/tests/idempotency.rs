@@ -75,7 +75,7 @@ fn ids_survive_reopen_and_the_loss_of_the_sidecars() {
     }
     for round in 0..2 {
         if round == 1 {
-            for side in ["ledger.idx", "turns.idx", "commits.idx"] {
+            for side in ["ledger.idx", "turns.idx", "notes.idx", "commits.idx"] {
                 std::fs::remove_file(tmp.path().join(side)).unwrap();
             }
         }
@@ -167,4 +167,55 @@ fn a_damaged_commit_index_entry_is_rebuilt_from_the_log() {
     let report = ctxlog_ledger::verify(tmp.path()).unwrap();
     assert!(report.is_clean(), "{report:?}");
     assert_eq!(report.commits_with_id, 3);
+}
+
+/// Regression: the digest hashed serde_json's output as is, and the workspace enables
+/// `preserve_order`, so the same tool arguments built with their keys in another order
+/// counted as other content: a retry was refused with `Conflict`. The digest is now taken
+/// over canonical JSON (object keys sorted recursively).
+#[test]
+fn reordered_argument_keys_are_the_same_content() {
+    let with_args = |args: &str| {
+        with_id(
+            "t",
+            commit(vec![
+                user("go"),
+                ctxlog_ledger::EventBody::ToolCall {
+                    call_id: "c1".into(),
+                    tool: "shell".into(),
+                    arguments: serde_json::from_str(args).unwrap(),
+                },
+            ]),
+        )
+    };
+    let first = with_args(r#"{"cmd":"ls","env":{"A":"1","B":"2"},"argv":["-l","-a"]}"#);
+    let retry = with_args(r#"{"argv":["-l","-a"],"env":{"B":"2","A":"1"},"cmd":"ls"}"#);
+    // The test means something only if the two really serialize differently.
+    assert_ne!(
+        serde_json::to_string(&first.events).unwrap(),
+        serde_json::to_string(&retry.events).unwrap()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    assert!(!ledger.commit(&first).unwrap().replayed);
+    let before = snapshot_dir(tmp.path());
+    let again = ledger.commit(&retry).unwrap();
+    assert_eq!(
+        (again.first_seq, again.last_seq, again.replayed),
+        (1, 2, true)
+    );
+    assert_eq!(snapshot_dir(tmp.path()), before);
+    // Also after a reopen without the sidecars (the table comes from the log's metadata).
+    drop(ledger);
+    for side in ["ledger.idx", "turns.idx", "notes.idx", "commits.idx"] {
+        std::fs::remove_file(tmp.path().join(side)).unwrap();
+    }
+    let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    assert!(ledger.commit(&retry).unwrap().replayed);
+    // Array order is content: reordering an array is a conflict.
+    let other = with_args(r#"{"argv":["-a","-l"],"env":{"B":"2","A":"1"},"cmd":"ls"}"#);
+    assert!(matches!(
+        ledger.commit(&other).unwrap_err(),
+        Error::Conflict { .. }
+    ));
 }

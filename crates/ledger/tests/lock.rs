@@ -120,7 +120,13 @@ fn readers_take_no_lock_and_see_complete_commits_only() {
     let full = std::fs::read(&log).unwrap();
     bytes.extend_from_slice(&full[len..len + (full.len() - len) / 2]);
     let copy = tempfile::tempdir().unwrap();
-    for name in ["ledger.log", "ledger.idx", "turns.idx", "commits.idx"] {
+    for name in [
+        "ledger.log",
+        "ledger.idx",
+        "turns.idx",
+        "notes.idx",
+        "commits.idx",
+    ] {
         std::fs::copy(tmp.path().join(name), copy.path().join(name)).unwrap();
     }
     std::fs::write(copy.path().join("ledger.log"), &bytes).unwrap();

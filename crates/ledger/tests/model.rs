@@ -195,6 +195,13 @@ impl World {
             .map(|(i, _)| i as u64 + 1)
             .collect();
         assert_eq!(ledger.user_seqs(), users.as_slice());
+        let notes: Vec<u64> = want
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| matches!(b, EventBody::Note { .. }))
+            .map(|(i, _)| i as u64 + 1)
+            .collect();
+        assert_eq!(ledger.note_seqs(), notes.as_slice());
     }
 }
 

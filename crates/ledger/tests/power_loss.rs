@@ -152,6 +152,12 @@ impl World {
             self.acked = vec![want.clone()];
         }
         assert_eq!(got, strip(want), "acknowledged commits survive whole");
+        let notes: Vec<u64> = (1..)
+            .zip(&got)
+            .filter(|(_, b)| matches!(b, EventBody::Note { .. }))
+            .map(|(seq, _)| seq)
+            .collect();
+        assert_eq!(ledger.note_seqs(), notes.as_slice(), "note index repaired");
         drop(ledger);
         let report = ctxlog_ledger::verify_with(s.clone()).unwrap();
         assert!(report.artifact_problems.is_empty(), "{report:?}");
@@ -259,7 +265,7 @@ fn a_commit_found_unsynced_at_open_is_made_durable_before_it_is_acknowledged() {
         let (mut ledger, _) = Ledger::open_with(Arc::new(m.clone()), &Options::default()).unwrap();
         ledger.commit(&turn(1)).unwrap();
     }
-    let sidecars: Vec<(String, Vec<u8>)> = ["ledger.idx", "turns.idx", "commits.idx"]
+    let sidecars: Vec<(String, Vec<u8>)> = ["ledger.idx", "turns.idx", "notes.idx", "commits.idx"]
         .iter()
         .map(|n| (n.to_string(), m.file_bytes(n).unwrap()))
         .collect();

@@ -4,7 +4,10 @@
 //! exactly the earlier commits, cuts the partial commit entirely (commits are atomic), saves
 //! the cut bytes under `recovered/` byte for byte, and reports it. Checked at every byte
 //! offset inside a multi-event commit, in memory and on disk, with the sidecar index both
-//! lagging behind and running ahead of the log.
+//! lagging behind and running ahead of the log. A log cut inside its 64-byte file header
+//! (possible only without syncs: a creation cut short) holds no record; the writer saves the
+//! bytes aside, reports them and creates the log afresh. A log with a whole header is never
+//! re-created: a bad header there fails closed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -16,7 +19,7 @@ use ctxlog_ledger::{
     Event, Ledger, LedgerRead, MemStorage, Options, Reader, Storage, SyncMode, verify_with,
 };
 
-const SIDECARS: [&str; 3] = ["ledger.idx", "turns.idx", "commits.idx"];
+const SIDECARS: [&str; 4] = ["ledger.idx", "turns.idx", "notes.idx", "commits.idx"];
 
 fn last_commit() -> ctxlog_ledger::NewCommit {
     let mut c = commit(vec![
@@ -87,6 +90,7 @@ fn check_cut(images: &Images, keep: usize, sidecars_after: bool) {
     // A reader never cuts, and sees only the complete commits.
     let reader = Reader::open_with(s.clone()).unwrap();
     assert_eq!(reader.last_seq(), 3, "keep={keep}");
+    assert_eq!(reader.note_seqs(), &[3]);
     let torn = verify_with(s.clone()).unwrap();
     assert_eq!(torn.torn_tail_bytes, keep as u64);
     let (mut ledger, report) = Ledger::open_with(s.clone(), &Options::default()).unwrap();
@@ -95,6 +99,7 @@ fn check_cut(images: &Images, keep: usize, sidecars_after: bool) {
     assert_eq!(ledger.last_seq(), 3);
     assert_eq!(ledger.events(1..=3).unwrap(), images.earlier);
     assert_eq!(ledger.user_seqs(), &[1]);
+    assert_eq!(ledger.note_seqs(), &[3]);
     assert_eq!(m.file_bytes("ledger.log").unwrap(), images.before_log);
     let saved = report.saved_to.as_ref().expect("cut bytes are saved");
     let saved_name = saved
@@ -202,4 +207,132 @@ fn an_id_in_a_cut_tail_is_not_remembered() {
     let receipt = ledger.commit(&retry).unwrap();
     assert_eq!((receipt.first_seq, receipt.replayed), (3, false));
     assert_eq!(ledger.event(3).unwrap().body, user("hello"));
+}
+
+fn is_corrupt_at_zero(e: &ctxlog_ledger::Error) -> bool {
+    matches!(
+        e,
+        ctxlog_ledger::Error::Corrupt {
+            offset: 0,
+            seq: None,
+            ..
+        }
+    )
+}
+
+/// A no-sync crash right after creation can leave `ledger.log` shorter than its header.
+#[test]
+fn a_log_cut_inside_its_header_is_created_afresh_and_the_bytes_saved() {
+    let (m, s) = mem();
+    let mut never = Options::default();
+    never.sync(SyncMode::Never);
+    drop(Ledger::open_with(s, &never).unwrap());
+    let header = m.file_bytes("ledger.log").unwrap();
+    assert_eq!(header.len(), 64);
+    let garbage = vec![0u8; 40];
+    let mut images: Vec<Vec<u8>> = (0..64).map(|k| header[..k].to_vec()).collect();
+    images.push(garbage);
+    for (i, partial) in images.iter().enumerate() {
+        let m = MemStorage::new();
+        m.set_file_bytes("ledger.log", partial.clone());
+        let s: Arc<dyn Storage> = Arc::new(m.clone());
+        // Readers and verify never write: they fail closed, saying what the writer will do.
+        assert!(is_corrupt_at_zero(
+            &Reader::open_with(s.clone()).err().unwrap()
+        ));
+        assert!(is_corrupt_at_zero(&verify_with(s.clone()).unwrap_err()));
+        assert_eq!(m.file_bytes("ledger.log").unwrap(), *partial);
+        let mut opts = Options::default();
+        opts.check_on_open(i % 2 == 0);
+        let (mut ledger, report) = Ledger::open_with(s.clone(), &opts).unwrap();
+        assert_eq!(report.bytes_cut, partial.len() as u64, "image {i}");
+        assert_eq!(report.last_good_seq, 0);
+        assert!(
+            report
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("shorter than its")
+        );
+        match &report.saved_to {
+            None => assert!(partial.is_empty()),
+            Some(path) => {
+                let name = path
+                    .to_string_lossy()
+                    .trim_start_matches("mem:/")
+                    .to_string();
+                assert!(name.starts_with("recovered/tail-0-"), "{name}");
+                assert_eq!(m.file_bytes(&name).unwrap(), *partial);
+            }
+        }
+        assert_eq!(ledger.last_seq(), 0);
+        assert_eq!(ledger.commit(&turn(1)).unwrap().last_seq, 2);
+        drop(ledger);
+        assert!(verify_with(s.clone()).unwrap().is_clean());
+        let (ledger, again) = Ledger::open_with(s, &Options::default()).unwrap();
+        assert_eq!(
+            again,
+            ctxlog_ledger::RecoveryReport {
+                last_good_seq: 2,
+                ..Default::default()
+            }
+        );
+        assert_eq!(ledger.user_seqs(), &[1]);
+    }
+}
+
+#[test]
+fn a_log_cut_inside_its_header_is_created_afresh_on_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    for len in [0usize, 1, 63] {
+        let dir = tmp.path().join(format!("l{len}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("ledger.log"), vec![b'C'; len]).unwrap();
+        let (mut ledger, report) = Ledger::open(&dir, &Options::default()).unwrap();
+        assert_eq!(report.bytes_cut, len as u64);
+        if len > 0 {
+            assert_eq!(
+                std::fs::read(report.saved_to.unwrap()).unwrap(),
+                vec![b'C'; len]
+            );
+        }
+        assert_eq!(std::fs::metadata(dir.join("ledger.log")).unwrap().len(), 64);
+        ledger.commit(&turn(1)).unwrap();
+        drop(ledger);
+        assert!(ctxlog_ledger::verify(&dir).unwrap().is_clean());
+    }
+}
+
+/// The other side of the rule: 64 bytes or more is never re-created, whatever they hold.
+#[test]
+fn a_log_with_a_whole_header_is_never_created_afresh() {
+    let (m, s) = mem();
+    let (ledger, _) = Ledger::open_with(s.clone(), &Options::default()).unwrap();
+    let id = ledger.ledger_id().to_string();
+    drop(ledger);
+    // A valid header and no records: an empty ledger, kept as it is.
+    let header = m.file_bytes("ledger.log").unwrap();
+    let (ledger, report) = Ledger::open_with(s.clone(), &Options::default()).unwrap();
+    assert!(report.is_clean() && report.reason.is_none());
+    assert_eq!(ledger.ledger_id(), id);
+    drop(ledger);
+    assert_eq!(m.file_bytes("ledger.log").unwrap(), header);
+    // A bad header of full length, with or without records after it: corruption.
+    let (mut ledger, _) = Ledger::open_with(s.clone(), &Options::default()).unwrap();
+    ledger.commit(&turn(1)).unwrap();
+    drop(ledger);
+    let full = m.file_bytes("ledger.log").unwrap();
+    let mut zeroed = full.clone();
+    zeroed[..64].fill(0);
+    let mut flipped = full.clone();
+    flipped[20] ^= 1;
+    for bad in [vec![0u8; 64], flipped[..64].to_vec(), zeroed, flipped] {
+        let m = MemStorage::new();
+        m.set_file_bytes("ledger.log", bad.clone());
+        let s: Arc<dyn Storage> = Arc::new(m.clone());
+        let err = Ledger::open_with(s, &Options::default()).err().unwrap();
+        assert!(is_corrupt_at_zero(&err), "{err:?}");
+        assert_eq!(m.file_bytes("ledger.log").unwrap(), bad);
+        assert!(m.list("recovered").unwrap_or_default().is_empty());
+    }
 }

@@ -23,7 +23,10 @@
 //! which tools are read-only.
 //!
 //! Cost: this policy reads every event of the history (all user requests are mandatory), and
-//! counts tokens of the final body exactly; a token budget also tokenizes each entry once.
+//! counts tokens of the final body exactly. Under a token budget it first estimates with each
+//! entry tokenized once (cached), then settles on the fewest steps whose exact count fits with
+//! a few exact counts (galloping down from the estimate, then bisecting): no more is dropped
+//! than the budget requires.
 
 use std::collections::HashMap;
 
@@ -643,17 +646,62 @@ fn fit(
         tokens += token_of(&entries[i]) - t0;
         next += 1;
     }
-    // Bytes above are exact; tokens were estimated, so check them exactly.
-    while estimate_tokens && !ctx.fits(frame.exact(entries, &[])) {
-        let Some(&action) = actions.get(next) else {
+    if !estimate_tokens {
+        return Ok(actions[..next].to_vec());
+    }
+    // Bytes above are exact; tokens were estimated (entry by entry), so check them exactly:
+    // go on while the body does not fit, then take back the steps it did not need.
+    let fits_with = |entries: &mut [Entry], n: usize| {
+        set_prefix(entries, actions, n);
+        ctx.fits(frame.exact(entries, &[]))
+    };
+    while !fits_with(entries, next) {
+        if next == actions.len() {
             return Err(Error::Internal {
                 reason: "agent context does not fit after every drop".into(),
             });
-        };
-        apply(entries, action);
+        }
         next += 1;
     }
-    Ok(actions[..next].to_vec())
+    let fewest = fewest_fitting(next, |n| fits_with(entries, n));
+    set_prefix(entries, actions, fewest);
+    Ok(actions[..fewest].to_vec())
+}
+
+/// The smallest `n <= fits_at` for which `fits(n)` holds, given that `fits(fits_at)` does:
+/// gallops down from `fits_at`, then bisects (a few exact counts, not one per step).
+fn fewest_fitting(fits_at: usize, mut fits: impl FnMut(usize) -> bool) -> usize {
+    let mut hi = fits_at;
+    let mut step = 1;
+    let mut lo = loop {
+        let Some(candidate) = hi.checked_sub(step) else {
+            break 0;
+        };
+        if !fits(candidate) {
+            break candidate + 1;
+        }
+        hi = candidate;
+        step *= 2;
+    };
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    hi
+}
+
+/// Puts `entries` in the state after the first `n` actions (from all entries in full).
+fn set_prefix(entries: &mut [Entry], actions: &[Action], n: usize) {
+    for e in entries.iter_mut() {
+        e.form = Form::Full;
+    }
+    for &action in &actions[..n] {
+        apply(entries, action);
+    }
 }
 
 fn action_index(action: Action) -> usize {

@@ -9,7 +9,7 @@ use crate::history::History;
 use crate::options::{Tokenizer, WireFormat};
 use crate::report::{BudgetReport, Size, Tier, TierSize};
 use crate::request::{ProjectionRequest, RecalledPage};
-use crate::wire::{Cost, Envelope, Item, Msg, Role, note_text, render};
+use crate::wire::{Cost, Envelope, Item, Msg, Role, is_blank, note_text, render};
 
 /// The request's format, tokenizer, envelope and limits, with the envelope's cost.
 pub(crate) struct Ctx<'r> {
@@ -24,7 +24,8 @@ pub(crate) struct Ctx<'r> {
 impl<'r> Ctx<'r> {
     pub fn new(req: &'r ProjectionRequest) -> Ctx<'r> {
         let system = match req.format {
-            WireFormat::AnthropicMessages => req.system.clone(),
+            // Anthropic rejects a blank system prompt; it carries nothing, so it is left out.
+            WireFormat::AnthropicMessages => req.system.clone().filter(|s| !is_blank(s)),
             WireFormat::OpenAiChat => None,
         };
         let envelope = Envelope {

@@ -2,6 +2,8 @@
 //!
 //! It serializes every candidate body in full and measures it: all history units (turns, then
 //! the preamble) first, then dropping the oldest unit at a time; the first body that fits wins.
+//! With the omission notice asked for, candidates carry it; if none of those fits, the same walk
+//! is repeated without the notice.
 //! Recalled pages are then tried one by one, each by serializing the whole body again. It is
 //! quadratic in the history and exists only to check [`crate::project`] against, byte for byte.
 
@@ -84,18 +86,23 @@ pub fn project_naive<H: History + ?Sized>(
             break;
         }
     }
+    // No body with the notice fits: the first that fits without it (the notice is left out).
+    if chosen.is_none() {
+        for from in 0..=units.len() {
+            if ctx.fits(measure(&build(from, false, &[])?)?) {
+                chosen = Some((from, false));
+                break;
+            }
+        }
+    }
     let (from, notice) = match chosen {
         Some(c) => c,
         None => {
-            let body = build(units.len(), false, &[])?;
-            let size = measure(&body)?;
-            if !ctx.fits(size) {
-                ctx.check_mandatory(size)?;
-                return Err(Error::Internal {
-                    reason: "unreachable".into(),
-                });
-            }
-            (units.len(), false)
+            let size = measure(&build(units.len(), false, &[])?)?;
+            ctx.check_mandatory(size)?;
+            return Err(Error::Internal {
+                reason: "the mandatory body fits but no candidate does".into(),
+            });
         }
     };
     let oldest_kept = units.get(from).map(|u| u.2);

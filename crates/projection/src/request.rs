@@ -254,7 +254,8 @@ impl ProjectionRequestBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidRequest`] without a model or with an empty input;
+    /// [`Error::InvalidRequest`] without a model or with an empty input (for
+    /// `anthropic-messages`, also a whitespace-only input, which Anthropic rejects);
     /// [`Error::InvalidBudget`] for a zero limit or reservation, or a reservation that leaves
     /// no input tokens.
     pub fn build(&self) -> Result<ProjectionRequest> {
@@ -272,6 +273,12 @@ impl ProjectionRequestBuilder {
             .ok_or_else(|| {
                 invalid_request("the current input is required and must not be empty")
             })?;
+        if self.format == WireFormat::AnthropicMessages && crate::wire::is_blank(&input) {
+            return Err(invalid_request(
+                "the current input is whitespace only, which anthropic-messages rejects \
+                 (text content blocks must contain non-whitespace text)",
+            ));
+        }
         let request = ProjectionRequest {
             format: self.format,
             model,

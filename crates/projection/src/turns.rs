@@ -128,11 +128,19 @@ fn walk<H: History + ?Sized>(
             break;
         }
     }
-    let kept = best.unwrap_or(0);
+    // When no body with the notice fits, the notice is left out (reported as `no_room`) and the
+    // turns that fit without it are kept: a notice never displaces history it cannot replace.
+    let kept = best.unwrap_or(hist.len().saturating_sub(1));
     let notice = notice_for(ctx, history, kept, turn_count)?;
     let (notice, notice_dropped) = match (best, notice) {
         (Some(_), n) => (n, None),
-        (None, Some(_)) => (None, Some(dropped_turn_range(history, 0, turn_count)?)),
+        (None, Some(_)) => {
+            let kept_turns = kept.min(turn_count);
+            (
+                None,
+                Some(dropped_turn_range(history, kept_turns, turn_count)?),
+            )
+        }
         (None, None) => (None, None),
     };
     Ok(Walk {

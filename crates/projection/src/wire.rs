@@ -35,10 +35,12 @@
 //!   `{"type":"tool_result","tool_use_id":ID,"content":S[,"is_error":true]}`.
 //! * There is no system role inside `messages`: notes, the notice and recalled pages are user
 //!   text blocks. A history unit (turn or preamble) that would start with an assistant message
-//!   (its user text is empty, and empty text blocks are left out) is opened with the user text
+//!   (its user text is blank, and blank text blocks are left out) is opened with the user text
 //!   [`NO_USER_MESSAGE`]. Consecutive messages of the same role are merged into one message (blocks
 //!   concatenated in order) so roles alternate; tool results therefore always open their user
-//!   message. Empty text blocks, which Anthropic rejects, are left out.
+//!   message. Text blocks that are empty or whitespace only, which Anthropic rejects ("text
+//!   content blocks must contain non-whitespace text"), are left out; so is a whitespace-only
+//!   system prompt, and a whitespace-only current input is refused when the request is built.
 //! * Tool arguments that are not a JSON object are sent as `{"value":ARGS}` (`input` must be an
 //!   object).
 //!
@@ -440,7 +442,7 @@ fn text_block(text: &str) -> Vec<u8> {
 
 fn anthropic_item(item: &Item, msgs: &mut Vec<Msg>) {
     match item {
-        Item::Text { text, .. } if text.is_empty() => {}
+        Item::Text { text, .. } if is_blank(text) => {}
         Item::Text { role, text } => {
             let edge = if *role == Role::Assistant {
                 Edge::Assistant
@@ -455,7 +457,7 @@ fn anthropic_item(item: &Item, msgs: &mut Vec<Msg>) {
         Item::Calls { text, calls } => {
             let mut blocks: Vec<Vec<u8>> = text
                 .iter()
-                .filter(|t| !t.is_empty())
+                .filter(|t| !is_blank(t))
                 .map(|t| text_block(t))
                 .collect();
             blocks.extend(calls.iter().map(tool_use_block));
@@ -472,6 +474,12 @@ fn anthropic_item(item: &Item, msgs: &mut Vec<Msg>) {
             });
         }
     }
+}
+
+/// Whether Anthropic would reject `text` as a text block: empty or whitespace only
+/// ("text content blocks must contain non-whitespace text").
+pub(crate) fn is_blank(text: &str) -> bool {
+    text.trim().is_empty()
 }
 
 fn tool_use_block(call: &Call) -> Vec<u8> {

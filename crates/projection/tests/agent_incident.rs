@@ -3,7 +3,8 @@
 //! with "context accounting reserve exhausted", because a count field was added after the
 //! context was trimmed. Failure class: a projection that "fit" before bookkeeping and exceeds
 //! the budget on the wire. Guarantee: for an agent conversation of 60 tool results and every
-//! byte budget from one below the mandatory size to the full size, the `agent` projection
+//! byte budget from one below the mandatory size to the full size (every distinct result is
+//! visited, and sampled budgets between them give the same body), the `agent` projection
 //! either fits (`body.len() <= budget`, `report.bytes == body.len()`) or returns
 //! `MandatoryExceedsBudget`; pinned tiers are always present, and optional tiers go in the
 //! SPEC P6 order (pages, clipping, activity rows, duplicate snapshots, older results).
@@ -111,35 +112,34 @@ fn every_byte_budget_fits_or_is_refused_and_tiers_drop_in_order() {
             "seq 2 is kept in detail at full size"
         );
         let mut cache = SizeCache::new();
-        let mut previous_bytes = 0;
-        // Every budget for openai-chat; every 5th (and both ends) for anthropic-messages.
-        let step = if format == WireFormat::OpenAiChat {
-            1
-        } else {
-            5
-        };
-        let budgets = (mandatory - 1..=full.report.bytes)
-            .step_by(step)
-            .chain([full.report.bytes]);
-        for budget in budgets {
-            match project(&history, &request(format, Some(budget)), &mut cache) {
-                Ok(p) => {
-                    assert!(p.body.len() as u64 <= budget, "budget {budget}");
-                    assert_eq!(p.report.bytes, p.body.len() as u64);
-                    assert!(
-                        p.report.bytes >= previous_bytes,
-                        "more room never yields less"
-                    );
-                    previous_bytes = p.report.bytes;
-                    check_pinned_and_order(&p.body, &p.report);
-                }
-                Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
-                    assert_eq!(budget, mandatory - 1);
-                    assert_eq!(needed_bytes, mandatory);
-                }
-                Err(e) => panic!("budget {budget}: {e}"),
-            }
+        let mut at = |budget: u64| project(&history, &request(format, Some(budget)), &mut cache);
+        // Every distinct result: from the full size down, the next budget to try is one byte
+        // below the body just returned (any budget from that body's size up to the budget that
+        // produced it yields the same body, which the samples below check).
+        let mut steps: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut budget = full.report.bytes;
+        while budget >= mandatory {
+            let p = at(budget).unwrap_or_else(|e| panic!("budget {budget}: {e}"));
+            assert!(p.body.len() as u64 <= budget, "budget {budget}");
+            assert_eq!(p.report.bytes, p.body.len() as u64);
+            check_pinned_and_order(&p.body, &p.report);
+            budget = p.report.bytes - 1;
+            steps.push((p.report.bytes, p.body));
         }
+        assert_eq!(steps.last().unwrap().0, mandatory, "all optional content gone");
+        match at(mandatory - 1) {
+            Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
+                assert_eq!(needed_bytes, mandatory)
+            }
+            other => panic!("mandatory - 1: {other:?}"),
+        }
+        // Sampled budgets between the steps give the body of the step at or below them.
+        for budget in (mandatory..=full.report.bytes).step_by(41) {
+            let p = at(budget).unwrap();
+            let (_, body) = steps.iter().find(|(size, _)| *size <= budget).unwrap();
+            assert_eq!(&p.body, body, "budget {budget}");
+        }
+        println!("{format}: {} distinct bodies", steps.len());
     }
 }
 
@@ -229,4 +229,68 @@ fn recalled_pages_are_included_when_their_seq_is_older_than_the_detail() {
     assert_eq!(tight.report.recall.skipped[0].reason, "kept_in_detail");
     let c = count(&tight.body, WireFormat::OpenAiChat, tight.report.tokenizer).unwrap();
     assert_eq!(c.tokens, tight.report.tokens);
+}
+
+#[test]
+fn a_token_budget_drops_no_more_than_it_needs() {
+    // Entries were fitted by summing per-entry token counts (+1 per newline), which
+    // overestimates the joined text: at many budgets two or three more rows than needed were
+    // dropped (40-66 tokens left unused with rows of about 20 tokens).
+    let mut bodies = vec![EventBody::User {
+        text: "Fix it: never push.".into(),
+    }];
+    for i in 0..30 {
+        bodies.push(EventBody::ToolCall {
+            call_id: format!("c{i}"),
+            tool: "shell".into(),
+            arguments: json!({"cmd": format!("ls {}", i % 4)}),
+        });
+        bodies.push(EventBody::ToolResult {
+            call_id: format!("c{i}"),
+            tool: "shell".into(),
+            status: ToolStatus::Ok,
+            exit_code: Some(0),
+            text: format!("out:\n{i} files.\n"),
+            artifact: None,
+        });
+        bodies.push(EventBody::Assistant {
+            text: format!("step {i}:\n"),
+        });
+    }
+    let events: Vec<Event> = bodies
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| Event {
+            seq: i as u64 + 1,
+            ts_ms: 0,
+            body,
+        })
+        .collect();
+    let history = SliceHistory::new(&events);
+    let request = |max_tokens: Option<u64>| {
+        let mut b = ProjectionRequest::builder();
+        b.model("m").input("q").policy(Policy::Agent);
+        if let Some(n) = max_tokens {
+            b.max_tokens(n + 1000).reserve_output(1000);
+        }
+        b.build().unwrap()
+    };
+    let full = project(&history, &request(None), &mut SizeCache::new()).unwrap();
+    let mut cache = SizeCache::new();
+    let mut widest_gap = 0;
+    for budget in (full.report.mandatory.tokens..full.report.tokens).step_by(3) {
+        let p = project(&history, &request(Some(budget)), &mut cache).unwrap();
+        let c = count(&p.body, WireFormat::OpenAiChat, p.report.tokenizer).unwrap();
+        assert_eq!(c.tokens, p.report.tokens);
+        assert!(c.tokens <= budget);
+        let gap = budget - c.tokens;
+        widest_gap = widest_gap.max(gap);
+        assert!(
+            gap <= 30,
+            "budget {budget}: {} tokens used, {} steps taken",
+            c.tokens,
+            p.report.drops.len()
+        );
+    }
+    println!("widest unused gap: {widest_gap} tokens");
 }

@@ -264,3 +264,107 @@ fn recall_unavailable_is_reported_and_pages_are_counted() {
         json!({"k": 0, "included": [], "skipped": [], "unavailable": "index damaged: run ctxlog reindex"})
     );
 }
+
+#[test]
+fn anthropic_leaves_out_whitespace_only_text_and_refuses_a_blank_input() {
+    // Anthropic answers 400 "text content blocks must contain non-whitespace text" to a
+    // whitespace-only text block, and rejects a blank system prompt.
+    let bodies = vec![
+        EventBody::User { text: "hi".into() },
+        EventBody::Assistant { text: " \n".into() },
+        EventBody::User { text: "\t".into() },
+        EventBody::Assistant { text: "ok".into() },
+    ];
+    let events: Vec<Event> = bodies
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| Event {
+            seq: i as u64 + 1,
+            ts_ms: 0,
+            body,
+        })
+        .collect();
+    let mut b = ProjectionRequest::builder();
+    b.format(WireFormat::AnthropicMessages)
+        .model("m")
+        .system("  ")
+        .input("next?");
+    let p = project(
+        &SliceHistory::new(&events),
+        &b.build().unwrap(),
+        &mut SizeCache::new(),
+    )
+    .unwrap();
+    assert_eq!(p.report.bytes, p.body.len() as u64);
+    assert_eq!(
+        String::from_utf8(p.body).unwrap(),
+        concat!(
+            r#"{"model":"m","max_tokens":4096,"messages":["#,
+            r#"{"role":"user","content":[{"type":"text","text":"hi"},{"type":"text","text":"[ctxlog] (no user message)"}]},"#,
+            r#"{"role":"assistant","content":[{"type":"text","text":"ok"}]},"#,
+            r#"{"role":"user","content":[{"type":"text","text":"next?"}]}]}"#
+        )
+    );
+    b.input(" \n");
+    assert!(matches!(
+        b.build(),
+        Err(ctxlog_projection::Error::InvalidRequest { .. })
+    ));
+    // OpenAI accepts whitespace: it is sent as given.
+    b.format(WireFormat::OpenAiChat);
+    assert!(b.build().is_ok());
+}
+
+#[test]
+fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
+    // Turns smaller than the notice: before the fix, every budget below the full body kept
+    // zero turns and sent no notice either, though the newest turn fit.
+    let bodies = vec![
+        EventBody::User { text: "a".into() },
+        EventBody::Assistant { text: "b".into() },
+        EventBody::User { text: "c".into() },
+        EventBody::Assistant { text: "d".into() },
+    ];
+    let events: Vec<Event> = bodies
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| Event {
+            seq: i as u64 + 1,
+            ts_ms: 0,
+            body,
+        })
+        .collect();
+    let history = SliceHistory::new(&events);
+    let project_at = |max: u64| {
+        let mut b = ProjectionRequest::builder();
+        b.model("m").input("q").notice(true).max_bytes(max);
+        project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap()
+    };
+    let newest = r#"{"model":"m","messages":[{"role":"user","content":"c"},{"role":"assistant","content":"d"},{"role":"user","content":"q"}]}"#;
+    let p = project_at(newest.len() as u64);
+    assert_eq!(String::from_utf8(p.body).unwrap(), newest);
+    assert_eq!(p.report.turns.kept, 1);
+    assert_eq!(p.report.notice, None);
+    let drops: Vec<_> = p
+        .report
+        .drops
+        .iter()
+        .map(|d| (d.tier, d.seqs, d.reason.as_str()))
+        .collect();
+    use ctxlog_projection::{SeqRange, Tier};
+    assert_eq!(
+        drops,
+        vec![
+            (Tier::History, SeqRange::new(1, 2), "budget"),
+            (Tier::Notice, SeqRange::new(1, 2), "no_room"),
+        ]
+    );
+    let ours = project_at(newest.len() as u64 + 3).body;
+    let mut b = ProjectionRequest::builder();
+    b.model("m")
+        .input("q")
+        .notice(true)
+        .max_bytes(newest.len() as u64 + 3);
+    let naive = ctxlog_projection::naive::project_naive(&history, &b.build().unwrap()).unwrap();
+    assert_eq!(ours, naive);
+}

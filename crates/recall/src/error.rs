@@ -62,6 +62,16 @@ pub enum Error {
     },
 }
 
+/// Messages of generic SQLite errors that only a damaged schema produces.
+const SCHEMA_DAMAGE: &[&str] = &[
+    "no such table",
+    "no such column",
+    "vtable constructor failed",
+    "invalid fts5 file format",
+    "malformed",
+    "no such module",
+];
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -88,6 +98,12 @@ impl Error {
                 // A short read (truncated file) is damage; other I/O failures are not.
                 matches!(&source, rusqlite::Error::SqliteFailure(e, _)
                     if e.extended_code == rusqlite::ffi::SQLITE_IOERR_SHORT_READ)
+            }
+            // Our statements are fixed and valid for our schema: "no such table", a broken
+            // FTS5 table or an unknown FTS5 format means the file's schema was damaged.
+            Some(ErrorCode::Unknown) => {
+                let message = source.to_string();
+                SCHEMA_DAMAGE.iter().any(|m| message.contains(m))
             }
             _ => false,
         };

@@ -16,6 +16,10 @@ use crate::writer::{Neighbour, Writer, fingerprint, write_meta};
 pub const APPLICATION_ID: i32 = 0x6378_6c72;
 /// `PRAGMA user_version`: the schema version this code reads and writes.
 pub const SCHEMA_VERSION: i32 = 1;
+/// Version of the rules that turn text into index rows (pages, CJK grams, glued words). An
+/// index written under other rules is discarded and rebuilt on open, like a changed
+/// [`IndexConfig`]. 2: a run's last character and words glued to CJK text are indexed.
+const TEXT_VERSION: u32 = 2;
 /// The name of the recall tool. Tool results of this tool are never indexed (SPEC R1).
 pub const TOOL_NAME: &str = "recall";
 
@@ -89,9 +93,11 @@ impl IndexConfig {
         }
     }
 
+    /// The configuration as stored in the index. It includes [`TEXT_VERSION`], so an index
+    /// whose rows were derived by older text rules is rebuilt too.
     pub(crate) fn tag(&self) -> String {
         format!(
-            "before={};after={};chars={};gap={};date={}",
+            "text={TEXT_VERSION};before={};after={};chars={};gap={};date={}",
             self.context_before,
             self.context_after,
             self.context_chars,
@@ -206,9 +212,14 @@ impl RecallIndex {
         config: IndexConfig,
     ) -> Result<RecallIndex> {
         let path = path.as_ref().to_path_buf();
-        let existing = std::fs::metadata(&path)
-            .map(|m| m.len() > 0)
-            .unwrap_or(false);
+        let meta = std::fs::metadata(&path).ok();
+        if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+            return Err(Error::Damaged {
+                path,
+                reason: "a directory is where the index file should be".into(),
+            });
+        }
+        let existing = meta.is_some_and(|m| m.len() > 0);
         let conn = connect(&path)?;
         let mut index = RecallIndex {
             conn,
@@ -325,6 +336,7 @@ impl RecallIndex {
         source: &dyn LedgerSource,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<UpdateStats> {
+        self.refresh()?;
         let reset = self.check_source(source)?;
         if reset.is_some() {
             self.ledger_id = source.ledger_id();
@@ -345,6 +357,17 @@ impl RecallIndex {
         let mut stats = self.finish(done);
         stats.reset = reset.or_else(|| self.reset.clone());
         Ok(stats)
+    }
+
+    /// Takes the ledger id, `indexed_through` and tail fingerprint from the file: another
+    /// handle (or process) may have indexed further, reset or rebuilt it since this handle
+    /// last looked, and deciding from a stale copy would keep rows of a rewritten ledger.
+    fn refresh(&mut self) -> Result<()> {
+        let (ledger_id, through, tail) = self.read_progress()?;
+        self.ledger_id = ledger_id;
+        self.indexed_through = through;
+        self.tail_fingerprint = tail;
+        Ok(())
     }
 
     /// Decides whether the index content still describes `source`.
@@ -470,18 +493,7 @@ impl RecallIndex {
                 "file is {actual} bytes, its header says {expected}: truncated"
             )));
         }
-        let tables: i64 = self
-            .conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE type IN ('table') \
-                 AND name IN ('meta', 'pages', 'pages_fts')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.err(e))?;
-        if tables != 3 {
-            return Err(self.damaged("tables missing"));
-        }
+        self.check_schema_text()?;
         // Touch the FTS structure and the newest page so gross damage shows now.
         self.conn
             .query_row(
@@ -495,6 +507,27 @@ impl RecallIndex {
                 r.get::<_, Option<i64>>(0)
             })
             .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Checks that every table and index is declared exactly as [`SCHEMA`] declares it (a
+    /// table recreated with other columns would otherwise answer every search with nothing).
+    fn check_schema_text(&self) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT sql FROM sqlite_schema WHERE name = ?1")
+            .map_err(|e| self.err(e))?;
+        for (name, expected) in schema_statements() {
+            let found: Option<String> = stmt
+                .query_row([&name], |r| r.get(0))
+                .optional()
+                .map_err(|e| self.err(e))?;
+            match found {
+                Some(sql) if normalize_sql(&sql) == expected => {}
+                Some(_) => return Err(self.damaged(format!("{name} has another definition"))),
+                None => return Err(self.damaged(format!("{name} is missing"))),
+            }
+        }
         Ok(())
     }
 
@@ -627,6 +660,28 @@ impl RecallIndex {
     }
 }
 
+/// The name and whitespace-normalized text of each statement of [`SCHEMA`].
+fn schema_statements() -> Vec<(String, String)> {
+    SCHEMA
+        .split(';')
+        .map(normalize_sql)
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| {
+            let name = s
+                .split(['(', ' '])
+                .skip_while(|w| *w != "TABLE" && *w != "INDEX")
+                .nth(1)?
+                .to_owned();
+            Some((name, s))
+        })
+        .collect()
+}
+
+/// `sql` with runs of whitespace made single spaces and the ends trimmed.
+fn normalize_sql(sql: &str) -> String {
+    sql.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Opens the SQLite connection with the index's pragmas.
 fn connect(path: &Path) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -647,6 +702,13 @@ fn remove_index_files(path: &Path) -> Result<()> {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
         names.push(PathBuf::from(p));
+    }
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        // Only an empty directory is removed: anything inside it is not ours to delete.
+        std::fs::remove_dir(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     }
     for name in names {
         match std::fs::remove_file(&name) {

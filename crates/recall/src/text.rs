@@ -57,11 +57,15 @@ pub fn is_unspaced_script(c: char) -> bool {
         0x0E00..=0x0EFF        // Thai, Lao
         | 0x1000..=0x109F      // Myanmar
         | 0x1780..=0x17FF      // Khmer
+        | 0x3005..=0x3007      // 々 〆 〇 (iteration mark, closing mark, zero)
         | 0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3131..=0x318E      // Hangul compatibility jamo
+        | 0x31F0..=0x31FF      // Katakana phonetic extensions
         | 0x3400..=0x4DBF      // CJK Extension A
         | 0x4E00..=0x9FFF      // CJK Unified Ideographs
         | 0xAC00..=0xD7AF      // Hangul syllables
         | 0xF900..=0xFAFF      // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F      // Half-width katakana
         | 0x20000..=0x3134F    // CJK Extensions B–G
     )
 }
@@ -91,21 +95,48 @@ fn run_grams(run: &[char]) -> Vec<String> {
     run.windows(2).map(|w| w.iter().collect()).collect()
 }
 
-/// The text stored in the `cjk` column: the bigrams of every unspaced-script run, separated by
-/// spaces (runs separated by a newline so no phrase spans two runs… FTS5 positions still run
-/// on, which only lets a phrase match across runs when the grams truly follow each other).
+/// The text stored in the `cjk` column, one token per space-separated item:
+///
+/// - the bigrams of every unspaced-script run, then the run's last character alone (every
+///   other character starts a bigram, so a one-character query, a prefix query on that
+///   character, finds any character of the text);
+/// - the words glued to such a run without a space ("使用Python编程" → "python"): the index
+///   tokenizer sees "使用python编程" as one token in the body, so a query for "python" could
+///   not find it there.
 pub fn cjk_grams(text: &str) -> String {
-    let runs = unspaced_runs(text);
-    let mut out = String::new();
-    for run in runs {
-        for g in run_grams(&run) {
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            out.push_str(&g);
+    let mut out: Vec<String> = Vec::new();
+    for run in unspaced_runs(text) {
+        out.extend(run_grams(&run));
+        if let (true, Some(last)) = (run.len() > 1, run.last()) {
+            out.push(last.to_string());
         }
     }
-    out
+    out.extend(glued_words(text));
+    out.join(" ")
+}
+
+/// Words that share a tokenizer token with unspaced-script characters.
+fn glued_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !is_word_char(c))
+        .filter(|token| token.chars().any(is_unspaced_script))
+        .flat_map(words)
+}
+
+/// True for combining marks that continue a word (accents written as separate code points,
+/// as in decomposed "e\u{301}lan"): the index tokenizer keeps them inside the token.
+fn is_combining_mark(c: char) -> bool {
+    matches!(c as u32,
+        0x0300..=0x036F      // Combining Diacritical Marks
+        | 0x1AB0..=0x1AFF    // … Extended
+        | 0x1DC0..=0x1DFF    // … Supplement
+        | 0x20D0..=0x20FF    // … for Symbols
+        | 0xFE20..=0xFE2F    // Combining Half Marks
+    )
+}
+
+/// True for characters that belong to a word: letters, digits and combining marks.
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || is_combining_mark(c)
 }
 
 /// English stop words dropped from queries (SPEC R3). Matching is on lowercased words, after
@@ -134,11 +165,11 @@ pub fn is_stop_word(word: &str) -> bool {
     STOP_WORDS.binary_search(&word).is_ok()
 }
 
-/// The words of `text` as the index tokenizer sees them: maximal runs of letters and digits
-/// outside unspaced scripts, lowercased.
+/// The words of `text` as the index tokenizer sees them: maximal runs of letters, digits and
+/// combining marks outside unspaced scripts, lowercased. A run of marks alone is no word.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric() || is_unspaced_script(c))
-        .filter(|w| !w.is_empty())
+    text.split(|c: char| !is_word_char(c) || is_unspaced_script(c))
+        .filter(|w| w.chars().any(char::is_alphanumeric))
         .map(str::to_lowercase)
 }
 
@@ -155,15 +186,26 @@ pub struct Terms {
 }
 
 /// Most distinct words a query keeps (a 16 KB paste must not become a 3,000-term query).
+/// Words after the first 64 distinct content words are ignored.
 pub const MAX_QUERY_WORDS: usize = 64;
+/// Most distinct words, stop words included, a query keeps for matching speaker labels.
+pub const MAX_MENTIONED_WORDS: usize = 4 * MAX_QUERY_WORDS;
 /// Most unspaced-script phrases a query keeps.
 pub const MAX_QUERY_PHRASES: usize = 16;
+/// Most characters of one unspaced-script run a query keeps (a pasted paragraph of Chinese is
+/// one run: its first 32 characters make a 31-gram phrase).
+pub const MAX_QUERY_RUN_CHARS: usize = 32;
+/// Most grams, over all phrases, a query keeps. Each gram is a term of the FTS5 expression,
+/// so this and [`MAX_QUERY_WORDS`] bound the work of one search.
+pub const MAX_QUERY_GRAMS: usize = 128;
 /// Longest word kept in a query, in bytes (longer ones are noise such as base64).
 const MAX_WORD_BYTES: usize = 64;
 
 impl Terms {
     /// Parses a free-text query into literal terms. Never fails: anything that is not a letter
-    /// or digit separates words, so operators, quotes and SQL carry no meaning.
+    /// or digit separates words, so operators, quotes and SQL carry no meaning. The terms are
+    /// bounded ([`MAX_QUERY_WORDS`], [`MAX_QUERY_PHRASES`], [`MAX_QUERY_RUN_CHARS`],
+    /// [`MAX_QUERY_GRAMS`]) and parsing is linear in the query's length.
     pub fn parse(query: &str) -> Terms {
         Self::parse_with(query, true)
     }
@@ -174,34 +216,59 @@ impl Terms {
     }
 
     fn parse_with(query: &str, drop_stop_words: bool) -> Terms {
-        let mut all = Vec::new();
+        let (mentioned, content) = Self::distinct_words(query, drop_stop_words);
+        let mut words = if content.is_empty() {
+            mentioned.clone()
+        } else {
+            content
+        };
+        words.truncate(MAX_QUERY_WORDS);
+        Terms {
+            words,
+            cjk: Self::phrases(query),
+            mentioned,
+        }
+    }
+
+    /// The first [`MAX_MENTIONED_WORDS`] distinct words, and the first [`MAX_QUERY_WORDS`]
+    /// distinct content words (all words when stop words are kept).
+    fn distinct_words(query: &str, drop_stop_words: bool) -> (Vec<String>, Vec<String>) {
+        let mut seen = std::collections::HashSet::new();
+        let (mut all, mut content) = (Vec::new(), Vec::new());
         for w in words(query) {
-            if w.len() <= MAX_WORD_BYTES && !all.contains(&w) {
+            if all.len() >= MAX_MENTIONED_WORDS && content.len() >= MAX_QUERY_WORDS {
+                break;
+            }
+            if w.len() > MAX_WORD_BYTES || !seen.insert(w.clone()) {
+                continue;
+            }
+            let is_content = !drop_stop_words || !is_stop_word(&w);
+            if is_content && content.len() < MAX_QUERY_WORDS {
+                content.push(w.clone());
+            }
+            if all.len() < MAX_MENTIONED_WORDS {
                 all.push(w);
             }
         }
-        let content: Vec<String> = all
-            .iter()
-            .filter(|w| !drop_stop_words || !is_stop_word(w))
-            .cloned()
-            .collect();
-        let mut mentioned = all.clone();
-        mentioned.truncate(4 * MAX_QUERY_WORDS);
-        let mut words = if content.is_empty() { all } else { content };
-        words.truncate(MAX_QUERY_WORDS);
+        (all, content)
+    }
+
+    /// The distinct gram phrases of the query's unspaced-script runs, within the bounds.
+    fn phrases(query: &str) -> Vec<Vec<String>> {
         let mut cjk: Vec<Vec<String>> = Vec::new();
-        for run in unspaced_runs(query) {
-            let grams = run_grams(&run);
-            if !cjk.contains(&grams) {
-                cjk.push(grams);
+        let mut grams = 0;
+        for mut run in unspaced_runs(query) {
+            run.truncate(MAX_QUERY_RUN_CHARS);
+            let phrase = run_grams(&run);
+            if grams + phrase.len() > MAX_QUERY_GRAMS || cjk.len() == MAX_QUERY_PHRASES {
+                break;
+            }
+            if !cjk.contains(&phrase) {
+                grams += phrase.len();
+                cjk.push(phrase);
             }
         }
-        cjk.truncate(MAX_QUERY_PHRASES);
-        Terms {
-            words,
-            cjk,
-            mentioned,
-        }
+        cjk
     }
 
     /// True when nothing searchable is left.
@@ -394,7 +461,51 @@ mod tests {
 
     #[test]
     fn cjk_text_becomes_bigrams() {
-        assert_eq!(cjk_grams("项目代码 is X, 好"), "项目 目代 代码 好");
+        assert_eq!(cjk_grams("项目代码 is X, 好"), "项目 目代 代码 码 好");
         assert_eq!(cjk_grams("plain"), "");
+    }
+
+    #[test]
+    fn words_glued_to_cjk_are_indexed_alone() {
+        assert_eq!(cjk_grams("用Python编程"), "用 编程 程 python");
+        assert_eq!(cjk_grams("东京tower"), "东京 京 tower");
+        assert_eq!(cjk_grams("东京 tower"), "东京 京");
+    }
+
+    #[test]
+    fn decomposed_accents_stay_inside_their_word() {
+        let w: Vec<String> = words("e\u{301}lan \u{301} caf\u{e9}").collect();
+        assert_eq!(w, ["e\u{301}lan", "caf\u{e9}"]);
+    }
+
+    #[test]
+    fn huge_queries_are_bounded() {
+        let many: String = (0..10_000).map(|i| format!("w{i} the ")).collect();
+        let t = Terms::parse(&many);
+        assert_eq!(t.words.len(), MAX_QUERY_WORDS);
+        assert_eq!(t.words[0], "w0");
+        assert!(t.mentioned.len() <= MAX_MENTIONED_WORDS);
+        let han: String = (0..5000u32)
+            .map(|i| char::from_u32(0x4E00 + (i * 7919) % 20_000).unwrap())
+            .collect();
+        let t = Terms::parse(&han);
+        assert_eq!(
+            t.cjk,
+            vec![run_grams(
+                &han.chars().take(MAX_QUERY_RUN_CHARS).collect::<Vec<_>>()
+            )]
+        );
+        let runs: String = (0..5000u32)
+            .map(|i| {
+                format!(
+                    "{}{} x ",
+                    char::from_u32(0x4E00 + i).unwrap(),
+                    char::from_u32(0x5E00 + i).unwrap()
+                )
+            })
+            .collect();
+        let t = Terms::parse(&runs);
+        assert_eq!(t.cjk.len(), MAX_QUERY_PHRASES);
+        assert!(t.cjk.iter().map(Vec::len).sum::<usize>() <= MAX_QUERY_GRAMS);
     }
 }

@@ -140,13 +140,20 @@ fn uint(
 ) -> Result<Option<u64>, ArgsError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_u64() {
+        Some(v) => match v.as_u64().or_else(|| whole_number(v)) {
             Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
             _ => Err(ArgsError(format!(
                 "`{key}` must be an integer from {min} to {max}, got {v}"
             ))),
         },
     }
+}
+
+/// A JSON number with no fractional part written as a float (`2.0`): JSON Schema's
+/// `integer` accepts it, so the handler must too. Negative or too large values are `None`.
+fn whole_number(v: &Value) -> Option<u64> {
+    let f = v.as_f64()?;
+    (f.fract() == 0.0 && (0.0..u64::MAX as f64).contains(&f)).then_some(f as u64)
 }
 
 /// The outcome of one tool call: the JSON to send back as the tool result, and whether it is

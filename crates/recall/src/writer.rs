@@ -114,7 +114,7 @@ impl Writer<'_> {
             _ => None,
         };
         let episode = match self.last {
-            Some((ts, ep)) if (event.ts_ms - ts).abs() <= self.config.episode_gap_ms => ep,
+            Some((ts, ep)) if within(event.ts_ms, ts, self.config.episode_gap_ms) => ep,
             _ => event.seq,
         };
         self.last = Some((event.ts_ms, episode));
@@ -147,7 +147,7 @@ impl Writer<'_> {
     }
 
     fn same_episode(&self, n: &Neighbour, event: &Event) -> bool {
-        (event.ts_ms - n.ts_ms).abs() <= self.config.episode_gap_ms
+        within(event.ts_ms, n.ts_ms, self.config.episode_gap_ms)
     }
 
     /// Writes the page rows of one event; returns how many.
@@ -262,6 +262,12 @@ impl Writer<'_> {
         stats.indexed_through = through;
         Ok((stats, tail))
     }
+}
+
+/// True when the times `a` and `b` are at most `gap` apart (never for a negative gap). Any
+/// two `i64` times can be compared: the difference cannot overflow.
+fn within(a: i64, b: i64, gap: i64) -> bool {
+    u64::try_from(gap).is_ok_and(|gap| a.abs_diff(b) <= gap)
 }
 
 pub(crate) fn write_meta(

@@ -121,3 +121,79 @@ fn a_foreign_database_is_damaged() {
     drop(conn);
     assert!(RecallIndex::open(&path, "L").unwrap_err().is_damaged());
 }
+
+/// Regression: damage to the FTS5 shadow tables or a table redefined with other columns
+/// surfaced as a generic `Error::Sqlite` ("vtable constructor failed", "no such table",
+/// "invalid fts5 file format"), or — for a recreated `pages_fts` — as silently empty results.
+#[test]
+fn damaged_shadow_tables_and_redefined_tables_are_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        "DROP TABLE pages_fts_data",
+        "DROP TABLE pages_fts_config",
+        "DROP TABLE pages_fts_content",
+        "DROP TABLE pages_fts_docsize",
+        "UPDATE pages_fts_data SET block = randomblob(length(block)) WHERE id > 10",
+        "UPDATE pages_fts_data SET block = randomblob(40) WHERE id = 10",
+        "UPDATE pages_fts_config SET v = 99 WHERE k = 'version'",
+        "DELETE FROM pages_fts_content",
+        "DROP TABLE pages; CREATE TABLE pages(x)",
+        "DROP TABLE pages_fts; CREATE VIRTUAL TABLE pages_fts USING fts5(body)",
+        "DROP INDEX pages_seq_page",
+        "DROP TABLE meta; CREATE TABLE meta(key, value)",
+    ];
+    for (i, sql) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("r{i}.sqlite"));
+        let src = build(&path);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(sql).unwrap();
+        drop(conn);
+        assert_damaged(&path);
+        repair(&path, &src);
+    }
+}
+
+/// A zero-byte file is an empty index (SQLite's view too); a directory in the file's place is
+/// damage, and `recreate` replaces an empty directory (never one with content).
+#[test]
+fn a_zero_byte_file_and_a_directory_are_handled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zero.sqlite");
+    std::fs::write(&path, b"").unwrap();
+    let index = RecallIndex::open(&path, "L").unwrap();
+    assert!(
+        index
+            .search("durian", &SearchOptions::default())
+            .unwrap()
+            .hits
+            .is_empty()
+    );
+    index.verify().unwrap();
+    drop(index);
+
+    let path = dir.path().join("dir.sqlite");
+    std::fs::create_dir(&path).unwrap();
+    assert!(RecallIndex::open(&path, "L").unwrap_err().is_damaged());
+    let src = MemorySource {
+        ledger_id: "L".into(),
+        events: vec![note(1, "durian")],
+        ..MemorySource::default()
+    };
+    let mut index = RecallIndex::recreate(&path, "L", IndexConfig::default()).unwrap();
+    index.sync(&src).unwrap();
+    assert_eq!(
+        index
+            .search("durian", &SearchOptions::default())
+            .unwrap()
+            .hits
+            .len(),
+        1
+    );
+    drop(index);
+
+    let full = dir.path().join("full.sqlite");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("keep.txt"), b"not ours").unwrap();
+    assert!(RecallIndex::recreate(&full, "L", IndexConfig::default()).is_err());
+    assert!(full.join("keep.txt").exists());
+}

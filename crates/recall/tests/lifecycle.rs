@@ -195,3 +195,61 @@ fn two_handles_on_one_file_never_index_twice() {
     found.sort_unstable();
     assert_eq!(found, [1, 2, 3, 4]);
 }
+
+/// Regression: `sync` decided whether to reset from the handle's own copy of how far the index
+/// got. When another handle had indexed further and the ledger was then rewritten after the
+/// first handle's point, the first handle kept the other's rows of the old ledger.
+#[test]
+fn a_stale_handle_still_notices_a_rewritten_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sqlite");
+    let mut a = RecallIndex::open(&path, "L").unwrap();
+    let mut b = RecallIndex::open(&path, "L").unwrap();
+    a.sync(&source("L", &["one", "two", "three"])).unwrap();
+    b.sync(&source(
+        "L",
+        &["one", "two", "three", "four", "five apricot"],
+    ))
+    .unwrap();
+    // Rewritten after seq 3 (the point `a` last saw), same length.
+    let rewritten = source("L", &["one", "two", "three", "four", "five plum"]);
+    let stats = a.sync(&rewritten).unwrap();
+    assert_eq!(stats.reset, Some(ResetReason::LedgerRewritten { seq: 5 }));
+    assert!(seqs(&a, "apricot").is_empty());
+    assert_eq!(seqs(&a, "plum"), [5]);
+    assert_eq!(a.indexed_through(), 5);
+    // `b` now sees the file `a` rebuilt and has nothing to do.
+    let stats = b.sync(&rewritten).unwrap();
+    assert_eq!((stats.reset, stats.events_indexed), (None, 0));
+    // A handle opened for another ledger takes the file over; the first handle's next sync
+    // takes it back instead of failing or answering from the other ledger.
+    let mut c = RecallIndex::open(&path, "M").unwrap();
+    c.sync(&source("M", &["mango"])).unwrap();
+    let stats = a.sync(&rewritten).unwrap();
+    assert!(matches!(
+        stats.reset,
+        Some(ResetReason::LedgerChanged { .. })
+    ));
+    assert!(seqs(&a, "mango").is_empty());
+    assert_eq!(seqs(&a, "plum"), [5]);
+}
+
+/// Regression: the episode test subtracted timestamps, which overflowed (a panic in debug
+/// builds) for events imported with extreme times.
+#[test]
+fn extreme_timestamps_do_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let mut events = vec![
+        note(1, "quince early"),
+        note(2, "quince late"),
+        note(3, "quince zero"),
+    ];
+    events[0].ts_ms = i64::MIN;
+    events[1].ts_ms = i64::MAX;
+    events[2].ts_ms = 0;
+    index.update(&events, &NoArtifacts).unwrap();
+    let mut found = seqs(&index, "quince");
+    found.sort_unstable();
+    assert_eq!(found, [1, 2, 3]);
+}

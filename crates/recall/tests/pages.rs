@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use ctxlog_ledger::event::{ArtifactRef, EventBody, SystemMarker};
-use ctxlog_recall::{RecallIndex, SearchOptions, SourceError};
+use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions, SourceError};
 
 /// Filler of distinct but unremarkable words, `n` characters long.
 fn filler(n: usize) -> String {
@@ -243,4 +243,76 @@ fn only_an_events_first_page_carries_its_context() {
     let r = index.search("pelican", &opts).unwrap();
     let pages: Vec<(u64, u32)> = r.hits.iter().map(|h| (h.seq, h.page)).collect();
     assert_eq!(pages, [(1, 0), (2, 0)]);
+}
+
+/// Page ranges at the edges: empty text, exactly one page, one character more, the 1,920
+/// stride and 3,968 (two full pages), in multi-byte text; `seq` paging ends with no
+/// `next_offset` on the last page, also when the limit divides the page count exactly.
+#[test]
+fn page_ranges_at_the_edges_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let lengths = [
+        0usize, 1, 1920, 2047, 2048, 2049, 3967, 3968, 3969, 5888, 5889,
+    ];
+    let alphabet: Vec<char> = "aé项🚀 \u{301}".chars().collect();
+    let text_of = |n: usize| -> String { (0..n).map(|i| alphabet[i % alphabet.len()]).collect() };
+    let events: Vec<_> = lengths
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| user(i as u64 + 1, &text_of(n)))
+        .collect();
+    index.update(&events, &NoArtifacts).unwrap();
+    for (i, &n) in lengths.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let chars: Vec<char> = text_of(n).chars().collect();
+        let expected_pages = if n <= 2048 {
+            1
+        } else {
+            1 + (n - 2048).div_ceil(1920)
+        };
+        for limit in [1, expected_pages, 50] {
+            let mut offset = 0;
+            let mut got = Vec::new();
+            loop {
+                let opts = SearchOptions {
+                    seq: Some(seq),
+                    offset,
+                    limit,
+                    ..SearchOptions::default()
+                };
+                let r = index.search("", &opts).unwrap();
+                assert!(!r.hits.is_empty(), "n={n} offset={offset}");
+                got.extend(r.hits);
+                match r.next_offset {
+                    Some(next) => {
+                        assert_eq!(next, got.len(), "n={n}");
+                        offset = next;
+                    }
+                    None => break,
+                }
+            }
+            assert_eq!(got.len(), expected_pages, "n={n} limit={limit}");
+            for (p, hit) in got.iter().enumerate() {
+                let start = p * 1920;
+                let end = (start + 2048).min(n);
+                assert_eq!((hit.page as usize, hit.pages as usize), (p, expected_pages));
+                assert_eq!(
+                    (hit.char_start as usize, hit.char_end as usize),
+                    (start, end),
+                    "n={n} page {p}"
+                );
+                let slice: String = chars[start..end].iter().collect();
+                assert_eq!(hit.text, slice, "n={n} page {p}");
+            }
+        }
+        // Past the last page: nothing, and no next offset.
+        let opts = SearchOptions {
+            seq: Some(seq),
+            offset: expected_pages,
+            ..SearchOptions::default()
+        };
+        let r = index.search("", &opts).unwrap();
+        assert!(r.hits.is_empty() && r.next_offset.is_none());
+    }
 }

@@ -240,3 +240,106 @@ fn extreme_options_are_not_errors() {
     assert!(index.search("deploy", &far).unwrap().hits.is_empty());
     assert!(index.search("", &far).unwrap().hits.is_empty());
 }
+
+/// Unusual Unicode and numbers: combining marks, joiners, full-width and CJK punctuation,
+/// right-to-left text, NUL, byte-order marks, private use, very long tokens, 10,000 terms.
+#[test]
+fn unusual_unicode_queries_never_error() {
+    let (_dir, index) = fixture();
+    let long_token = "x".repeat(100_000);
+    let many_terms: String = (0..10_000).map(|i| format!("w{i} ")).collect();
+    let han: String = (0..5500u32)
+        .map(|i| char::from_u32(0x4E00 + (i * 7919) % 20_000).unwrap())
+        .collect();
+    let queries: Vec<String> = [
+        "e\u{301}",
+        "\u{301}",
+        "\u{301}\u{302}deploy",
+        "a\u{200d}b",
+        "\u{200d}",
+        "\u{200b}deploy\u{200c}",
+        "（）「」",
+        "。",
+        "、",
+        "，",
+        "\u{3000}",
+        "\u{0}deploy",
+        "deploy\u{0}staging",
+        "\u{202E}deploy\u{202C}",
+        "שלום עולם",
+        "مرحبا",
+        "\u{FEFF}",
+        "\u{E000}",
+        "\u{10FFFF}",
+        "1e309",
+        "-1e309",
+        "NaN",
+        "0x7fffffffffffffff",
+        "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+        "ﬁle",
+        "İstanbul",
+        "ꙮ",
+        "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}",
+        "ｶﾀｶﾅ",
+        "ー",
+        "々",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([long_token, many_terms, han])
+    .collect();
+    for q in &queries {
+        let r = index.search(q, &SearchOptions::default());
+        assert!(r.is_ok(), "query {q:.40?} failed: {r:?}");
+        let c = index.candidates(q, u64::MAX, 3);
+        assert!(c.is_ok(), "candidates {q:.40?} failed: {c:?}");
+    }
+}
+
+fn scripts_fixture() -> (tempfile::TempDir, RecallIndex) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("recall.sqlite"), "L").unwrap();
+    let events = vec![
+        user(1, "请记住"),
+        user(2, "我们使用Python编程和Rust语言"),
+        user(3, "東京タワーに行きました"),
+        user(4, "서울에서 만났습니다"),
+        user(5, "an e\u{301}lan of decomposed accents"),
+        note(6, "unrelated filler about gardening"),
+        user(7, "人々はｶﾀｶﾅを使う"),
+    ];
+    index.update(&events, &NoArtifacts).unwrap();
+    (dir, index)
+}
+
+/// Regression: a character that only ends a CJK run ("住" in "请记住", "言" in "语言") was in
+/// no indexed gram it starts, so a one-character query missed it; words glued to CJK text
+/// ("使用Python编程") were one token with it and a query for "python" missed them; a query
+/// with decomposed accents was cut at the combining mark.
+#[test]
+fn cjk_single_characters_glued_words_and_decomposed_accents_are_found() {
+    let (_dir, index) = scripts_fixture();
+    for (q, seq) in [
+        ("住", 1),
+        ("记住", 1),
+        ("言", 2),
+        ("python", 2),
+        ("Rust", 2),
+        ("rust 语言", 2),
+        ("タ", 3),
+        ("タワー", 3),
+        ("東京", 3),
+        ("た", 3),
+        ("서울", 4),
+        ("다", 4),
+        ("人々", 7),
+        ("ｶﾀ", 7),
+        ("ﾅ", 7),
+        ("e\u{301}lan", 5),
+        ("élan", 5),
+        ("elan", 5),
+    ] {
+        let r = index.search(q, &SearchOptions::default()).unwrap();
+        assert_eq!(r.hits.first().map(|h| h.seq), Some(seq), "{q}: {r:?}");
+    }
+}

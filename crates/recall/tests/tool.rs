@@ -77,6 +77,20 @@ fn bad_arguments_get_clear_errors() {
         assert!(msg.contains(needle), "{args}: {msg}");
     }
     assert!(!index.handle_tool_call(&serde_json::Value::Null).is_error);
+    // Regression: JSON Schema's `integer` admits `2.0`; a model sending it was refused.
+    let args = ToolArgs::from_json(&json!({"seq": 3.0, "offset": 2.0, "limit": 5.0})).unwrap();
+    assert_eq!(
+        (args.options.seq, args.options.offset, args.options.limit),
+        (Some(3), 2, 5)
+    );
+    for bad in [
+        json!({"offset": -2.0}),
+        json!({"limit": 1e300}),
+        json!({"seq": 1.0e20}),
+        json!({"offset": 0.5}),
+    ] {
+        assert!(ToolArgs::from_json(&bad).is_err(), "{bad}");
+    }
     assert!(ToolArgs::from_json(&json!({})).is_ok());
 }
 

@@ -11,7 +11,15 @@
 //! | `[status] latest failure: …; latest possible change: …` | `status` | yes |
 //! | `[ctxlog recall: seq N (kind), page P, chars A-B]` + page text | `recalled` | no: first to go |
 //! | other results, same shape as the latest | `details` | no |
-//! | `[seq N] call TOOL id=ID ARGS`, older assistant replies, notes, markers (one line each) | `activity` | no |
+//! | `[seq N] call TOOL id=ID ARGS` (+ ` (no result: interrupted, effects unknown)` when no result followed), older assistant replies, notes, markers (one line each) | `activity` | no |
+//!
+//! With the omission notice asked for ([`notice`](crate::ProjectionRequestBuilder::notice)),
+//! a line right after the context's header says how many entries are left out, between which
+//! seqs, and how to recall them: `[ctxlog] N earlier event(s) between seq A and B are left out
+//! of this context. They are stored and can be recalled with the recall tool (by query, or by
+//! seq=N).` It is counted while fitting (dropping the first entry may take a few more to pay
+//! for it); if it does not fit even when every optional entry is gone, it is left out and
+//! reported as a `no_room` drop.
 //!
 //! A clipped text keeps its first and last [`EXCERPT_CHARS`] characters around
 //! `[… N chars clipped; recall seq=N]`; the result's identity line is never removed.
@@ -28,7 +36,7 @@
 //! a few exact counts (galloping down from the estimate, then bisecting): no more is dropped
 //! than the budget requires.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ctxlog_ledger::event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
 
@@ -37,7 +45,7 @@ use crate::cache::SizeCache;
 use crate::common::{Ctx, TierSums, hist, page_text, pinned_items, pinned_notes};
 use crate::error::{Error, Result};
 use crate::history::{History, SeqRange};
-use crate::json::{escaped_len, value_to_string};
+use crate::json::escaped_len;
 use crate::options::Tokenizer;
 use crate::report::{
     Clip, Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
@@ -50,6 +58,9 @@ use crate::wire::{Cost, Item, Msg, Role};
 pub const EXCERPT_CHARS: usize = 400;
 /// Characters an activity row keeps of a reply or of tool arguments.
 pub const ROW_CHARS: usize = 200;
+
+/// Appended to a call whose result never arrived (SPEC P5).
+const INTERRUPTED_NOTE: &str = " (no result: interrupted, effects unknown)";
 
 const HEADER: &str = "[ctxlog agent context] The conversation so far, oldest first, one entry per \
 event. Text marked \"recall seq=N\" was shortened; fetch it with the recall tool.";
@@ -70,6 +81,9 @@ struct Entry {
     form: Form,
     /// Tool and arguments of a result's call: results with equal sources are snapshots.
     source: Option<String>,
+    /// Whether this is a call row marked interrupted: its text changes once a result arrives,
+    /// so the flag is part of the entry's token-cache key.
+    interrupted: bool,
 }
 
 impl Entry {
@@ -81,6 +95,7 @@ impl Entry {
             clipped: None,
             form: Form::Full,
             source: None,
+            interrupted: false,
         }
     }
 
@@ -106,7 +121,9 @@ impl Entry {
         if self.tier == Tier::Status {
             return text_tokens(tokenizer, text) as i64;
         }
-        let variant = (self.tier as u8) << 1 | u8::from(self.form == Form::Clipped);
+        let variant = (self.tier as u8) << 2
+            | u8::from(self.form == Form::Clipped) << 1
+            | u8::from(self.interrupted);
         cache.entry_tokens((self.seq, variant, tokenizer), || {
             text_tokens(tokenizer, text)
         }) as i64
@@ -134,11 +151,12 @@ pub(crate) fn project<H: History + ?Sized>(
     let turn_count = hist(history.turn_count())?;
     let events = all_events(history, turn_count)?;
     let mut entries = build_entries(&events);
-    let frame = AgentFrame {
+    let mut frame = AgentFrame {
         ctx: &ctx,
         system_cost,
         pinned_cost,
         input_cost,
+        notice: false,
     };
 
     // Mandatory: everything pinned, the latest result clipped.
@@ -154,7 +172,19 @@ pub(crate) fn project<H: History + ?Sized>(
     ctx.check_mandatory(mandatory)?;
 
     let actions = drop_order(&entries);
-    let applied = fit(&frame, &mut entries, &actions, cache)?;
+    // With the omission notice asked for, fit with it; if even dropping everything optional
+    // leaves no room for it, fit without it (reported as a `no_room` drop).
+    frame.notice = req.notice;
+    let mut applied = fit(&frame, &mut entries, &actions, cache)?;
+    let mut notice_dropped = false;
+    if applied.is_none() && frame.notice {
+        frame.notice = false;
+        notice_dropped = true;
+        applied = fit(&frame, &mut entries, &actions, cache)?;
+    }
+    let applied = applied.ok_or_else(|| Error::Internal {
+        reason: "agent context does not fit after every drop".into(),
+    })?;
     let (pages, recall) = add_pages(&frame, &entries);
     let total = frame.exact(&entries, &pages);
 
@@ -179,6 +209,7 @@ pub(crate) fn project<H: History + ?Sized>(
             turn_count,
             mandatory,
             total,
+            notice_dropped,
         },
     );
     Ok(Projection { body, report })
@@ -213,6 +244,13 @@ fn build_entries(events: &[Event]) -> Vec<Entry> {
         .iter()
         .rposition(|e| e.kind() == EventKind::ToolResult);
     let mut calls: HashMap<&str, (&str, String)> = HashMap::new();
+    // Results by call id and position: a call with no result after it was interrupted (P5).
+    let mut results: HashMap<&str, usize> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        if let EventBody::ToolResult { call_id, .. } = &e.body {
+            results.insert(call_id, i);
+        }
+    }
     let mut entries = Vec::new();
     for (i, event) in events.iter().enumerate() {
         let seq = event.seq;
@@ -242,16 +280,20 @@ fn build_entries(events: &[Event]) -> Vec<Entry> {
                 tool,
                 arguments,
             } => {
-                let args = value_to_string(arguments);
+                let args = crate::wire::openai_arguments(arguments);
                 calls.insert(call_id, (tool, args.clone()));
-                Entry::new(
+                let interrupted = results.get(call_id.as_str()).is_none_or(|&r| r <= i);
+                let mut entry = Entry::new(
                     seq,
                     Tier::Activity,
                     format!(
-                        "[seq {seq}] call {tool} id={call_id} {}",
-                        one_line(&args, ROW_CHARS)
+                        "[seq {seq}] call {tool} id={call_id} {}{}",
+                        one_line(&args, ROW_CHARS),
+                        if interrupted { INTERRUPTED_NOTE } else { "" }
                     ),
-                )
+                );
+                entry.interrupted = interrupted;
+                entry
             }
             EventBody::ToolResult { call_id, tool, .. } => {
                 let tier = if Some(i) == last_result {
@@ -365,11 +407,7 @@ fn status_text(events: &[Event]) -> String {
                 let answered = events[i..].iter().any(
                     |r| matches!(&r.body, EventBody::ToolResult { call_id: c, .. } if c == call_id),
                 );
-                let note = if answered {
-                    ""
-                } else {
-                    " (no result: interrupted, effects unknown)"
-                };
+                let note = if answered { "" } else { INTERRUPTED_NOTE };
                 Some(format!("seq {} call {tool} id={call_id}{note}", e.seq))
             }
             _ => None,
@@ -401,23 +439,24 @@ fn drop_order(entries: &[Entry]) -> Vec<Action> {
         }
     }
     actions.extend(results(Tier::Activity).map(|(i, _)| Action::Drop(i, "budget")));
-    let mut newer_sources: Vec<&str> = Vec::new();
+    // Hash sets keep this linear in the number of results (thousands in long agent runs).
+    let mut newer_sources: HashSet<&str> = HashSet::new();
     let mut duplicates = Vec::new();
     for (i, e) in entries.iter().enumerate().rev() {
         if !matches!(e.tier, Tier::Details | Tier::LatestResult) {
             continue;
         }
         let source = e.source.as_deref().unwrap_or_default();
-        if e.tier == Tier::Details && newer_sources.contains(&source) {
+        if !newer_sources.insert(source) && e.tier == Tier::Details {
             duplicates.push(i);
         }
-        newer_sources.push(source);
     }
     duplicates.reverse();
     actions.extend(duplicates.iter().map(|&i| Action::Drop(i, "duplicate")));
+    let duplicate: HashSet<usize> = duplicates.into_iter().collect();
     actions.extend(
         results(Tier::Details)
-            .filter(|(i, _)| !duplicates.contains(i))
+            .filter(|(i, _)| !duplicate.contains(i))
             .map(|(i, _)| Action::Drop(i, "budget")),
     );
     actions
@@ -435,13 +474,58 @@ struct AgentFrame<'c, 'r> {
     system_cost: Cost,
     pinned_cost: Cost,
     input_cost: Cost,
+    /// Whether the context carries the omission notice when entries are dropped (SPEC P7).
+    notice: bool,
+}
+
+/// Which entries are dropped: how many, and the lowest and highest seq among them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Left {
+    count: usize,
+    first: u64,
+    last: u64,
+}
+
+impl Left {
+    fn of(entries: &[Entry]) -> Left {
+        let mut left = Left::default();
+        for e in entries.iter().filter(|e| e.form == Form::Dropped) {
+            left.add(e.seq);
+        }
+        left
+    }
+
+    fn add(&mut self, seq: u64) {
+        if self.count == 0 {
+            (self.first, self.last) = (seq, seq);
+        }
+        self.count += 1;
+        self.first = self.first.min(seq);
+        self.last = self.last.max(seq);
+    }
+}
+
+/// The omission notice of the agent context for the entries left out.
+fn agent_notice_text(left: Left) -> String {
+    format!(
+        "[ctxlog] {} earlier event(s) between seq {} and {} are left out of this context. They \
+         are stored and can be recalled with the recall tool (by query, or by seq=N).",
+        left.count, left.first, left.last
+    )
 }
 
 impl AgentFrame<'_, '_> {
+    /// The notice line for `left`, if the notice is on and something is left out.
+    fn notice_line(&self, left: Left) -> Option<String> {
+        (self.notice && left.count > 0).then(|| agent_notice_text(left))
+    }
+
     fn context_text(&self, entries: &[Entry], pages: &[String]) -> String {
         let mut text = HEADER.to_owned();
-        for part in pages
+        let notice = self.notice_line(Left::of(entries));
+        for part in notice
             .iter()
+            .chain(pages)
             .map(String::as_str)
             .chain(entries.iter().filter_map(Entry::text))
         {
@@ -474,8 +558,13 @@ impl AgentFrame<'_, '_> {
         let base = self
             .ctx
             .total(self.chain(self.ctx.cost(&self.context_msgs(&[], &[]))));
+        let notice = self.notice_line(Left::of(entries));
         let parts = entries.iter().map(Entry::bytes).sum::<i64>()
-            + pages.iter().map(|p| 2 + escaped_len(p) as i64).sum::<i64>();
+            + notice
+                .iter()
+                .chain(pages)
+                .map(|p| 2 + escaped_len(p) as i64)
+                .sum::<i64>();
         let bytes = base.bytes as i64 + parts;
         self.ctx.fits(Size {
             bytes: bytes.max(0) as u64,
@@ -497,6 +586,15 @@ impl AgentFrame<'_, '_> {
         sums.push(Tier::Pinned, self.pinned_cost, o.pinned.len());
         let base = self.ctx.cost(&self.context_msgs(&[], &[]));
         sums.push(Tier::Envelope, base, 0);
+        let left = Left::of(o.entries);
+        let notice = self.notice_line(left);
+        if let Some(text) = &notice {
+            sums.add_raw(
+                Tier::Notice,
+                2 + escaped_len(text) as i64,
+                text_tokens(tok, text) as i64,
+            );
+        }
         for page in o.pages {
             sums.add_raw(
                 Tier::Recalled,
@@ -532,7 +630,7 @@ impl AgentFrame<'_, '_> {
                 })
             })
             .collect();
-        let drops = o
+        let mut drops: Vec<Drop> = o
             .applied
             .iter()
             .filter_map(|a| match *a {
@@ -544,6 +642,13 @@ impl AgentFrame<'_, '_> {
                 Action::Clip(_) => None,
             })
             .collect();
+        if o.notice_dropped && left.count > 0 {
+            drops.push(Drop {
+                tier: Tier::Notice,
+                seqs: SeqRange::new(left.first, left.last),
+                reason: "no_room".into(),
+            });
+        }
         Report {
             format: ctx.format,
             tokenizer: tok,
@@ -565,7 +670,7 @@ impl AgentFrame<'_, '_> {
             tiers,
             clips,
             drops,
-            notice: None,
+            notice,
             recall: o.recall,
         }
     }
@@ -580,6 +685,7 @@ struct Outcome<'a> {
     turn_count: usize,
     mandatory: Size,
     total: Size,
+    notice_dropped: bool,
 }
 
 /// Merges repeated tiers (entries of one tier are interleaved in seq order) and puts the
@@ -614,14 +720,16 @@ fn ranges(seqs: &[u64]) -> Vec<SeqRange> {
 }
 
 /// Applies actions in order until the body fits: first by exact bytes and estimated tokens,
-/// then by exact tokens. Returns the actions applied.
+/// then by exact tokens, taking back steps the exact count shows were not needed. Returns the
+/// actions applied, or `None` if the body does not fit even after all of them.
 fn fit(
     frame: &AgentFrame<'_, '_>,
     entries: &mut [Entry],
     actions: &[Action],
     cache: &mut SizeCache,
-) -> Result<Vec<Action>> {
+) -> Result<Option<Vec<Action>>> {
     let ctx = frame.ctx;
+    set_prefix(entries, actions, 0);
     let base = frame.exact(&[], &[]);
     let estimate_tokens = ctx.req.max_tokens.is_some();
     let mut token_of = |e: &Entry| -> i64 {
@@ -631,41 +739,59 @@ fn fit(
             0
         }
     };
+    let notice_size = |left: Left| -> (i64, i64) {
+        frame.notice_line(left).map_or((0, 0), |text| {
+            let tokens = if estimate_tokens {
+                text_tokens(ctx.tokenizer, &text) as i64 + 1
+            } else {
+                0
+            };
+            (2 + escaped_len(&text) as i64, tokens)
+        })
+    };
     let mut bytes: i64 = base.bytes as i64 + entries.iter().map(Entry::bytes).sum::<i64>();
     let mut tokens: i64 = base.tokens as i64 + entries.iter().map(&mut token_of).sum::<i64>();
+    let mut left = Left::default();
     let mut next = 0;
-    let estimate = |b: i64, t: i64| Size {
-        bytes: b.max(0) as u64,
-        tokens: t.max(0) as u64,
+    let estimate = |b: i64, t: i64, left: Left| {
+        let (nb, nt) = notice_size(left);
+        Size {
+            bytes: (b + nb).max(0) as u64,
+            tokens: (t + nt).max(0) as u64,
+        }
     };
-    while next < actions.len() && !ctx.fits(estimate(bytes, tokens)) {
+    while next < actions.len() && !ctx.fits(estimate(bytes, tokens, left)) {
         let i = action_index(actions[next]);
         let (b0, t0) = (entries[i].bytes(), token_of(&entries[i]));
         apply(entries, actions[next]);
+        if let Action::Drop(..) = actions[next] {
+            left.add(entries[i].seq);
+        }
         bytes += entries[i].bytes() - b0;
         tokens += token_of(&entries[i]) - t0;
         next += 1;
     }
     if !estimate_tokens {
-        return Ok(actions[..next].to_vec());
+        // Bytes are exact.
+        return Ok(ctx
+            .fits(estimate(bytes, tokens, left))
+            .then(|| actions[..next].to_vec()));
     }
-    // Bytes above are exact; tokens were estimated (entry by entry), so check them exactly:
-    // go on while the body does not fit, then take back the steps it did not need.
+    // Tokens were estimated (entry by entry), so check them exactly: go on while the body does
+    // not fit, then take back the steps it did not need.
     let fits_with = |entries: &mut [Entry], n: usize| {
         set_prefix(entries, actions, n);
         ctx.fits(frame.exact(entries, &[]))
     };
     while !fits_with(entries, next) {
         if next == actions.len() {
-            return Err(Error::Internal {
-                reason: "agent context does not fit after every drop".into(),
-            });
+            return Ok(None);
         }
         next += 1;
     }
     let fewest = fewest_fitting(next, |n| fits_with(entries, n));
     set_prefix(entries, actions, fewest);
-    Ok(actions[..fewest].to_vec())
+    Ok(Some(actions[..fewest].to_vec()))
 }
 
 /// The smallest `n <= fits_at` for which `fits(n)` holds, given that `fits(fits_at)` does:

@@ -77,7 +77,9 @@ pub struct Count {
 /// Counts the bytes and tokens of a request body of `format` (the CLI's `ctxlog count`).
 ///
 /// For a body returned by [`crate::project`] with the same format and tokenizer, the result
-/// equals the projection report's `bytes` and `tokens`.
+/// equals the projection report's `bytes` and `tokens` (unless the body holds tool arguments
+/// nested deeper than `serde_json` parses, about 125 levels: then this fails, and the
+/// projector counted that message by its whole JSON text, an upper bound).
 ///
 /// # Errors
 ///

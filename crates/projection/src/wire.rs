@@ -20,7 +20,9 @@
 //!   * `{"role":"assistant"[,"content":S],"tool_calls":[{"id":ID,"type":"function",
 //!     "function":{"name":NAME,"arguments":JSON-STRING}},…]}`: consecutive tool calls of a
 //!     turn (with the assistant text just before them, if any), then one
-//!     `{"role":"tool","tool_call_id":ID,"content":S}` per call, in call order.
+//!     `{"role":"tool","tool_call_id":ID,"content":S}` per call, in call order. Arguments
+//!     stored as a string (as OpenAI returns them) are sent verbatim; any other value as its
+//!     compact JSON text.
 //!
 //! # Format: `anthropic-messages`
 //!
@@ -41,7 +43,8 @@
 //!   message. Text blocks that are empty or whitespace only, which Anthropic rejects ("text
 //!   content blocks must contain non-whitespace text"), are left out; so is a whitespace-only
 //!   system prompt, and a whitespace-only current input is refused when the request is built.
-//! * Tool arguments that are not a JSON object are sent as `{"value":ARGS}` (`input` must be an
+//! * Tool arguments are sent as `input` when they are a JSON object, or a string holding a JSON
+//!   object (OpenAI's form); anything else is sent as `{"value":ARGS}` (`input` must be an
 //!   object).
 //!
 //! # Tool results and interrupted calls (both formats)
@@ -425,7 +428,7 @@ fn openai_calls(text: Option<&str>, calls: &[Call]) -> Vec<u8> {
         m.extend_from_slice(br#","type":"function","function":{"name":"#);
         write_str(&mut m, &call.name);
         m.extend_from_slice(br#","arguments":"#);
-        write_str(&mut m, &value_to_string(&call.arguments));
+        write_str(&mut m, &openai_arguments(&call.arguments));
         m.extend_from_slice(b"}}");
     }
     m.extend_from_slice(b"]}");
@@ -489,15 +492,37 @@ fn tool_use_block(call: &Call) -> Vec<u8> {
     b.extend_from_slice(br#","name":"#);
     write_str(&mut b, &call.name);
     b.extend_from_slice(br#","input":"#);
-    if call.arguments.is_object() {
-        write_value(&mut b, &call.arguments);
-    } else {
-        b.extend_from_slice(br#"{"value":"#);
-        write_value(&mut b, &call.arguments);
-        b.push(b'}');
+    match anthropic_input(&call.arguments) {
+        Some(object) => write_value(&mut b, &object),
+        None => {
+            b.extend_from_slice(br#"{"value":"#);
+            write_value(&mut b, &call.arguments);
+            b.push(b'}');
+        }
     }
     b.push(b'}');
     b
+}
+
+/// OpenAI's `arguments` string: a string is taken to be that string already (as OpenAI's API
+/// returns it) and sent verbatim; any other value is sent as its compact JSON text.
+pub(crate) fn openai_arguments(arguments: &Value) -> String {
+    match arguments {
+        Value::String(text) => text.clone(),
+        other => value_to_string(other),
+    }
+}
+
+/// Anthropic's `input` object: the arguments if they are an object, or the object a string of
+/// arguments encodes (OpenAI's form); `None` when there is no object to send.
+fn anthropic_input(arguments: &Value) -> Option<Value> {
+    match arguments {
+        Value::Object(_) => Some(arguments.clone()),
+        Value::String(text) => serde_json::from_str::<Value>(text)
+            .ok()
+            .filter(Value::is_object),
+        _ => None,
+    }
 }
 
 fn tool_result_block(answer: &Answer) -> Vec<u8> {
@@ -528,10 +553,19 @@ impl Cost {
         let mut cost = Cost::default();
         for msg in msgs {
             let bytes = msg.to_bytes();
-            let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let tokens = match serde_json::from_slice::<Value>(&bytes) {
+                Ok(value) => message_tokens(format, tokenizer, &value),
+                // Only a value nested deeper than serde_json parses (tool arguments ~125
+                // levels deep) gets here: count the message's whole JSON text, which is more
+                // than its fields' text, so a token budget still holds.
+                Err(_) => {
+                    crate::tokens::TOKENS_PER_MESSAGE
+                        + text_tokens(tokenizer, &String::from_utf8_lossy(&bytes))
+                }
+            };
             let single = Cost {
                 bytes: bytes.len() as i64,
-                tokens: message_tokens(format, tokenizer, &value) as i64,
+                tokens: tokens as i64,
                 ends: Some((msg.edge(), msg.edge())),
             };
             cost = cost.then(single, tokenizer);

@@ -126,7 +126,11 @@ fn every_byte_budget_fits_or_is_refused_and_tiers_drop_in_order() {
             budget = p.report.bytes - 1;
             steps.push((p.report.bytes, p.body));
         }
-        assert_eq!(steps.last().unwrap().0, mandatory, "all optional content gone");
+        assert_eq!(
+            steps.last().unwrap().0,
+            mandatory,
+            "all optional content gone"
+        );
         match at(mandatory - 1) {
             Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
                 assert_eq!(needed_bytes, mandatory)
@@ -293,4 +297,120 @@ fn a_token_budget_drops_no_more_than_it_needs() {
         );
     }
     println!("widest unused gap: {widest_gap} tokens");
+}
+
+#[test]
+fn the_agent_context_carries_an_omission_notice_counted_in_the_budget() {
+    // SPEC P7 for the agent policy: when entries are left out and the notice was asked for,
+    // the context says how many, which seqs, and how to recall them; its bytes are counted
+    // before fitting, and when even the mandatory context leaves no room for it, it is left
+    // out and reported.
+    let events = fixture();
+    let history = SliceHistory::new(&events);
+    let with_notice = |budget: Option<u64>| {
+        let mut b = ProjectionRequest::builder();
+        b.model("gpt-4o-mini")
+            .system("You are a careful build agent.")
+            .input("Continue.")
+            .policy(Policy::Agent)
+            .notice(true);
+        if let Some(n) = budget {
+            b.max_bytes(n);
+        }
+        project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap()
+    };
+    let full = with_notice(None);
+    assert_eq!(full.report.notice, None, "nothing left out");
+    let mandatory = full.report.mandatory.bytes;
+    let mut budget = full.report.bytes - 1;
+    let mut with = 0;
+    while budget >= mandatory {
+        let p = with_notice(Some(budget));
+        assert!(p.body.len() as u64 <= budget);
+        assert_eq!(p.report.bytes, p.body.len() as u64);
+        assert_eq!(
+            p.report.tiers.iter().map(|t| t.bytes).sum::<u64>(),
+            p.report.bytes
+        );
+        let left: Vec<u64> = p
+            .report
+            .drops
+            .iter()
+            .filter(|d| d.tier != Tier::Notice)
+            .map(|d| d.seqs.first)
+            .collect();
+        let text = String::from_utf8(p.body.clone()).unwrap();
+        match &p.report.notice {
+            Some(notice) => {
+                with += 1;
+                let (lo, hi) = (left.iter().min().unwrap(), left.iter().max().unwrap());
+                assert_eq!(
+                    notice,
+                    &format!(
+                        "[ctxlog] {} earlier event(s) between seq {lo} and {hi} are left out of \
+                         this context. They are stored and can be recalled with the recall tool \
+                         (by query, or by seq=N).",
+                        left.len()
+                    )
+                );
+                assert!(text.contains(notice.as_str()));
+                let notice_tier = p.report.tiers.iter().find(|t| t.tier == Tier::Notice);
+                assert_eq!(notice_tier.unwrap().bytes, notice.len() as u64 + 2);
+            }
+            None => {
+                assert!(!text.contains("are left out of this context"));
+                let reported = p
+                    .report
+                    .drops
+                    .iter()
+                    .any(|d| d.tier == Tier::Notice && d.reason == "no_room");
+                assert_eq!(
+                    reported,
+                    !left.is_empty(),
+                    "budget {budget}: a notice left out is reported, only then"
+                );
+            }
+        }
+        budget = p.report.bytes - 1;
+    }
+    assert!(with > 10, "the notice is sent at most budgets");
+    // At the mandatory size there is no room for it.
+    let p = with_notice(Some(mandatory));
+    assert_eq!(p.report.notice, None);
+    assert_eq!(p.report.bytes, mandatory);
+}
+
+#[test]
+fn a_call_answered_after_a_projection_is_counted_with_its_new_row() {
+    // Agent entry token counts are cached by seq; a call row's text changes when its result
+    // arrives (it loses its "interrupted" mark), so a warm cache must not reuse the old count.
+    let mut events = fixture();
+    events.truncate(4); // two user requests, a reply, one call without its result yet
+    let request = || {
+        ProjectionRequest::builder()
+            .model("m")
+            .input("Continue.")
+            .policy(Policy::Agent)
+            .max_tokens(100_000)
+            .build()
+            .unwrap()
+    };
+    let mut cache = SizeCache::new();
+    let before = project(&SliceHistory::new(&events), &request(), &mut cache).unwrap();
+    assert!(
+        String::from_utf8(before.body)
+            .unwrap()
+            .contains("(no result: interrupted, effects unknown)")
+    );
+    let all = fixture();
+    events.push(all[4].clone()); // the call's result
+    let warm = project(&SliceHistory::new(&events), &request(), &mut cache).unwrap();
+    let cold = project(
+        &SliceHistory::new(&events),
+        &request(),
+        &mut SizeCache::new(),
+    )
+    .unwrap();
+    assert_eq!(warm.body, cold.body);
+    assert_eq!(warm.report, cold.report, "tier figures from a warm cache");
 }

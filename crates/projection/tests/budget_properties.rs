@@ -250,6 +250,18 @@ fn request(
     b.build().unwrap()
 }
 
+/// Checks that the report's tiers add up to its totals (SPEC P8).
+fn check_tier_sums(report: &ctxlog_projection::Report) {
+    assert_eq!(
+        report.tiers.iter().map(|t| t.bytes).sum::<u64>(),
+        report.bytes
+    );
+    assert_eq!(
+        report.tiers.iter().map(|t| t.tokens).sum::<u64>(),
+        report.tokens
+    );
+}
+
 /// Checks the provider's structural rules on a body.
 fn check_shape(format: WireFormat, body: &[u8]) {
     let v: Value = serde_json::from_slice(body).unwrap();
@@ -336,6 +348,7 @@ proptest! {
                         let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
                         prop_assert_eq!(p.report.tokens, c.tokens);
                         check_shape(shape.format, &p.body);
+                        check_tier_sums(&p.report);
                         let naive = project_naive(&history, &req).unwrap();
                         prop_assert_eq!(String::from_utf8(p.body).unwrap(), String::from_utf8(naive).unwrap());
                     }
@@ -396,7 +409,7 @@ proptest! {
         let agent = |req: &ProjectionRequest, max: Option<u64>| {
             let mut b = ProjectionRequest::builder();
             b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input())
-                .policy(Policy::Agent).recalled(req.recalled().to_vec()).recall_k(2);
+                .policy(Policy::Agent).recalled(req.recalled().to_vec()).recall_k(2).notice(shape.notice);
             if let Some(m) = max { b.max_bytes(m); }
             b.build().unwrap()
         };
@@ -411,6 +424,7 @@ proptest! {
                     let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
                     prop_assert_eq!(p.report.tokens, c.tokens);
                     check_shape(shape.format, &p.body);
+                    check_tier_sums(&p.report);
                 }
                 Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
                     prop_assert!(budget < mandatory);
@@ -425,7 +439,7 @@ proptest! {
         for budget in mandatory_tokens.saturating_sub(2).max(1)..=full.report.tokens + 2 {
             let mut b = ProjectionRequest::builder();
             b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input())
-                .policy(Policy::Agent).max_tokens(budget + 7).reserve_output(7);
+                .policy(Policy::Agent).max_tokens(budget + 7).reserve_output(7).notice(shape.notice);
             match project(&history, &b.build().unwrap(), &mut cache) {
                 Ok(p) => {
                     let c = count(&p.body, shape.format, shape.tokenizer).unwrap();

@@ -368,3 +368,137 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
     let naive = ctxlog_projection::naive::project_naive(&history, &b.build().unwrap()).unwrap();
     assert_eq!(ours, naive);
 }
+
+#[test]
+fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
+    // OpenAI returns `arguments` as a string; an application that stores it as given must get
+    // it back verbatim (not as a JSON string literal inside the string), and Anthropic must
+    // get the object it encodes as `input`.
+    let bodies = vec![
+        EventBody::User { text: "ls".into() },
+        EventBody::ToolCall {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            arguments: json!("{\"cmd\":\"ls\"}"),
+        },
+        EventBody::ToolResult {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            status: ToolStatus::Ok,
+            exit_code: None,
+            text: "a".into(),
+            artifact: None,
+        },
+        EventBody::ToolCall {
+            call_id: "c2".into(),
+            tool: "shell".into(),
+            arguments: json!("not json"),
+        },
+    ];
+    let events: Vec<Event> = bodies
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| Event {
+            seq: i as u64 + 1,
+            ts_ms: 0,
+            body,
+        })
+        .collect();
+    let text = |format: WireFormat| {
+        let mut b = ProjectionRequest::builder();
+        b.format(format).model("m").input("next?");
+        let p = project(
+            &SliceHistory::new(&events),
+            &b.build().unwrap(),
+            &mut SizeCache::new(),
+        )
+        .unwrap();
+        assert_eq!(p.report.bytes, p.body.len() as u64);
+        String::from_utf8(p.body).unwrap()
+    };
+    let openai = text(WireFormat::OpenAiChat);
+    assert!(
+        openai.contains(r#""function":{"name":"shell","arguments":"{\"cmd\":\"ls\"}"}}]}"#),
+        "{openai}"
+    );
+    assert!(openai.contains(r#""arguments":"not json"}}]}"#), "{openai}");
+    let anthropic = text(WireFormat::AnthropicMessages);
+    assert!(
+        anthropic.contains(r#"{"type":"tool_use","id":"c1","name":"shell","input":{"cmd":"ls"}}"#),
+        "{anthropic}"
+    );
+    assert!(
+        anthropic.contains(
+            r#"{"type":"tool_use","id":"c2","name":"shell","input":{"value":"not json"}}"#
+        ),
+        "{anthropic}"
+    );
+}
+
+#[test]
+fn the_agent_context_marks_every_call_whose_result_never_arrived() {
+    // SPEC P5 in the agent context: only the latest call was flagged (in the status line); an
+    // older call without a result read like one that had completed.
+    let events = events();
+    let mut b = request(WireFormat::OpenAiChat);
+    b.policy(ctxlog_projection::Policy::Agent);
+    let p = project(
+        &SliceHistory::new(&events),
+        &b.build().unwrap(),
+        &mut SizeCache::new(),
+    )
+    .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&p.body).unwrap();
+    let context = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with("[ctxlog agent context]"))
+        .unwrap();
+    assert!(
+        context.contains(
+            "[seq 9] call shell id=c3 {\"cmd\":\"rm x\"} (no result: interrupted, effects unknown)\n"
+        ),
+        "{context}"
+    );
+    assert!(
+        context.contains("[seq 7] call shell id=c1 {\"cmd\":\"ls\"}\n"),
+        "{context}"
+    );
+    assert_eq!(p.report.bytes, p.body.len() as u64);
+}
+
+#[test]
+fn extreme_budget_numbers_are_refused_or_met_without_panicking() {
+    // Budget arithmetic on u64 limits: no overflow, no panic; a reservation equal to the
+    // token limit is a typed error, a reservation one below leaves a one-token input budget.
+    let events = events();
+    let history = SliceHistory::new(&events);
+    for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+        let mut b = request(format);
+        b.max_tokens(u64::MAX).reserve_output(u64::MAX);
+        assert!(matches!(
+            b.build(),
+            Err(ctxlog_projection::Error::InvalidBudget { .. })
+        ));
+        b.reserve_output(u64::MAX - 1);
+        match project(&history, &b.build().unwrap(), &mut SizeCache::new()) {
+            Err(ctxlog_projection::Error::MandatoryExceedsBudget {
+                input_token_limit, ..
+            }) => assert_eq!(input_token_limit, Some(1)),
+            other => panic!("{other:?}"),
+        }
+        let mut b = request(format);
+        b.max_bytes(u64::MAX)
+            .max_tokens(u64::MAX)
+            .reserve_output(u64::MAX / 2);
+        let p = project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+        assert_eq!(p.report.turns.kept, 2);
+        assert!(
+            String::from_utf8(p.body)
+                .unwrap()
+                .contains(&(u64::MAX / 2).to_string())
+        );
+    }
+}

@@ -33,6 +33,18 @@ pub enum Error {
         /// The first seq found to differ.
         seq: u64,
     },
+    /// Events given to one `update` (or by a ledger source) were not in strictly increasing
+    /// seq order. Nothing of that call is written: skipping the event would leave a gap that
+    /// no later update fills.
+    #[error("recall index {path}: events out of order (seq {seq} after seq {after})")]
+    OutOfOrder {
+        /// The index file.
+        path: PathBuf,
+        /// The seq that came too late.
+        seq: u64,
+        /// The seq given before it.
+        after: u64,
+    },
     /// The caller-supplied ledger or artifact source failed.
     #[error("recall source failed while indexing seq {seq}: {source}")]
     Source {

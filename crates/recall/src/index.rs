@@ -291,8 +291,9 @@ impl RecallIndex {
     ///
     /// # Errors
     /// [`Error::Stale`] when the event at `indexed_through` differs from the one indexed (the
-    /// ledger was rewritten; nothing is written); [`Error::Damaged`] / [`Error::Sqlite`] on
-    /// index failures.
+    /// ledger was rewritten; nothing is written); [`Error::OutOfOrder`] when a seq does not
+    /// follow the previous event's (nothing is written); [`Error::Damaged`] /
+    /// [`Error::Sqlite`] on index failures.
     pub fn update<I>(&mut self, events: I, artifacts: &dyn ArtifactSource) -> Result<UpdateStats>
     where
         I: IntoIterator,
@@ -593,6 +594,7 @@ impl RecallIndex {
             stats: UpdateStats::default(),
             through,
             tail,
+            previous: None,
         })
     }
 
@@ -601,7 +603,9 @@ impl RecallIndex {
         let get = |key: &str| -> Result<String> {
             self.conn
                 .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .map_err(|e| self.err(e))
+                .optional()
+                .map_err(|e| self.err(e))?
+                .ok_or_else(|| self.damaged(format!("meta row {key} missing")))
         };
         let through = get("indexed_through")?;
         let through = through

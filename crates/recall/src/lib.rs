@@ -46,6 +46,6 @@ pub use rank::Ranking;
 pub use search::{ABSENCE_NOTE, DEFAULT_LIMIT, Hit, MAX_LIMIT, RecallResult, SearchOptions};
 pub use source::{ArtifactSource, LedgerSource, MemorySource, NoArtifacts};
 pub use tool::{
-    ArgsError, TOOL_DEFAULT_LIMIT, TOOL_DESCRIPTION, ToolArgs, ToolOutput, anthropic_tool,
-    input_schema, openai_tool, tool_error,
+    ArgsError, TOOL_DEFAULT_LIMIT, TOOL_DESCRIPTION, TOOL_QUERY_ECHO_CHARS, ToolArgs, ToolOutput,
+    anthropic_tool, input_schema, openai_tool, tool_error,
 };

@@ -18,8 +18,8 @@ not prove the content is absent. Try other words, or page through an event with 
 pub const DEFAULT_LIMIT: usize = 5;
 /// Largest number of hits per call.
 pub const MAX_LIMIT: usize = 50;
-/// How deep ranked results can be paged: hits beyond the best 1,000 are not returned (a
-/// query that needs them should use other words). Bounds the memory of one search.
+/// Most candidates one ranked search considers: [`Ranking::pool`] is clamped to it. Bounds
+/// the memory of one search.
 pub const MAX_RANKED: usize = 1000;
 
 /// Options of [`RecallIndex::search`]. `Default` is: no seq, offset 0, limit
@@ -114,6 +114,9 @@ impl RecallIndex {
 
     /// Searches the index (SPEC R3–R5).
     ///
+    /// Ranked results are the best [`Ranking::pool`] (default 200) BM25 candidates, re-ranked;
+    /// `offset` and `next_offset` page through them.
+    ///
     /// The query is reduced to literal words (stop words dropped, stemmed by the index's
     /// Porter tokenizer) and CJK bigrams; no query text is ever interpreted as FTS5 or SQL
     /// syntax, so any string is a valid query. An empty query (or one with no letters or
@@ -131,11 +134,12 @@ impl RecallIndex {
         } else if terms.is_empty() {
             self.newest(opts, limit)?
         } else {
-            let end = opts.offset.saturating_add(limit).min(MAX_RANKED);
-            let mut ranked = self.ranked(&terms, opts, end.saturating_add(1))?;
-            let more = ranked.len() > end && end < MAX_RANKED;
-            ranked.truncate(end);
-            (ranked.into_iter().skip(opts.offset).collect(), more)
+            // Every page of a ranked result is a slice of the same re-ranked pool, so paging
+            // with `next_offset` never repeats or skips a hit.
+            let ranked = self.ranked(&terms, opts, 0)?;
+            let more = ranked.len() > opts.offset.saturating_add(limit);
+            let hits = ranked.into_iter().skip(opts.offset).take(limit).collect();
+            (hits, more)
         };
         let next_offset = more.then_some(opts.offset.saturating_add(hits.len()));
         Ok(RecallResult {
@@ -175,9 +179,10 @@ impl RecallIndex {
         }
     }
 
-    /// Ranked hits for `terms`, at least `want` of them when there are that many.
+    /// Ranked hits for `terms`: the best `max(Ranking::pool, want)` BM25 candidates (at most
+    /// [`MAX_RANKED`]), re-ranked.
     fn ranked(&self, terms: &Terms, opts: &SearchOptions, want: usize) -> Result<Vec<Hit>> {
-        let pool = self.ranking.pool.max(want);
+        let pool = self.ranking.pool.max(want).clamp(1, MAX_RANKED);
         let mut cands = self.fts(&match_expression(terms), opts, pool)?;
         if self.ranking.author_weight != 0.0 {
             self.credit_authors(&mut cands, &terms.mentioned)?;

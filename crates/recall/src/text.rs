@@ -25,29 +25,44 @@ pub struct PageSlice<'a> {
 /// characters, so each page after the first repeats the last [`PAGE_OVERLAP`] characters of
 /// the one before. An empty text is one empty page. The last page ends at the end of the text;
 /// no page is entirely contained in the previous one.
+///
+/// Memory beyond the result is constant: a large artifact is walked page by page, not indexed
+/// character by character.
 pub fn pages(text: &str) -> Vec<PageSlice<'_>> {
-    // Byte offset of every char boundary, plus the end.
-    let bounds: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(text.len()))
-        .collect();
-    let chars = bounds.len() - 1;
     let mut out = Vec::new();
-    let mut start = 0;
+    let (mut char_start, mut byte_start) = (0, 0);
     loop {
-        let end = (start + PAGE_CHARS).min(chars);
+        let rest = &text[byte_start..];
+        let (chars, byte_len, next) = page_extent(rest);
         out.push(PageSlice {
             page: out.len(),
-            char_start: start,
-            char_end: end,
-            text: &text[bounds[start]..bounds[end]],
+            char_start,
+            char_end: char_start + chars,
+            text: &rest[..byte_len],
         });
-        if end >= chars {
-            return out;
+        match next {
+            Some(next) if byte_len < rest.len() => {
+                char_start += PAGE_STRIDE;
+                byte_start += next;
+            }
+            _ => return out,
         }
-        start += PAGE_STRIDE;
     }
+}
+
+/// For the page that opens `rest`: its length in chars and in bytes, and the byte offset of
+/// the next page's start ([`PAGE_STRIDE`] chars in), when `rest` is that long.
+fn page_extent(rest: &str) -> (usize, usize, Option<usize>) {
+    let mut next = None;
+    for (chars, (byte, _)) in rest.char_indices().enumerate() {
+        if chars == PAGE_STRIDE {
+            next = Some(byte);
+        }
+        if chars == PAGE_CHARS {
+            return (chars, byte, next);
+        }
+    }
+    (rest.chars().count(), rest.len(), next)
 }
 
 /// True for characters of scripts written without spaces between words (Han, kana, Hangul,
@@ -417,6 +432,27 @@ mod tests {
         assert_eq!((p[1].char_start, p[1].char_end), (1920, 3968));
         assert_eq!((p[2].char_start, p[2].char_end), (3840, 5000));
         assert_eq!(&p[0].text[1920..], &p[1].text[..128]);
+    }
+
+    #[test]
+    fn streamed_pages_match_a_char_vector_reference() {
+        let alphabet: Vec<char> = "é项🚀a\u{301}".chars().collect();
+        for n in [
+            0, 1, 1919, 1920, 1921, 2047, 2048, 2049, 3967, 3968, 3969, 5888, 5889,
+        ] {
+            let text: String = (0..n).map(|i| alphabet[i % alphabet.len()]).collect();
+            let chars: Vec<char> = text.chars().collect();
+            let got = pages(&text);
+            let mut start = 0;
+            for (p, page) in got.iter().enumerate() {
+                let end = (start + PAGE_CHARS).min(n);
+                assert_eq!((page.page, page.char_start, page.char_end), (p, start, end));
+                assert_eq!(page.text, chars[start..end].iter().collect::<String>());
+                start += PAGE_STRIDE;
+            }
+            assert_eq!(got.last().map(|p| p.char_end), Some(n));
+            assert!(got.len() == 1 || got[got.len() - 2].char_end < n);
+        }
     }
 
     #[test]

@@ -168,25 +168,41 @@ pub struct ToolOutput {
 
 impl RecallIndex {
     /// Handles one call of the recall tool: validates `args`, searches, and returns the tool
-    /// result JSON. Never fails: bad arguments give `{"error":{"code":"invalid_arguments",…}}`,
-    /// a damaged index `{"error":{"code":"index_damaged",…}}` (naming `ctxlog reindex`), other
-    /// failures `{"error":{"code":"recall_failed",…}}`.
+    /// result JSON (its `query` cut to [`TOOL_QUERY_ECHO_CHARS`]). Never fails: bad arguments
+    /// give `{"error":{"code":"invalid_arguments",…}}`, a damaged index
+    /// `{"error":{"code":"index_damaged",…}}` (naming `ctxlog reindex`), other failures
+    /// `{"error":{"code":"recall_failed",…}}`.
     pub fn handle_tool_call(&self, args: &Value) -> ToolOutput {
         let args = match ToolArgs::from_json(args) {
             Ok(a) => a,
             Err(e) => return tool_error("invalid_arguments", &e.to_string()),
         };
         match self.search(&args.query, &args.options) {
-            Ok(result) => ToolOutput {
-                json: serde_json::to_value(&result).unwrap_or(Value::Null),
-                is_error: false,
-            },
+            Ok(mut result) => {
+                result.query = echo(&result.query);
+                ToolOutput {
+                    json: serde_json::to_value(&result).unwrap_or(Value::Null),
+                    is_error: false,
+                }
+            }
             Err(e) if e.is_damaged() => tool_error(
                 "index_damaged",
                 &format!("{e}. Recall is unavailable until `ctxlog reindex` is run."),
             ),
             Err(e) => tool_error("recall_failed", &e.to_string()),
         }
+    }
+}
+
+/// Longest query, in characters, echoed back to the model in a tool result.
+pub const TOOL_QUERY_ECHO_CHARS: usize = 200;
+
+/// The query as echoed in a tool result: a pasted 16 KB query must not come back whole and
+/// cost the model's context twice. Longer queries are cut and end with `…`.
+fn echo(query: &str) -> String {
+    match query.char_indices().nth(TOOL_QUERY_ECHO_CHARS) {
+        Some((cut, _)) => format!("{}…", &query[..cut]),
+        None => query.to_owned(),
     }
 }
 

@@ -44,10 +44,20 @@ pub(crate) struct Writer<'a> {
     pub(crate) stats: UpdateStats,
     pub(crate) through: u64,
     pub(crate) tail: String,
+    /// The seq of the previous event given to this writer.
+    pub(crate) previous: Option<u64>,
 }
 
 impl Writer<'_> {
     pub(crate) fn add(&mut self, event: &Event, artifacts: &dyn ArtifactSource) -> Result<()> {
+        if let Some(after) = self.previous.filter(|&p| p >= event.seq) {
+            return Err(Error::OutOfOrder {
+                path: self.path.clone(),
+                seq: event.seq,
+                after,
+            });
+        }
+        self.previous = Some(event.seq);
         if event.seq < self.through {
             return Ok(());
         }

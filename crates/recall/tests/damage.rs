@@ -1,7 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Failure class: a damaged index file (SPEC R2). A truncated file, garbage bytes, a foreign
-//! SQLite database or another schema version is detected as `Error::Damaged` when opening or
-//! searching — never a wrong answer, never a panic — and `recreate` deletes and rebuilds it.
+//! SQLite database, another schema version, a dropped or garbled FTS5 shadow table, a table
+//! redefined with other columns or a directory in the file's place is detected as
+//! `Error::Damaged` when opening or searching — never a wrong answer, never a panic — and
+//! `recreate` deletes and rebuilds it. A zero-byte file is an empty index.
 
 mod common;
 
@@ -196,4 +198,21 @@ fn a_zero_byte_file_and_a_directory_are_handled() {
     std::fs::write(full.join("keep.txt"), b"not ours").unwrap();
     assert!(RecallIndex::recreate(&full, "L", IndexConfig::default()).is_err());
     assert!(full.join("keep.txt").exists());
+}
+
+/// Regression: meta rows deleted under an open handle made `sync` fail with a generic SQLite
+/// error ("query returned no rows") instead of naming the damage.
+#[test]
+fn meta_rows_lost_under_an_open_handle_are_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sqlite");
+    let src = build(&path);
+    let mut index = RecallIndex::open(&path, "L").unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("DELETE FROM meta", []).unwrap();
+    drop(conn);
+    let err = index.sync(&src).unwrap_err();
+    assert!(err.is_damaged(), "{err}");
+    drop(index);
+    repair(&path, &src);
 }

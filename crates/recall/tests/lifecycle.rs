@@ -253,3 +253,54 @@ fn extreme_timestamps_do_not_panic() {
     found.sort_unstable();
     assert_eq!(found, [1, 2, 3]);
 }
+
+/// An index written by the previous text rules (no text version in its stored configuration:
+/// no glued words, no run-final characters) is rebuilt on open, not searched with gaps.
+#[test]
+fn an_index_from_older_text_rules_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sqlite");
+    let mut index = RecallIndex::open(&path, "L").unwrap();
+    index.sync(&source("L", &["lime"])).unwrap();
+    drop(index);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE meta SET value = 'before=2;after=1;chars=400;gap=7200000;date=true' \
+         WHERE key = 'config'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let mut index = RecallIndex::open(&path, "L").unwrap();
+    assert_eq!(index.reset_reason(), Some(&ResetReason::ConfigChanged));
+    let stats = index.sync(&source("L", &["lime"])).unwrap();
+    assert_eq!(stats.events_indexed, 1);
+}
+
+/// Regression: an event given out of order to `update` was skipped silently (its seq was
+/// below what the same call had reached), leaving a gap no later update filled. Now the call
+/// fails and writes nothing.
+#[test]
+fn out_of_order_events_are_refused_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    let events = [note(1, "fig one"), note(3, "fig three"), note(2, "fig two")];
+    let err = index.update(&events, &NoArtifacts).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::OutOfOrder {
+                seq: 2,
+                after: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(index.indexed_through(), 0);
+    assert!(seqs(&index, "fig").is_empty());
+    // Re-feeding what is already indexed, in order, is fine.
+    index.update(&events[..2], &NoArtifacts).unwrap();
+    index.update(&events[..2], &NoArtifacts).unwrap();
+    assert_eq!(index.indexed_through(), 3);
+}

@@ -246,8 +246,9 @@ fn only_an_events_first_page_carries_its_context() {
 }
 
 /// Page ranges at the edges: empty text, exactly one page, one character more, the 1,920
-/// stride and 3,968 (two full pages), in multi-byte text; `seq` paging ends with no
-/// `next_offset` on the last page, also when the limit divides the page count exactly.
+/// stride and 3,968 (two full pages), in multi-byte text with combining marks and NUL; `seq`
+/// paging ends with no `next_offset` on the last page, also when the limit divides the page
+/// count exactly.
 #[test]
 fn page_ranges_at_the_edges_are_exact() {
     let dir = tempfile::tempdir().unwrap();
@@ -255,7 +256,7 @@ fn page_ranges_at_the_edges_are_exact() {
     let lengths = [
         0usize, 1, 1920, 2047, 2048, 2049, 3967, 3968, 3969, 5888, 5889,
     ];
-    let alphabet: Vec<char> = "aé项🚀 \u{301}".chars().collect();
+    let alphabet: Vec<char> = "aé项🚀 \u{301}\0".chars().collect();
     let text_of = |n: usize| -> String { (0..n).map(|i| alphabet[i % alphabet.len()]).collect() };
     let events: Vec<_> = lengths
         .iter()

@@ -110,3 +110,26 @@ fn a_damaged_index_names_reindex() {
             .contains("ctxlog reindex")
     );
 }
+
+/// Regression: a pasted 16 KB query came back whole in the tool result, costing the model's
+/// context twice. The echo is cut at `TOOL_QUERY_ECHO_CHARS`; the search used every word.
+#[test]
+fn a_huge_query_is_not_echoed_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
+    index
+        .update([note(1, "the walrus sleeps")], &NoArtifacts)
+        .unwrap();
+    let query = format!("{}walrus", "项目 ".repeat(6000));
+    let out = index.handle_tool_call(&json!({ "query": query }));
+    assert!(!out.is_error);
+    let echoed = out.json["query"].as_str().unwrap();
+    assert_eq!(
+        echoed.chars().count(),
+        ctxlog_recall::TOOL_QUERY_ECHO_CHARS + 1
+    );
+    assert!(echoed.ends_with('…'));
+    let out = index.handle_tool_call(&json!({ "query": "walrus" }));
+    assert_eq!(out.json["query"], "walrus");
+    assert_eq!(out.json["hits"][0]["seq"], 1);
+}

@@ -90,7 +90,7 @@ impl<L: LedgerRead> LedgerSource for LedgerFeed<'_, L> {
         visit: &mut dyn FnMut(&Event) -> ctxlog_recall::Result<()>,
     ) -> ctxlog_recall::Result<()> {
         let last = self.0.last_seq();
-        let mut next = after + 1;
+        let mut next = after.saturating_add(1);
         while next <= last {
             let end = (next + READ_CHUNK - 1).min(last);
             let events = self

@@ -88,6 +88,16 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// Sees the commits made since the snapshot was opened (or last refreshed).
+    ///
+    /// # Errors
+    /// Ledger read errors, e.g. [`ctxlog_ledger::Error::Corrupt`].
+    pub fn refresh(&mut self) -> Result<()> {
+        Ok(self.ledger.refresh()?)
+    }
+}
+
 impl<L: LedgerRead> Handle<L> {
     /// The conversation's name.
     pub fn name(&self) -> &ConversationName {

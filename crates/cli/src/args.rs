@@ -79,6 +79,51 @@ pub enum Command {
     Demo,
     /// Delete and rebuild the conversation's recall index from the ledger (repairs a damaged one).
     Reindex(ConvArg),
+    /// Erase a turn, a seq range or a whole conversation: the data is removed from every file.
+    ///
+    /// The ledger is rewritten without it (seqs are kept; the range becomes a tombstone that
+    /// records what, when and why, shown by `ctxlog log`). A range is widened to whole turns
+    /// so a tool call is never separated from its result. Artifacts nothing else references,
+    /// recovered tails and the recall index (rebuilt on next use) are deleted. Prints
+    /// {"erased":{"from":A,"to":B},"requested":{…},"events":N,"artifacts_deleted":N,…};
+    /// --all prints {"erased":"all","conversation":…}.
+    Erase(EraseArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["turn", "seqs", "all"]))]
+pub struct EraseArgs {
+    /// The conversation name.
+    pub conversation: String,
+    /// Erase the turn(s) written by the commit that carried this idempotency id (--id of commit)
+    #[arg(long, value_name = "ID")]
+    pub turn: Option<String>,
+    /// Erase seqs A to B inclusive (widened to whole turns), e.g. 5-9 or 7
+    #[arg(long, value_name = "A-B", value_parser = seq_range)]
+    pub seqs: Option<(u64, u64)>,
+    /// Erase the whole conversation: its directory is removed
+    #[arg(long)]
+    pub all: bool,
+    /// Why, recorded in the tombstone (at most 1024 bytes)
+    #[arg(long, default_value = ctxlog::ledger::DEFAULT_ERASE_REASON)]
+    pub reason: String,
+}
+
+/// `A-B` or `A`: seqs from 1, first <= last.
+fn seq_range(s: &str) -> Result<(u64, u64), String> {
+    let seq = |t: &str| match t.trim().parse::<u64>() {
+        Ok(0) => Err("seqs start at 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("expected A-B with whole numbers, got {s:?}")),
+    };
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (seq(a)?, seq(b)?),
+        None => (seq(s)?, seq(s)?),
+    };
+    if a > b {
+        return Err(format!("first seq {a} is after last seq {b}"));
+    }
+    Ok((a, b))
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,9 @@ use std::path::Path;
 use ctxlog::Store;
 use ctxlog::ledger::{Event, EventBody};
 
-use crate::args::{Cli, Command, CommitArgs, ConvArg, CountArgs, LogArgs, ProjectArgs, RecallArgs};
+use crate::args::{
+    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, LogArgs, ProjectArgs, RecallArgs,
+};
 use crate::output::{self, Failure};
 
 /// Runs the parsed command line.
@@ -21,6 +23,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Count(args) => count(args),
         Command::Recall(args) => recall(&root, args),
         Command::Reindex(args) => reindex(&root, args),
+        Command::Erase(args) => erase(&root, args),
         Command::Demo => crate::demo::run(&root),
     }
 }
@@ -189,6 +192,12 @@ fn verify_text(report: &ctxlog::ledger::VerifyReport) -> String {
         report.bytes,
         report.artifacts
     );
+    if report.erased > 0 {
+        text.push_str(&format!(
+            "erased: {} seqs covered by tombstones (content removed)\n",
+            report.erased
+        ));
+    }
     if report.torn_tail_bytes > 0 {
         text.push_str(&format!(
             "torn tail: {} bytes after the last complete commit ({}); the next writer cuts them and saves them under recovered/\n",
@@ -318,6 +327,40 @@ fn reindex(root: &Path, args: ConvArg) -> Result<(), Failure> {
         "pages_written": stats.pages_written,
         "indexed_through": stats.indexed_through,
         "artifact_failures": stats.artifact_failures,
+    }))
+}
+
+fn erase(root: &Path, args: EraseArgs) -> Result<(), Failure> {
+    let store = Store::open(root);
+    let what = match (args.turn, args.seqs) {
+        _ if args.all => {
+            store.erase_all(&args.conversation)?;
+            return output::json_line(&serde_json::json!({
+                "erased": "all",
+                "conversation": args.conversation,
+            }));
+        }
+        (Some(id), _) => ctxlog::Erase::Turn(id),
+        (None, Some((a, b))) => ctxlog::Erase::Seqs(a, b),
+        (None, None) => {
+            return Err(Failure::with_code(
+                2,
+                "usage",
+                "give one of --turn ID, --seqs A-B or --all",
+            ));
+        }
+    };
+    // Never creates a conversation: a missing one is NotFound.
+    store.conversation_dir(&ctxlog::ConversationName::new(&args.conversation)?)?;
+    let mut conv = store.conversation(&args.conversation)?;
+    let report = conv.erase(what, &args.reason)?;
+    output::json_line(&serde_json::json!({
+        "erased": {"from": report.from, "to": report.to},
+        "requested": {"from": report.requested.0, "to": report.requested.1},
+        "events": report.events,
+        "artifacts_deleted": report.artifacts_deleted,
+        "recovered_deleted": report.recovered_deleted,
+        "ledger_id": report.ledger_id,
     }))
 }
 

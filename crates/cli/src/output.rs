@@ -56,6 +56,10 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
+        if let Error::Ledger(ctxlog::ledger::Error::BadRange { .. }) = e {
+            // A range that does not fit the conversation is a bad argument; nothing changed.
+            return Failure::with_code(2, "usage", e.to_string());
+        }
         if let Error::InvalidName { .. } = e {
             // A bad name is a bad argument: usage (exit 2), before any file is touched.
             return Failure::with_code(2, "usage", e.to_string());

@@ -3,7 +3,9 @@
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
-use ctxlog_ledger::{CommitReceipt, Event, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport};
+use ctxlog_ledger::{
+    CommitReceipt, ErasureReport, Event, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport,
+};
 use ctxlog_projection::{Projection, ProjectionRequestBuilder, RecalledPage, SizeCache};
 use ctxlog_recall::{IndexConfig, Progress, RecallIndex, RecallResult, SearchOptions, UpdateStats};
 
@@ -14,6 +16,15 @@ use crate::{ConversationName, Result};
 /// How many recall candidates are fetched per page the projection may include: the projector
 /// keeps only pages older than the history it sends in detail, so it is offered a few more.
 const CANDIDATES_PER_PAGE: usize = 4;
+
+/// What [`Conversation::erase`] removes. (A whole conversation: [`crate::Store::erase_all`].)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Erase {
+    /// The turn(s) of the commit that carried this idempotency id.
+    Turn(String),
+    /// Seqs `first..=last` (widened to whole turns).
+    Seqs(u64, u64),
+}
 
 /// An open conversation over a ledger handle `L`: the writer ([`Conversation`]) or a
 /// lock-free reader ([`Snapshot`]). Reading, projecting and recalling work on both.
@@ -67,6 +78,69 @@ impl Conversation {
     pub fn commit_json(&mut self, json: &[u8], id: Option<&str>) -> Result<CommitReceipt> {
         let commit = crate::parse_commit(json, id)?;
         self.commit(&commit)
+    }
+
+    /// Erases `what` for `reason` (SPEC E1): the ledger is rewritten without it, atomically,
+    /// widened to whole turns (the report gives the range actually erased; seqs are kept,
+    /// the range becomes a tombstone visible in the log); unreferenced artifacts and every
+    /// `recovered/` tail are deleted; the recall index is deleted (before the rewrite, so a
+    /// crash cannot leave it indexing erased text, and again after) and rebuilt on next use.
+    ///
+    /// # Errors
+    /// [`ctxlog_ledger::Error::BadRange`] (nothing changed) for an empty or out-of-ledger
+    /// range, a reason over [`ctxlog_ledger::MAX_ERASE_REASON_BYTES`], or an id no commit of
+    /// this conversation carried; otherwise as [`Ledger::erase`].
+    pub fn erase(&mut self, what: Erase, reason: &str) -> Result<ErasureReport> {
+        let (from, to) = match what {
+            Erase::Seqs(from, to) => (from, to),
+            Erase::Turn(id) => {
+                self.ledger
+                    .commit_seqs(&id)?
+                    .ok_or_else(|| ctxlog_ledger::Error::BadRange {
+                        reason: format!("no commit of this conversation carries the id {id:?}"),
+                    })?
+            }
+        };
+        if reason.len() > ctxlog_ledger::MAX_ERASE_REASON_BYTES {
+            return Err(ctxlog_ledger::Error::BadRange {
+                reason: format!(
+                    "reason is {} bytes, the limit is {}",
+                    reason.len(),
+                    ctxlog_ledger::MAX_ERASE_REASON_BYTES
+                ),
+            }
+            .into());
+        }
+        if from == 0 || from > to || to > self.ledger.last_seq() {
+            // Checked before the recall index is touched, so a bad range changes nothing.
+            return Err(ctxlog_ledger::Error::BadRange {
+                reason: format!(
+                    "range {from}-{to} is not inside 1-{} with first <= last",
+                    self.ledger.last_seq()
+                ),
+            }
+            .into());
+        }
+        self.drop_recall_index()?;
+        let report = self.ledger.erase(from..=to, reason)?;
+        self.drop_recall_index()?;
+        self.sizes = SizeCache::new();
+        Ok(report)
+    }
+
+    /// Closes and deletes the recall index file (and any SQLite side files next to it).
+    fn drop_recall_index(&mut self) -> Result<()> {
+        self.recall = None;
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let path = self.dir.join(format!("{RECALL_INDEX_FILE}{suffix}"));
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(crate::Error::Io { path, source: e });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// What opening this conversation recovered (a torn tail cut after a crash), if anything.

@@ -82,7 +82,10 @@ impl Error {
             Error::Ledger(L::Corrupt { .. } | L::ArtifactMismatch { .. }) => ErrorClass::Corrupt,
             Error::Ledger(L::Conflict { .. }) => ErrorClass::Conflict,
             Error::Ledger(
-                L::InvalidCommit { .. } | L::TooLarge { .. } | L::BadArtifactRef { .. },
+                L::InvalidCommit { .. }
+                | L::TooLarge { .. }
+                | L::BadArtifactRef { .. }
+                | L::BadRange { .. },
             ) => ErrorClass::BadInput,
             Error::Projection(e) => projection_class(e),
             _ => ErrorClass::Other,

@@ -90,6 +90,31 @@ impl Store {
         result
     }
 
+    /// Erases the whole conversation `name` (SPEC E1): takes its writer lock (so no writer
+    /// is mid-commit), then removes its directory with everything in it (ledger, sidecars,
+    /// artifacts, recovered tails, recall index), and syncs the root.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::NotFound`]; [`ctxlog_ledger::Error::Locked`] when
+    /// another writer holds it (nothing is removed); [`Error::Io`] when removal fails.
+    pub fn erase_all(&self, name: &str) -> Result<()> {
+        let name = ConversationName::new(name)?;
+        let dir = self.conversation_dir(&name)?;
+        let conv = self.conversation(name.as_str())?;
+        let removed = std::fs::remove_dir_all(&dir);
+        drop(conv);
+        removed.map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        std::fs::File::open(&self.root)
+            .and_then(|f| f.sync_all())
+            .map_err(|source| Error::Io {
+                path: self.root.clone(),
+                source,
+            })
+    }
+
     /// Opens `name` for reading only: takes no lock, writes nothing to the ledger, and sees
     /// every commit acknowledged before the call.
     ///

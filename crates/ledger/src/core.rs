@@ -306,8 +306,25 @@ impl Core {
         self.entry(seq).ok().map(|e| e.kind)
     }
 
-    /// Reads events `range`, with one read of the contiguous bytes.
+    /// Reads events `range`, with one read of the contiguous bytes. Covered placeholders of
+    /// erased seqs are skipped (the tombstone that leads their range is returned), so the
+    /// result can be shorter than the range.
     pub(crate) fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
+        let mut out = self.raw_events(range)?;
+        out.retain(|e| !crate::erase::is_placeholder(e.seq, &e.body));
+        Ok(out)
+    }
+
+    /// Reads one event as stored, placeholders included.
+    pub(crate) fn raw_event(&self, seq: u64) -> Result<Event> {
+        self.raw_events(seq..=seq)?.pop().ok_or(Error::NoSuchSeq {
+            seq,
+            last_seq: self.last_seq,
+        })
+    }
+
+    /// Reads events `range` as stored (placeholders included), with one contiguous read.
+    fn raw_events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
         let (first, last) = (*range.start(), *range.end());
         if first > last {
             return Ok(Vec::new());

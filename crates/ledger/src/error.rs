@@ -77,6 +77,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// An erasure range (or reason) that cannot be applied; nothing was changed.
+    #[error("bad erase range: {reason}")]
+    BadRange {
+        /// Why.
+        reason: String,
+    },
     /// A seq outside the ledger.
     #[error("seq {seq} is not in the ledger (last seq {last_seq})")]
     NoSuchSeq {

@@ -146,12 +146,12 @@ impl RecoveryReport {
 pub struct Ledger {
     pub(crate) core: Core,
     options: Options,
-    turns_file: Box<dyn StorageFile>,
-    notes_file: Box<dyn StorageFile>,
-    commits_file: Box<dyn StorageFile>,
-    ids: Option<HashMap<[u8; 32], CommitEntry>>,
-    turn: Option<TurnState>,
-    poisoned: bool,
+    pub(crate) turns_file: Box<dyn StorageFile>,
+    pub(crate) notes_file: Box<dyn StorageFile>,
+    pub(crate) commits_file: Box<dyn StorageFile>,
+    pub(crate) ids: Option<HashMap<[u8; 32], CommitEntry>>,
+    pub(crate) turn: Option<TurnState>,
+    pub(crate) poisoned: bool,
     _lock: LockGuard,
 }
 
@@ -270,11 +270,11 @@ impl Ledger {
         )
     }
 
-    fn syncs(&self) -> bool {
+    pub(crate) fn syncs(&self) -> bool {
         self.options.sync == SyncMode::PerCommit
     }
 
-    fn check_usable(&self) -> Result<()> {
+    pub(crate) fn check_usable(&self) -> Result<()> {
         if self.poisoned {
             Err(Error::Poisoned)
         } else {
@@ -333,7 +333,7 @@ impl Ledger {
     /// The idempotency table, loaded on first use (one read of `commits.idx`). A damaged
     /// `commits.idx` entry (it is a cache) is repaired from the log instead of failing: the
     /// table is rebuilt by one sequential scan and the sidecar rewritten.
-    fn ids(&mut self) -> Result<&HashMap<[u8; 32], CommitEntry>> {
+    pub(crate) fn ids(&mut self) -> Result<&HashMap<[u8; 32], CommitEntry>> {
         if self.ids.is_none() {
             let persisted = match self.read_commit_index()? {
                 Some(entries) => entries,
@@ -661,7 +661,7 @@ impl Ledger {
 
     /// Appends what the sidecars lack. Failures are harmless: the entries stay in memory and
     /// the next flush (or the next open's tail scan) supplies them.
-    fn flush_sidecars(&mut self) -> std::io::Result<()> {
+    pub(crate) fn flush_sidecars(&mut self) -> std::io::Result<()> {
         let core = &mut self.core;
         if !core.pending_commits.is_empty() {
             let buf: Vec<u8> = core

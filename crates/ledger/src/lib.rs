@@ -35,6 +35,7 @@
 mod artifact;
 mod core;
 mod digest;
+mod erase;
 mod error;
 pub mod event;
 pub mod format;
@@ -48,6 +49,7 @@ mod validate;
 mod verify;
 
 pub use artifact::{artifact_name, excerpt, is_valid_artifact_name};
+pub use erase::{DEFAULT_ERASE_REASON, ErasureReport, MAX_ERASE_REASON_BYTES};
 pub use error::{Error, Result};
 pub use event::{
     ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker, ToolStatus, turn_starts,

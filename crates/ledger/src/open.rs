@@ -20,7 +20,7 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn new_ledger_id() -> [u8; 16] {
+pub(crate) fn new_ledger_id() -> [u8; 16] {
     use std::hash::{BuildHasher, Hasher};
     let mut id = [0u8; 16];
     for (i, half) in id.chunks_mut(8).enumerate() {

@@ -31,8 +31,9 @@ pub trait LedgerRead {
     fn note_seqs(&self) -> &[u64];
     /// The stored size in bytes of event `seq`'s record (header + payload).
     fn record_len(&self, seq: u64) -> Option<u64>;
-    /// One event. Fails with [`Error::NoSuchSeq`] outside the ledger, [`Error::Corrupt`] if
-    /// its record does not check out.
+    /// One event. Fails with [`Error::NoSuchSeq`] outside the ledger or for an erased seq
+    /// covered by a tombstone (see [`crate::Ledger::erase`]), [`Error::Corrupt`] if its record
+    /// does not check out.
     fn event(&self, seq: u64) -> Result<Event> {
         let mut v = self.events(seq..=seq)?;
         v.pop().ok_or(Error::NoSuchSeq {
@@ -41,6 +42,8 @@ pub trait LedgerRead {
         })
     }
     /// Events in `range` (inclusive), with one contiguous read. An empty range gives `[]`.
+    /// Erased seqs are skipped: an erased range reads as its tombstone (a `system` event at
+    /// the range's first seq) alone, so the result can be shorter than the range.
     fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>>;
     /// The content of an artifact of this conversation, verified against its hash. Refuses
     /// (with [`Error::BadArtifactRef`], before opening anything) a name that is not

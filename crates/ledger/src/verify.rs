@@ -42,6 +42,8 @@ pub struct VerifyReport {
     pub notes: u64,
     /// Commits that carried an id.
     pub commits_with_id: u64,
+    /// Seqs covered by erasure tombstones (each tombstone and its placeholders).
+    pub erased: u64,
     /// True when every sidecar entry present agrees with the log.
     pub sidecar_ok: bool,
     /// Events the sidecar does not cover yet (the writer's next open adds them).
@@ -122,7 +124,8 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
             reason,
         } => return Err(corrupt(offset, Some(seq), reason)),
     }
-    let refs = check_bodies(log.as_ref(), file_len, &found, &corrupt)?;
+    let (refs, erased) = check_bodies(log.as_ref(), file_len, &found, &corrupt)?;
+    report.erased = erased;
     report.artifacts = refs.len() as u64;
     for r in refs.values() {
         if let Err(e) = crate::artifact::read(st, r) {
@@ -172,15 +175,17 @@ pub(crate) fn verify_log_only(st: &dyn Storage) -> Result<()> {
     Ok(())
 }
 
-/// Decodes every event body; returns the artifacts they reference.
+/// Decodes every event body and checks erased ranges are covered; returns the artifacts
+/// the events reference and the number of erased seqs.
 fn check_bodies(
     log: &dyn StorageFile,
     file_len: u64,
     found: &Scan,
     corrupt: &dyn Fn(u64, Option<u64>, String) -> Error,
-) -> Result<BTreeMap<String, ArtifactRef>> {
+) -> Result<(BTreeMap<String, ArtifactRef>, u64)> {
     let mut w = Window::new(log, file_len);
     let mut refs = BTreeMap::new();
+    let mut coverage = crate::erase::Coverage::default();
     for (i, e) in found.entries.iter().enumerate() {
         let seq = i as u64 + 1;
         let bytes = w
@@ -203,6 +208,9 @@ fn check_bodies(
                 "body disagrees with header kind".into(),
             ));
         }
+        coverage
+            .check(seq, &body)
+            .map_err(|r| corrupt(e.offset, Some(seq), r))?;
         if let EventBody::ToolResult {
             artifact: Some(r), ..
         } = body
@@ -210,7 +218,10 @@ fn check_bodies(
             refs.insert(r.name.clone(), r);
         }
     }
-    Ok(refs)
+    coverage
+        .finish()
+        .map_err(|r| corrupt(found.good_end, Some(found.last_seq), r))?;
+    Ok((refs, coverage.erased))
 }
 
 /// Compares the sidecars with the scan: `(events not yet indexed, first disagreement)`.

@@ -1,0 +1,366 @@
+//! Failure class: data that must be gone (SPEC E1) — erased text surviving in the log, a
+//! sidecar, an artifact or a recovered tail; seqs reused or left uncovered; a crash or an I/O
+//! failure in the middle of the rewrite.
+//!
+//! Guarantee: after `Ledger::erase` no byte of any file in the directory holds the erased
+//! text; seqs are preserved (the erased range is a tombstone plus covered placeholders that
+//! readers skip); `verify` is clean, accepts a covered range and rejects an uncovered one; a
+//! failure at any write or sync leaves either the old ledger or the new one, never a mix.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use ctxlog_ledger::format::{self, LogHeader};
+use ctxlog_ledger::{
+    Error, EventBody, EventKind, FaultPlan, FaultyStorage, Ledger, LedgerRead, MemStorage,
+    NewCommit, Options, Reader, Storage, SystemMarker,
+};
+
+const SECRET: &str = "ZQX-SECRET-7781";
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn files_with(dir: &Path, needle: &str) -> Vec<String> {
+    snapshot_dir(dir)
+        .into_iter()
+        .filter(|(_, bytes)| contains(bytes, needle.as_bytes()))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Turn 1 (1-2) plain; turn 2 (3-6) holds the secret, also in a large tool output that
+/// becomes an artifact; turn 3 (7-8) plain.
+fn build(ledger: &mut Ledger) {
+    ledger.commit(&turn(1)).unwrap();
+    let big = format!("{}{SECRET}{}", "x".repeat(20_000), "y".repeat(20_000));
+    let secret_turn = NewCommit {
+        id: Some("secret-turn".into()),
+        events: vec![
+            user(&format!("my code is {SECRET}")),
+            call("c1"),
+            result("c1", &big),
+            assistant(&format!("noted {SECRET}")),
+        ],
+    };
+    ledger.commit(&secret_turn).unwrap();
+    ledger.commit(&turn(3)).unwrap();
+}
+
+fn secret_turn() -> NewCommit {
+    NewCommit {
+        id: Some("secret-turn".into()),
+        events: vec![
+            user(&format!("my code is {SECRET}")),
+            call("c1"),
+            result(
+                "c1",
+                &format!("{}{SECRET}{}", "x".repeat(20_000), "y".repeat(20_000)),
+            ),
+            assistant(&format!("noted {SECRET}")),
+        ],
+    }
+}
+
+#[test]
+fn erased_text_is_in_no_file_and_seqs_are_preserved() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    build(&mut ledger);
+    std::fs::create_dir_all(dir.path().join("recovered")).unwrap();
+    std::fs::write(dir.path().join("recovered/tail-9-1.bin"), SECRET).unwrap();
+    assert!(!files_with(dir.path(), SECRET).is_empty());
+    let old_id = ledger.ledger_id().to_string();
+
+    // Seq 5 alone is asked for: widened to the whole turn 3..=6.
+    let report = ledger.erase(5..=5, "user asked").unwrap();
+    assert_eq!((report.from, report.to), (3, 6));
+    assert_eq!(report.requested, (5, 5));
+    assert_eq!(report.events, 4);
+    assert_eq!(report.artifacts_deleted, 1);
+    assert_eq!(report.recovered_deleted, 1);
+    assert_ne!(report.ledger_id, old_id);
+    assert_eq!(ledger.ledger_id(), report.ledger_id);
+
+    assert_eq!(files_with(dir.path(), SECRET), Vec::<String>::new());
+    assert_eq!(ledger.last_seq(), 8);
+    let events = ledger.events(1..=8).unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3, 7, 8], "placeholders 4..=6 are skipped");
+    match &events[2].body {
+        EventBody::System {
+            marker: SystemMarker::Tombstone {
+                from, to, reason, ..
+            },
+        } => assert_eq!((*from, *to, reason.as_str()), (3, 6, "user asked")),
+        other => panic!("expected the tombstone, got {other:?}"),
+    }
+    assert!(ledger.event(5).is_err(), "an erased seq reads as absent");
+    assert_eq!(ledger.user_seqs(), &[1, 7]);
+    assert_eq!(ledger.kind(5), Some(EventKind::System));
+
+    // The erased commit's id no longer replays: a retry writes it again, at new seqs.
+    let again = ledger.commit(&secret_turn()).unwrap();
+    assert!(!again.replayed);
+    assert_eq!((again.first_seq, again.last_seq), (9, 12));
+    ledger.commit(&turn(4)).unwrap();
+    drop(ledger);
+
+    let report = ctxlog_ledger::verify(dir.path()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.erased, 4);
+    assert_eq!(report.last_seq, 14);
+
+    // Reopen works (writer and reader) and sees the same.
+    let (ledger, recovery) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    assert!(recovery.is_clean());
+    assert_eq!(ledger.user_seqs(), &[1, 7, 9, 13]);
+    let reader = Reader::open(dir.path()).unwrap();
+    assert_eq!(reader.events(1..=14).unwrap().len(), 11);
+}
+
+#[test]
+fn erasing_again_absorbs_the_earlier_tombstone_and_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    build(&mut ledger);
+    ledger.erase(3..=3, "first").unwrap();
+    // 4..=7 overlaps the tombstone 3..=6 and turn 3 (7..=8): all of 3..=8 goes.
+    let report = ledger.erase(4..=7, "second").unwrap();
+    assert_eq!((report.from, report.to), (3, 8));
+    assert_eq!(report.events, 2, "only turn 3's events still had content");
+    assert_eq!(ledger.events(1..=8).unwrap().len(), 3);
+    // The log ends with the tombstone: commits go on after it.
+    let r = ledger.commit(&turn(9)).unwrap();
+    assert_eq!(r.first_seq, 9);
+    drop(ledger);
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+}
+
+#[test]
+fn a_commit_cut_by_the_range_is_reframed() {
+    // One commit holding the end of turn 1 and the whole of turn 2: erasing turn 2 cuts it.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    ledger.commit(&commit(vec![user("a")])).unwrap();
+    let mixed = NewCommit {
+        id: Some("mixed".into()),
+        events: vec![assistant("b"), user(SECRET), assistant("c")],
+    };
+    ledger.commit(&mixed).unwrap();
+    ledger
+        .commit(&commit(vec![user("d"), assistant("e")]))
+        .unwrap();
+    let report = ledger.erase(3..=3, "cut").unwrap();
+    assert_eq!((report.from, report.to), (3, 4));
+    drop(ledger);
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    assert_eq!(ledger.events(1..=6).unwrap().len(), 5);
+    // The cut commit lost its id.
+    assert_eq!(ledger.commit_seqs("mixed").unwrap(), None);
+    assert_eq!(files_with(dir.path(), SECRET), Vec::<String>::new());
+}
+
+#[test]
+fn bad_ranges_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    build(&mut ledger);
+    let before = snapshot_dir(dir.path());
+    for ((from, to), reason) in [
+        ((0, 2), "r".to_string()),
+        ((5, 4), "r".to_string()),
+        ((7, 9), "r".to_string()),
+        ((1, 1), "r".repeat(2000)),
+    ] {
+        match ledger.erase(from..=to, &reason) {
+            Err(Error::BadRange { .. }) => {}
+            other => panic!("{from}-{to}: expected BadRange, got {other:?}"),
+        }
+    }
+    assert_eq!(snapshot_dir(dir.path()), before);
+    assert_eq!(ledger.commit_seqs("secret-turn").unwrap(), Some((3, 6)));
+}
+
+#[test]
+fn erasing_everything_leaves_a_usable_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    build(&mut ledger);
+    let report = ledger.erase(1..=8, "all of it").unwrap();
+    assert_eq!((report.from, report.to, report.events), (1, 8, 8));
+    assert_eq!(ledger.user_seqs(), &[] as &[u64]);
+    assert_eq!(ledger.events(1..=8).unwrap().len(), 1);
+    assert_eq!(files_with(dir.path(), SECRET), Vec::<String>::new());
+    ledger.commit(&turn(1)).unwrap();
+    drop(ledger);
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+}
+
+/// Builds a log by hand: `bodies[i]` at seq i+1, one record per commit.
+fn handmade(bodies: &[EventBody]) -> MemStorage {
+    let mut log = LogHeader {
+        ledger_id: [7; 16],
+        created_ms: 1,
+    }
+    .encode()
+    .to_vec();
+    for (i, body) in bodies.iter().enumerate() {
+        let json = serde_json::to_vec(body).unwrap();
+        format::encode_record(
+            &mut log,
+            body.kind(),
+            format::FLAG_END_OF_COMMIT,
+            0,
+            i as u64 + 1,
+            1,
+            &json,
+            &[],
+        );
+    }
+    let m = MemStorage::new();
+    m.set_file_bytes("ledger.log", log);
+    m
+}
+
+fn tomb(from: u64, to: u64, reason: &str) -> EventBody {
+    EventBody::System {
+        marker: SystemMarker::Tombstone {
+            from,
+            to,
+            at_ms: 5,
+            reason: reason.into(),
+        },
+    }
+}
+
+#[test]
+fn verify_accepts_a_covered_range_and_rejects_an_uncovered_one() {
+    let verify = |m: MemStorage| ctxlog_ledger::verify_with(Arc::new(m));
+    let covered = handmade(&[user("a"), tomb(2, 3, "why"), tomb(2, 3, ""), user("b")]);
+    let report = verify(covered).unwrap();
+    assert_eq!(report.erased, 2);
+    let cases = [
+        // a seq inside the range that is not a placeholder
+        vec![user("a"), tomb(2, 3, "why"), user("b")],
+        // a placeholder without its tombstone
+        vec![user("a"), tomb(1, 2, "")],
+        // a tombstone covering seqs the log does not have
+        vec![user("a"), tomb(2, 4, "why"), tomb(2, 4, "")],
+    ];
+    for bodies in cases {
+        match verify(handmade(&bodies)) {
+            Err(Error::Corrupt { .. }) => {}
+            other => panic!("{bodies:?}: expected Corrupt, got {other:?}"),
+        }
+    }
+}
+
+/// Events as `(seq, kind)`; the content of the secret turn is recognisable by its kind mix.
+fn state(storage: &MemStorage) -> Vec<(u64, EventKind)> {
+    let s: Arc<dyn Storage> = Arc::new(storage.clone());
+    let (ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+    let last = ledger.last_seq();
+    ledger
+        .events(1..=last)
+        .unwrap()
+        .iter()
+        .map(|e| (e.seq, e.kind()))
+        .collect()
+}
+
+#[test]
+fn a_failure_at_any_write_or_sync_leaves_the_old_ledger_or_the_new_one() {
+    let base = MemStorage::new();
+    {
+        let s: Arc<dyn Storage> = Arc::new(base.clone());
+        let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+        build(&mut ledger);
+    }
+    let old = state(&base);
+    let new = {
+        let copy = base.deep_clone();
+        let s: Arc<dyn Storage> = Arc::new(copy.clone());
+        let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+        ledger.erase(3..=6, "x").unwrap();
+        drop(ledger);
+        state(&copy)
+    };
+    assert_ne!(old, new);
+    let mut saw = (false, false);
+    for k in 0..12u64 {
+        for fail_sync in [false, true] {
+            let copy = base.deep_clone();
+            let faulty = FaultyStorage::new(copy.clone());
+            let s: Arc<dyn Storage> = Arc::new(faulty.clone());
+            let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+            faulty.set_plan(FaultPlan {
+                fail_write: (!fail_sync).then_some(k),
+                fail_sync: fail_sync.then_some(k),
+                ..FaultPlan::default()
+            });
+            let result = ledger.erase(3..=6, "x");
+            drop(ledger);
+            let after = state(&copy);
+            assert!(
+                after == old || after == new,
+                "k={k} sync={fail_sync}: {after:?}"
+            );
+            if result.is_err() {
+                saw.0 |= after == old;
+                saw.1 |= after == new;
+            }
+            let verified = ctxlog_ledger::verify_with(Arc::new(copy.clone())).unwrap();
+            assert!(verified.torn_tail_bytes == 0, "k={k}: {verified:?}");
+        }
+    }
+    assert!(saw.0, "some injected failure hit before the rename");
+}
+
+#[test]
+fn a_power_loss_at_any_point_of_the_erasure_leaves_the_old_ledger_or_the_new_one() {
+    let base = MemStorage::with_crash_tracking();
+    {
+        let s: Arc<dyn Storage> = Arc::new(base.clone());
+        let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+        build(&mut ledger);
+    }
+    let old = state(&base.crash_image(&mut |_, n| n));
+    let new = {
+        let copy = base.deep_clone();
+        let s: Arc<dyn Storage> = Arc::new(copy.clone());
+        let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+        ledger.erase(3..=6, "x").unwrap();
+        drop(ledger);
+        state(&copy.crash_image(&mut |_, _| 0))
+    };
+    assert_ne!(old, new);
+    let mut saw_new = false;
+    // The erasure is stopped at its k-th write (k large enough: it completes), then the
+    // power goes, keeping none, half or all of every unsynced byte.
+    for k in 0..16u64 {
+        for keep in [0usize, 1, 2] {
+            let copy = base.deep_clone();
+            let faulty = FaultyStorage::new(copy.clone());
+            let s: Arc<dyn Storage> = Arc::new(faulty.clone());
+            let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+            faulty.set_plan(FaultPlan {
+                fail_write: Some(k),
+                ..FaultPlan::default()
+            });
+            let _ = ledger.erase(3..=6, "x");
+            drop(ledger);
+            let image = copy.crash_image(&mut |_, n| n * keep / 2);
+            let after = state(&image);
+            assert!(after == old || after == new, "k={k} keep={keep}: {after:?}");
+            saw_new |= after == new;
+        }
+    }
+    assert!(saw_new, "the erasure completed in some round");
+}

@@ -50,9 +50,19 @@ fn the_readme_tour_runs() {
         stdout.contains(r#""hits":[{"seq":1"#),
         "recall finds the first turn: {stdout}"
     );
-    let recalled = stdout.lines().last().unwrap();
+    let recalled = stdout
+        .lines()
+        .find(|l| l.starts_with(r#"{"model""#))
+        .unwrap();
     assert!(
-        recalled.contains("ZX-81"),
+        recalled.contains("My project code is ZX-81."),
         "the recalled page carries the fact: {recalled}"
+    );
+    let after_erase: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        after_erase["hits"],
+        serde_json::json!([]),
+        "erased text is gone"
     );
 }

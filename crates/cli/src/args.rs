@@ -149,7 +149,7 @@ pub struct CommitArgs {
 pub struct LogArgs {
     /// The conversation name.
     pub conversation: String,
-    /// Start at this seq [default: 1]
+    /// Start at this seq
     #[arg(long, default_value_t = 1)]
     pub from: u64,
     /// Show at most this many events [default: all]
@@ -163,6 +163,17 @@ fn positive(s: &str) -> Result<u64, String> {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
         Err(e) => Err(format!("expected a positive whole number: {e}")),
+    }
+}
+
+/// At most 50 recalled pages, like the recall limit.
+fn recall_k(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= ctxlog::recall::MAX_LIMIT => Ok(n),
+        _ => Err(format!(
+            "expected a whole number from 0 to {}",
+            ctxlog::recall::MAX_LIMIT
+        )),
     }
 }
 
@@ -210,8 +221,9 @@ pub struct ProjectArgs {
     /// turns: whole recent turns; agent: pinned requests, latest results and status, tiers
     #[arg(long, default_value = "turns")]
     pub policy: Policy,
-    /// Include up to K relevant older pages from the recall index [default: 0 for turns, 2 for agent]
-    #[arg(long, value_name = "K")]
+    /// Include up to K (0-50) relevant older pages from the recall index
+    /// [default: 0 for turns, 2 for agent]
+    #[arg(long, value_name = "K", value_parser = recall_k)]
     pub recall: Option<usize>,
     /// Add a short notice saying which turns were left out and how to recall them
     #[arg(long)]
@@ -246,7 +258,7 @@ pub struct RecallArgs {
     /// The conversation name.
     pub conversation: String,
     /// What to look for, in plain words [default: list newest first]
-    #[arg(default_value = "")]
+    #[arg(default_value = "", hide_default_value = true)]
     pub query: String,
     /// Page through this one event instead of searching (--offset is then a page index)
     #[arg(long)]

@@ -272,12 +272,19 @@ fn tool_definitions(
         None => Vec::new(),
         Some(path) => {
             let bytes = read_input(path)?;
-            serde_json::from_slice::<Vec<serde_json::Value>>(&bytes).map_err(|e| {
+            let tools = serde_json::from_slice::<Vec<serde_json::Value>>(&bytes).map_err(|e| {
                 Failure::other(format!(
                     "--tools {}: expected a JSON array of tool definitions: {e}",
                     path.display()
                 ))
-            })?
+            })?;
+            if let Some(i) = tools.iter().position(|t| !t.is_object()) {
+                return Err(Failure::other(format!(
+                    "--tools {}: element {i} is not a tool definition object",
+                    path.display()
+                )));
+            }
+            tools
         }
     };
     if recall_tool {
@@ -351,8 +358,7 @@ fn erase(root: &Path, args: EraseArgs) -> Result<(), Failure> {
         }
     };
     // Never creates a conversation: a missing one is NotFound.
-    store.conversation_dir(&ctxlog::ConversationName::new(&args.conversation)?)?;
-    let mut conv = store.conversation(&args.conversation)?;
+    let mut conv = store.existing_conversation(&args.conversation)?;
     let report = conv.erase(what, &args.reason)?;
     output::json_line(&serde_json::json!({
         "erased": {"from": report.from, "to": report.to},

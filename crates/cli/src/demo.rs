@@ -58,6 +58,7 @@ fn commit_fixture(conv: &mut Conversation, out: &mut String) -> Result<(), Failu
     let disk_report: String = (0..900)
         .map(|i| format!("/srv/data/shard-{i:03}  {} MB\n", 100 + i % 37))
         .collect();
+    let report_kb = disk_report.len() / 1024;
     let turns = [
         vec![
             EventBody::User {
@@ -107,7 +108,7 @@ fn commit_fixture(conv: &mut Conversation, out: &mut String) -> Result<(), Failu
     }
     let _ = writeln!(
         out,
-        "   The 40 KB tool output was stored as a content-addressed artifact; the event keeps a head/tail excerpt."
+        "   The {report_kb} KB tool output was stored as a content-addressed artifact; the event keeps a head/tail excerpt."
     );
     Ok(())
 }

@@ -51,9 +51,21 @@ fn usage_error(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         };
     }
+    // clap's message is the first paragraph (continuation lines are indented, e.g. the
+    // missing arguments); usage and tips follow a blank line.
     let rendered = e.render().to_string();
-    let first = rendered.lines().next().unwrap_or("invalid arguments");
-    let message = first.strip_prefix("error: ").unwrap_or(first);
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let joined = paragraph.join(" ");
+    let message = joined.strip_prefix("error: ").unwrap_or(&joined);
     let json = std::env::args_os().any(|a| a == "--json");
+    let message = if message.is_empty() {
+        "invalid arguments"
+    } else {
+        message
+    };
     output::Failure::with_code(2, "usage", format!("{message} (see `ctxlog --help`)")).report(json)
 }

@@ -56,15 +56,8 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
-        if let Error::Ledger(ctxlog::ledger::Error::BadRange { .. }) = e {
-            // A range that does not fit the conversation is a bad argument; nothing changed.
-            return Failure::with_code(2, "usage", e.to_string());
-        }
-        if let Error::InvalidName { .. } = e {
-            // A bad name is a bad argument: usage (exit 2), before any file is touched.
-            return Failure::with_code(2, "usage", e.to_string());
-        }
         let (code, kind) = match e.class() {
+            ErrorClass::Usage => (2, "usage"),
             ErrorClass::OverBudget => (3, "over_budget"),
             ErrorClass::Locked => (4, "locked"),
             ErrorClass::Corrupt => (5, "corrupt"),
@@ -94,7 +87,7 @@ fn hint(e: &Error) -> Option<&'static str> {
         ErrorClass::Locked => {
             Some("another process is writing this conversation; retry when it is done")
         }
-        ErrorClass::Corrupt => Some("nothing was changed; run `ctxlog verify` for details"),
+        ErrorClass::Corrupt => Some("nothing was changed"),
         ErrorClass::NotFound => Some("commit a turn first or check --root"),
         _ => None,
     }

@@ -148,3 +148,37 @@ fn reading_a_missing_conversation_is_a_clear_error() {
     assert_eq!(code(&out), 1);
     assert!(snapshot(env.root()).is_empty());
 }
+
+#[test]
+fn a_refused_first_commit_removes_every_directory_it_created() {
+    let env = Env::new();
+    let root = env.root().join("a").join("b").join("store");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlog"))
+        .arg("--root")
+        .arg(&root)
+        .args(["commit", "c1", "/dev/null"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        !env.root().join("a").exists(),
+        "created ancestors were left behind"
+    );
+}
+
+#[test]
+fn erase_never_creates_or_deletes_what_is_not_a_conversation() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.root().join("notaconv")).unwrap();
+    std::fs::write(env.root().join("notaconv").join("keep.txt"), b"mine").unwrap();
+    let before = snapshot(env.root());
+    for args in [
+        &["erase", "notaconv", "--seqs", "1"][..],
+        &["erase", "notaconv", "--all"],
+    ] {
+        let out = env.run(args, b"");
+        assert_eq!(code(&out), 1, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("no conversation"), "{}", stderr(&out));
+    }
+    assert_eq!(before, snapshot(env.root()));
+}

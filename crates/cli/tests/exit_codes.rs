@@ -19,6 +19,15 @@ fn usage_errors_exit_2() {
         &["project", "c", "--input", "x", "--format", "xml"],
         &["project", "c", "--input", "x", "--tokenizer", "p50k"],
         &["recall", "c", "--limit", "0"],
+        &[
+            "project",
+            "c",
+            "--input",
+            "x",
+            "--recall",
+            "4611686018427387904",
+        ],
+        &["project", "c"],
         &["no-such-command"],
     ] {
         let out = env.run(args, b"");

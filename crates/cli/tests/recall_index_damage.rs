@@ -170,3 +170,42 @@ fn narrow_projections_recall_the_old_fact_as_a_page_when_room_is_left() {
         "some narrow budget leaves room for the recalled page"
     );
 }
+
+#[test]
+fn recalled_pages_never_repeat_a_pinned_note() {
+    let env = Env::new();
+    env.ok(
+        &["commit", "agent"],
+        br#"{"events":[{"kind":"note","text":"Deployment region is eu-west-3 always.","pinned":true}]}"#,
+    );
+    env.commit(
+        "agent",
+        "Tell me a story about deployment regions",
+        &"Once upon a time. ".repeat(50),
+    );
+    env.commit("agent", "Filler", "Reply");
+    let report_path = env.root().join("report.json");
+    for budget in (300..3000).step_by(100) {
+        let body = env.ok(
+            &[
+                "project",
+                "agent",
+                "--input",
+                "Which deployment region?",
+                "--max-bytes",
+                &budget.to_string(),
+                "--recall",
+                "2",
+                "--report",
+                report_path.to_str().unwrap(),
+            ],
+            b"",
+        );
+        let body = String::from_utf8(body).unwrap();
+        assert_eq!(
+            body.matches("eu-west-3").count(),
+            1,
+            "budget {budget}: {body}"
+        );
+    }
+}

@@ -40,6 +40,29 @@ pub struct Handle<L> {
     recall: Option<RecallIndex>,
 }
 
+/// How a ledger handle catches up with the ledger on disk before work that must follow it
+/// (projecting, recalling, reindexing). The writer is the only one who changes its ledger, so
+/// it is always current; a reader refreshes, and notices when the log was rewritten (erasure).
+pub trait CatchUp: LedgerRead {
+    /// Brings the view up to date with what is committed on disk.
+    ///
+    /// # Errors
+    /// Ledger read errors.
+    fn catch_up(&mut self) -> ctxlog_ledger::Result<()>;
+}
+
+impl CatchUp for Ledger {
+    fn catch_up(&mut self) -> ctxlog_ledger::Result<()> {
+        Ok(())
+    }
+}
+
+impl CatchUp for Reader {
+    fn catch_up(&mut self) -> ctxlog_ledger::Result<()> {
+        self.refresh()
+    }
+}
+
 /// A conversation opened for writing; holds the writer lock until dropped.
 pub type Conversation = Handle<Ledger>;
 
@@ -102,14 +125,13 @@ impl Conversation {
             }
         };
         if reason.len() > ctxlog_ledger::MAX_ERASE_REASON_BYTES {
-            return Err(ctxlog_ledger::Error::BadRange {
+            return Err(crate::Error::InvalidArgument {
                 reason: format!(
-                    "reason is {} bytes, the limit is {}",
+                    "the erase reason is {} bytes; at most {} are kept",
                     reason.len(),
                     ctxlog_ledger::MAX_ERASE_REASON_BYTES
                 ),
-            }
-            .into());
+            });
         }
         if from == 0 || from > to || to > self.ledger.last_seq() {
             // Checked before the recall index is touched, so a bad range changes nothing.
@@ -163,12 +185,13 @@ impl Snapshot {
 }
 
 impl Snapshot {
-    /// Sees the commits made since the snapshot was opened (or last refreshed).
+    /// Sees the commits made since the snapshot was opened (or last refreshed). Projecting,
+    /// recalling and reindexing do this on their own first.
     ///
     /// # Errors
     /// Ledger read errors, e.g. [`ctxlog_ledger::Error::Corrupt`].
     pub fn refresh(&mut self) -> Result<()> {
-        Ok(self.ledger.refresh()?)
+        self.current()
     }
 }
 
@@ -207,7 +230,20 @@ impl<L: LedgerRead> Handle<L> {
     }
 }
 
-impl<L: LedgerRead> Handle<L> {
+impl<L: CatchUp> Handle<L> {
+    /// Catches the handle up with the ledger on disk. If the ledger was rewritten (its id
+    /// changed: erasure), the size cache and the open recall index belong to the old ledger and
+    /// are dropped, so nothing erased is ever served or re-indexed from this handle.
+    fn current(&mut self) -> Result<()> {
+        let before = self.ledger.ledger_id().to_string();
+        self.ledger.catch_up()?;
+        if self.ledger.ledger_id() != before {
+            self.recall = None;
+            self.sizes = SizeCache::new();
+        }
+        Ok(())
+    }
+
     /// Builds the exact request body for `request` from this conversation (SPEC §5).
     ///
     /// When the request asks for recalled pages (`recall_k > 0`), the recall index is brought up
@@ -220,15 +256,16 @@ impl<L: LedgerRead> Handle<L> {
     /// not fit; invalid requests; ledger read errors.
     pub fn project(&mut self, request: &ProjectionRequestBuilder) -> Result<Projection> {
         let plain = request.build()?;
+        self.current()?;
         let first = self.project_built(&plain)?;
-        if plain.recall_k() == 0 {
-            return Ok(first);
-        }
         // History outranks recalled pages, so the first pass fixes what is kept in detail;
         // pages must come from before it.
         let detail_start = first.report.detail_start.unwrap_or(u64::MAX);
+        if plain.recall_k() == 0 || detail_start <= 1 {
+            return Ok(first);
+        }
         let mut with_pages = request.clone();
-        match self.recall_pages(plain.input(), detail_start, plain.recall_k()) {
+        match self.recall_pages(plain.input(), &first.report, plain.recall_k()) {
             Ok(pages) if pages.is_empty() => return Ok(first),
             Ok(pages) => with_pages.recalled(pages),
             Err(e) => with_pages.recall_unavailable(e.to_string()),
@@ -248,16 +285,23 @@ impl<L: LedgerRead> Handle<L> {
         )?)
     }
 
+    /// Candidate pages for the second pass: relevant to `input`, older than the history
+    /// `first` keeps in detail, and not already in its body (pinned notes, earlier requests).
     fn recall_pages(
         &mut self,
         input: &str,
-        older_than: u64,
+        first: &ctxlog_projection::Report,
         k: usize,
     ) -> Result<Vec<RecalledPage>> {
+        let older_than = first.detail_start.unwrap_or(u64::MAX);
+        let in_body = |seq: u64| {
+            first.pinned.contains(&seq) || first.kept.iter().any(|range| range.contains(seq))
+        };
         let index = self.synced_index()?;
-        let hits = index.candidates(input, older_than, k * CANDIDATES_PER_PAGE)?;
+        let hits = index.candidates(input, older_than, k.saturating_mul(CANDIDATES_PER_PAGE))?;
         Ok(hits
             .into_iter()
+            .filter(|hit| !in_body(hit.seq))
             .map(|hit| RecalledPage {
                 seq: hit.seq,
                 page: hit.page,
@@ -275,6 +319,7 @@ impl<L: LedgerRead> Handle<L> {
     /// [`ctxlog_recall::Error::Damaged`] when the index file is damaged (its message names
     /// `ctxlog reindex`); ledger read errors.
     pub fn recall(&mut self, query: &str, options: &SearchOptions) -> Result<RecallResult> {
+        self.current()?;
         Ok(self.synced_index()?.search(query, options)?)
     }
 
@@ -282,7 +327,7 @@ impl<L: LedgerRead> Handle<L> {
     /// [`ctxlog_recall::openai_tool`] and [`ctxlog_recall::anthropic_tool`] for the definitions.
     /// Bad arguments and index failures become a tool error the model can read.
     pub fn recall_tool(&mut self, arguments: &serde_json::Value) -> ctxlog_recall::ToolOutput {
-        match self.synced_index() {
+        match self.current().and_then(|()| self.synced_index()) {
             Ok(index) => index.handle_tool_call(arguments),
             Err(crate::Error::Recall(e)) if e.is_damaged() => {
                 ctxlog_recall::tool_error("index_damaged", &e.to_string())
@@ -297,6 +342,7 @@ impl<L: LedgerRead> Handle<L> {
     /// # Errors
     /// I/O or SQLite failures; ledger read errors.
     pub fn reindex(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<UpdateStats> {
+        self.current()?;
         self.recall = None;
         let path = self.dir.join(RECALL_INDEX_FILE);
         let mut index =

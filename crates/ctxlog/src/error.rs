@@ -17,6 +17,12 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
+    /// An argument outside what the operation accepts (e.g. an over-long erase reason).
+    #[error("{reason}")]
+    InvalidArgument {
+        /// What is wrong, naming the argument and its limit.
+        reason: String,
+    },
     /// The conversation does not exist (read-only operations never create one).
     #[error("no conversation \"{name}\" under {}", root.display())]
     NotFound {
@@ -51,11 +57,15 @@ pub enum Error {
     },
 }
 
-/// The coarse class of an [`Error`], stable for scripts (SPEC I2 exit codes).
+/// The coarse class of an [`Error`], stable for scripts (SPEC I2 exit codes) and servers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorClass {
-    /// The caller's input is wrong: fix it and retry (CLI exit 2 for flags, 1 for data).
+    /// The request's arguments are wrong: a bad name, range, budget or request field; nothing
+    /// was touched (CLI exit 2).
+    Usage,
+    /// The data given is wrong (malformed turn JSON, an invalid turn, a cap exceeded); nothing
+    /// was written (CLI exit 1).
     BadInput,
     /// The mandatory part of a projection exceeds the budget (CLI exit 3).
     OverBudget,
@@ -65,31 +75,56 @@ pub enum ErrorClass {
     Corrupt,
     /// The commit id was used before with different content (CLI exit 6).
     Conflict,
-    /// The conversation does not exist.
+    /// The conversation does not exist (CLI exit 1).
     NotFound,
     /// Anything else (I/O, a damaged index, …) (CLI exit 1).
     Other,
 }
 
 impl Error {
-    /// The error's class.
+    /// The error's class. A ledger error is classed as such wherever it surfaces, also when
+    /// the projector or the recall index met it while reading the ledger.
     pub fn class(&self) -> ErrorClass {
-        use ctxlog_ledger::Error as L;
+        if let Some(ledger) = self.ledger_cause() {
+            return ledger_class(ledger);
+        }
         match self {
-            Error::InvalidName { .. } | Error::BadInput { .. } => ErrorClass::BadInput,
+            Error::InvalidName { .. } | Error::InvalidArgument { .. } => ErrorClass::Usage,
+            Error::BadInput { .. } => ErrorClass::BadInput,
             Error::NotFound { .. } => ErrorClass::NotFound,
-            Error::Ledger(L::Locked { .. }) => ErrorClass::Locked,
-            Error::Ledger(L::Corrupt { .. } | L::ArtifactMismatch { .. }) => ErrorClass::Corrupt,
-            Error::Ledger(L::Conflict { .. }) => ErrorClass::Conflict,
-            Error::Ledger(
-                L::InvalidCommit { .. }
-                | L::TooLarge { .. }
-                | L::BadArtifactRef { .. }
-                | L::BadRange { .. },
-            ) => ErrorClass::BadInput,
             Error::Projection(e) => projection_class(e),
             _ => ErrorClass::Other,
         }
+    }
+
+    /// The ledger error behind this one, if any: directly, or as the source of a projection
+    /// or recall failure.
+    pub fn ledger_cause(&self) -> Option<&ctxlog_ledger::Error> {
+        if let Error::Ledger(e) = self {
+            return Some(e);
+        }
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            if let Some(ledger) = e.downcast_ref::<ctxlog_ledger::Error>() {
+                return Some(ledger);
+            }
+            cause = e.source();
+        }
+        None
+    }
+}
+
+fn ledger_class(e: &ctxlog_ledger::Error) -> ErrorClass {
+    use ctxlog_ledger::Error as L;
+    match e {
+        L::Locked { .. } => ErrorClass::Locked,
+        L::Corrupt { .. } | L::ArtifactMismatch { .. } => ErrorClass::Corrupt,
+        L::Conflict { .. } => ErrorClass::Conflict,
+        L::BadRange { .. } => ErrorClass::Usage,
+        L::InvalidCommit { .. } | L::TooLarge { .. } | L::BadArtifactRef { .. } => {
+            ErrorClass::BadInput
+        }
+        _ => ErrorClass::Other,
     }
 }
 
@@ -97,7 +132,7 @@ fn projection_class(e: &ctxlog_projection::Error) -> ErrorClass {
     use ctxlog_projection::Error as P;
     match e {
         P::MandatoryExceedsBudget { .. } => ErrorClass::OverBudget,
-        P::InvalidBudget { .. } => ErrorClass::BadInput,
+        P::InvalidBudget { .. } | P::InvalidRequest { .. } => ErrorClass::Usage,
         _ => ErrorClass::Other,
     }
 }

@@ -18,7 +18,7 @@ mod input;
 mod name;
 mod store;
 
-pub use conversation::{Conversation, Erase, Handle, Snapshot};
+pub use conversation::{CatchUp, Conversation, Erase, Handle, Snapshot};
 pub use error::{Error, ErrorClass, Result};
 pub use input::parse_commit;
 pub use name::ConversationName;

@@ -77,14 +77,15 @@ impl Store {
     pub fn commit_to(&self, name: &str, commit: &NewCommit) -> Result<CommitReceipt> {
         let name = ConversationName::new(name)?;
         let dir = self.root.join(name.as_str());
-        let (root_existed, existed) = (self.root.exists(), dir.exists());
+        let created = missing_ancestors(&dir);
         let mut conv = self.conversation(name.as_str())?;
         let result = conv.commit(commit);
-        if result.is_err() && !existed && conv.last_seq() == 0 {
-            // Still holding the writer lock: nobody else can have written here.
+        if result.is_err() && !created.is_empty() && conv.last_seq() == 0 {
+            // Still holding the writer lock: nobody else can have written here. Remove what
+            // this call created, innermost first (remove_dir refuses anything non-empty).
             let _ = std::fs::remove_dir_all(&dir);
-            if !root_existed {
-                let _ = std::fs::remove_dir(&self.root);
+            for ancestor in created.iter().skip(1) {
+                let _ = std::fs::remove_dir(ancestor);
             }
         }
         result
@@ -127,13 +128,13 @@ impl Store {
         Ok(Snapshot::new(name, dir, reader))
     }
 
-    /// The directory of an existing conversation.
+    /// The directory of an existing conversation: one that holds a ledger.
     ///
     /// # Errors
-    /// [`Error::NotFound`] if it does not exist.
+    /// [`Error::NotFound`] if there is no ledger under that name.
     pub fn conversation_dir(&self, name: &ConversationName) -> Result<PathBuf> {
         let dir = self.root.join(name.as_str());
-        if dir.is_dir() {
+        if dir.join(ctxlog_ledger::format::names::LOG).is_file() {
             Ok(dir)
         } else {
             Err(Error::NotFound {
@@ -141,6 +142,15 @@ impl Store {
                 root: self.root.clone(),
             })
         }
+    }
+
+    /// Opens an existing conversation for writing; never creates one.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if there is no ledger under that name; as [`Store::conversation`].
+    pub fn existing_conversation(&self, name: &str) -> Result<Conversation> {
+        self.conversation_dir(&ConversationName::new(name)?)?;
+        self.conversation(name)
     }
 
     /// The names of the conversations in the store, sorted (none if the root does not exist).
@@ -167,4 +177,12 @@ impl Store {
         names.sort();
         Ok(names)
     }
+}
+
+/// `dir` and its ancestors that do not exist yet, innermost first.
+fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
+    dir.ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
+        .map(Path::to_path_buf)
+        .collect()
 }

@@ -36,7 +36,7 @@ fn erase_purges_the_recall_index_and_keeps_the_rest() {
     assert_eq!(conv.events(1..=4).unwrap().len(), 3);
 
     let bad = conv.erase(Erase::Seqs(4, 9), "x").unwrap_err();
-    assert_eq!(bad.class(), ErrorClass::BadInput);
+    assert_eq!(bad.class(), ErrorClass::Usage);
     assert!(
         conv.dir().join("recall.sqlite").exists(),
         "a bad range touches nothing"

@@ -64,6 +64,8 @@ pub(crate) struct Candidate {
     pub(crate) cue: bool,
     pub(crate) author: Option<String>,
     pub(crate) episode: u64,
+    /// The page's row id (in `pages` and `pages_fts`).
+    pub(crate) id: i64,
 }
 
 impl RecallIndex {

@@ -154,6 +154,14 @@ impl RecallIndex {
     /// first: the candidates for a projection's auto-included recall tier (SPEC R6). An input
     /// with no searchable words yields none.
     ///
+    /// Every candidate's own text — its body, or its CJK bigram field for CJK terms —
+    /// contains at least one of the input's terms: a page that [`RecallIndex::search`] finds
+    /// only through its neighbours' context field or its date metadata is never a candidate,
+    /// because an auto-included page is spent from the request's budget and should carry the
+    /// words asked about. The candidates keep the order `search` gives them (the same
+    /// re-ranked pool of the best `max(Ranking::pool, k)` BM25 matches); the filter only
+    /// removes pages from it, so fewer than `k` may come back even when `search` has more hits.
+    ///
     /// # Errors
     /// As [`RecallIndex::search`].
     pub fn candidates(&self, input: &str, older_than_seq: u64, k: usize) -> Result<Vec<Hit>> {
@@ -166,9 +174,28 @@ impl RecallIndex {
             before_seq: Some(older_than_seq),
             ..SearchOptions::default()
         };
-        let mut hits = self.ranked(&terms, &opts, k)?;
-        hits.truncate(k);
+        let own = own_text_expression(&terms);
+        let mut hits = Vec::with_capacity(k);
+        for cand in self.ranked_candidates(&terms, &opts, k)? {
+            if hits.len() == k {
+                break;
+            }
+            if self.matches_own_text(cand.id, &own)? {
+                hits.push(cand.hit);
+            }
+        }
         Ok(hits)
+    }
+
+    /// Whether page `id` matches `own` (an [`own_text_expression`]). FTS5 answers a MATCH with
+    /// a rowid constraint by seeking each term's list to that row, so one check is cheap.
+    fn matches_own_text(&self, id: i64, own: &str) -> Result<bool> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT 1 FROM pages_fts WHERE pages_fts MATCH ?1 AND rowid = ?2")
+            .map_err(|e| self.err(e))?;
+        stmt.exists(rusqlite::params![own, id])
+            .map_err(|e| self.err(e))
     }
 
     fn terms(&self, query: &str) -> Terms {
@@ -182,6 +209,20 @@ impl RecallIndex {
     /// Ranked hits for `terms`: the best `max(Ranking::pool, want)` BM25 candidates (at most
     /// [`MAX_RANKED`]), re-ranked.
     fn ranked(&self, terms: &Terms, opts: &SearchOptions, want: usize) -> Result<Vec<Hit>> {
+        Ok(self
+            .ranked_candidates(terms, opts, want)?
+            .into_iter()
+            .map(|c| c.hit)
+            .collect())
+    }
+
+    /// [`RecallIndex::ranked`] before the candidates are reduced to their hits.
+    fn ranked_candidates(
+        &self,
+        terms: &Terms,
+        opts: &SearchOptions,
+        want: usize,
+    ) -> Result<Vec<Candidate>> {
         let pool = self.ranking.pool.max(want).clamp(1, MAX_RANKED);
         let mut cands = self.fts(&match_expression(terms), opts, pool)?;
         if self.ranking.author_weight != 0.0 {
@@ -200,7 +241,7 @@ impl RecallIndex {
                 .then(b.hit.seq.cmp(&a.hit.seq))
                 .then(a.hit.page.cmp(&b.hit.page))
         });
-        Ok(cands.into_iter().map(|c| c.hit).collect())
+        Ok(cands)
     }
 
     /// Runs one FTS5 MATCH and returns up to `pool` candidates with BM25 scores (higher is
@@ -209,7 +250,7 @@ impl RecallIndex {
         let r = &self.ranking;
         let sql = format!(
             "SELECT {COLUMNS}, p.supersedes, p.cue, -bm25(pages_fts, ?1, ?2, ?3, ?4) AS score, \
-             p.author, p.episode \
+             p.author, p.episode, p.id \
              FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid \
              WHERE pages_fts MATCH ?5 AND p.seq < ?6 AND (?7 = '' OR instr(?7, ',' || p.kind || ',') > 0) \
              ORDER BY bm25(pages_fts, ?1, ?2, ?3, ?4) LIMIT ?8"
@@ -236,6 +277,7 @@ impl RecallIndex {
                         cue: row.get(12)?,
                         author: row.get(14)?,
                         episode: row.get::<_, i64>(15)? as u64,
+                        id: row.get(16)?,
                     })
                 },
             )
@@ -369,4 +411,11 @@ pub(crate) fn match_expression(terms: &Terms) -> String {
         }
     }
     parts.join(" OR ")
+}
+
+/// [`match_expression`] restricted to a page's own text: the body and CJK bigram columns
+/// (FTS5 column filter `{body cjk} : (…)`), so neither the neighbours' context nor the date
+/// metadata can make the match.
+pub(crate) fn own_text_expression(terms: &Terms) -> String {
+    format!("{{body cjk}} : ({})", match_expression(terms))
 }

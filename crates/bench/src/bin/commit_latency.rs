@@ -1,14 +1,26 @@
 //! Commit latency: `Ledger::commit` of a small turn (user + assistant, about 200 bytes of
-//! text) with a per-commit fsync, beside a plain loop that appends the same number of bytes
-//! to a file and fsyncs it (`write` + `fdatasync`), measured in one run, interleaved
-//! operation by operation so both see the same disk. Also shown: both without any sync.
+//! text) with a per-commit fsync, beside two reference rules measured in the same run,
+//! interleaved operation by operation so all see the same disk:
+//!
+//! - a plain loop that appends the same number of bytes to a file and syncs it
+//!   (`write` + `fdatasync`);
+//! - SQLite (bundled, via `rusqlite`) in `journal_mode=WAL` with `synchronous=FULL`, one
+//!   transaction per turn inserting the same user and assistant texts as two rows of a simple
+//!   table: durable per commit, the fair comparison to an fsync per commit.
+//!
+//! Also shown, in a second interleaved group: all three without a sync per commit (the plain
+//! loop without `fdatasync`, the ledger with `SyncMode::Never`, SQLite WAL with
+//! `synchronous=NORMAL`, its common setting, which syncs only at checkpoints and so is not
+//! durable per commit). Ratios are medians against the plain loop of the same group.
 //!
 //! ```text
 //! cargo run --release -p ctxlog-bench --bin commit_latency [-- N]
 //! ```
 //!
 //! N (default 2000) commits per method. Files go to a fresh directory under the system
-//! temporary directory (`$TMPDIR`), removed at the end.
+//! temporary directory (`$TMPDIR`), removed at the end. For SQLite, bytes/op is what the
+//! process handed to `write`-family calls during the commit (`wchar` in `/proc/self/io`,
+//! Linux only; 0 elsewhere): whole WAL frames, not the row bytes.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -82,12 +94,65 @@ impl PlainLog {
     }
 }
 
+/// SQLite in WAL mode with a simple event table; one transaction per turn.
+struct SqliteWal {
+    conn: rusqlite::Connection,
+}
+
+impl SqliteWal {
+    /// Opens a fresh database with `journal_mode=WAL` and the given `synchronous` level
+    /// (`FULL` or `NORMAL`), and fails if SQLite did not switch to WAL.
+    fn create(path: &Path, synchronous: &str) -> Result<SqliteWal> {
+        let conn = rusqlite::Connection::open(path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        anyhow::ensure!(mode.eq_ignore_ascii_case("wal"), "journal_mode is {mode}");
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous={synchronous};
+             CREATE TABLE events (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, text TEXT NOT NULL);"
+        ))?;
+        Ok(SqliteWal { conn })
+    }
+
+    /// Inserts the turn's events as rows in one transaction and commits it.
+    fn commit(&mut self, c: &NewCommit) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut ins = tx.prepare_cached("INSERT INTO events (kind, text) VALUES (?1, ?2)")?;
+            for e in &c.events {
+                let (kind, text) = match e {
+                    EventBody::User { text } => ("user", text.as_str()),
+                    EventBody::Assistant { text } => ("assistant", text.as_str()),
+                    _ => anyhow::bail!("the benchmark turn holds only user and assistant events"),
+                };
+                ins.execute(rusqlite::params![kind, text])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Bytes this process has passed to `write`-family calls so far (`wchar` in `/proc/self/io`);
+/// 0 where that file is missing or unreadable.
+fn written_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("wchar:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn ledger_size(dir: &Path) -> Result<u64> {
     Ok(std::fs::metadata(dir.join("ledger.log"))?.len())
 }
 
-/// Runs `n` interleaved operations of a ledger and a plain log with the given sync policy.
-fn run_pair(root: &Path, n: usize, sync: bool) -> Result<(Method, Method)> {
+/// Runs `n` interleaved operations of a plain log, a ledger and SQLite WAL with the given
+/// sync policy. The plain loop comes first in the result: it is the ratio baseline.
+fn run_group(root: &Path, n: usize, sync: bool) -> Result<Vec<Method>> {
     let tag = if sync { "sync" } else { "nosync" };
     let dir = root.join(format!("ledger-{tag}"));
     let mut opts = Options::default();
@@ -98,13 +163,24 @@ fn run_pair(root: &Path, n: usize, sync: bool) -> Result<(Method, Method)> {
     });
     let (mut ledger, _) = Ledger::open(&dir, &opts).context("opening the ledger")?;
     let mut plain = PlainLog::create(&root.join(format!("plain-{tag}.log")), sync)?;
-    let (ledger_name, plain_name) = if sync {
-        ("ledger commit, fsync per commit", "plain write + fdatasync")
+    let synchronous = if sync { "FULL" } else { "NORMAL" };
+    let mut sqlite = SqliteWal::create(&root.join(format!("sqlite-{tag}.db")), synchronous)?;
+    let (ledger_name, plain_name, sqlite_name) = if sync {
+        (
+            "ledger commit, fsync per commit",
+            "plain write + fdatasync",
+            "SQLite WAL, synchronous=FULL",
+        )
     } else {
-        ("ledger commit, SyncMode::Never", "plain write, no sync")
+        (
+            "ledger commit, SyncMode::Never",
+            "plain write, no sync",
+            "SQLite WAL, synchronous=NORMAL (not durable per commit)",
+        )
     };
     let mut l = Method::new(ledger_name, n);
     let mut p = Method::new(plain_name, n);
+    let mut q = Method::new(sqlite_name, n);
     let mut size = ledger_size(&dir)?;
     for i in 0..n {
         let c = turn(i);
@@ -121,22 +197,31 @@ fn run_pair(root: &Path, n: usize, sync: bool) -> Result<(Method, Method)> {
         plain.append(&payload)?;
         p.samples.push(t.elapsed());
         p.bytes += appended as u64;
+        // SQLite inserts the same turn; count what it wrote, outside the timed span.
+        let before = written_bytes();
+        let t = Instant::now();
+        sqlite.commit(&c)?;
+        q.samples.push(t.elapsed());
+        q.bytes += written_bytes().saturating_sub(before);
     }
-    Ok((l, p))
+    Ok(vec![p, l, q])
 }
 
 fn micros(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e6)
 }
 
-fn print_table(n: usize, rows: &[(Method, Method)]) {
+fn print_table(n: usize, groups: &[Vec<Method>]) {
     println!("commit latency, {n} operations per method, interleaved (µs)");
     println!();
     println!("| method | bytes/op | median | p90 | p99 | median ratio vs plain |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for (ledger, plain) in rows {
+    for group in groups {
+        let Some(plain) = group.first() else {
+            continue;
+        };
         let base = plain.percentile(0.5).as_secs_f64();
-        for m in [plain, ledger] {
+        for m in group {
             let ratio = m.percentile(0.5).as_secs_f64() / base;
             println!(
                 "| {} | {} | {} | {} | {} | {:.2}× |",
@@ -163,18 +248,23 @@ fn main() -> Result<()> {
         None => 2000,
     };
     let root = scratch_dir()?;
-    let result = (|| -> Result<Vec<(Method, Method)>> {
-        Ok(vec![run_pair(&root, n, true)?, run_pair(&root, n, false)?])
+    let result = (|| -> Result<Vec<Vec<Method>>> {
+        Ok(vec![
+            run_group(&root, n, true)?,
+            run_group(&root, n, false)?,
+        ])
     })();
     let cleanup = std::fs::remove_dir_all(&root);
-    let rows = result?;
+    let groups = result?;
     cleanup.with_context(|| format!("removing {}", root.display()))?;
-    print_table(n, &rows);
+    print_table(n, &groups);
     println!();
     println!(
         "(scratch directory: {}; the ledger number includes validation, JSON encoding,",
         root.display()
     );
-    println!(" CRC32C, one pwrite, fdatasync and the unsynced sidecar index appends)");
+    println!(" CRC32C, one pwrite, fdatasync and the unsynced sidecar index appends;");
+    println!(" SQLite bytes/op is what it passed to write calls: WAL frames, not row bytes;");
+    println!(" ratios compare medians with the plain loop of the same group)");
     Ok(())
 }

@@ -205,6 +205,13 @@ fn verify_text(report: &ctxlog::ledger::VerifyReport) -> String {
             report.torn_tail_reason.as_deref().unwrap_or("incomplete")
         ));
     }
+    if !report.recovered.is_empty() {
+        text.push_str(&format!(
+            "recovered: {} torn tail(s) cut by earlier opens, kept for forensics: {}\n",
+            report.recovered.len(),
+            report.recovered.join(", ")
+        ));
+    }
     for problem in &report.artifact_problems {
         text.push_str(&format!("artifact: {problem}\n"));
     }

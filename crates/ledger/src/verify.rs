@@ -50,6 +50,9 @@ pub struct VerifyReport {
     pub sidecar_lag: u64,
     /// What is wrong with the sidecar, if anything (the writer's next open rebuilds it).
     pub sidecar_problem: Option<String>,
+    /// Torn tails cut by earlier opens and kept for forensics, as paths relative to the
+    /// conversation directory (`recovered/tail-<offset>-<ms>.bin`), sorted.
+    pub recovered: Vec<String>,
 }
 
 impl VerifyReport {
@@ -137,6 +140,14 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     report.sidecar_lag = lag;
     report.sidecar_ok = problem.is_none();
     report.sidecar_problem = problem;
+    let mut recovered = st
+        .list(names::RECOVERED)
+        .map_err(io_err(st, names::RECOVERED))?;
+    recovered.sort();
+    report.recovered = recovered
+        .into_iter()
+        .map(|name| format!("{}/{name}", names::RECOVERED))
+        .collect();
     Ok(report)
 }
 

@@ -42,24 +42,23 @@ const MAX_INPUT_BYTES: u64 = 64 << 20;
 
 /// Reads a whole file, or standard input for `-`, up to [`MAX_INPUT_BYTES`].
 fn read_input(file: &Path) -> Result<Vec<u8>, Failure> {
-    let what = if file == Path::new("-") {
+    let stdin = file == Path::new("-");
+    let what = if stdin {
         "standard input".to_string()
     } else {
         file.display().to_string()
     };
-    let reader: Box<dyn Read> = if file == Path::new("-") {
+    let cannot = |e: std::io::Error| Failure::other(format!("cannot read {what}: {e}"));
+    let reader: Box<dyn Read> = if stdin {
         Box::new(std::io::stdin().lock())
     } else {
-        Box::new(
-            std::fs::File::open(file)
-                .map_err(|e| Failure::other(format!("cannot read {what}: {e}")))?,
-        )
+        Box::new(std::fs::File::open(file).map_err(&cannot)?)
     };
     let mut bytes = Vec::new();
     reader
         .take(MAX_INPUT_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| Failure::other(format!("cannot read {what}: {e}")))?;
+        .map_err(&cannot)?;
     if bytes.len() as u64 > MAX_INPUT_BYTES {
         return Err(Failure::other(format!(
             "{what} is larger than {} MiB; nothing was written",

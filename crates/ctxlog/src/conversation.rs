@@ -69,11 +69,12 @@ pub type Conversation = Handle<Ledger>;
 /// A conversation opened for reading; takes no lock and never writes the ledger.
 pub type Snapshot = Handle<Reader>;
 
-impl Conversation {
+impl<L> Handle<L> {
+    /// A handle over an opened ledger; `recovery` is what opening it cut (empty for readers).
     pub(crate) fn new(
         name: ConversationName,
         dir: PathBuf,
-        ledger: Ledger,
+        ledger: L,
         recovery: RecoveryReport,
     ) -> Self {
         Handle {
@@ -85,7 +86,9 @@ impl Conversation {
             recall: None,
         }
     }
+}
 
+impl Conversation {
     /// Appends `commit` atomically and durably (per the store's sync policy).
     ///
     /// # Errors
@@ -168,19 +171,6 @@ impl Conversation {
     /// What opening this conversation recovered (a torn tail cut after a crash), if anything.
     pub fn recovery(&self) -> &RecoveryReport {
         &self.recovery
-    }
-}
-
-impl Snapshot {
-    pub(crate) fn new(name: ConversationName, dir: PathBuf, reader: Reader) -> Self {
-        Handle {
-            name,
-            dir,
-            ledger: reader,
-            recovery: RecoveryReport::default(),
-            sizes: SizeCache::new(),
-            recall: None,
-        }
     }
 }
 

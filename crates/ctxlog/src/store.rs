@@ -125,7 +125,7 @@ impl Store {
         let name = ConversationName::new(name)?;
         let dir = self.conversation_dir(&name)?;
         let reader = Reader::open(&dir)?;
-        Ok(Snapshot::new(name, dir, reader))
+        Ok(Snapshot::new(name, dir, reader, RecoveryReport::default()))
     }
 
     /// The directory of an existing conversation: one that holds a ledger.

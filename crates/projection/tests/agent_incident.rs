@@ -9,6 +9,8 @@
 //! `MandatoryExceedsBudget`; pinned tiers are always present, and optional tiers go in the
 //! SPEC P6 order (pages, clipping, activity rows, duplicate snapshots, older results).
 
+mod common;
+
 use ctxlog_ledger::event::{ArtifactRef, Event, EventBody, EventKind, ToolStatus};
 use ctxlog_projection::{
     Error, Policy, ProjectionRequest, RecalledPage, SizeCache, SliceHistory, Tier, WireFormat,
@@ -62,15 +64,7 @@ fn fixture() -> Vec<Event> {
             }),
         });
     }
-    bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            seq: i as u64 + 1,
-            ts_ms: 0,
-            body,
-        })
-        .collect()
+    common::numbered(bodies)
 }
 
 fn request(format: WireFormat, max_bytes: Option<u64>) -> ProjectionRequest {
@@ -261,15 +255,7 @@ fn a_token_budget_drops_no_more_than_it_needs() {
             text: format!("step {i}:\n"),
         });
     }
-    let events: Vec<Event> = bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            seq: i as u64 + 1,
-            ts_ms: 0,
-            body,
-        })
-        .collect();
+    let events: Vec<Event> = common::numbered(bodies);
     let history = SliceHistory::new(&events);
     let request = |max_tokens: Option<u64>| {
         let mut b = ProjectionRequest::builder();

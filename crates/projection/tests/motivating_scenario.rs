@@ -7,6 +7,8 @@
 //! with exactly those byte sizes, and refuses the last with the typed error, naming the bytes
 //! the mandatory part needs. The expected bodies are built independently with `serde_json`.
 
+mod common;
+
 use ctxlog_ledger::event::{Event, EventBody};
 use ctxlog_projection::{Error, ProjectionRequest, SizeCache, SliceHistory, WireFormat, project};
 use serde_json::json;
@@ -25,15 +27,7 @@ fn events() -> Vec<Event> {
         EventBody::User { text: U2.into() },
         EventBody::Assistant { text: A2.into() },
     ];
-    bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            seq: i as u64 + 1,
-            ts_ms: 0,
-            body,
-        })
-        .collect()
+    common::numbered(bodies)
 }
 
 fn expected(turns: &[(&str, &str)]) -> String {

@@ -6,6 +6,8 @@
 //! call answered "interrupted: effects unknown", notes as documented, pinned notes first, the
 //! omission notice counted, and `tools` / output-limit fields only when asked for.
 
+mod common;
+
 use ctxlog_ledger::event::{ArtifactRef, Event, EventBody, SystemMarker, ToolStatus};
 use ctxlog_projection::{
     ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, count, project,
@@ -82,15 +84,7 @@ fn events() -> Vec<Event> {
             text: "Done.".into(),
         },
     ];
-    bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            seq: i as u64 + 1,
-            ts_ms: 0,
-            body,
-        })
-        .collect()
+    common::numbered(bodies)
 }
 
 fn request(format: WireFormat) -> ctxlog_projection::ProjectionRequestBuilder {
@@ -275,15 +269,7 @@ fn anthropic_leaves_out_whitespace_only_text_and_refuses_a_blank_input() {
         EventBody::User { text: "\t".into() },
         EventBody::Assistant { text: "ok".into() },
     ];
-    let events: Vec<Event> = bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            seq: i as u64 + 1,
-            ts_ms: 0,
-            body,
-        })
-        .collect();
+    let events: Vec<Event> = common::numbered(bodies);
     let mut b = ProjectionRequest::builder();
     b.format(WireFormat::AnthropicMessages)
         .model("m")
@@ -325,15 +311,7 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
         EventBody::User { text: "c".into() },
         EventBody::Assistant { text: "d".into() },
     ];
-    let events: Vec<Event> = bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            seq: i as u64 + 1,
-            ts_ms: 0,
-            body,
-        })
-        .collect();
+    let events: Vec<Event> = common::numbered(bodies);
     let history = SliceHistory::new(&events);
     let project_at = |max: u64| {
         let mut b = ProjectionRequest::builder();
@@ -395,15 +373,7 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
             arguments: json!("not json"),
         },
     ];
-    let events: Vec<Event> = bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            seq: i as u64 + 1,
-            ts_ms: 0,
-            body,
-        })
-        .collect();
+    let events: Vec<Event> = common::numbered(bodies);
     let text = |format: WireFormat| {
         let mut b = ProjectionRequest::builder();
         b.format(format).model("m").input("next?");

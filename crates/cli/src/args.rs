@@ -66,7 +66,8 @@ pub enum Command {
     /// The system prompt and --input are mandatory; then whole turns are added newest first
     /// while they fit --max-bytes and/or --max-tokens (minus --reserve-output). If the
     /// mandatory part alone does not fit, exits 3 and says how much it needs. Never writes the
-    /// ledger.
+    /// ledger. A conversation with no history yet (the first call of a new chat) projects the
+    /// mandatory input alone.
     Project(ProjectArgs),
     /// Print the bytes and tokens of a request body: {"bytes":N,"tokens":N,"tokenizer":"…"}.
     Count(CountArgs),

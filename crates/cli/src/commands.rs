@@ -256,8 +256,18 @@ fn project(root: &Path, args: ProjectArgs) -> Result<(), Failure> {
         request.tools(tools);
     }
     let store = Store::open(root);
-    let mut snapshot = store.snapshot(&args.conversation)?;
-    let projection = snapshot.project(&request)?;
+    let projection = match store.snapshot(&args.conversation) {
+        Ok(mut snapshot) => snapshot.project(&request)?,
+        // The first model call of a new conversation has no history yet: project the
+        // mandatory input alone, and create nothing.
+        Err(ctxlog::Error::NotFound { .. }) => ctxlog::projection::project(
+            &ctxlog::projection::SliceHistory::new(&[]),
+            &request.build().map_err(ctxlog::Error::from)?,
+            &mut ctxlog::projection::SizeCache::new(),
+        )
+        .map_err(ctxlog::Error::from)?,
+        Err(e) => return Err(e.into()),
+    };
     if let Some(path) = &args.report {
         let mut report = serde_json::to_vec_pretty(&projection.report)
             .map_err(|e| Failure::other(e.to_string()))?;

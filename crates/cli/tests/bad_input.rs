@@ -129,7 +129,7 @@ fn bad_conversation_names_are_refused_before_any_file_is_touched() {
 }
 
 #[test]
-fn reading_a_missing_conversation_is_a_clear_error() {
+fn reading_a_missing_conversation_is_a_clear_error_and_projecting_one_needs_no_history() {
     let env = Env::new();
     for args in [
         &["log", "nope"][..],
@@ -144,8 +144,16 @@ fn reading_a_missing_conversation_is_a_clear_error() {
             stderr(&out)
         );
     }
-    let out = env.run(&["project", "nope", "--input", "hi"], b"");
-    assert_eq!(code(&out), 1);
+    // Projecting for a conversation with no history yet is the first call of a new chat: the
+    // body holds the mandatory input alone, and nothing is created.
+    let body = env.ok(
+        &["project", "nope", "--input", "hi", "--system", "Be brief."],
+        b"",
+    );
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        r#"{"model":"gpt-4o","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}]}"#
+    );
     assert!(snapshot(env.root()).is_empty());
 }
 

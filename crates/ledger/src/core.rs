@@ -55,6 +55,10 @@ pub(crate) struct Core {
     pub notes_crc: u32,
     /// False when the sidecars were missing or did not match the log (rebuilt by the writer).
     pub sidecars_valid: bool,
+    /// True once an erasure has renamed its rewritten log over the one this core reads and
+    /// then failed before reloading: the open file still holds the erased content, so reads
+    /// of events and artifacts fail with [`Error::Poisoned`] instead of serving it.
+    pub retired: bool,
 }
 
 /// What [`Core::load`] found past the last complete commit.
@@ -171,6 +175,7 @@ impl Core {
             turns_crc,
             notes_crc,
             sidecars_valid: valid,
+            retired: false,
         }
     }
 
@@ -325,6 +330,9 @@ impl Core {
 
     /// Reads events `range` as stored (placeholders included), with one contiguous read.
     fn raw_events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
+        if self.retired {
+            return Err(Error::Poisoned);
+        }
         let (first, last) = (*range.start(), *range.end());
         if first > last {
             return Ok(Vec::new());
@@ -403,6 +411,9 @@ impl Core {
 
     /// Reads an artifact after checking its name and that it stays inside the directory.
     pub(crate) fn artifact(&self, r: &ArtifactRef) -> Result<Vec<u8>> {
+        if self.retired {
+            return Err(Error::Poisoned);
+        }
         crate::artifact::read(self.storage.as_ref(), r)
     }
 }

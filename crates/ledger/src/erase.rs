@@ -73,7 +73,8 @@ fn lead_range(seq: u64, body: &EventBody) -> Option<(u64, u64)> {
 
 /// Checks, record by record in seq order, that erased ranges are covered (used by `verify`):
 /// a tombstone leading `from..=to` must be followed by placeholders for exactly
-/// `from+1..=to` (same range and time), and no placeholder may appear outside such a run.
+/// `from+1..=to` (same range and time, empty reason: readers skip placeholders, so one must
+/// not carry text), and no placeholder may appear outside such a run.
 #[derive(Debug, Default)]
 pub(crate) struct Coverage {
     open: Option<(u64, u64, i64)>,
@@ -93,8 +94,11 @@ impl Coverage {
             } => Some((*from, *to, *at_ms)),
             _ => None,
         };
+        let silent = matches!(body, EventBody::System {
+            marker: SystemMarker::Tombstone { reason, .. },
+        } if reason.is_empty());
         if let Some((from, to, at)) = self.open {
-            if marker == Some((from, to, at)) && is_placeholder(seq, body) {
+            if marker == Some((from, to, at)) && is_placeholder(seq, body) && silent {
                 self.erased += 1;
                 if seq == to {
                     self.open = None;
@@ -158,12 +162,15 @@ impl Ledger {
     /// readers skip. Commits cut by the range lose their id (so an erased commit's id, or a
     /// partly erased one's, no longer replays: a retry writes it again).
     ///
-    /// Steps: the new log (fresh ledger id) is written to `ledger.log.tmp`, synced, renamed over
-    /// `ledger.log`, and the directory synced: a crash before the rename leaves the old
-    /// ledger, after it the new one. Then the four sidecars are deleted and rebuilt, every
-    /// artifact no kept event references is deleted (with any `artifacts/.tmp-*`), and every
-    /// file under `recovered/` is deleted. A crash between the rename and those deletions can
-    /// leave unreferenced files behind: erasing any range again (e.g. the same one) removes them.
+    /// Steps: the new log (fresh ledger id) is written to `ledger.log.tmp` and synced; the
+    /// marker `erase.pending` is created (directory synced); the new log is renamed over
+    /// `ledger.log` and the directory synced: a crash before the rename leaves the old ledger,
+    /// after it the new one. Then every artifact no kept event references is deleted (with any
+    /// `artifacts/.tmp-*`), every file under `recovered/` is deleted, the marker is removed,
+    /// and the four sidecars are deleted and rebuilt. A crash between the rename and the
+    /// marker's removal is finished by the next writer open ([`Ledger::open`] sees the
+    /// marker and deletes what is still unreferenced), so erased artifacts and recovered
+    /// tails do not outlive an interrupted erasure.
     ///
     /// ```
     /// use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};
@@ -191,13 +198,19 @@ impl Ledger {
     /// # Errors
     /// [`Error::BadRange`] (nothing changed) when `from` is 0, `from > to`, `to` is past the
     /// last seq, or `reason` is over [`MAX_ERASE_REASON_BYTES`]; [`Error::Poisoned`];
-    /// [`Error::Corrupt`] when the log does not check out; I/O. A failure before the rename
-    /// leaves the old ledger; one after it poisons this writer (reopen to continue).
+    /// [`Error::Corrupt`] when the log does not check out (including a tombstone that claims
+    /// seqs past the end); [`Error::Io`] (nothing changed) when `artifacts/` or `recovered/`
+    /// resolves outside the conversation directory; I/O. A failure before the rename
+    /// leaves the old ledger; one after it poisons this writer (reopen to continue) and makes
+    /// its reads of events and artifacts fail with [`Error::Poisoned`] too (the handle it
+    /// holds on the replaced log still holds the erased content).
     pub fn erase(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
         self.check_usable()?;
         let (req_from, req_to) = (*range.start(), *range.end());
         check_range(req_from, req_to, self.core.last_seq, reason)?;
+        check_dirs_inside(self.core.storage.as_ref())?;
         let leads = self.tombstones()?;
+        self.check_leads(&leads)?;
         let (from, to) = widen(
             req_from,
             req_to,
@@ -216,17 +229,28 @@ impl Ledger {
                 return Err(e);
             }
         };
+        if let Err(e) = self.mark_pending() {
+            let _ = st.remove(&tmp);
+            let _ = st.remove(names::ERASE_PENDING);
+            return Err(e);
+        }
         if let Err(e) = st.rename(&tmp, names::LOG) {
             let _ = st.remove(&tmp);
+            let _ = st.remove(names::ERASE_PENDING);
             return Err(io_err(st.as_ref(), names::LOG)(e));
         }
-        // From here on the old log is gone: any failure leaves this writer unusable.
+        // From here on the old log is gone: any failure leaves this writer unusable, and its
+        // open handle on the old log (which still holds the erased content) unreadable.
         self.poisoned = true;
+        self.core.retired = true;
         if self.syncs() {
             st.sync_dir("").map_err(io_err(st.as_ref(), ""))?;
         }
         let artifacts_deleted = delete_unreferenced(st.as_ref(), &referenced, self.syncs())?;
-        let recovered_deleted = delete_recovered(st.as_ref(), self.syncs())?;
+        let recovered_deleted = delete_recovered(st.as_ref(), self.syncs(), None)?;
+        // Nothing erased is left outside the log: a crash from here on needs no cleanup (and
+        // if this removal is lost, the next open only repeats deletions already done).
+        let _ = st.remove(names::ERASE_PENDING);
         self.reload()?;
         self.poisoned = false;
         Ok(ErasureReport {
@@ -240,19 +264,99 @@ impl Ledger {
         })
     }
 
-    /// The leading tombstones already in the log: `(from, to)` ranges.
-    fn tombstones(&self) -> Result<Vec<(u64, u64)>> {
-        let mut out = Vec::new();
+    /// Creates [`names::ERASE_PENDING`], durably (directory synced) before the rename that
+    /// it must precede: a crash after the rename then always finds it.
+    fn mark_pending(&self) -> Result<()> {
+        let st = self.core.storage.as_ref();
+        let name = names::ERASE_PENDING;
+        st.open(name, OpenMode::Create)
+            .map_err(io_err(st, name))?
+            .ok_or_else(|| io_err(st, name)(std::io::ErrorKind::NotFound.into()))?;
+        if self.syncs() {
+            st.sync_dir("").map_err(io_err(st, ""))?;
+        }
+        Ok(())
+    }
+
+    /// Finishes an erasure that a crash (or a failure past its rename) left unfinished: when
+    /// [`names::ERASE_PENDING`] exists, deletes every artifact no event of the log references,
+    /// every file under `recovered/` except `keep` (a tail this very open saved), and
+    /// `ledger.log.tmp`, then removes the marker. Costs one read of the whole log, only then.
+    /// Returns true when there was something to finish.
+    pub(crate) fn finish_pending_erasure(&mut self, keep: Option<&str>) -> Result<bool> {
+        let st = self.core.storage.clone();
+        let pending = names::ERASE_PENDING;
+        if !st.exists(pending).map_err(io_err(st.as_ref(), pending))? {
+            return Ok(false);
+        }
+        check_dirs_inside(st.as_ref())?;
+        let referenced = self.referenced_artifacts()?;
+        delete_unreferenced(st.as_ref(), &referenced, self.syncs())?;
+        delete_recovered(st.as_ref(), self.syncs(), keep)?;
+        let tmp = format!("{}.tmp", names::LOG);
+        st.remove(&tmp).map_err(io_err(st.as_ref(), &tmp))?;
+        st.remove(pending).map_err(io_err(st.as_ref(), pending))?;
+        Ok(true)
+    }
+
+    /// Every artifact name the events of the log reference (one sequential read).
+    fn referenced_artifacts(&self) -> Result<BTreeSet<String>> {
+        let mut referenced = BTreeSet::new();
+        let mut w = Window::new(self.core.log.as_ref(), self.core.log_len);
+        let mut pos = LOG_HEADER_LEN as u64;
         for seq in 1..=self.core.last_seq {
-            if self.core.kind(seq) != Some(EventKind::System) {
+            let offset = pos;
+            let old = read_old(&mut w, offset, seq).map_err(|e| self.corrupt(offset, seq, e))?;
+            pos += old.header.record_len();
+            if old.header.kind != EventKind::ToolResult {
                 continue;
             }
-            let body = self.core.raw_event(seq)?.body;
-            if let Some(r) = lead_range(seq, &body) {
-                out.push(r);
+            if let EventBody::ToolResult {
+                artifact: Some(r), ..
+            } = decode_body(&old).map_err(|e| self.corrupt(offset, seq, e))?
+            {
+                referenced.insert(r.name);
             }
         }
+        Ok(referenced)
+    }
+
+    /// The leading tombstones already in the log: `(from, to)` ranges. The seqs a tombstone
+    /// covers are stepped over unread (anything inside its range is absorbed by it anyway),
+    /// so an erased range costs one read, not one per placeholder.
+    fn tombstones(&self) -> Result<Vec<(u64, u64)>> {
+        let mut out = Vec::new();
+        let mut seq = 1;
+        while seq <= self.core.last_seq {
+            if self.core.kind(seq) == Some(EventKind::System)
+                && let Some((from, to)) = lead_range(seq, &self.core.raw_event(seq)?.body)
+            {
+                out.push((from, to));
+                seq = to.saturating_add(1);
+                continue;
+            }
+            seq += 1;
+        }
         Ok(out)
+    }
+
+    /// Refuses (before anything is written) a tombstone that claims seqs past the end of the
+    /// log: the rewrite would end inside its run, i.e. with an incomplete commit that the
+    /// next open cuts. `verify` reports such a log as corrupt.
+    fn check_leads(&self, leads: &[(u64, u64)]) -> Result<()> {
+        match leads.iter().find(|(_, to)| *to > self.core.last_seq) {
+            Some(&(from, to)) => Err(Error::Corrupt {
+                path: self.core.log_path(),
+                offset: self.core.entry(from)?.offset,
+                seq: Some(from),
+                reason: format!(
+                    "the tombstone at seq {from} covers seqs up to {to}, past the end of the \
+                     log ({})",
+                    self.core.last_seq
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Pass 2: writes the new log to `tmp` (synced per the sync mode). Returns the number of
@@ -510,6 +614,23 @@ fn reframe(out: &mut Vec<u8>, old: &Old, index: u32, ends: bool) {
     format::encode_record(out, h.kind, flags, index, h.seq, h.ts_ms, body, &[]);
 }
 
+/// Fails unless `artifacts/` and `recovered/` (when present) resolve inside the conversation
+/// directory: erasure deletes every unreferenced file in them, and must never delete files
+/// elsewhere through a symlink (SPEC R7). Checked before anything is written.
+fn check_dirs_inside(st: &dyn Storage) -> Result<()> {
+    for dir in [names::ARTIFACTS, names::RECOVERED] {
+        let io = |e| io_err(st, dir)(e);
+        if st.exists(dir).map_err(io)? && !st.resolves_inside(dir, "").map_err(io)? {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "it resolves outside the conversation directory (a symlink?): erasure deletes \
+                 files in it and refuses to delete files elsewhere",
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Deletes every file in `artifacts/` that `referenced` does not name (temporary files too).
 fn delete_unreferenced(st: &dyn Storage, referenced: &BTreeSet<String>, sync: bool) -> Result<u64> {
     let dir = names::ARTIFACTS;
@@ -528,11 +649,14 @@ fn delete_unreferenced(st: &dyn Storage, referenced: &BTreeSet<String>, sync: bo
     Ok(deleted)
 }
 
-/// Deletes every file under `recovered/`: cut tails may hold erased bytes.
-fn delete_recovered(st: &dyn Storage, sync: bool) -> Result<u64> {
+/// Deletes every file under `recovered/` but `keep`: cut tails may hold erased bytes.
+fn delete_recovered(st: &dyn Storage, sync: bool, keep: Option<&str>) -> Result<u64> {
     let dir = names::RECOVERED;
     let mut deleted = 0;
     for name in st.list(dir).map_err(io_err(st, dir))? {
+        if keep == Some(name.as_str()) {
+            continue;
+        }
         let path = format!("{dir}/{name}");
         st.remove(&path).map_err(io_err(st, &path))?;
         deleted += 1;

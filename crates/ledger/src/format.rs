@@ -23,6 +23,10 @@ pub mod names {
     pub const ARTIFACTS: &str = "artifacts";
     /// Tails cut by recovery, saved for forensics.
     pub const RECOVERED: &str = "recovered";
+    /// Present (empty) while an erasure may have left erased bytes in `artifacts/` or
+    /// `recovered/`: created before the rewritten log is renamed into place, removed once
+    /// those are deleted. A writer open that finds it finishes the deletions.
+    pub const ERASE_PENDING: &str = "erase.pending";
 }
 
 /// The log format version written by this code, in the file header and in every record.

@@ -170,6 +170,9 @@ impl Ledger {
     /// Takes the directory's lock (fails with [`Error::Locked`] if another writer holds it,
     /// after `lock_wait`), cuts and saves a torn tail, rebuilds a stale sidecar index, and
     /// fails closed with [`Error::Corrupt`] if a bad record has valid records after it.
+    /// When an erasure was interrupted after replacing the log (`erase.pending` exists), it
+    /// finishes it first: unreferenced artifacts and recovered tails are deleted (one read of
+    /// the whole log, only in that case; see [`Ledger::erase`]).
     pub fn open(dir: &Path, options: &Options) -> Result<(Ledger, RecoveryReport)> {
         Ledger::open_with(Arc::new(DirStorage::new(dir)), options)
     }
@@ -222,6 +225,13 @@ impl Ledger {
             _lock: lock,
         };
         let _ = ledger.flush_sidecars();
+        let keep = report
+            .saved_to
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .map(str::to_owned);
+        ledger.finish_pending_erasure(keep.as_deref())?;
         Ok((ledger, report))
     }
 
@@ -247,9 +257,21 @@ impl Ledger {
         self.commit_from(commit, Origin::Application)
     }
 
-    /// Appends one system marker (erasure tombstone, retention, import). Applications cannot
-    /// write these through [`Ledger::commit`].
+    /// Appends one system marker (retention, import). Applications cannot write these through
+    /// [`Ledger::commit`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidCommit`] for a [`SystemMarker::Tombstone`]: tombstones are written only
+    /// by [`Ledger::erase`], which also writes the placeholders they cover. A tombstone
+    /// appended alone would hide itself from readers (`from < seq`) or claim seqs it does not
+    /// cover (`to > seq`), which `verify` rejects and a later erasure would trip over.
+    /// Otherwise as [`Ledger::commit`].
     pub fn commit_marker(&mut self, marker: SystemMarker) -> Result<CommitReceipt> {
+        if matches!(marker, SystemMarker::Tombstone { .. }) {
+            return Err(Error::invalid(
+                "tombstones are written by erase only (with the placeholders they cover)",
+            ));
+        }
         let commit = NewCommit {
             id: None,
             events: vec![EventBody::System { marker }],

@@ -253,6 +253,8 @@ fn verify_accepts_a_covered_range_and_rejects_an_uncovered_one() {
         vec![user("a"), tomb(1, 2, "")],
         // a tombstone covering seqs the log does not have
         vec![user("a"), tomb(2, 4, "why"), tomb(2, 4, "")],
+        // a placeholder carrying text (readers skip it: the text would be hidden, not gone)
+        vec![user("a"), tomb(2, 3, "why"), tomb(2, 3, "hidden text")],
     ];
     for bodies in cases {
         match verify(handmade(&bodies)) {
@@ -363,4 +365,374 @@ fn a_power_loss_at_any_point_of_the_erasure_leaves_the_old_ledger_or_the_new_one
         }
     }
     assert!(saw_new, "the erasure completed in some round");
+}
+
+/// Defect found in review: `commit_marker` accepted a `Tombstone`, so a public call could
+/// hide an event from readers or claim seqs past the end of the log; erasing over such a
+/// tombstone then failed *after* the rename, poisoned the writer, and the next open cut the
+/// rewritten run as a torn tail.
+#[test]
+fn commit_marker_refuses_tombstones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    ledger.commit(&turn(1)).unwrap();
+    let before = snapshot_dir(dir.path());
+    for (from, to) in [(3, 5), (1, 3), (3, 3)] {
+        let r = ledger.commit_marker(SystemMarker::Tombstone {
+            from,
+            to,
+            at_ms: 0,
+            reason: String::new(),
+        });
+        assert!(matches!(r, Err(Error::InvalidCommit { .. })), "{r:?}");
+    }
+    assert_eq!(snapshot_dir(dir.path()), before);
+    assert!(!ledger.is_poisoned());
+}
+
+/// A log (crafted, or written before the fix above) whose tombstone claims seqs past its end
+/// is refused by erase before anything is written, and the writer stays usable.
+#[test]
+fn erase_refuses_a_tombstone_past_the_end_before_writing() {
+    let storage = handmade(&[user("a"), assistant("b"), tomb(3, 9, "why"), user("c")]);
+    let s: Arc<dyn Storage> = Arc::new(storage.clone());
+    let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+    let log_before = storage.file_bytes("ledger.log");
+    let r = ledger.erase(4..=4, "again");
+    assert!(
+        matches!(r, Err(Error::Corrupt { seq: Some(3), .. })),
+        "{r:?}"
+    );
+    assert!(!ledger.is_poisoned());
+    assert_eq!(storage.file_bytes("ledger.log"), log_before);
+    assert_eq!(storage.file_bytes("ledger.log.tmp"), None);
+}
+
+#[test]
+fn a_tool_result_for_a_call_in_the_erased_last_turn_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    ledger.commit(&turn(1)).unwrap();
+    ledger
+        .commit(&commit(vec![user(SECRET), call("c9")]))
+        .unwrap();
+    let rep = ledger.erase(4..=4, "x").unwrap();
+    assert_eq!((rep.from, rep.to), (3, 4));
+    let r = ledger.commit(&commit(vec![result("c9", "late")]));
+    assert!(matches!(r, Err(Error::InvalidCommit { .. })), "{r:?}");
+    drop(ledger);
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let r = ledger.commit(&commit(vec![result("c9", "late")]));
+    assert!(matches!(r, Err(Error::InvalidCommit { .. })), "{r:?}");
+}
+
+#[test]
+fn crafted_ranges_are_refused_without_panic_and_repeats_are_harmless() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    for (a, b) in [(0, 0), (1, 1), (u64::MAX, u64::MAX), (0, u64::MAX), (5, 3)] {
+        assert!(matches!(
+            ledger.erase(a..=b, ""),
+            Err(Error::BadRange { .. })
+        ));
+    }
+    build(&mut ledger);
+    for (a, b) in [
+        (0, 0),
+        (u64::MAX, u64::MAX),
+        (1, u64::MAX),
+        (9, 9),
+        (u64::MAX, 1),
+    ] {
+        assert!(matches!(
+            ledger.erase(a..=b, ""),
+            Err(Error::BadRange { .. })
+        ));
+    }
+    #[allow(clippy::reversed_empty_ranges)]
+    let r = ledger.erase(8..=8, "");
+    assert!(r.is_ok());
+    let r = ledger.erase(8..=8, "");
+    eprintln!("again: {r:?}");
+    let r = ledger.erase(1..=8, "");
+    eprintln!("all: {r:?}");
+    let r = ledger.erase(1..=1, "");
+    eprintln!("all again: {r:?}");
+    assert!(!ledger.is_poisoned());
+}
+
+#[test]
+fn kept_ids_replay_at_their_seqs_and_erased_ids_are_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let keep = NewCommit {
+        id: Some("keep".into()),
+        events: vec![user("k"), assistant("k")],
+    };
+    ledger.commit(&keep).unwrap();
+    ledger.commit(&secret_turn()).unwrap();
+    let later = NewCommit {
+        id: Some("later".into()),
+        events: vec![user("l"), assistant("l")],
+    };
+    ledger.commit(&later).unwrap();
+    ledger.erase(3..=3, "x").unwrap();
+    let r = ledger.commit(&keep).unwrap();
+    assert!(r.replayed && (r.first_seq, r.last_seq) == (1, 2), "{r:?}");
+    let r = ledger.commit(&later).unwrap();
+    assert!(r.replayed && (r.first_seq, r.last_seq) == (7, 8), "{r:?}");
+    drop(ledger);
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let r = ledger.commit(&later).unwrap();
+    assert!(r.replayed && (r.first_seq, r.last_seq) == (7, 8), "{r:?}");
+    assert_eq!(ledger.commit_seqs("secret-turn").unwrap(), None);
+    assert!(!contains(
+        &std::fs::read(dir.path().join("commits.idx")).unwrap(),
+        b"secret"
+    ));
+}
+
+#[test]
+fn seq_lists_and_reads_skip_erased_seqs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    ledger.commit(&commit(vec![note("pre")])).unwrap();
+    ledger.commit(&turn(1)).unwrap();
+    ledger
+        .commit(&commit(vec![user(SECRET), note(SECRET), assistant("a")]))
+        .unwrap();
+    ledger.commit(&turn(3)).unwrap();
+    ledger.erase(5..=5, "x").unwrap();
+    assert_eq!(ledger.user_seqs(), &[2, 7]);
+    assert_eq!(ledger.note_seqs(), &[1]);
+    let seqs: Vec<u64> = ledger
+        .last_turns(1)
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [7, 8]);
+    // The erased turn reads as its tombstone alone.
+    let seqs: Vec<u64> = ledger
+        .events(2..=8)
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [2, 3, 4, 7, 8]);
+    assert!(matches!(ledger.event(5), Err(Error::NoSuchSeq { .. })));
+    assert_eq!(ledger.event(4).unwrap().body.kind(), EventKind::System);
+    let reader = Reader::open(dir.path()).unwrap();
+    assert_eq!(reader.user_seqs(), &[2, 7]);
+    assert_eq!(reader.note_seqs(), &[1]);
+}
+
+/// Defect found in review: an erasure that failed after its rename (a directory sync, an
+/// artifact deletion) poisoned the writer but left it reading the replaced log through its
+/// open handle, so `events` still returned the erased text (and a cache rebuilt from that
+/// handle, such as the recall index, would have written it back into the directory).
+#[test]
+fn a_writer_whose_erasure_failed_after_the_rename_does_not_serve_erased_content() {
+    let mut failed_after_rename = 0;
+    for k in 0..8u64 {
+        let base = MemStorage::new();
+        let faulty = FaultyStorage::new(base.clone());
+        let s: Arc<dyn Storage> = Arc::new(faulty.clone());
+        let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+        build(&mut ledger);
+        let big = ledger.event(5).unwrap();
+        faulty.set_plan(FaultPlan {
+            fail_sync: Some(k),
+            ..FaultPlan::default()
+        });
+        let erased = ledger.erase(3..=6, "x");
+        if erased.is_err() && ledger.is_poisoned() {
+            failed_after_rename += 1;
+            let read = ledger.events(1..=8);
+            assert!(matches!(read, Err(Error::Poisoned)), "k={k}: {read:?}");
+            assert!(matches!(ledger.event(3), Err(Error::Poisoned)));
+            assert!(matches!(ledger.last_turns(3), Err(Error::Poisoned)));
+            if let EventBody::ToolResult {
+                artifact: Some(r), ..
+            } = &big.body
+            {
+                assert!(matches!(ledger.artifact(r), Err(Error::Poisoned)));
+            }
+        }
+        // Whatever happened, no read through this writer shows the erased text.
+        if let Ok(events) = ledger.events(1..=8) {
+            let erased_ok = erased.is_ok();
+            for e in events {
+                let json = serde_json::to_string(&e.body).unwrap();
+                assert!(!(erased_ok && json.contains(SECRET)), "k={k}: {json}");
+            }
+        }
+        drop(ledger);
+        // Reopening reads the new ledger.
+        let s: Arc<dyn Storage> = Arc::new(base.clone());
+        let (ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+        let _ = ledger.events(1..=ledger.last_seq()).unwrap();
+    }
+    assert!(
+        failed_after_rename >= 2,
+        "no injected failure hit after the rename"
+    );
+}
+
+/// Names of the files of `m` (log, sidecars, temporaries, artifacts, recovered tails)
+/// holding `needle`.
+fn mem_files_with(m: &MemStorage, needle: &str) -> Vec<String> {
+    let mut names: Vec<String> = [
+        "ledger.log",
+        "ledger.log.tmp",
+        "ledger.idx",
+        "turns.idx",
+        "notes.idx",
+        "commits.idx",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for dir in ["artifacts", "recovered"] {
+        for name in m.list(dir).unwrap() {
+            names.push(format!("{dir}/{name}"));
+        }
+    }
+    names
+        .into_iter()
+        .filter(|n| {
+            m.file_bytes(n)
+                .is_some_and(|b| contains(&b, needle.as_bytes()))
+        })
+        .collect()
+}
+
+/// Defect found in review: an erasure stopped after its rename (a crash, or a failed sync
+/// or deletion) left the erased tool output in `artifacts/` for good: nothing removed it
+/// unless the caller happened to erase again. Now `erase.pending` marks the window and the
+/// next writer open finishes the deletions.
+#[test]
+fn an_erasure_stopped_after_the_rename_is_finished_by_the_next_open() {
+    let mut saw_stopped_after_rename = false;
+    for k in 0..10u64 {
+        for (fail_sync, keep) in [(true, 2usize), (false, 2), (false, 0), (false, 1)] {
+            let base = MemStorage::with_crash_tracking();
+            {
+                let s: Arc<dyn Storage> = Arc::new(base.clone());
+                let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+                build(&mut ledger);
+            }
+            let faulty = FaultyStorage::new(base.clone());
+            let s: Arc<dyn Storage> = Arc::new(faulty.clone());
+            let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+            faulty.set_plan(FaultPlan {
+                fail_write: (!fail_sync).then_some(k),
+                fail_sync: fail_sync.then_some(k),
+                ..FaultPlan::default()
+            });
+            let erased = ledger.erase(3..=6, "x");
+            drop(ledger);
+            let image = base.crash_image(&mut |_, n| n * keep / 2);
+            let s: Arc<dyn Storage> = Arc::new(image.clone());
+            let (ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
+            let kinds: Vec<EventKind> = ledger
+                .events(1..=ledger.last_seq())
+                .unwrap()
+                .iter()
+                .map(|e| e.kind())
+                .collect();
+            drop(ledger);
+            let is_new = kinds.len() == 5;
+            if is_new {
+                saw_stopped_after_rename |= erased.is_err();
+                assert_eq!(
+                    mem_files_with(&image, SECRET),
+                    Vec::<String>::new(),
+                    "k={k} sync={fail_sync} keep={keep}: {erased:?}"
+                );
+                assert!(!image.exists("erase.pending").unwrap());
+            } else {
+                assert_eq!(kinds.len(), 8, "k={k}: {kinds:?}");
+            }
+            assert!(
+                ctxlog_ledger::verify_with(Arc::new(image))
+                    .unwrap()
+                    .torn_tail_bytes
+                    == 0
+            );
+        }
+    }
+    assert!(saw_stopped_after_rename);
+}
+
+/// One commit holding three turns: erasing the middle one cuts it on both sides; the kept
+/// parts become two commits, and reopening (a full scan without sidecars) and `verify`
+/// accept the result.
+#[test]
+fn a_commit_cut_on_both_sides_is_reframed_into_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let one = NewCommit {
+        id: Some("one".into()),
+        events: vec![
+            user("a"),
+            assistant("b"),
+            user(SECRET),
+            call("c1"),
+            result("c1", SECRET),
+            user("d"),
+            assistant("e"),
+        ],
+    };
+    ledger.commit(&one).unwrap();
+    let report = ledger.erase(4..=4, "middle").unwrap();
+    assert_eq!((report.from, report.to, report.events), (3, 5, 3));
+    ledger.commit(&turn(8)).unwrap();
+    drop(ledger);
+    for idx in ["ledger.idx", "turns.idx", "notes.idx", "commits.idx"] {
+        std::fs::remove_file(dir.path().join(idx)).unwrap();
+    }
+    let report = ctxlog_ledger::verify(dir.path()).unwrap();
+    assert_eq!((report.last_seq, report.erased), (9, 3));
+    let (ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let seqs: Vec<u64> = ledger
+        .events(1..=9)
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 6, 7, 8, 9]);
+    assert_eq!(ledger.user_seqs(), &[1, 6, 8]);
+    drop(ledger);
+    assert_eq!(files_with(dir.path(), SECRET), Vec::<String>::new());
+}
+
+/// Defect found in review: with `artifacts/` or `recovered/` a symlink to a directory
+/// elsewhere, erasure deleted every file there ("unreferenced" artifacts, "recovered"
+/// tails). Now it refuses before writing anything, and deletes nothing outside.
+#[test]
+fn erase_never_deletes_files_outside_the_directory_through_a_symlink() {
+    for linked in ["artifacts", "recovered"] {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::write(victim.path().join("precious.txt"), "keep me").unwrap();
+        let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+        ledger.commit(&turn(1)).unwrap();
+        ledger.commit(&turn(2)).unwrap();
+        std::os::unix::fs::symlink(victim.path(), dir.path().join(linked)).unwrap();
+        let before = std::fs::read(dir.path().join("ledger.log")).unwrap();
+        let r = ledger.erase(3..=3, "x");
+        assert!(matches!(r, Err(Error::Io { .. })), "{linked}: {r:?}");
+        assert!(!ledger.is_poisoned());
+        assert!(victim.path().join("precious.txt").exists(), "{linked}");
+        assert_eq!(
+            std::fs::read(dir.path().join("ledger.log")).unwrap(),
+            before
+        );
+        // The same holds for an erasure finished by the next open.
+        drop(ledger);
+        std::fs::write(dir.path().join("erase.pending"), b"").unwrap();
+        assert!(Ledger::open(dir.path(), &Options::default()).is_err());
+        assert!(victim.path().join("precious.txt").exists(), "{linked}");
+    }
 }

@@ -11,6 +11,10 @@ use ctxlog_ledger::{CommitReceipt, Ledger, NewCommit, Options, Reader, RecoveryR
 
 use crate::{Conversation, ConversationName, Error, Result, Snapshot};
 
+/// Directories being erased are renamed to this prefix first; it is not a valid
+/// conversation name, so nothing else ever opens them.
+const TRASH_PREFIX: &str = ".erasing-";
+
 /// The name of the recall index file inside a conversation directory.
 pub(crate) const RECALL_INDEX_FILE: &str = "recall.sqlite";
 
@@ -92,8 +96,10 @@ impl Store {
     }
 
     /// Erases the whole conversation `name` (SPEC E1): takes its writer lock (so no writer
-    /// is mid-commit), then removes its directory with everything in it (ledger, sidecars,
-    /// artifacts, recovered tails, recall index), and syncs the root.
+    /// is mid-commit), renames its directory to a hidden trash name (one atomic step, synced:
+    /// from then on the conversation is gone), then removes the trash with everything in it
+    /// (ledger, sidecars, artifacts, recovered tails, recall index). Trash left by a crash
+    /// mid-removal is swept by the next `erase_all` in the store.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::NotFound`]; [`ctxlog_ledger::Error::Locked`] when
@@ -102,18 +108,33 @@ impl Store {
         let name = ConversationName::new(name)?;
         let dir = self.conversation_dir(&name)?;
         let conv = self.conversation(name.as_str())?;
-        let removed = std::fs::remove_dir_all(&dir);
+        let trash = self
+            .root
+            .join(format!("{TRASH_PREFIX}{name}-{}", std::process::id()));
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        std::fs::rename(&dir, &trash).map_err(io(&dir))?;
         drop(conv);
-        removed.map_err(|source| Error::Io {
-            path: dir.clone(),
-            source,
-        })?;
-        std::fs::File::open(&self.root)
-            .and_then(|f| f.sync_all())
-            .map_err(|source| Error::Io {
-                path: self.root.clone(),
-                source,
-            })
+        sync_dir(&self.root).map_err(io(&self.root))?;
+        self.sweep_trash()
+    }
+
+    /// Removes every trash directory under the root (erasures that a crash interrupted).
+    fn sweep_trash(&self) -> Result<()> {
+        let io = |path: PathBuf| move |source| Error::Io { path, source };
+        for entry in std::fs::read_dir(&self.root).map_err(io(self.root.clone()))? {
+            let entry = entry.map_err(io(self.root.clone()))?;
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(TRASH_PREFIX)
+            {
+                std::fs::remove_dir_all(entry.path()).map_err(io(entry.path()))?;
+            }
+        }
+        sync_dir(&self.root).map_err(io(self.root.clone()))
     }
 
     /// Opens `name` for reading only: takes no lock, writes nothing to the ledger, and sees
@@ -185,4 +206,8 @@ fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
         .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
         .map(Path::to_path_buf)
         .collect()
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }

@@ -65,3 +65,24 @@ fn erase_all_removes_the_conversation() {
         ErrorClass::NotFound
     );
 }
+
+#[test]
+fn erase_all_goes_through_trash_and_sweeps_what_a_crash_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ctxlog::Store::open(dir.path());
+    for name in ["a", "b"] {
+        let mut conv = store.conversation(name).unwrap();
+        conv.commit_json(br#"{"user":"secret-marker-77","assistant":"ok"}"#, None)
+            .unwrap();
+    }
+    // An erasure of "b" that a crash interrupted after its rename.
+    std::fs::rename(dir.path().join("b"), dir.path().join(".erasing-b-1")).unwrap();
+    assert_eq!(store.list().unwrap(), vec!["a".to_string()]);
+
+    store.erase_all("a").unwrap();
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing may remain: {left:?}");
+}

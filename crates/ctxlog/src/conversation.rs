@@ -153,21 +153,6 @@ impl Conversation {
         Ok(report)
     }
 
-    /// Closes and deletes the recall index file (and any SQLite side files next to it).
-    fn drop_recall_index(&mut self) -> Result<()> {
-        self.recall = None;
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let path = self.dir.join(format!("{RECALL_INDEX_FILE}{suffix}"));
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(crate::Error::Io { path, source: e });
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
     /// What opening this conversation recovered (a torn tail cut after a crash), if anything.
     pub fn recovery(&self) -> &RecoveryReport {
         &self.recovery
@@ -343,13 +328,44 @@ impl<L: CatchUp> Handle<L> {
     }
 
     /// The recall index, opened on first use and brought up to date with the ledger.
+    ///
+    /// If the ledger was rewritten (erased) by another process while this handle was indexing
+    /// from its view, what it wrote may hold erased text: the index is deleted and built
+    /// again from the new ledger.
     fn synced_index(&mut self) -> Result<&mut RecallIndex> {
-        let index = match self.recall.take() {
+        let indexed_from = self.ledger.ledger_id().to_string();
+        let mut index = match self.recall.take() {
             Some(index) => index,
-            None => RecallIndex::open(self.dir.join(RECALL_INDEX_FILE), self.ledger.ledger_id())?,
+            None => RecallIndex::open(self.dir.join(RECALL_INDEX_FILE), &indexed_from)?,
         };
-        let index = self.recall.insert(index);
         index.sync(&LedgerFeed(&self.ledger))?;
-        Ok(index)
+        self.ledger.catch_up()?;
+        if self.ledger.ledger_id() == indexed_from {
+            return Ok(self.recall.insert(index));
+        }
+        drop(index);
+        self.drop_recall_index()?;
+        self.sizes = SizeCache::new();
+        let mut index =
+            RecallIndex::open(self.dir.join(RECALL_INDEX_FILE), self.ledger.ledger_id())?;
+        index.sync(&LedgerFeed(&self.ledger))?;
+        Ok(self.recall.insert(index))
+    }
+}
+
+impl<L> Handle<L> {
+    /// Closes and deletes the recall index file (and any SQLite side files next to it).
+    fn drop_recall_index(&mut self) -> Result<()> {
+        self.recall = None;
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let path = self.dir.join(format!("{RECALL_INDEX_FILE}{suffix}"));
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(crate::Error::Io { path, source: e });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }

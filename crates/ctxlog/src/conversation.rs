@@ -127,25 +127,8 @@ impl Conversation {
                     })?
             }
         };
-        if reason.len() > ctxlog_ledger::MAX_ERASE_REASON_BYTES {
-            return Err(crate::Error::InvalidArgument {
-                reason: format!(
-                    "the erase reason is {} bytes; at most {} are kept",
-                    reason.len(),
-                    ctxlog_ledger::MAX_ERASE_REASON_BYTES
-                ),
-            });
-        }
-        if from == 0 || from > to || to > self.ledger.last_seq() {
-            // Checked before the recall index is touched, so a bad range changes nothing.
-            return Err(ctxlog_ledger::Error::BadRange {
-                reason: format!(
-                    "range {from}-{to} is not inside 1-{} with first <= last",
-                    self.ledger.last_seq()
-                ),
-            }
-            .into());
-        }
+        // Checked before the recall index is touched, so a refused erasure changes nothing.
+        self.ledger.check_erase(&(from..=to), reason)?;
         self.drop_recall_index()?;
         let report = self.ledger.erase(from..=to, reason)?;
         self.drop_recall_index()?;

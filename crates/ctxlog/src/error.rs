@@ -17,12 +17,6 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
-    /// An argument outside what the operation accepts (e.g. an over-long erase reason).
-    #[error("{reason}")]
-    InvalidArgument {
-        /// What is wrong, naming the argument and its limit.
-        reason: String,
-    },
     /// The conversation does not exist (read-only operations never create one).
     #[error("no conversation \"{name}\" under {}", root.display())]
     NotFound {
@@ -89,7 +83,7 @@ impl Error {
             return ledger_class(ledger);
         }
         match self {
-            Error::InvalidName { .. } | Error::InvalidArgument { .. } => ErrorClass::Usage,
+            Error::InvalidName { .. } => ErrorClass::Usage,
             Error::BadInput { .. } => ErrorClass::BadInput,
             Error::NotFound { .. } => ErrorClass::NotFound,
             Error::Projection(e) => projection_class(e),

@@ -151,6 +151,18 @@ impl Ledger {
         Ok(self.ids()?.get(&key).map(|e| (e.first_seq, e.last_seq)))
     }
 
+    /// Checks, without changing anything, that [`Ledger::erase`] would accept `range` and
+    /// `reason`: a non-empty range inside `1..=last_seq`, a reason of at most
+    /// [`MAX_ERASE_REASON_BYTES`], and `artifacts/` and `recovered/` inside the conversation
+    /// directory. Callers that must prepare (e.g. drop a cache) before erasing check first.
+    ///
+    /// # Errors
+    /// [`Error::BadRange`]; [`Error::Io`] for an escaping directory.
+    pub fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
+        check_range(*range.start(), *range.end(), self.core.last_seq, reason)?;
+        check_dirs_inside(self.core.storage.as_ref())
+    }
+
     /// Erases `range` (SPEC E1): rewrites the log without its content, atomically, and deletes
     /// every file that could still hold erased bytes.
     ///
@@ -206,9 +218,8 @@ impl Ledger {
     /// holds on the replaced log still holds the erased content).
     pub fn erase(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
         self.check_usable()?;
+        self.check_erase(&range, reason)?;
         let (req_from, req_to) = (*range.start(), *range.end());
-        check_range(req_from, req_to, self.core.last_seq, reason)?;
-        check_dirs_inside(self.core.storage.as_ref())?;
         let leads = self.tombstones()?;
         self.check_leads(&leads)?;
         let (from, to) = widen(

@@ -80,7 +80,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// An erasure range (or reason) that cannot be applied; nothing was changed.
-    #[error("bad erase range: {reason}")]
+    #[error("cannot erase: {reason}")]
     BadRange {
         /// Why.
         reason: String,

@@ -351,21 +351,7 @@ fn baseline(convs: &[Conversation]) -> anyhow::Result<(RecallTable, Latency, Vec
         let mut stmt =
             db.prepare("SELECT rowid FROM t WHERE t MATCH ?1 ORDER BY bm25(t) LIMIT 50")?;
         for q in &conv.questions {
-            let mut terms: Vec<&str> = Vec::new();
-            for w in q
-                .text
-                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .filter(|w| !w.is_empty())
-            {
-                if !terms.contains(&w) {
-                    terms.push(w);
-                }
-            }
-            let expr = terms
-                .iter()
-                .map(|w| format!("\"{w}\""))
-                .collect::<Vec<_>>()
-                .join(" OR ");
+            let expr = super::metrics::baseline_query(&q.text);
             let started = Instant::now();
             let ranked: Vec<usize> = if expr.is_empty() {
                 Vec::new()

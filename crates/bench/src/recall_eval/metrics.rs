@@ -82,3 +82,22 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 pub fn f3(x: f64) -> String {
     format!("{x:.3}")
 }
+
+/// The plain FTS5 baseline's query (the data README's recipe): the text's distinct `\w+`
+/// terms, each quoted, OR-ed together. Empty when the text has no such term.
+pub fn baseline_query(text: &str) -> String {
+    let mut terms: Vec<&str> = Vec::new();
+    for w in text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+    {
+        if !terms.contains(&w) {
+            terms.push(w);
+        }
+    }
+    terms
+        .iter()
+        .map(|w| format!("\"{w}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}

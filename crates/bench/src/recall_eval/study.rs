@@ -147,17 +147,7 @@ pub fn events() -> Vec<Event> {
     }
     for i in 0..3000 {
         let seq = out.len() as u64 + 1;
-        out.push(event(
-            seq,
-            EventBody::ToolResult {
-                call_id: format!("call-{i}"),
-                tool: "shell".into(),
-                status: ToolStatus::Ok,
-                exit_code: Some(0),
-                text: distractor(i),
-                artifact: None,
-            },
-        ));
+        out.push(event(seq, distractor_result(i)));
     }
     out
 }
@@ -179,20 +169,7 @@ fn plain_bm25_top4(events: &[Event]) -> anyhow::Result<usize> {
     let mut found = 0;
     for (q, fact) in QUESTIONS {
         let Some(f) = fact else { continue };
-        let mut terms: Vec<&str> = Vec::new();
-        for w in q
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .filter(|w| !w.is_empty())
-        {
-            if !terms.contains(&w) {
-                terms.push(w);
-            }
-        }
-        let expr = terms
-            .iter()
-            .map(|w| format!("\"{w}\""))
-            .collect::<Vec<_>>()
-            .join(" OR ");
+        let expr = super::metrics::baseline_query(q);
         let top: Vec<i64> = stmt
             .query_map([&expr], |r| r.get(0))?
             .collect::<Result<_, _>>()?;
@@ -212,17 +189,7 @@ pub fn scale(scratch: &Scratch) -> anyhow::Result<String> {
     events.truncate(13);
     for i in 0..RECORDS {
         let seq = events.len() as u64 + 1;
-        events.push(event(
-            seq,
-            EventBody::ToolResult {
-                call_id: format!("call-{i}"),
-                tool: "shell".into(),
-                status: ToolStatus::Ok,
-                exit_code: Some(0),
-                text: distractor(i),
-                artifact: None,
-            },
-        ));
+        events.push(event(seq, distractor_result(i)));
     }
     let mut index = RecallIndex::open(scratch.path(), "scale")?;
     let started = Instant::now();
@@ -340,4 +307,16 @@ pub fn run(scratch: &Scratch) -> anyhow::Result<String> {
     ));
     out.push_str(&table(&["question", "answer", "rank", "top hit"], &rows));
     Ok(out)
+}
+
+/// The `i`th unrelated tool record (a successful shell result).
+fn distractor_result(i: usize) -> EventBody {
+    EventBody::ToolResult {
+        call_id: format!("call-{i}"),
+        tool: "shell".into(),
+        status: ToolStatus::Ok,
+        exit_code: Some(0),
+        text: distractor(i),
+        artifact: None,
+    }
 }

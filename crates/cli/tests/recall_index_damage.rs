@@ -70,25 +70,10 @@ fn damaged_index_errors_clearly_projection_falls_back_and_reindex_repairs() {
             stderr(&out)
         );
 
-        let report_path = env.root().join("report.json");
         let before = snapshot(&env.conv_dir("agent"));
-        let body = env.ok(
-            &[
-                "project",
-                "agent",
-                "--input",
-                "When does the database password rotate?",
-                "--max-bytes",
-                "400",
-                "--recall",
-                "2",
-                "--report",
-                report_path.to_str().unwrap(),
-            ],
-            b"",
-        );
+        let (body, report) =
+            project_recalling(&env, "When does the database password rotate?", 400);
         assert!(!body.is_empty());
-        let report: Value = serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
         let why = report["recall"]["unavailable"].as_str().unwrap_or_default();
         assert!(why.contains("damaged"), "{how}: {report}");
         assert_eq!(
@@ -120,32 +105,18 @@ fn narrow_projections_recall_the_old_fact_as_a_page_when_room_is_left() {
         let chatter = format!("Unrelated chatter number {i} about lunch. ").repeat(8);
         env.commit("agent", &chatter, "Sure.");
     }
-    let report_path = env.root().join("report.json");
     let mut recalled_at = Vec::new();
     for budget in (200..2400).step_by(50) {
-        let body = env.ok(
-            &[
-                "project",
-                "agent",
-                "--input",
-                "When does the staging database password rotate?",
-                "--max-bytes",
-                &budget.to_string(),
-                "--recall",
-                "2",
-                "--report",
-                report_path.to_str().unwrap(),
-            ],
-            b"",
+        let (body, report) = project_recalling(
+            &env,
+            "When does the staging database password rotate?",
+            budget,
         );
-        let body = String::from_utf8(body).unwrap();
-        let report: Value = serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
         assert!(
             body.len() <= budget,
             "budget {budget}: {} bytes",
             body.len()
         );
-        assert_eq!(report["bytes"].as_u64().unwrap(), body.len() as u64);
         let first_turn_kept = report["kept"]
             .as_array()
             .unwrap()
@@ -184,28 +155,37 @@ fn recalled_pages_never_repeat_a_pinned_note() {
         &"Once upon a time. ".repeat(50),
     );
     env.commit("agent", "Filler", "Reply");
-    let report_path = env.root().join("report.json");
     for budget in (300..3000).step_by(100) {
-        let body = env.ok(
-            &[
-                "project",
-                "agent",
-                "--input",
-                "Which deployment region?",
-                "--max-bytes",
-                &budget.to_string(),
-                "--recall",
-                "2",
-                "--report",
-                report_path.to_str().unwrap(),
-            ],
-            b"",
-        );
-        let body = String::from_utf8(body).unwrap();
+        let (body, _) = project_recalling(&env, "Which deployment region?", budget);
         assert_eq!(
             body.matches("eu-west-3").count(),
             1,
             "budget {budget}: {body}"
         );
     }
+}
+
+/// `ctxlog project agent --input INPUT --max-bytes BUDGET --recall 2 --report FILE`: the body
+/// and the report, which always agree on the body's size.
+fn project_recalling(env: &Env, input: &str, budget: usize) -> (String, Value) {
+    let report_path = env.root().join("report.json");
+    let body = env.ok(
+        &[
+            "project",
+            "agent",
+            "--input",
+            input,
+            "--max-bytes",
+            &budget.to_string(),
+            "--recall",
+            "2",
+            "--report",
+            report_path.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let body = String::from_utf8(body).unwrap();
+    let report: Value = serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
+    assert_eq!(report["bytes"].as_u64().unwrap(), body.len() as u64);
+    (body, report)
 }

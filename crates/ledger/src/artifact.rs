@@ -112,13 +112,7 @@ pub(crate) fn write(
             why: "artifacts/ resolves outside the conversation directory",
         });
     }
-    let mut file = st
-        .open(&tmp, OpenMode::Create)
-        .map_err(io(&tmp))?
-        .ok_or_else(|| Error::Io {
-            path: st.location().join(&tmp),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
+    let mut file = crate::core::open_file(st, &tmp, OpenMode::Create)?;
     file.set_len(0).map_err(io(&tmp))?;
     file.write_at(0, content).map_err(io(&tmp))?;
     if sync && let Err(e) = file.sync() {

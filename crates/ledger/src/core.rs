@@ -24,6 +24,19 @@ pub(crate) fn io_err(storage: &dyn Storage, name: &str) -> impl FnOnce(io::Error
     move |source| Error::Io { path, source }
 }
 
+/// Opens `name` in `mode`; a file that is not there is an I/O `NotFound` error naming its
+/// path.
+pub(crate) fn open_file(
+    storage: &dyn Storage,
+    name: &str,
+    mode: crate::storage::OpenMode,
+) -> Result<Box<dyn StorageFile>> {
+    storage
+        .open(name, mode)
+        .map_err(io_err(storage, name))?
+        .ok_or_else(|| io_err(storage, name)(io::ErrorKind::NotFound.into()))
+}
+
 /// The committed state visible to a reader or writer.
 pub(crate) struct Core {
     pub storage: Arc<dyn Storage>,

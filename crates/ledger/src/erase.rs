@@ -280,9 +280,7 @@ impl Ledger {
     fn mark_pending(&self) -> Result<()> {
         let st = self.core.storage.as_ref();
         let name = names::ERASE_PENDING;
-        st.open(name, OpenMode::Create)
-            .map_err(io_err(st, name))?
-            .ok_or_else(|| io_err(st, name)(std::io::ErrorKind::NotFound.into()))?;
+        crate::core::open_file(st, name, OpenMode::Create)?;
         if self.syncs() {
             st.sync_dir("").map_err(io_err(st, ""))?;
         }
@@ -382,10 +380,7 @@ impl Ledger {
     ) -> Result<(u64, BTreeSet<String>)> {
         let st = self.core.storage.as_ref();
         let io = |e| io_err(st, tmp)(e);
-        let mut f = st
-            .open(tmp, OpenMode::Create)
-            .map_err(io)?
-            .ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
+        let mut f = crate::core::open_file(st, tmp, OpenMode::Create)?;
         f.set_len(0).map_err(io)?;
         let header = LogHeader {
             ledger_id,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::core::{Core, io_err};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::{
     self, COMMIT_ENTRY_LEN, COMMIT_INDEX_MAGIC, EVENT_ENTRY_LEN, EVENT_INDEX_MAGIC,
     INDEX_HEADER_LEN, LOG_HEADER_LEN, LogHeader, NOTE_ENTRY_LEN, NOTE_INDEX_MAGIC, TURN_ENTRY_LEN,
@@ -102,13 +102,7 @@ fn write_fresh_log(st: &dyn Storage, sync: SyncMode) -> Result<()> {
         created_ms: now_ms(),
     };
     let io = |name: &str| io_err(st, name);
-    let mut f = st
-        .open(&tmp, OpenMode::Create)
-        .map_err(io(&tmp))?
-        .ok_or_else(|| Error::Io {
-            path: st.location().join(&tmp),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
+    let mut f = crate::core::open_file(st, &tmp, OpenMode::Create)?;
     f.set_len(0).map_err(io(&tmp))?;
     f.write_at(0, &header.encode()).map_err(io(&tmp))?;
     if sync == SyncMode::PerCommit {
@@ -154,13 +148,7 @@ fn save_aside(st: &dyn Storage, offset: u64, bytes: &[u8]) -> Result<PathBuf> {
     let name = format!("{}/tail-{offset}-{}.bin", names::RECOVERED, now_ms());
     let io = |n: &str| io_err(st, n);
     crate::artifact::ensure_dir(st, names::RECOVERED, true, &mut false)?;
-    let mut f = st
-        .open(&name, OpenMode::Create)
-        .map_err(io(&name))?
-        .ok_or_else(|| Error::Io {
-            path: st.location().join(&name),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
+    let mut f = crate::core::open_file(st, &name, OpenMode::Create)?;
     f.set_len(0).map_err(io(&name))?;
     f.write_at(0, bytes).map_err(io(&name))?;
     f.sync().map_err(io(&name))?;
@@ -185,13 +173,7 @@ pub(crate) fn prepare_sidecars(core: &mut Core) -> Result<Sidecars> {
     if !core.sidecars_valid {
         for (name, magic, len) in sidecar_specs() {
             let tmp = format!("{name}.tmp");
-            let mut f = st
-                .open(&tmp, OpenMode::Create)
-                .map_err(io_err(st, &tmp))?
-                .ok_or_else(|| Error::Io {
-                    path: st.location().join(&tmp),
-                    source: std::io::ErrorKind::NotFound.into(),
-                })?;
+            let mut f = crate::core::open_file(st, &tmp, OpenMode::Create)?;
             f.set_len(0).map_err(io_err(st, &tmp))?;
             f.write_at(0, &format::encode_index_header(magic, len, &id))
                 .map_err(io_err(st, &tmp))?;
@@ -205,12 +187,7 @@ pub(crate) fn prepare_sidecars(core: &mut Core) -> Result<Sidecars> {
         core.sidecars_valid = true;
     }
     let open = |name: &str| -> Result<Box<dyn StorageFile>> {
-        st.open(name, OpenMode::Write)
-            .map_err(io_err(st, name))?
-            .ok_or_else(|| Error::Io {
-                path: st.location().join(name),
-                source: std::io::ErrorKind::NotFound.into(),
-            })
+        crate::core::open_file(st, name, OpenMode::Write)
     };
     let mut idx = open(names::EVENT_INDEX)?;
     let mut turns = open(names::TURN_INDEX)?;

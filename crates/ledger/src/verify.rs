@@ -73,13 +73,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport> {
 pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     let st = storage.as_ref();
     let log_path = st.location().join(names::LOG);
-    let log = st
-        .open(names::LOG, OpenMode::Read)
-        .map_err(io_err(st, names::LOG))?
-        .ok_or_else(|| Error::Io {
-            path: log_path.clone(),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
+    let log = crate::core::open_file(st, names::LOG, OpenMode::Read)?;
     let file_len = log.len().map_err(io_err(st, names::LOG))?;
     let corrupt = |offset, seq, reason| Error::Corrupt {
         path: log_path.clone(),

@@ -37,7 +37,7 @@ mod core;
 mod digest;
 mod erase;
 mod error;
-pub mod event;
+pub use ctxlog_event as event;
 pub mod format;
 mod hex;
 mod ledger;

@@ -38,7 +38,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ctxlog_ledger::event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
+use ctxlog_event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
 
 use crate::Projection;
 use crate::cache::SizeCache;

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_event::{Event, EventBody};
 
 use crate::error::{Error, Result};
 use crate::history::History;

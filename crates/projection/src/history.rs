@@ -2,7 +2,7 @@
 
 use std::convert::Infallible;
 
-use ctxlog_ledger::event::{Event, EventBody, EventKind, turn_starts};
+use ctxlog_event::{Event, EventBody, EventKind, turn_starts};
 use serde::{Deserialize, Serialize};
 
 /// An inclusive range of seqs, `first..=last`.

@@ -2,7 +2,7 @@
 //! guaranteed to fit a byte and/or token budget (SPEC §5).
 //!
 //! ```
-//! use ctxlog_ledger::event::{Event, EventBody};
+//! use ctxlog_event::{Event, EventBody};
 //! use ctxlog_projection::{ProjectionRequest, SizeCache, SliceHistory, project};
 //!
 //! let events = vec![

@@ -1,6 +1,6 @@
 //! What a projection is asked to build: [`ProjectionRequest`] and its builder.
 
-use ctxlog_ledger::event::EventKind;
+use ctxlog_event::EventKind;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};

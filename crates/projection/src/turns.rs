@@ -6,7 +6,7 @@
 //! once even the notice-free body with k units exceeds the budget (no larger k can fit); the
 //! largest k that fits wins. That is exactly the naive rule's answer ([`crate::naive`]).
 
-use ctxlog_ledger::event::Event;
+use ctxlog_event::Event;
 
 use crate::Projection;
 use crate::cache::SizeCache;

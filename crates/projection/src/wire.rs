@@ -57,7 +57,7 @@
 //! is not in its turn is sent as user text `[tool result without a call in this turn] …`.
 //! System markers (tombstones, retention, imports) are not sent.
 
-use ctxlog_ledger::event::{ArtifactRef, Event, EventBody, ToolStatus};
+use ctxlog_event::{ArtifactRef, Event, EventBody, ToolStatus};
 use serde_json::Value;
 
 use crate::json::{value_to_string, write_str, write_u64, write_value};

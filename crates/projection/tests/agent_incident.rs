@@ -11,7 +11,7 @@
 
 mod common;
 
-use ctxlog_ledger::event::{ArtifactRef, Event, EventBody, EventKind, ToolStatus};
+use ctxlog_event::{ArtifactRef, Event, EventBody, EventKind, ToolStatus};
 use ctxlog_projection::{
     Error, Policy, ProjectionRequest, RecalledPage, SizeCache, SliceHistory, Tier, WireFormat,
     count, project,

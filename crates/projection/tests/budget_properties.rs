@@ -14,7 +14,7 @@
 //!   roles alternate);
 //! * a warm `SizeCache` gives the same bodies without rendering any unit again.
 
-use ctxlog_ledger::event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
+use ctxlog_event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
 use ctxlog_projection::naive::project_naive;
 use ctxlog_projection::{
     Error, Policy, ProjectionRequest, RecalledPage, SizeCache, SliceHistory, Tokenizer, WireFormat,

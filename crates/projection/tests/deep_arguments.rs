@@ -6,7 +6,7 @@
 //! whole JSON text (more than its fields' text), the body still fits the token budget, and
 //! bytes stay exact.
 
-use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_event::{Event, EventBody};
 use ctxlog_projection::tokens::text_tokens;
 use ctxlog_projection::{
     ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, project,

@@ -9,7 +9,7 @@
 
 mod common;
 
-use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_event::{Event, EventBody};
 use ctxlog_projection::{Error, ProjectionRequest, SizeCache, SliceHistory, WireFormat, project};
 use serde_json::json;
 

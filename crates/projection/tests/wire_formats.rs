@@ -8,7 +8,7 @@
 
 mod common;
 
-use ctxlog_ledger::event::{ArtifactRef, Event, EventBody, SystemMarker, ToolStatus};
+use ctxlog_event::{ArtifactRef, Event, EventBody, SystemMarker, ToolStatus};
 use ctxlog_projection::{
     ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, count, project,
 };

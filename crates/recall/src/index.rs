@@ -4,7 +4,7 @@ use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use ctxlog_ledger::event::{Event, EventKind};
+use ctxlog_event::{Event, EventKind};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::error::{Error, Result};

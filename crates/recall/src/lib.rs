@@ -3,7 +3,7 @@
 //! recency (SPEC §6, R1–R7). See `docs/recall.md` for the design and measured quality.
 //!
 //! ```
-//! use ctxlog_ledger::event::{Event, EventBody};
+//! use ctxlog_event::{Event, EventBody};
 //! use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use ctxlog_ledger::event::{EventKind, ToolStatus};
+use ctxlog_event::{EventKind, ToolStatus};
 use serde::Serialize;
 
 use crate::error::Result;

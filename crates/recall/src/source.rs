@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use ctxlog_ledger::event::{ArtifactRef, Event};
+use ctxlog_event::{ArtifactRef, Event};
 
 use crate::error::{Result, SourceError};
 

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use ctxlog_ledger::event::{Event, EventBody, EventKind};
+use ctxlog_event::{Event, EventBody, EventKind};
 use rusqlite::{Connection, params};
 
 use crate::error::{Error, Result};

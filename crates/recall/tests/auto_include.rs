@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions};
 
-fn index_of(events: &[ctxlog_ledger::event::Event]) -> (tempfile::TempDir, RecallIndex) {
+fn index_of(events: &[ctxlog_event::Event]) -> (tempfile::TempDir, RecallIndex) {
     let dir = tempfile::tempdir().unwrap();
     let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
     index.update(events, &NoArtifacts).unwrap();

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use ctxlog_ledger::event::{ArtifactRef, EventBody, SystemMarker};
+use ctxlog_event::{ArtifactRef, EventBody, SystemMarker};
 use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions, SourceError};
 
 /// Filler of distinct but unremarkable words, `n` characters long.

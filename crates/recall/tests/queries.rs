@@ -187,7 +187,7 @@ fn chinese_is_found_by_a_few_characters() {
 fn kinds_and_before_seq_filter() {
     let (_dir, index) = fixture();
     let opts = SearchOptions {
-        kinds: Some(vec![ctxlog_ledger::event::EventKind::Note]),
+        kinds: Some(vec![ctxlog_event::EventKind::Note]),
         ..SearchOptions::default()
     };
     let r = index.search("", &opts).unwrap();

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_event::{Event, EventBody};
 
 /// `bodies` as events numbered from seq 1, all at time 0.
 pub fn numbered(bodies: impl IntoIterator<Item = EventBody>) -> Vec<Event> {

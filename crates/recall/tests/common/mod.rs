@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use ctxlog_ledger::event::{ArtifactRef, Event, EventBody, ToolStatus};
+use ctxlog_event::{ArtifactRef, Event, EventBody, ToolStatus};
 
 pub fn ev(seq: u64, body: EventBody) -> Event {
     Event {

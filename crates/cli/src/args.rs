@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use ctxlog::projection::{Policy, Tokenizer, WireFormat};
+use ctxlog::{Policy, Tokenizer, WireFormat};
 
 /// ctxlog: a durable conversation ledger that builds the exact LLM request body for a budget.
 ///
@@ -76,6 +76,9 @@ pub enum Command {
     /// The query is taken literally (quotes, operators and SQL are just words). Without a
     /// query, lists newest first. --seq pages through one event in order.
     Recall(RecallArgs),
+    /// List the conversations in the store, newest activity first: name, events, bytes,
+    /// last activity (with --json: {"conversations":[{"name","events","bytes","last_activity_ms"}]}).
+    List,
     /// A guided tour on the store at --root: commit, project at several budgets, recall.
     Demo,
     /// Delete and rebuild the conversation's recall index from the ledger (repairs a damaged one).
@@ -106,7 +109,7 @@ pub struct EraseArgs {
     #[arg(long)]
     pub all: bool,
     /// Why, recorded in the tombstone (at most 1024 bytes)
-    #[arg(long, default_value = ctxlog::ledger::DEFAULT_ERASE_REASON)]
+    #[arg(long, default_value = ctxlog::DEFAULT_ERASE_REASON)]
     pub reason: String,
 }
 
@@ -170,10 +173,10 @@ fn positive(s: &str) -> Result<u64, String> {
 /// At most 50 recalled pages, like the recall limit.
 fn recall_k(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
-        Ok(n) if n <= ctxlog::recall::MAX_LIMIT => Ok(n),
+        Ok(n) if n <= ctxlog::RECALL_MAX_LIMIT => Ok(n),
         _ => Err(format!(
             "expected a whole number from 0 to {}",
-            ctxlog::recall::MAX_LIMIT
+            ctxlog::RECALL_MAX_LIMIT
         )),
     }
 }
@@ -181,10 +184,10 @@ fn recall_k(s: &str) -> Result<usize, String> {
 /// A recall limit is 1 to 50.
 fn result_limit(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
-        Ok(n) if (1..=ctxlog::recall::MAX_LIMIT).contains(&n) => Ok(n),
+        Ok(n) if (1..=ctxlog::RECALL_MAX_LIMIT).contains(&n) => Ok(n),
         _ => Err(format!(
             "expected a whole number from 1 to {}",
-            ctxlog::recall::MAX_LIMIT
+            ctxlog::RECALL_MAX_LIMIT
         )),
     }
 }
@@ -268,6 +271,6 @@ pub struct RecallArgs {
     #[arg(long, default_value_t = 0)]
     pub offset: usize,
     /// At most this many results (1-50)
-    #[arg(long, default_value_t = ctxlog::recall::DEFAULT_LIMIT, value_parser = result_limit)]
+    #[arg(long, default_value_t = ctxlog::RECALL_DEFAULT_LIMIT, value_parser = result_limit)]
     pub limit: usize,
 }

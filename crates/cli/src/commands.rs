@@ -3,8 +3,11 @@
 use std::io::Read;
 use std::path::Path;
 
-use ctxlog::Store;
-use ctxlog::ledger::{Event, EventBody};
+use ctxlog::ops::{
+    CommitRequest, CountRequest, EraseRequest, EraseTarget, ListRequest, LogRequest,
+    ProjectRequest, RecallRequest, ReindexRequest, VerifyRequest,
+};
+use ctxlog::{Event, EventBody, Store, VerifyReport};
 
 use crate::args::{
     Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, LogArgs, ProjectArgs, RecallArgs,
@@ -14,26 +17,26 @@ use crate::output::{self, Failure};
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<(), Failure> {
     let json = cli.json;
-    let root = cli.root;
+    let store = Store::open(&cli.root);
     match cli.command {
-        Command::Commit(args) => commit(&root, args),
-        Command::Log(args) => log(&root, args, json),
-        Command::Verify(args) => verify(&root, args, json),
-        Command::Project(args) => project(&root, args),
-        Command::Count(args) => count(args),
-        Command::Recall(args) => recall(&root, args),
-        Command::Reindex(args) => reindex(&root, args),
-        Command::Erase(args) => erase(&root, args),
-        Command::Demo => crate::demo::run(&root),
+        Command::Commit(args) => commit(&store, args),
+        Command::Log(args) => log(&store, args, json),
+        Command::Verify(args) => verify(&store, args, json),
+        Command::Project(args) => project(&store, args),
+        Command::Count(args) => count(&store, args),
+        Command::Recall(args) => recall(&store, args),
+        Command::Reindex(args) => reindex(&store, args),
+        Command::Erase(args) => erase(&store, args),
+        Command::List => list(&store, json),
+        Command::Demo => crate::demo::run(&store, &cli.root),
     }
 }
 
-fn commit(root: &Path, args: CommitArgs) -> Result<(), Failure> {
+fn commit(store: &Store, args: CommitArgs) -> Result<(), Failure> {
     let input = read_input(&args.file)?;
     // Parse before touching the store, so malformed input never creates anything.
-    let commit = ctxlog::parse_commit(&input, args.id.as_deref())?;
-    let receipt = Store::open(root).commit_to(&args.conversation, &commit)?;
-    output::json_line(&receipt)
+    let request = CommitRequest::from_json(&args.conversation, &input, args.id.as_deref())?;
+    output::json_line(&store.commit(&request)?)
 }
 
 /// The most `commit` and `count` read from a file or stdin: four times the ledger's default
@@ -68,32 +71,41 @@ fn read_input(file: &Path) -> Result<Vec<u8>, Failure> {
     Ok(bytes)
 }
 
-fn log(root: &Path, args: LogArgs, json: bool) -> Result<(), Failure> {
-    let store = Store::open(root);
-    let snapshot = store.snapshot(&args.conversation)?;
+fn log(store: &Store, args: LogArgs, json: bool) -> Result<(), Failure> {
     let last = match args.limit {
         Some(n) => args.from.saturating_add(n).saturating_sub(1),
         None => u64::MAX,
     };
     // Read in slices so a long ledger streams instead of loading at once.
     let mut next = args.from.max(1);
-    while next <= last.min(snapshot.last_seq()) {
-        let end = next.saturating_add(255).min(last);
+    while next <= last {
+        let span = LOG_SLICE.min(last - next + 1);
+        let slice = store.log(&LogRequest {
+            conversation: args.conversation.clone(),
+            from: next,
+            limit: Some(span),
+        })?;
         let mut out = Vec::new();
-        for event in snapshot.events(next..=end)? {
+        for event in &slice.events {
             if json {
-                serde_json::to_writer(&mut out, &event)
+                serde_json::to_writer(&mut out, event)
                     .map_err(|e| Failure::other(e.to_string()))?;
                 out.push(b'\n');
             } else {
-                out.extend_from_slice(log_line(&event).as_bytes());
+                out.extend_from_slice(log_line(event).as_bytes());
             }
         }
         output::stdout(&out)?;
-        next = end.saturating_add(1);
+        next = next.saturating_add(span);
+        if next > slice.last_seq {
+            break;
+        }
     }
     Ok(())
 }
+
+/// Events read per slice by `log`.
+const LOG_SLICE: u64 = 256;
 
 /// One human-readable line per event: seq, UTC time, kind, and a one-line text preview.
 fn log_line(event: &Event) -> String {
@@ -136,7 +148,7 @@ fn preview(text: &str) -> String {
     const MAX: usize = 100;
     let flat: String = text
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if is_unsafe_for_terminal(c) { ' ' } else { c })
         .collect();
     if flat.chars().count() > MAX {
         format!("{}…", flat.chars().take(MAX).collect::<String>())
@@ -145,40 +157,36 @@ fn preview(text: &str) -> String {
     }
 }
 
+/// Characters that must not reach a terminal raw: controls (escape sequences) and the
+/// bidirectional formatting characters that reorder what follows them on screen.
+fn is_unsafe_for_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 /// RFC 3339 UTC time, to the second, for milliseconds since the epoch.
 fn utc(ts_ms: i64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ts_ms.max(0).unsigned_abs());
     humantime::format_rfc3339_seconds(at).to_string()
 }
 
-fn verify(root: &Path, args: ConvArg, json: bool) -> Result<(), Failure> {
-    let store = Store::open(root);
-    let name = ctxlog::ConversationName::new(&args.conversation)?;
-    let dir = store.conversation_dir(&name)?;
-    let report = ctxlog::ledger::verify(&dir).map_err(ctxlog::Error::from)?;
+fn verify(store: &Store, args: ConvArg, json: bool) -> Result<(), Failure> {
+    let report = store.verify(&VerifyRequest {
+        conversation: args.conversation,
+    })?;
     if json {
         output::json_line(&report)?;
     } else {
         output::stdout(verify_text(&report).as_bytes())?;
     }
-    if report.artifact_problems.is_empty() {
-        Ok(())
-    } else {
-        // Records are intact but content they reference is missing or altered: corruption.
-        Err(Failure::with_code(
-            5,
-            "corrupt",
-            format!(
-                "{} referenced artifact(s) missing or altered: {}",
-                report.artifact_problems.len(),
-                report.artifact_problems.join("; ")
-            ),
-        ))
+    match ctxlog::ops::verify_problem(&report) {
+        Some(problem) => Err(problem.into()),
+        None => Ok(()),
     }
 }
 
 /// The human-readable verify report: a summary line, then one line per finding.
-fn verify_text(report: &ctxlog::ledger::VerifyReport) -> String {
+fn verify_text(report: &VerifyReport) -> String {
     let mut text = format!(
         "{}: {} events (last seq {}), {} bytes, {} artifacts\n",
         if report.is_clean() {
@@ -222,52 +230,34 @@ fn verify_text(report: &ctxlog::ledger::VerifyReport) -> String {
     text
 }
 
-fn project(root: &Path, args: ProjectArgs) -> Result<(), Failure> {
-    use ctxlog::projection::{ProjectionRequest, WireFormat};
-    let mut request = ProjectionRequest::builder();
-    let model = args.model.unwrap_or_else(|| match args.format {
-        WireFormat::AnthropicMessages => "claude-sonnet-4-5".into(),
-        _ => "gpt-4o".into(),
-    });
-    request
-        .format(args.format)
-        .model(model)
-        .input(args.input)
-        .tokenizer(args.tokenizer)
-        .policy(args.policy)
-        .notice(args.notice);
-    if let Some(system) = args.system {
-        request.system(system);
-    }
-    if let Some(n) = args.max_bytes {
-        request.max_bytes(n);
-    }
-    if let Some(n) = args.max_tokens {
-        request.max_tokens(n);
-    }
-    if let Some(n) = args.reserve_output {
-        request.reserve_output(n);
-    }
-    if let Some(k) = args.recall {
-        request.recall_k(k);
-    }
-    let tools = tool_definitions(args.tools.as_deref(), args.recall_tool, args.format)?;
-    if !tools.is_empty() {
-        request.tools(tools);
-    }
-    let store = Store::open(root);
-    let projection = match store.snapshot(&args.conversation) {
-        Ok(mut snapshot) => snapshot.project(&request)?,
-        // The first model call of a new conversation has no history yet: project the
-        // mandatory input alone, and create nothing.
-        Err(ctxlog::Error::NotFound { .. }) => ctxlog::projection::project(
-            &ctxlog::projection::SliceHistory::new(&[]),
-            &request.build().map_err(ctxlog::Error::from)?,
-            &mut ctxlog::projection::SizeCache::new(),
-        )
-        .map_err(ctxlog::Error::from)?,
-        Err(e) => return Err(e.into()),
+fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
+    let tools = match &args.tools {
+        None => Vec::new(),
+        Some(path) => serde_json::from_slice::<Vec<serde_json::Value>>(&read_input(path)?)
+            .map_err(|e| {
+                Failure::other(format!(
+                    "--tools {}: expected a JSON array of tool definitions: {e}",
+                    path.display()
+                ))
+            })?,
     };
+    let request = ProjectRequest {
+        conversation: args.conversation,
+        input: args.input,
+        system: args.system,
+        model: args.model,
+        format: args.format,
+        max_bytes: args.max_bytes,
+        max_tokens: args.max_tokens,
+        tokenizer: args.tokenizer,
+        reserve_output: args.reserve_output,
+        policy: args.policy,
+        recall: args.recall,
+        notice: args.notice,
+        tools,
+        recall_tool: args.recall_tool,
+    };
+    let projection = store.project(&request)?;
     if let Some(path) = &args.report {
         let mut report = serde_json::to_vec_pretty(&projection.report)
             .map_err(|e| Failure::other(e.to_string()))?;
@@ -278,94 +268,49 @@ fn project(root: &Path, args: ProjectArgs) -> Result<(), Failure> {
     output::stdout(&projection.body)
 }
 
-/// The tool definitions of `--tools FILE`, plus ctxlog's recall tool with `--recall-tool`.
-fn tool_definitions(
-    file: Option<&Path>,
-    recall_tool: bool,
-    format: ctxlog::projection::WireFormat,
-) -> Result<Vec<serde_json::Value>, Failure> {
-    let mut tools = match file {
-        None => Vec::new(),
-        Some(path) => {
-            let bytes = read_input(path)?;
-            let tools = serde_json::from_slice::<Vec<serde_json::Value>>(&bytes).map_err(|e| {
-                Failure::other(format!(
-                    "--tools {}: expected a JSON array of tool definitions: {e}",
-                    path.display()
-                ))
-            })?;
-            if let Some(i) = tools.iter().position(|t| !t.is_object()) {
-                return Err(Failure::other(format!(
-                    "--tools {}: element {i} is not a tool definition object",
-                    path.display()
-                )));
-            }
-            tools
-        }
+fn count(store: &Store, args: CountArgs) -> Result<(), Failure> {
+    let request = CountRequest {
+        body: read_input(&args.file)?,
+        format: args.format,
+        tokenizer: args.tokenizer,
     };
-    if recall_tool {
-        tools.push(match format {
-            ctxlog::projection::WireFormat::AnthropicMessages => ctxlog::recall::anthropic_tool(),
-            _ => ctxlog::recall::openai_tool(),
-        });
-    }
-    Ok(tools)
+    output::json_line(&store.count(&request)?)
 }
 
-fn count(args: CountArgs) -> Result<(), Failure> {
-    let body = read_input(&args.file)?;
-    let count = ctxlog::projection::count(&body, args.format, args.tokenizer)
-        .map_err(ctxlog::Error::from)?;
-    output::json_line(&count)
-}
-
-fn recall(root: &Path, args: RecallArgs) -> Result<(), Failure> {
-    let store = Store::open(root);
-    let mut snapshot = store.snapshot(&args.conversation)?;
-    let options = ctxlog::recall::SearchOptions {
+fn recall(store: &Store, args: RecallArgs) -> Result<(), Failure> {
+    let result = store.recall(&RecallRequest {
+        conversation: args.conversation,
+        query: args.query,
         seq: args.seq,
         offset: args.offset,
         limit: args.limit,
-        ..Default::default()
-    };
-    let result = snapshot.recall(&args.query, &options)?;
+    })?;
     output::json_line(&result)
 }
 
-fn reindex(root: &Path, args: ConvArg) -> Result<(), Failure> {
-    let store = Store::open(root);
-    let mut snapshot = store.snapshot(&args.conversation)?;
-    let bar = indicatif::ProgressBar::new(snapshot.last_seq());
+fn reindex(store: &Store, args: ConvArg) -> Result<(), Failure> {
+    let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template("indexing {bar:40} {pos}/{len} events ({eta})")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let stats = snapshot.reindex(&mut |p| {
+    let request = ReindexRequest {
+        conversation: args.conversation,
+    };
+    let stats = store.reindex(&request, &mut |p| {
         bar.set_length(p.head_seq);
         bar.set_position(p.seq);
     })?;
     bar.finish_and_clear();
-    output::json_line(&serde_json::json!({
-        "events_indexed": stats.events_indexed,
-        "pages_written": stats.pages_written,
-        "indexed_through": stats.indexed_through,
-        "artifact_failures": stats.artifact_failures,
-    }))
+    output::json_line(&stats)
 }
 
-fn erase(root: &Path, args: EraseArgs) -> Result<(), Failure> {
-    let store = Store::open(root);
-    let what = match (args.turn, args.seqs) {
-        _ if args.all => {
-            store.erase_all(&args.conversation)?;
-            return output::json_line(&serde_json::json!({
-                "erased": "all",
-                "conversation": args.conversation,
-            }));
-        }
-        (Some(id), _) => ctxlog::Erase::Turn(id),
-        (None, Some((a, b))) => ctxlog::Erase::Seqs(a, b),
-        (None, None) => {
+fn erase(store: &Store, args: EraseArgs) -> Result<(), Failure> {
+    let target = match (args.all, args.turn, args.seqs) {
+        (true, _, _) => EraseTarget::All,
+        (false, Some(id), _) => EraseTarget::Commit { id },
+        (false, None, Some((from, to))) => EraseTarget::Seqs { from, to },
+        (false, None, None) => {
             return Err(Failure::with_code(
                 2,
                 "usage",
@@ -373,22 +318,40 @@ fn erase(root: &Path, args: EraseArgs) -> Result<(), Failure> {
             ));
         }
     };
-    // Never creates a conversation: a missing one is NotFound.
-    let mut conv = store.existing_conversation(&args.conversation)?;
-    let report = conv.erase(what, &args.reason)?;
-    output::json_line(&serde_json::json!({
-        "erased": {"from": report.from, "to": report.to},
-        "requested": {"from": report.requested.0, "to": report.requested.1},
-        "events": report.events,
-        "artifacts_deleted": report.artifacts_deleted,
-        "recovered_deleted": report.recovered_deleted,
-        "ledger_id": report.ledger_id,
-    }))
+    let response = store.erase(&EraseRequest {
+        conversation: args.conversation,
+        target,
+        reason: args.reason,
+    })?;
+    output::json_line(&response)
+}
+
+fn list(store: &Store, json: bool) -> Result<(), Failure> {
+    let list = store.list(&ListRequest {})?;
+    if json {
+        return output::json_line(&list);
+    }
+    let mut out = String::new();
+    for c in &list.conversations {
+        out.push_str(&format!(
+            "{:<24}  {:>8} events  {:>12} bytes  {}\n",
+            c.name,
+            c.events,
+            c.bytes,
+            utc(c.last_activity_ms)
+        ));
+    }
+    output::stdout(out.as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn previews_neutralize_controls_and_bidi_overrides() {
+        assert_eq!(preview("a\u{202E}b\u{1b}[31mc\u{2066}d"), "a b [31mc d");
+    }
 
     #[test]
     fn utc_formats_known_instants() {

@@ -4,10 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use ctxlog::ledger::{EventBody, NewCommit, ToolStatus};
-use ctxlog::projection::{Projection, ProjectionRequest, ProjectionRequestBuilder};
-use ctxlog::recall::SearchOptions;
-use ctxlog::{Conversation, Store};
+use ctxlog::ops::{CommitRequest, ListRequest, ProjectRequest, RecallRequest, VerifyRequest};
+use ctxlog::{EventBody, NewCommit, Projection, Store, ToolStatus};
 
 use crate::output::{self, Failure};
 
@@ -16,10 +14,9 @@ const QUESTION: &str = "What is my project code? 我的项目代号是什么？"
 const FACT: &str = "ZX-81";
 
 /// Runs the demo under `root`, in a new conversation named `demo` (or `demo-2`, …).
-pub fn run(root: &Path) -> Result<(), Failure> {
-    let store = Store::open(root);
-    let name = free_name(&store)?;
-    let mut conv = store.conversation(&name)?;
+pub fn run(store: &Store, root: &Path) -> Result<(), Failure> {
+    let name = free_name(store)?;
+    let conv = Demo { store, name: &name };
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -27,11 +24,13 @@ pub fn run(root: &Path) -> Result<(), Failure> {
         root.display()
     );
 
-    commit_fixture(&mut conv, &mut out)?;
-    let sizes = budget_table(&mut conv, &mut out)?;
-    narrow_recall_widen(&mut conv, sizes, &mut out)?;
+    commit_fixture(&conv, &mut out)?;
+    let sizes = budget_table(&conv, &mut out)?;
+    narrow_recall_widen(&conv, sizes, &mut out)?;
 
-    let report = ctxlog::ledger::verify(conv.dir()).map_err(ctxlog::Error::from)?;
+    let report = store.verify(&VerifyRequest {
+        conversation: name.clone(),
+    })?;
     let _ = writeln!(
         out,
         "\n5. `ctxlog verify {name}`: {} events, {} bytes, every checksum good, {} artifact(s).",
@@ -45,8 +44,33 @@ pub fn run(root: &Path) -> Result<(), Failure> {
     output::stdout(out.as_bytes())
 }
 
+/// The demo's conversation in its store.
+struct Demo<'a> {
+    store: &'a Store,
+    name: &'a str,
+}
+
+impl Demo<'_> {
+    fn project(&self, max_bytes: Option<u64>, recall: Option<usize>) -> ctxlog::Result<Projection> {
+        self.store.project(&ProjectRequest {
+            conversation: self.name.to_string(),
+            model: Some("gpt-4o".into()),
+            system: Some(SYSTEM.into()),
+            input: QUESTION.into(),
+            max_bytes,
+            recall,
+            ..Default::default()
+        })
+    }
+}
+
 fn free_name(store: &Store) -> Result<String, Failure> {
-    let taken = store.list()?;
+    let taken: Vec<String> = store
+        .list(&ListRequest {})?
+        .conversations
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
     let name = std::iter::once("demo".to_string())
         .chain((2..).map(|n| format!("demo-{n}")))
         .find(|n| !taken.contains(n))
@@ -54,7 +78,7 @@ fn free_name(store: &Store) -> Result<String, Failure> {
     Ok(name)
 }
 
-fn commit_fixture(conv: &mut Conversation, out: &mut String) -> Result<(), Failure> {
+fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
     let disk_report: String = (0..900)
         .map(|i| format!("/srv/data/shard-{i:03}  {} MB\n", 100 + i % 37))
         .collect();
@@ -103,7 +127,10 @@ fn commit_fixture(conv: &mut Conversation, out: &mut String) -> Result<(), Failu
         "1. Commit three turns (each one atomic, fsynced, checksummed):"
     );
     for events in turns {
-        let receipt = conv.commit(&NewCommit { id: None, events })?;
+        let receipt = conv.store.commit(&CommitRequest {
+            conversation: conv.name.to_string(),
+            commit: NewCommit { id: None, events },
+        })?;
         let _ = writeln!(out, "   seqs {}-{}", receipt.first_seq, receipt.last_seq);
     }
     let _ = writeln!(
@@ -113,23 +140,14 @@ fn commit_fixture(conv: &mut Conversation, out: &mut String) -> Result<(), Failu
     Ok(())
 }
 
-fn request(max_bytes: Option<u64>) -> ProjectionRequestBuilder {
-    let mut request = ProjectionRequest::builder();
-    request.model("gpt-4o").system(SYSTEM).input(QUESTION);
-    if let Some(n) = max_bytes {
-        request.max_bytes(n);
-    }
-    request
-}
-
 /// Body sizes with 0, 1, 2 and 3 turns kept.
 struct Sizes {
     mandatory: u64,
     newest: u64,
 }
 
-fn budget_table(conv: &mut Conversation, out: &mut String) -> Result<Sizes, Failure> {
-    let full = conv.project(&request(None))?;
+fn budget_table(conv: &Demo<'_>, out: &mut String) -> Result<Sizes, Failure> {
+    let full = conv.project(None, None)?;
     let mandatory = full.report.mandatory.bytes;
     let _ = writeln!(
         out,
@@ -141,7 +159,7 @@ fn budget_table(conv: &mut Conversation, out: &mut String) -> Result<Sizes, Fail
     // Find the size with each number of kept turns by narrowing from the full body.
     while budget > mandatory {
         budgets.push(budget);
-        let projection = conv.project(&request(Some(budget - 1)))?;
+        let projection = conv.project(Some(budget - 1), None)?;
         budget = projection.report.bytes;
     }
     budgets.sort_unstable();
@@ -152,13 +170,13 @@ fn budget_table(conv: &mut Conversation, out: &mut String) -> Result<Sizes, Fail
         newest: mandatory,
     };
     for &budget in &budgets {
-        let p = conv.project(&request(Some(budget)))?;
+        let p = conv.project(Some(budget), None)?;
         if p.report.turns.kept == 1 {
             sizes.newest = p.report.bytes;
         }
         row(out, budget, &p);
     }
-    match conv.project(&request(Some(mandatory - 1))) {
+    match conv.project(Some(mandatory - 1), None) {
         Err(e) => {
             let _ = writeln!(out, "   {:>7}  refused (exit code 3): {e}", mandatory - 1);
         }
@@ -179,12 +197,8 @@ fn row(out: &mut String, budget: u64, p: &Projection) {
     );
 }
 
-fn narrow_recall_widen(
-    conv: &mut Conversation,
-    sizes: Sizes,
-    out: &mut String,
-) -> Result<(), Failure> {
-    let narrow = conv.project(&request(Some(sizes.newest)))?;
+fn narrow_recall_widen(conv: &Demo<'_>, sizes: Sizes, out: &mut String) -> Result<(), Failure> {
+    let narrow = conv.project(Some(sizes.newest), None)?;
     let body = String::from_utf8_lossy(&narrow.body);
     let _ = writeln!(
         out,
@@ -196,7 +210,13 @@ fn narrow_recall_widen(
             "absent"
         }
     );
-    let result = conv.recall("project code", &SearchOptions::default())?;
+    let result = conv.store.recall(&RecallRequest {
+        conversation: conv.name.to_string(),
+        query: "project code".into(),
+        seq: None,
+        offset: 0,
+        limit: ctxlog::RECALL_DEFAULT_LIMIT,
+    })?;
     if let Some(hit) = result.hits.first() {
         let _ = writeln!(
             out,
@@ -206,7 +226,7 @@ fn narrow_recall_widen(
             hit.text
         );
     }
-    let with_pages = conv.project(request(Some(sizes.newest + 300)).recall_k(2))?;
+    let with_pages = conv.project(Some(sizes.newest + 300), Some(2))?;
     let pages: Vec<u64> = with_pages
         .report
         .recall
@@ -224,7 +244,7 @@ fn narrow_recall_widen(
             "absent"
         }
     );
-    let wide = conv.project(&request(None))?;
+    let wide = conv.project(None, None)?;
     let _ = writeln!(
         out,
         "\n4. A wider request later keeps all {} turns: the code is {} again. Nothing was lost (mandatory part: {} bytes).",

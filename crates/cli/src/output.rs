@@ -60,6 +60,7 @@ impl From<Error> for Failure {
             ErrorClass::Usage => (2, "usage"),
             ErrorClass::OverBudget => (3, "over_budget"),
             ErrorClass::Locked => (4, "locked"),
+            ErrorClass::Busy => (4, "busy"),
             ErrorClass::Corrupt => (5, "corrupt"),
             ErrorClass::Conflict => (6, "conflict"),
             ErrorClass::BadInput => (1, "bad_input"),

@@ -10,9 +10,9 @@ use ctxlog_recall::{ArtifactSource, LedgerSource, SourceError};
 const READ_CHUNK: u64 = 512;
 
 /// A ledger as a [`History`]: turns are located from the user-event seqs of the index.
-pub(crate) struct LedgerHistory<'a, L>(pub(crate) &'a L);
+pub(crate) struct LedgerHistory<'a, L: ?Sized>(pub(crate) &'a L);
 
-impl<L: LedgerRead> LedgerHistory<'_, L> {
+impl<L: LedgerRead + ?Sized> LedgerHistory<'_, L> {
     fn read(&self, first: u64, last: u64) -> Result<Vec<Event>, ctxlog_ledger::Error> {
         if first > last {
             return Ok(Vec::new());
@@ -21,7 +21,7 @@ impl<L: LedgerRead> LedgerHistory<'_, L> {
     }
 }
 
-impl<L: LedgerRead> History for LedgerHistory<'_, L> {
+impl<L: LedgerRead + ?Sized> History for LedgerHistory<'_, L> {
     type Error = ctxlog_ledger::Error;
 
     fn turn_count(&self) -> Result<usize, Self::Error> {
@@ -65,9 +65,9 @@ impl<L: LedgerRead> History for LedgerHistory<'_, L> {
 }
 
 /// A ledger as the recall index's [`LedgerSource`].
-pub(crate) struct LedgerFeed<'a, L>(pub(crate) &'a L);
+pub(crate) struct LedgerFeed<'a, L: ?Sized>(pub(crate) &'a L);
 
-impl<L: LedgerRead> ArtifactSource for LedgerFeed<'_, L> {
+impl<L: LedgerRead + ?Sized> ArtifactSource for LedgerFeed<'_, L> {
     /// The ledger refuses references outside the conversation (SPEC R7) and checks the hash.
     fn artifact_text(&self, artifact: &ArtifactRef) -> Result<String, SourceError> {
         let bytes = self.0.artifact(artifact)?;
@@ -75,7 +75,7 @@ impl<L: LedgerRead> ArtifactSource for LedgerFeed<'_, L> {
     }
 }
 
-impl<L: LedgerRead> LedgerSource for LedgerFeed<'_, L> {
+impl<L: LedgerRead + ?Sized> LedgerSource for LedgerFeed<'_, L> {
     fn ledger_id(&self) -> String {
         self.0.ledger_id().to_string()
     }

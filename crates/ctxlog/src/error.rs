@@ -25,6 +25,18 @@ pub enum Error {
         /// The store's root directory.
         root: PathBuf,
     },
+    /// A request field out of range (a limit, a page count).
+    #[error("{reason}")]
+    InvalidRequest {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A bug in ctxlog: an internal invariant failed. Nothing was written.
+    #[error("internal error: {reason}")]
+    Internal {
+        /// Which invariant.
+        reason: String,
+    },
     /// Input that could not be understood (malformed JSON, invalid UTF-8, unknown keys).
     #[error("{reason}")]
     BadInput {
@@ -40,6 +52,21 @@ pub enum Error {
     /// The recall index failed.
     #[error(transparent)]
     Recall(#[from] ctxlog_recall::Error),
+    /// Records check out but content they reference (artifacts) is missing or altered.
+    #[error("{} referenced artifact(s) missing or altered: {}", problems.len(), problems.join("; "))]
+    ArtifactsDamaged {
+        /// One line per problem.
+        problems: Vec<String>,
+    },
+    /// The conversation's writer stayed busy with other commits of this process for longer
+    /// than the store's writer wait.
+    #[error("conversation \"{name}\" is busy: other commits held its writer for {waited_ms} ms")]
+    Busy {
+        /// The conversation's name.
+        name: String,
+        /// How long this request waited.
+        waited_ms: u64,
+    },
     /// A file-system operation of the store itself failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -65,6 +92,9 @@ pub enum ErrorClass {
     OverBudget,
     /// Another writer holds the conversation (CLI exit 4).
     Locked,
+    /// Other commits of this process held the writer past the store's wait; retry (CLI
+    /// exit 4, HTTP 503).
+    Busy,
     /// The ledger is corrupt; nothing was changed (CLI exit 5).
     Corrupt,
     /// The commit id was used before with different content (CLI exit 6).
@@ -83,9 +113,11 @@ impl Error {
             return ledger_class(ledger);
         }
         match self {
-            Error::InvalidName { .. } => ErrorClass::Usage,
+            Error::InvalidName { .. } | Error::InvalidRequest { .. } => ErrorClass::Usage,
             Error::BadInput { .. } => ErrorClass::BadInput,
             Error::NotFound { .. } => ErrorClass::NotFound,
+            Error::ArtifactsDamaged { .. } => ErrorClass::Corrupt,
+            Error::Busy { .. } => ErrorClass::Busy,
             Error::Projection(e) => projection_class(e),
             _ => ErrorClass::Other,
         }

@@ -1,43 +1,130 @@
-//! [`Store`]: a root directory holding one directory per conversation.
+//! [`Store`]: a long-lived set of conversations over a [`Backend`], and the operations on it
+//! (SPEC I0; request and response types in [`crate::ops`]).
 //!
-//! ```text
-//! <root>/
-//!   <conversation>/      ledger files (see docs/ledger-format.md), artifacts/, recall.sqlite
-//! ```
+//! A store serves many calls from many threads. It keeps each conversation's writer open
+//! between commits, and a small pool of read handles (with their size caches and recall
+//! index) between reads. Commits to one conversation are serialized inside the process:
+//! they queue for the writer (for at most [`Store::set_writer_wait`], if set); reads never
+//! wait for commits and run in parallel with each other.
 
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use ctxlog_ledger::{CommitReceipt, Ledger, NewCommit, Options, Reader, RecoveryReport};
+use ctxlog_ledger::{CommitReceipt, Options, VerifyReport};
+use ctxlog_projection::{Count, Projection, SizeCache, SliceHistory};
+use ctxlog_recall::{Progress, RecallResult, SearchOptions};
 
+use crate::backend::{Backend, FileBackend};
+use crate::ops::{
+    AllMarker, CommitRequest, CountRequest, EraseRequest, EraseResponse, EraseTarget, ListRequest,
+    ListResponse, LogRequest, LogResponse, ProjectRequest, RecallRequest, ReindexRequest,
+    ReindexResponse, VerifyRequest,
+};
 use crate::{Conversation, ConversationName, Error, Result, Snapshot};
 
-/// Directories being erased are renamed to this prefix first; it is not a valid
-/// conversation name, so nothing else ever opens them.
-const TRASH_PREFIX: &str = ".erasing-";
+/// Read handles kept per conversation for reuse (more may be open at once; extra ones are
+/// closed when done).
+const POOLED_READERS: usize = 4;
 
-/// The name of the recall index file inside a conversation directory.
-pub(crate) const RECALL_INDEX_FILE: &str = "recall.sqlite";
-
-/// A directory of conversations.
+/// A set of conversations and the operations on them.
 ///
 /// ```
+/// use ctxlog::ops::{CommitRequest, ProjectRequest};
 /// # fn main() -> ctxlog::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let store = ctxlog::Store::open(dir.path());
-/// let mut conv = store.conversation("demo")?;
-/// let receipt = conv.commit_json(br#"{"user":"hi","assistant":"hello"}"#, None)?;
+/// let turn = CommitRequest::from_json("demo", br#"{"user":"hi","assistant":"hello"}"#, None)?;
+/// let receipt = store.commit(&turn)?;
 /// assert_eq!((receipt.first_seq, receipt.last_seq), (1, 2));
-/// assert_eq!(store.list()?, vec!["demo".to_string()]);
+/// let projection = store.project(&ProjectRequest {
+///     conversation: "demo".into(),
+///     input: "and now?".into(),
+///     max_bytes: Some(4096),
+///     ..Default::default()
+/// })?;
+/// assert_eq!(projection.report.turns.kept, 1);
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
 pub struct Store {
-    root: PathBuf,
-    options: Options,
+    backend: Arc<dyn Backend>,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    writer_wait: Option<Duration>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One conversation's cached handles.
+#[derive(Default)]
+struct Slot {
+    writer: Mutex<WriterState>,
+    /// Signalled when the writer is handed back.
+    writer_free: Condvar,
+    readers: Mutex<Vec<Snapshot>>,
+}
+
+#[derive(Default)]
+struct WriterState {
+    busy: bool,
+    handle: Option<Conversation>,
+}
+
+/// Exclusive use of a conversation's writer slot; hands it back when dropped.
+struct WriterTurn<'a> {
+    slot: &'a Slot,
+    handle: Option<Conversation>,
+}
+
+impl Drop for WriterTurn<'_> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.slot.writer);
+        state.handle = self.handle.take();
+        state.busy = false;
+        drop(state);
+        self.slot.writer_free.notify_one();
+    }
+}
+
+/// A pooled read handle; goes back to the pool when dropped.
+struct ReaderTurn<'a> {
+    slot: &'a Slot,
+    handle: Option<Snapshot>,
+}
+
+impl Drop for ReaderTurn<'_> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            let mut pool = lock(&self.slot.readers);
+            if pool.len() < POOLED_READERS {
+                pool.push(handle);
+            }
+        }
+    }
+}
+
+impl ReaderTurn<'_> {
+    fn get(&mut self) -> Result<&mut Snapshot> {
+        self.handle.as_mut().ok_or_else(|| Error::Internal {
+            reason: "reader handle taken".into(),
+        })
+    }
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the state it guards
+/// is handed back whole by the turns above, so it stays usable.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Store {
-    /// Opens the store at `root` with the ledger's default [`Options`].
+    /// The embedded file store at `root` with the ledger's default [`Options`].
     ///
     /// Nothing is created until the first conversation is: read-only use of a store leaves
     /// no trace, and a new root is created (and its entry synced) with its first ledger.
@@ -45,96 +132,43 @@ impl Store {
         Store::with_options(root, Options::default())
     }
 
-    /// Opens the store at `root`; every conversation is opened with `options`.
+    /// The embedded file store at `root`; every conversation is opened with `options`.
     pub fn with_options(root: impl AsRef<Path>, options: Options) -> Store {
+        Store::with_backend(Arc::new(FileBackend::new(root, options)))
+    }
+
+    /// A store over any backend.
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Store {
         Store {
-            root: root.as_ref().to_path_buf(),
-            options,
+            backend,
+            slots: Mutex::new(HashMap::new()),
+            writer_wait: None,
         }
     }
 
-    /// The root directory.
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// How long a commit waits for other commits of this process to the same conversation
+    /// [default: `None`, as long as it takes]. Past it, the commit fails with
+    /// [`Error::Busy`] and nothing is written.
+    pub fn set_writer_wait(&mut self, wait: Option<Duration>) -> &mut Store {
+        self.writer_wait = wait;
+        self
     }
 
-    /// Opens `name` for writing, creating it if needed. Holds the conversation's writer lock
-    /// until dropped; a torn tail left by a crash is cut and reported
-    /// ([`Conversation::recovery`]).
+    /// The backend.
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    /// Opens `name` for writing, creating it if needed: the low-level handle, outside the
+    /// store's cache. Holds the conversation's writer lock until dropped (the store's own
+    /// commits to it get [`ctxlog_ledger::Error::Locked`] meanwhile); a torn tail left by a
+    /// crash is cut and reported ([`Conversation::recovery`]).
     ///
     /// # Errors
     /// [`Error::InvalidName`]; [`ctxlog_ledger::Error::Locked`] if another writer holds it;
     /// [`ctxlog_ledger::Error::Corrupt`] if a record before the tail is damaged.
     pub fn conversation(&self, name: &str) -> Result<Conversation> {
-        let name = ConversationName::new(name)?;
-        let dir = self.root.join(name.as_str());
-        let (ledger, recovery): (Ledger, RecoveryReport) = Ledger::open(&dir, &self.options)?;
-        Ok(Conversation::new(name, dir, ledger, recovery))
-    }
-
-    /// Commits one turn to `name` in a single call, creating the conversation if needed. If
-    /// the commit is refused and this call created the conversation, the conversation is
-    /// removed again: a rejected request leaves no trace (SPEC §9).
-    ///
-    /// # Errors
-    /// As [`Store::conversation`] and [`Conversation::commit`].
-    pub fn commit_to(&self, name: &str, commit: &NewCommit) -> Result<CommitReceipt> {
-        let name = ConversationName::new(name)?;
-        let dir = self.root.join(name.as_str());
-        let created = missing_ancestors(&dir);
-        let mut conv = self.conversation(name.as_str())?;
-        let result = conv.commit(commit);
-        if result.is_err() && !created.is_empty() && conv.last_seq() == 0 {
-            // Still holding the writer lock: nobody else can have written here. Remove what
-            // this call created, innermost first (remove_dir refuses anything non-empty).
-            let _ = std::fs::remove_dir_all(&dir);
-            for ancestor in created.iter().skip(1) {
-                let _ = std::fs::remove_dir(ancestor);
-            }
-        }
-        result
-    }
-
-    /// Erases the whole conversation `name` (SPEC E1): takes its writer lock (so no writer
-    /// is mid-commit), renames its directory to a hidden trash name (one atomic step, synced:
-    /// from then on the conversation is gone), then removes the trash with everything in it
-    /// (ledger, sidecars, artifacts, recovered tails, recall index). Trash left by a crash
-    /// mid-removal is swept by the next `erase_all` in the store.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`], [`Error::NotFound`]; [`ctxlog_ledger::Error::Locked`] when
-    /// another writer holds it (nothing is removed); [`Error::Io`] when removal fails.
-    pub fn erase_all(&self, name: &str) -> Result<()> {
-        let name = ConversationName::new(name)?;
-        let dir = self.conversation_dir(&name)?;
-        let conv = self.conversation(name.as_str())?;
-        let trash = self
-            .root
-            .join(format!("{TRASH_PREFIX}{name}-{}", std::process::id()));
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| Error::Io { path, source }
-        };
-        std::fs::rename(&dir, &trash).map_err(io(&dir))?;
-        drop(conv);
-        sync_dir(&self.root).map_err(io(&self.root))?;
-        self.sweep_trash()
-    }
-
-    /// Removes every trash directory under the root (erasures that a crash interrupted).
-    fn sweep_trash(&self) -> Result<()> {
-        let io = |path: PathBuf| move |source| Error::Io { path, source };
-        for entry in std::fs::read_dir(&self.root).map_err(io(self.root.clone()))? {
-            let entry = entry.map_err(io(self.root.clone()))?;
-            if entry
-                .file_name()
-                .to_string_lossy()
-                .starts_with(TRASH_PREFIX)
-            {
-                std::fs::remove_dir_all(entry.path()).map_err(io(entry.path()))?;
-            }
-        }
-        sync_dir(&self.root).map_err(io(self.root.clone()))
+        self.open_writer(&ConversationName::new(name)?, true)
     }
 
     /// Opens `name` for reading only: takes no lock, writes nothing to the ledger, and sees
@@ -143,71 +177,294 @@ impl Store {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::NotFound`], or a ledger error.
     pub fn snapshot(&self, name: &str) -> Result<Snapshot> {
+        self.open_snapshot(&ConversationName::new(name)?)
+    }
+
+    fn open_writer(&self, name: &ConversationName, create: bool) -> Result<Conversation> {
+        let opened = self.backend.open_writer(name, create)?;
+        Ok(Conversation::new(
+            name.clone(),
+            opened.writer,
+            opened.recovery,
+            self.backend.recall_cache(name),
+        ))
+    }
+
+    fn open_snapshot(&self, name: &ConversationName) -> Result<Snapshot> {
+        let view = self.backend.open_view(name)?;
+        Ok(Snapshot::new(
+            name.clone(),
+            view,
+            Default::default(),
+            self.backend.recall_cache(name),
+        ))
+    }
+
+    fn slot(&self, name: &ConversationName) -> Arc<Slot> {
+        lock(&self.slots)
+            .entry(name.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Waits for the writer slot of `name` (queued behind other commits of this process).
+    fn writer_turn<'a>(&self, slot: &'a Slot, name: &ConversationName) -> Result<WriterTurn<'a>> {
+        let start = Instant::now();
+        let mut state = lock(&slot.writer);
+        while state.busy {
+            state = match self.writer_wait {
+                None => slot
+                    .writer_free
+                    .wait(state)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+                Some(wait) => {
+                    let left = wait
+                        .checked_sub(start.elapsed())
+                        .ok_or_else(|| Error::Busy {
+                            name: name.to_string(),
+                            waited_ms: start.elapsed().as_millis() as u64,
+                        })?;
+                    slot.writer_free
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+        state.busy = true;
+        let handle = state.handle.take();
+        Ok(WriterTurn { slot, handle })
+    }
+
+    /// A read handle of `name` from the pool, or a new one.
+    fn reader_turn<'a>(&self, slot: &'a Slot, name: &ConversationName) -> Result<ReaderTurn<'a>> {
+        let pooled = lock(&slot.readers).pop();
+        let handle = match pooled {
+            Some(handle) => handle,
+            None => self.open_snapshot(name)?,
+        };
+        Ok(ReaderTurn {
+            slot,
+            handle: Some(handle),
+        })
+    }
+
+    /// Runs `f` on a read handle of `name`.
+    fn read<T>(&self, name: &str, f: impl FnOnce(&mut Snapshot) -> Result<T>) -> Result<T> {
         let name = ConversationName::new(name)?;
-        let dir = self.conversation_dir(&name)?;
-        let reader = Reader::open(&dir)?;
-        Ok(Snapshot::new(name, dir, reader, RecoveryReport::default()))
+        let slot = self.slot(&name);
+        let mut turn = self.reader_turn(&slot, &name)?;
+        f(turn.get()?)
     }
 
-    /// The directory of an existing conversation: one that holds a ledger.
+    /// Commits one turn, creating the conversation on its first commit (SPEC L1–L5). If the
+    /// commit is refused and this call created the conversation, it is removed again: a
+    /// rejected request leaves no trace (SPEC §9).
     ///
     /// # Errors
-    /// [`Error::NotFound`] if there is no ledger under that name.
-    pub fn conversation_dir(&self, name: &ConversationName) -> Result<PathBuf> {
-        let dir = self.root.join(name.as_str());
-        if dir.join(ctxlog_ledger::format::names::LOG).is_file() {
-            Ok(dir)
-        } else {
-            Err(Error::NotFound {
-                name: name.to_string(),
-                root: self.root.clone(),
-            })
-        }
-    }
-
-    /// Opens an existing conversation for writing; never creates one.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`] if there is no ledger under that name; as [`Store::conversation`].
-    pub fn existing_conversation(&self, name: &str) -> Result<Conversation> {
-        self.conversation_dir(&ConversationName::new(name)?)?;
-        self.conversation(name)
-    }
-
-    /// The names of the conversations in the store, sorted (none if the root does not exist).
-    ///
-    /// # Errors
-    /// [`Error::Io`] if the root cannot be listed.
-    pub fn list(&self) -> Result<Vec<String>> {
-        let io = |source| Error::Io {
-            path: self.root.clone(),
-            source,
-        };
-        let mut names = Vec::new();
-        let entries = match std::fs::read_dir(&self.root) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(names),
-            entries => entries.map_err(io)?,
-        };
-        for entry in entries {
-            let entry = entry.map_err(io)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.path().is_dir() && ConversationName::new(&name).is_ok() {
-                names.push(name);
+    /// [`Error::InvalidName`], [`Error::Busy`], and the ledger's refusals: invalid turns,
+    /// caps, [`ctxlog_ledger::Error::Conflict`], [`ctxlog_ledger::Error::Locked`], I/O.
+    pub fn commit(&self, request: &CommitRequest) -> Result<CommitReceipt> {
+        let name = ConversationName::new(&request.conversation)?;
+        let slot = self.slot(&name);
+        let mut turn = self.writer_turn(&slot, &name)?;
+        let mut created = false;
+        let handle = match turn.handle.take() {
+            Some(handle) => handle,
+            None => {
+                let opened = self.backend.open_writer(&name, true)?;
+                created = opened.created;
+                Conversation::new(
+                    name.clone(),
+                    opened.writer,
+                    opened.recovery,
+                    self.backend.recall_cache(&name),
+                )
             }
+        };
+        let handle = turn.handle.insert(handle);
+        let result = handle.commit(&request.commit);
+        if result.is_err() && created && handle.last_seq() == 0 {
+            if let Some(handle) = turn.handle.take() {
+                self.backend.discard_created(&name, handle.into_writer())?;
+            }
+        } else if handle.is_poisoned() {
+            // A failed sync cannot be retried safely: the next commit reopens (SPEC L8).
+            turn.handle = None;
         }
-        names.sort();
-        Ok(names)
+        result
+    }
+
+    /// Events of a conversation, `from` on (SPEC I2 `log`).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; ledger read errors.
+    pub fn log(&self, request: &LogRequest) -> Result<LogResponse> {
+        self.read(&request.conversation, |snapshot| {
+            snapshot.refresh()?;
+            let to = match request.limit {
+                Some(n) => request.from.saturating_add(n).saturating_sub(1),
+                None => u64::MAX,
+            };
+            Ok(LogResponse {
+                last_seq: snapshot.last_seq(),
+                events: snapshot.events(request.from.max(1)..=to)?,
+            })
+        })
+    }
+
+    /// Checks every record's checksum, the sidecar index and the artifacts; writes nothing.
+    /// Artifact problems are in the report; [`crate::ops::verify_problem`] turns them into
+    /// the corruption error.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`ctxlog_ledger::Error::Corrupt`] naming the offset and seq.
+    pub fn verify(&self, request: &VerifyRequest) -> Result<VerifyReport> {
+        self.backend
+            .verify(&ConversationName::new(&request.conversation)?)
+    }
+
+    /// The exact request body for one model call (SPEC §5). A conversation with no commits
+    /// yet projects the mandatory input alone, and nothing is created.
+    ///
+    /// # Errors
+    /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] (class over budget) when the
+    /// mandatory input alone does not fit; invalid requests (class usage); ledger errors.
+    pub fn project(&self, request: &ProjectRequest) -> Result<Projection> {
+        check_recall_k(request.recall)?;
+        let builder = request.to_builder()?;
+        match self.read(&request.conversation, |snapshot| snapshot.project(&builder)) {
+            Err(Error::NotFound { .. }) => Ok(ctxlog_projection::project(
+                &SliceHistory::new(&[]),
+                &builder.build()?,
+                &mut SizeCache::new(),
+            )?),
+            result => result,
+        }
+    }
+
+    /// Bytes and tokens of a request body (SPEC P3), counted as the projector counts.
+    ///
+    /// # Errors
+    /// [`ctxlog_projection::Error`] for a body that is not such a request.
+    pub fn count(&self, request: &CountRequest) -> Result<Count> {
+        Ok(ctxlog_projection::count(
+            &request.body,
+            request.format,
+            request.tokenizer,
+        )?)
+    }
+
+    /// Searches a conversation's history (SPEC §6).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`Error::InvalidRequest`] for a limit outside 1 to
+    /// [`ctxlog_recall::MAX_LIMIT`]; [`ctxlog_recall::Error::Damaged`] naming `ctxlog reindex`.
+    pub fn recall(&self, request: &RecallRequest) -> Result<RecallResult> {
+        if !(1..=ctxlog_recall::MAX_LIMIT).contains(&request.limit) {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "limit must be from 1 to {}, not {}",
+                    ctxlog_recall::MAX_LIMIT,
+                    request.limit
+                ),
+            });
+        }
+        let options = SearchOptions {
+            seq: request.seq,
+            offset: request.offset,
+            limit: request.limit,
+            ..Default::default()
+        };
+        self.read(&request.conversation, |snapshot| {
+            snapshot.recall(&request.query, &options)
+        })
+    }
+
+    /// Answers a call of the recall tool that a model made (its arguments as produced),
+    /// as the tool's JSON result. Failures become a tool error the model can read.
+    pub fn recall_tool(
+        &self,
+        conversation: &str,
+        arguments: &serde_json::Value,
+    ) -> ctxlog_recall::ToolOutput {
+        self.read(conversation, |snapshot| Ok(snapshot.recall_tool(arguments)))
+            .unwrap_or_else(|e| {
+                ctxlog_recall::tool_error("conversation_unavailable", &e.to_string())
+            })
+    }
+
+    /// Deletes and rebuilds a conversation's recall index, calling `progress` after each
+    /// event. Repairs a damaged index.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; I/O or SQLite failures; ledger read errors.
+    pub fn reindex(
+        &self,
+        request: &ReindexRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ReindexResponse> {
+        let stats = self.read(&request.conversation, |snapshot| snapshot.reindex(progress))?;
+        Ok(ReindexResponse {
+            events_indexed: stats.events_indexed,
+            pages_written: stats.pages_written,
+            indexed_through: stats.indexed_through,
+            artifact_failures: stats.artifact_failures,
+        })
+    }
+
+    /// Erases a turn, a seq range or a whole conversation for real (SPEC E1). Never creates a
+    /// conversation: a missing one is [`Error::NotFound`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`ctxlog_ledger::Error::BadRange`] (nothing changed);
+    /// [`ctxlog_ledger::Error::Locked`] when another process writes it; I/O.
+    pub fn erase(&self, request: &EraseRequest) -> Result<EraseResponse> {
+        let name = ConversationName::new(&request.conversation)?;
+        let slot = self.slot(&name);
+        let mut turn = self.writer_turn(&slot, &name)?;
+        let handle = match turn.handle.take() {
+            Some(handle) => handle,
+            None => self.open_writer(&name, false)?,
+        };
+        if request.target == EraseTarget::All {
+            // Read handles hold the recall index open: close them before the files go.
+            lock(&slot.readers).clear();
+            self.backend.erase_all(&name, handle.into_writer())?;
+            lock(&self.slots).remove(name.as_str());
+            return Ok(EraseResponse::All {
+                erased: AllMarker::All,
+                conversation: name.to_string(),
+            });
+        }
+        let handle = turn.handle.insert(handle);
+        Ok(handle.erase(&request.target, &request.reason)?.into())
+    }
+
+    /// The store's conversations, newest activity first.
+    ///
+    /// # Errors
+    /// I/O or ledger errors.
+    pub fn list(&self, _request: &ListRequest) -> Result<ListResponse> {
+        let mut conversations = self.backend.list()?;
+        conversations.sort_by(|a, b| {
+            b.last_activity_ms
+                .cmp(&a.last_activity_ms)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        Ok(ListResponse { conversations })
     }
 }
 
-/// `dir` and its ancestors that do not exist yet, innermost first.
-fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
-    dir.ancestors()
-        .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
-        .map(Path::to_path_buf)
-        .collect()
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
+/// At most [`ctxlog_recall::MAX_LIMIT`] recalled pages, like the recall limit.
+fn check_recall_k(k: Option<usize>) -> Result<()> {
+    match k {
+        Some(k) if k > ctxlog_recall::MAX_LIMIT => Err(Error::InvalidRequest {
+            reason: format!(
+                "recall must be from 0 to {} pages, not {k}",
+                ctxlog_recall::MAX_LIMIT
+            ),
+        }),
+        _ => Ok(()),
+    }
 }

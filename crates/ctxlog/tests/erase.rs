@@ -3,13 +3,21 @@
 //!
 //! Guarantee: `Conversation::erase` deletes the recall index and the next recall rebuilds it
 //! from the rewritten ledger (new ledger id), so erased text is never found again and the
-//! rest still is; `Store::erase_all` removes the directory, refuses while another writer holds
+//! rest still is; `Store::erase` of `EraseTarget::All` removes the directory, refuses while another writer holds
 //! it, and reports a missing conversation as `NotFound`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ctxlog::ledger::LedgerRead;
+use ctxlog::ops::{EraseRequest, EraseTarget, ListRequest};
 use ctxlog::recall::SearchOptions;
-use ctxlog::{Erase, ErrorClass, Store};
+use ctxlog::{ErrorClass, Store};
+
+fn erase_all(store: &Store, name: &str) -> ctxlog::Result<ctxlog::ops::EraseResponse> {
+    store.erase(&EraseRequest {
+        conversation: name.into(),
+        target: EraseTarget::All,
+        reason: String::new(),
+    })
+}
 
 #[test]
 fn erase_purges_the_recall_index_and_keeps_the_rest() {
@@ -27,20 +35,21 @@ fn erase_purges_the_recall_index_and_keeps_the_rest() {
     assert!(!conv.recall("narwhal", &opts).unwrap().hits.is_empty());
     let old_id = conv.ledger().ledger_id().to_string();
 
-    let report = conv.erase(Erase::Turn("s".into()), "asked").unwrap();
+    let report = conv
+        .erase(&EraseTarget::Commit { id: "s".into() }, "asked")
+        .unwrap();
     assert_eq!((report.from, report.to), (3, 4));
-    assert!(!conv.dir().join("recall.sqlite").exists());
+    assert!(!conv.recall_path().exists());
     assert_ne!(report.ledger_id, old_id);
     assert!(conv.recall("narwhal", &opts).unwrap().hits.is_empty());
     assert!(!conv.recall("walrus", &opts).unwrap().hits.is_empty());
     assert_eq!(conv.events(1..=4).unwrap().len(), 3);
 
-    let bad = conv.erase(Erase::Seqs(4, 9), "x").unwrap_err();
+    let bad = conv
+        .erase(&EraseTarget::Seqs { from: 4, to: 9 }, "x")
+        .unwrap_err();
     assert_eq!(bad.class(), ErrorClass::Usage);
-    assert!(
-        conv.dir().join("recall.sqlite").exists(),
-        "a bad range touches nothing"
-    );
+    assert!(conv.recall_path().exists(), "a bad range touches nothing");
 }
 
 #[test]
@@ -54,14 +63,14 @@ fn erase_all_removes_the_conversation() {
         .unwrap();
     let held = store.conversation("c").unwrap();
     assert_eq!(
-        store.erase_all("c").unwrap_err().class(),
+        erase_all(&store, "c").unwrap_err().class(),
         ErrorClass::Locked
     );
     drop(held);
-    store.erase_all("c").unwrap();
+    erase_all(&store, "c").unwrap();
     assert!(!dir.path().join("c").exists());
     assert_eq!(
-        store.erase_all("c").unwrap_err().class(),
+        erase_all(&store, "c").unwrap_err().class(),
         ErrorClass::NotFound
     );
 }
@@ -77,9 +86,16 @@ fn erase_all_goes_through_trash_and_sweeps_what_a_crash_left() {
     }
     // An erasure of "b" that a crash interrupted after its rename.
     std::fs::rename(dir.path().join("b"), dir.path().join(".erasing-b-1")).unwrap();
-    assert_eq!(store.list().unwrap(), vec!["a".to_string()]);
+    let names: Vec<String> = store
+        .list(&ListRequest {})
+        .unwrap()
+        .conversations
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, vec!["a".to_string()]);
 
-    store.erase_all("a").unwrap();
+    erase_all(&store, "a").unwrap();
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ctxlog::Store;
-use ctxlog::ledger::{EventBody, LedgerRead, NewCommit, ToolStatus};
+use ctxlog::ledger::{EventBody, NewCommit, ToolStatus};
 use ctxlog::recall::SearchOptions;
 
 /// A tool output of ~60 KB (over the 16 KiB artifact threshold) whose middle holds `word`

@@ -59,8 +59,11 @@ fn a_snapshot_opened_before_an_erase_never_brings_erased_text_back() {
         1
     );
 
-    conv.erase(ctxlog::Erase::Seqs(1, 2), "user request")
-        .unwrap();
+    conv.erase(
+        &ctxlog::ops::EraseTarget::Seqs { from: 1, to: 2 },
+        "user request",
+    )
+    .unwrap();
 
     for snap in [&mut early, &mut indexed] {
         assert!(

@@ -1,90 +1,104 @@
 //! [`Handle`]: one open conversation, for writing ([`Conversation`]) or reading ([`Snapshot`]).
+//!
+//! A handle pairs a ledger handle from the [`Backend`](crate::backend::Backend) with the
+//! caches that make repeated work cheap: per-event sizes for projections (SPEC P9) and the
+//! open recall index. Most applications call the operations on [`Store`](crate::Store),
+//! which keeps handles for them; a handle is the lower-level API underneath.
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
-use ctxlog_ledger::{
-    CommitReceipt, ErasureReport, Event, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport,
+use ctxlog_ledger::{CommitReceipt, ErasureReport, Event, NewCommit, RecoveryReport};
+use ctxlog_projection::{
+    Projection, ProjectionRequest, ProjectionRequestBuilder, RecalledPage, SizeCache,
 };
-use ctxlog_projection::{Projection, ProjectionRequestBuilder, RecalledPage, SizeCache};
 use ctxlog_recall::{IndexConfig, Progress, RecallIndex, RecallResult, SearchOptions, UpdateStats};
 
 use crate::adapters::{LedgerFeed, LedgerHistory};
-use crate::store::RECALL_INDEX_FILE;
+use crate::backend::{LedgerView, LedgerWriter};
+use crate::ops::EraseTarget;
 use crate::{ConversationName, Result};
 
 /// How many recall candidates are fetched per page the projection may include: the projector
 /// keeps only pages older than the history it sends in detail, so it is offered a few more.
 const CANDIDATES_PER_PAGE: usize = 4;
 
-/// What [`Conversation::erase`] removes. (A whole conversation: [`crate::Store::erase_all`].)
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Erase {
-    /// The turn(s) of the commit that carried this idempotency id.
-    Turn(String),
-    /// Seqs `first..=last` (widened to whole turns).
-    Seqs(u64, u64),
-}
-
-/// An open conversation over a ledger handle `L`: the writer ([`Conversation`]) or a
-/// lock-free reader ([`Snapshot`]). Reading, projecting and recalling work on both.
-#[derive(Debug)]
-pub struct Handle<L> {
+/// An open conversation over a ledger handle `L` (a [`LedgerWriter`] or a [`LedgerView`]).
+/// Reading, projecting and recalling work on both.
+pub struct Handle<L: ?Sized> {
     name: ConversationName,
-    dir: PathBuf,
-    ledger: L,
+    ledger: Box<L>,
     recovery: RecoveryReport,
+    /// Where the recall index lives (a local, disposable cache).
+    recall_path: PathBuf,
     /// Per-event serialized sizes and token counts, reused across projections (SPEC P9).
     sizes: SizeCache,
     /// The recall index, opened on first use.
     recall: Option<RecallIndex>,
 }
 
-/// How a ledger handle catches up with the ledger on disk before work that must follow it
-/// (projecting, recalling, reindexing). The writer is the only one who changes its ledger, so
-/// it is always current; a reader refreshes, and notices when the log was rewritten (erasure).
-pub trait CatchUp: LedgerRead {
-    /// Brings the view up to date with what is committed on disk.
-    ///
-    /// # Errors
-    /// Ledger read errors.
-    fn catch_up(&mut self) -> ctxlog_ledger::Result<()>;
-}
-
-impl CatchUp for Ledger {
-    fn catch_up(&mut self) -> ctxlog_ledger::Result<()> {
-        Ok(())
-    }
-}
-
-impl CatchUp for Reader {
-    fn catch_up(&mut self) -> ctxlog_ledger::Result<()> {
-        self.refresh()
-    }
-}
-
 /// A conversation opened for writing; holds the writer lock until dropped.
-pub type Conversation = Handle<Ledger>;
+pub type Conversation = Handle<dyn LedgerWriter>;
 
 /// A conversation opened for reading; takes no lock and never writes the ledger.
-pub type Snapshot = Handle<Reader>;
+pub type Snapshot = Handle<dyn LedgerView>;
 
-impl<L> Handle<L> {
+impl<L: ?Sized> std::fmt::Debug for Handle<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: ?Sized> Handle<L> {
     /// A handle over an opened ledger; `recovery` is what opening it cut (empty for readers).
     pub(crate) fn new(
         name: ConversationName,
-        dir: PathBuf,
-        ledger: L,
+        ledger: Box<L>,
         recovery: RecoveryReport,
+        recall_path: PathBuf,
     ) -> Self {
         Handle {
             name,
-            dir,
             ledger,
             recovery,
+            recall_path,
             sizes: SizeCache::new(),
             recall: None,
         }
+    }
+
+    /// The conversation's name.
+    pub fn name(&self) -> &ConversationName {
+        &self.name
+    }
+
+    /// What opening this conversation recovered (a torn tail cut after a crash), if anything.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The file of the recall index (a disposable cache).
+    pub fn recall_path(&self) -> &Path {
+        &self.recall_path
+    }
+
+    /// Closes and deletes the recall index file (and any SQLite side files next to it).
+    fn drop_recall_index(&mut self) -> Result<()> {
+        self.recall = None;
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = self.recall_path.clone().into_os_string();
+            name.push(suffix);
+            let path = PathBuf::from(name);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(crate::Error::Io { path, source: e });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -92,7 +106,8 @@ impl Conversation {
     /// Appends `commit` atomically and durably (per the store's sync policy).
     ///
     /// # Errors
-    /// See [`Ledger::commit`]: invalid turns, caps, id conflicts, I/O; nothing is written on error.
+    /// Invalid turns, caps, id conflicts, I/O ([`ctxlog_ledger::Ledger::commit`]); nothing is
+    /// written on error.
     pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
         Ok(self.ledger.commit(commit)?)
     }
@@ -106,25 +121,38 @@ impl Conversation {
         self.commit(&commit)
     }
 
+    /// True after a failed sync: this handle refuses commits and must be reopened (SPEC L8).
+    pub fn is_poisoned(&self) -> bool {
+        self.ledger.is_poisoned()
+    }
+
     /// Erases `what` for `reason` (SPEC E1): the ledger is rewritten without it, atomically,
     /// widened to whole turns (the report gives the range actually erased; seqs are kept,
     /// the range becomes a tombstone visible in the log); unreferenced artifacts and every
     /// `recovered/` tail are deleted; the recall index is deleted (before the rewrite, so a
     /// crash cannot leave it indexing erased text, and again after) and rebuilt on next use.
+    /// A whole conversation is erased by [`crate::Store::erase`].
     ///
     /// # Errors
     /// [`ctxlog_ledger::Error::BadRange`] (nothing changed) for an empty or out-of-ledger
-    /// range, a reason over [`ctxlog_ledger::MAX_ERASE_REASON_BYTES`], or an id no commit of
-    /// this conversation carried; otherwise as [`Ledger::erase`].
-    pub fn erase(&mut self, what: Erase, reason: &str) -> Result<ErasureReport> {
+    /// range, a reason over [`ctxlog_ledger::MAX_ERASE_REASON_BYTES`], an id no commit of this
+    /// conversation carried, or [`EraseTarget::All`]; otherwise as
+    /// [`ctxlog_ledger::Ledger::erase`].
+    pub fn erase(&mut self, what: &EraseTarget, reason: &str) -> Result<ErasureReport> {
         let (from, to) = match what {
-            Erase::Seqs(from, to) => (from, to),
-            Erase::Turn(id) => {
+            EraseTarget::Seqs { from, to } => (*from, *to),
+            EraseTarget::Commit { id } => {
                 self.ledger
-                    .commit_seqs(&id)?
+                    .commit_seqs(id)?
                     .ok_or_else(|| ctxlog_ledger::Error::BadRange {
                         reason: format!("no commit of this conversation carries the id {id:?}"),
                     })?
+            }
+            EraseTarget::All => {
+                return Err(ctxlog_ledger::Error::BadRange {
+                    reason: "a whole conversation is erased through the store".into(),
+                }
+                .into());
             }
         };
         // Checked before the recall index is touched, so a refused erasure changes nothing.
@@ -136,34 +164,14 @@ impl Conversation {
         Ok(report)
     }
 
-    /// What opening this conversation recovered (a torn tail cut after a crash), if anything.
-    pub fn recovery(&self) -> &RecoveryReport {
-        &self.recovery
+    /// Gives up the writer (for [`crate::backend::Backend::erase_all`] and friends).
+    pub(crate) fn into_writer(mut self) -> Box<dyn LedgerWriter> {
+        self.recall = None;
+        self.ledger
     }
 }
 
-impl Snapshot {
-    /// Sees the commits made since the snapshot was opened (or last refreshed). Projecting,
-    /// recalling and reindexing do this on their own first.
-    ///
-    /// # Errors
-    /// Ledger read errors, e.g. [`ctxlog_ledger::Error::Corrupt`].
-    pub fn refresh(&mut self) -> Result<()> {
-        self.current()
-    }
-}
-
-impl<L: LedgerRead> Handle<L> {
-    /// The conversation's name.
-    pub fn name(&self) -> &ConversationName {
-        &self.name
-    }
-
-    /// The conversation's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
+impl<L: LedgerView + ?Sized> Handle<L> {
     /// The underlying ledger handle.
     pub fn ledger(&self) -> &L {
         &self.ledger
@@ -186,13 +194,15 @@ impl<L: LedgerRead> Handle<L> {
         }
         Ok(self.ledger.events(start..=end)?)
     }
-}
 
-impl<L: CatchUp> Handle<L> {
-    /// Catches the handle up with the ledger on disk. If the ledger was rewritten (its id
-    /// changed: erasure), the size cache and the open recall index belong to the old ledger and
-    /// are dropped, so nothing erased is ever served or re-indexed from this handle.
-    fn current(&mut self) -> Result<()> {
+    /// Sees the commits made since the handle was opened (or last refreshed). Projecting,
+    /// recalling and reindexing do this on their own first. If the ledger was rewritten (its
+    /// id changed: erasure), the size cache and the open recall index belong to the old ledger
+    /// and are dropped, so nothing erased is ever served or re-indexed from this handle.
+    ///
+    /// # Errors
+    /// Ledger read errors, e.g. [`ctxlog_ledger::Error::Corrupt`].
+    pub fn refresh(&mut self) -> Result<()> {
         let before = self.ledger.ledger_id().to_string();
         self.ledger.catch_up()?;
         if self.ledger.ledger_id() != before {
@@ -204,8 +214,8 @@ impl<L: CatchUp> Handle<L> {
 
     /// Builds the exact request body for `request` from this conversation (SPEC §5).
     ///
-    /// When the request asks for recalled pages (`recall_k > 0`), the recall index is brought up
-    /// to date and asked for pages relevant to the current input that are older than the
+    /// When the request asks for recalled pages (`recall_k > 0`), the recall index is brought
+    /// up to date and asked for pages relevant to the current input that are older than the
     /// history the body keeps in detail. If the index is unusable, the projection goes ahead
     /// without pages and its report says why (SPEC R2). The ledger is never written (P10).
     ///
@@ -214,7 +224,7 @@ impl<L: CatchUp> Handle<L> {
     /// not fit; invalid requests; ledger read errors.
     pub fn project(&mut self, request: &ProjectionRequestBuilder) -> Result<Projection> {
         let plain = request.build()?;
-        self.current()?;
+        self.refresh()?;
         let first = self.project_built(&plain)?;
         // History outranks recalled pages, so the first pass fixes what is kept in detail;
         // pages must come from before it.
@@ -231,11 +241,8 @@ impl<L: CatchUp> Handle<L> {
         self.project_built(&with_pages.build()?)
     }
 
-    fn project_built(
-        &mut self,
-        request: &ctxlog_projection::ProjectionRequest,
-    ) -> Result<Projection> {
-        let history = LedgerHistory(&self.ledger);
+    fn project_built(&mut self, request: &ProjectionRequest) -> Result<Projection> {
+        let history = LedgerHistory(&*self.ledger);
         Ok(ctxlog_projection::project(
             &history,
             request,
@@ -277,15 +284,15 @@ impl<L: CatchUp> Handle<L> {
     /// [`ctxlog_recall::Error::Damaged`] when the index file is damaged (its message names
     /// `ctxlog reindex`); ledger read errors.
     pub fn recall(&mut self, query: &str, options: &SearchOptions) -> Result<RecallResult> {
-        self.current()?;
+        self.refresh()?;
         Ok(self.synced_index()?.search(query, options)?)
     }
 
     /// Answers a call of the recall tool (arguments as the model produced them); see
-    /// [`ctxlog_recall::openai_tool`] and [`ctxlog_recall::anthropic_tool`] for the definitions.
-    /// Bad arguments and index failures become a tool error the model can read.
+    /// [`crate::ops::recall_tool_definition`] for its definition. Bad arguments and index
+    /// failures become a tool error the model can read.
     pub fn recall_tool(&mut self, arguments: &serde_json::Value) -> ctxlog_recall::ToolOutput {
-        match self.current().and_then(|()| self.synced_index()) {
+        match self.refresh().and_then(|()| self.synced_index()) {
             Ok(index) => index.handle_tool_call(arguments),
             Err(crate::Error::Recall(e)) if e.is_damaged() => {
                 ctxlog_recall::tool_error("index_damaged", &e.to_string())
@@ -300,12 +307,14 @@ impl<L: CatchUp> Handle<L> {
     /// # Errors
     /// I/O or SQLite failures; ledger read errors.
     pub fn reindex(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<UpdateStats> {
-        self.current()?;
+        self.refresh()?;
         self.recall = None;
-        let path = self.dir.join(RECALL_INDEX_FILE);
-        let mut index =
-            RecallIndex::recreate(&path, self.ledger.ledger_id(), IndexConfig::default())?;
-        let stats = index.rebuild(&LedgerFeed(&self.ledger), progress)?;
+        let mut index = RecallIndex::recreate(
+            &self.recall_path,
+            self.ledger.ledger_id(),
+            IndexConfig::default(),
+        )?;
+        let stats = index.rebuild(&LedgerFeed(&*self.ledger), progress)?;
         self.recall = Some(index);
         Ok(stats)
     }
@@ -319,9 +328,9 @@ impl<L: CatchUp> Handle<L> {
         let indexed_from = self.ledger.ledger_id().to_string();
         let mut index = match self.recall.take() {
             Some(index) => index,
-            None => RecallIndex::open(self.dir.join(RECALL_INDEX_FILE), &indexed_from)?,
+            None => RecallIndex::open(&self.recall_path, &indexed_from)?,
         };
-        index.sync(&LedgerFeed(&self.ledger))?;
+        index.sync(&LedgerFeed(&*self.ledger))?;
         self.ledger.catch_up()?;
         if self.ledger.ledger_id() == indexed_from {
             return Ok(self.recall.insert(index));
@@ -329,26 +338,8 @@ impl<L: CatchUp> Handle<L> {
         drop(index);
         self.drop_recall_index()?;
         self.sizes = SizeCache::new();
-        let mut index =
-            RecallIndex::open(self.dir.join(RECALL_INDEX_FILE), self.ledger.ledger_id())?;
-        index.sync(&LedgerFeed(&self.ledger))?;
+        let mut index = RecallIndex::open(&self.recall_path, self.ledger.ledger_id())?;
+        index.sync(&LedgerFeed(&*self.ledger))?;
         Ok(self.recall.insert(index))
-    }
-}
-
-impl<L> Handle<L> {
-    /// Closes and deletes the recall index file (and any SQLite side files next to it).
-    fn drop_recall_index(&mut self) -> Result<()> {
-        self.recall = None;
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let path = self.dir.join(format!("{RECALL_INDEX_FILE}{suffix}"));
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(crate::Error::Io { path, source: e });
-                }
-                _ => {}
-            }
-        }
-        Ok(())
     }
 }

@@ -1,0 +1,223 @@
+//! [`FileBackend`]: the embedded default store, one directory per conversation.
+//!
+//! ```text
+//! <root>/
+//!   <conversation>/      ledger files (docs/ledger-format.md), artifacts/, recall.sqlite
+//!   .erasing-<name>-…    a conversation being erased (renamed here first, then removed)
+//! ```
+//!
+//! All of it goes through the ledger's [`Storage`] trait, so the store's own directory work
+//! (creating, listing, erasing conversations) runs under the same crash and fault tests as the
+//! ledger's.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ctxlog_ledger::format::names;
+use ctxlog_ledger::{
+    DirStorage, Ledger, LedgerRead, Options, Reader, Storage, VerifyReport, storage::OpenMode,
+};
+
+use super::{Backend, ConversationInfo, LedgerView, LedgerWriter, OpenedWriter};
+use crate::{ConversationName, Error, Result};
+
+/// Directories being erased are renamed to this prefix first; it is not a valid conversation
+/// name, so nothing else ever opens them.
+const TRASH_PREFIX: &str = ".erasing-";
+
+/// The name of the recall index file inside a conversation directory.
+pub(crate) const RECALL_INDEX_FILE: &str = "recall.sqlite";
+
+/// A directory of conversations (the embedded default store).
+pub struct FileBackend {
+    path: PathBuf,
+    root: Arc<dyn Storage>,
+    options: Options,
+    /// The root and its ancestors that did not exist when the store was opened, innermost
+    /// first: a refused first commit removes them again if they are still empty.
+    missing_at_open: Vec<PathBuf>,
+}
+
+impl std::fmt::Debug for FileBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileBackend")
+            .field("root", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileBackend {
+    /// The store at `root`; every conversation is opened with `options`. Nothing is created
+    /// until the first conversation is.
+    pub fn new(root: impl AsRef<Path>, options: Options) -> FileBackend {
+        let path = root.as_ref().to_path_buf();
+        FileBackend {
+            root: Arc::new(DirStorage::new(&path)),
+            missing_at_open: missing_ancestors(&path),
+            path,
+            options,
+        }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.path
+    }
+
+    /// The storage of conversation `name` (its directory).
+    fn scoped(&self, name: &str) -> Arc<dyn Storage> {
+        Arc::new(DirStorage::new(&self.path.join(name)))
+    }
+
+    /// Removes the directory tree `name` under the root (missing is fine).
+    fn remove_all(&self, name: &str) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(self.path.join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn io(&self, name: &str) -> impl FnOnce(std::io::Error) -> Error + use<> {
+        let path = self.path.join(name);
+        move |source| Error::Io { path, source }
+    }
+
+    /// True when `name` holds a ledger.
+    fn exists(&self, name: &ConversationName) -> Result<bool> {
+        let log = format!("{name}/{}", names::LOG);
+        self.root.exists(&log).map_err(self.io(&log))
+    }
+
+    fn not_found(&self, name: &ConversationName) -> Error {
+        Error::NotFound {
+            name: name.to_string(),
+            root: self.path.clone(),
+        }
+    }
+
+    /// Removes every trash directory under the root (erasures a crash interrupted).
+    fn sweep_trash(&self) -> Result<()> {
+        for entry in self.root.list("").map_err(self.io(""))? {
+            if entry.starts_with(TRASH_PREFIX) {
+                self.remove_all(&entry).map_err(self.io(&entry))?;
+            }
+        }
+        self.root.sync_dir("").map_err(self.io(""))
+    }
+
+    fn info(&self, name: &str) -> Result<ConversationInfo> {
+        let reader = Reader::open_with(self.scoped(name))?;
+        let last_seq = reader.last_seq();
+        let last_activity_ms = match last_seq {
+            0 => 0,
+            seq => reader.event(seq).map(|e| e.ts_ms).unwrap_or(0),
+        };
+        let log = format!("{name}/{}", names::LOG);
+        let bytes = match self
+            .root
+            .open(&log, OpenMode::Read)
+            .map_err(self.io(&log))?
+        {
+            Some(file) => file.len().map_err(self.io(&log))?,
+            None => 0,
+        };
+        Ok(ConversationInfo {
+            name: name.to_string(),
+            events: last_seq,
+            bytes,
+            last_activity_ms,
+        })
+    }
+}
+
+impl Backend for FileBackend {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn open_writer(&self, name: &ConversationName, create: bool) -> Result<OpenedWriter> {
+        let existed = self.exists(name)?;
+        if !existed && !create {
+            return Err(self.not_found(name));
+        }
+        let (ledger, recovery) = Ledger::open_with(self.scoped(name.as_str()), &self.options)?;
+        Ok(OpenedWriter {
+            writer: Box::new(ledger),
+            recovery,
+            created: !existed,
+        })
+    }
+
+    fn open_view(&self, name: &ConversationName) -> Result<Box<dyn LedgerView>> {
+        if !self.exists(name)? {
+            return Err(self.not_found(name));
+        }
+        Ok(Box::new(Reader::open_with(self.scoped(name.as_str()))?))
+    }
+
+    fn discard_created(
+        &self,
+        name: &ConversationName,
+        writer: Box<dyn LedgerWriter>,
+    ) -> Result<()> {
+        // Still holding the writer lock while removing: nobody else can have written here.
+        self.remove_all(name.as_str())
+            .map_err(self.io(name.as_str()))?;
+        drop(writer);
+        self.root.sync_dir("").map_err(self.io(""))?;
+        // The directories above the store are not the store's: they are removed only if this
+        // process found them missing and they are still empty (remove_dir refuses otherwise).
+        for dir in &self.missing_at_open {
+            if std::fs::remove_dir(dir).is_err() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn list(&self) -> Result<Vec<ConversationInfo>> {
+        let mut infos = Vec::new();
+        for entry in self.root.list("").map_err(self.io(""))? {
+            let Ok(name) = ConversationName::new(&entry) else {
+                continue;
+            };
+            if self.exists(&name)? {
+                infos.push(self.info(name.as_str())?);
+            }
+        }
+        Ok(infos)
+    }
+
+    fn verify(&self, name: &ConversationName) -> Result<VerifyReport> {
+        if !self.exists(name)? {
+            return Err(self.not_found(name));
+        }
+        Ok(ctxlog_ledger::verify_with(self.scoped(name.as_str()))?)
+    }
+
+    /// Renames the directory to a hidden trash name (one atomic step, synced: from then on
+    /// the conversation is gone), then removes the trash with everything in it (ledger,
+    /// sidecars, artifacts, recovered tails, recall index). Trash a crash left mid-removal
+    /// is swept by the next `erase_all` in the store.
+    fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()> {
+        let trash = format!("{TRASH_PREFIX}{name}-{}", std::process::id());
+        self.root
+            .rename(name.as_str(), &trash)
+            .map_err(self.io(name.as_str()))?;
+        drop(writer);
+        self.root.sync_dir("").map_err(self.io(""))?;
+        self.sweep_trash()
+    }
+
+    fn recall_cache(&self, name: &ConversationName) -> PathBuf {
+        self.path.join(name.as_str()).join(RECALL_INDEX_FILE)
+    }
+}
+
+/// `dir` and its ancestors that do not exist, innermost first.
+fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
+    dir.ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
+        .map(Path::to_path_buf)
+        .collect()
+}

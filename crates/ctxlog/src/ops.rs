@@ -1,0 +1,388 @@
+//! The operations layer (SPEC I0): every operation is one typed request and one typed
+//! response, called on a long-lived [`Store`](crate::Store). The CLI, the HTTP server and the
+//! Python package are adapters over these: they parse their input into a request, call the
+//! operation, and print or send the response. Rules (defaults, what a missing conversation
+//! means, which errors count as corruption) live here, once.
+//!
+//! # Format
+//!
+//! Requests and responses are serde types; their JSON is what the server speaks and the CLI
+//! prints. Fields left out of a request take the default its docs state.
+//!
+//! | operation | request | response |
+//! |---|---|---|
+//! | commit | [`CommitRequest`] | [`CommitReceipt`]: `{"first_seq","last_seq","replayed"}` |
+//! | log | [`LogRequest`] | [`LogResponse`]: `{"last_seq","events":[Event…]}` |
+//! | verify | [`VerifyRequest`] | [`VerifyReport`] (`ok` false names the problem) |
+//! | project | [`ProjectRequest`] | [`Projection`]: the exact body bytes and the report |
+//! | count | [`CountRequest`] | [`Count`]: `{"bytes","tokens","tokenizer",…}` |
+//! | recall | [`RecallRequest`] | [`RecallResult`]: `{"query","hits","next_offset","note"}` |
+//! | reindex | [`ReindexRequest`] | [`ReindexResponse`] |
+//! | erase | [`EraseRequest`] | [`EraseResponse`] |
+//! | list | [`ListRequest`] | [`ListResponse`]: `{"conversations":[ConversationInfo…]}` |
+
+use ctxlog_ledger::{CommitReceipt, DEFAULT_ERASE_REASON, ErasureReport, Event, NewCommit};
+use ctxlog_projection::{
+    Count, Policy, Projection, ProjectionRequest, ProjectionRequestBuilder, Tokenizer, WireFormat,
+};
+use ctxlog_recall::RecallResult;
+use serde::{Deserialize, Serialize};
+
+pub use crate::backend::ConversationInfo;
+pub use ctxlog_ledger::VerifyReport;
+
+use crate::{Error, Result};
+
+/// The model written into a body when the request names none, per wire format.
+pub fn default_model(format: WireFormat) -> &'static str {
+    match format {
+        WireFormat::AnthropicMessages => "claude-sonnet-4-5",
+        _ => "gpt-4o",
+    }
+}
+
+/// The definition of ctxlog's recall tool in `format`'s own tool shape.
+pub fn recall_tool_definition(format: WireFormat) -> serde_json::Value {
+    match format {
+        WireFormat::AnthropicMessages => ctxlog_recall::anthropic_tool(),
+        _ => ctxlog_recall::openai_tool(),
+    }
+}
+
+/// Commit one turn (or part of one) to a conversation, creating it on first commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommitRequest {
+    /// The conversation's name.
+    pub conversation: String,
+    /// The events, and an optional idempotency id.
+    #[serde(flatten)]
+    pub commit: NewCommit,
+}
+
+impl CommitRequest {
+    /// Parses the commit JSON every front end accepts ([`crate::parse_commit`]: the shorthand
+    /// or the full form); `id`, when given, overrides an id inside the JSON.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for input that is not such a turn.
+    pub fn from_json(conversation: &str, json: &[u8], id: Option<&str>) -> Result<CommitRequest> {
+        Ok(CommitRequest {
+            conversation: conversation.to_string(),
+            commit: crate::parse_commit(json, id)?,
+        })
+    }
+}
+
+/// Read a conversation's events.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRequest {
+    /// The conversation's name.
+    pub conversation: String,
+    /// The first seq to return [default: 1].
+    #[serde(default = "one")]
+    pub from: u64,
+    /// At most this many seqs from `from` [default: all].
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// A conversation's events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogResponse {
+    /// The seq of the conversation's newest event.
+    pub last_seq: u64,
+    /// The events asked for, in seq order (an erased range reads as its tombstone).
+    pub events: Vec<Event>,
+}
+
+/// Check every record and artifact of a conversation; writes nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyRequest {
+    /// The conversation's name.
+    pub conversation: String,
+}
+
+/// Build the exact request body for one model call (SPEC §5).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProjectRequest {
+    /// The conversation's name. A conversation with no commits yet projects the mandatory
+    /// input alone (the first model call of a new chat) and creates nothing.
+    pub conversation: String,
+    /// The current user input (mandatory).
+    pub input: String,
+    /// The system prompt (mandatory) [default: none].
+    pub system: Option<String>,
+    /// The model name, written as given [default: [`default_model`] of the format].
+    pub model: Option<String>,
+    /// The wire format [default: `openai-chat`].
+    pub format: WireFormat,
+    /// Byte budget [default: none].
+    pub max_bytes: Option<u64>,
+    /// Token budget, input plus reserved output [default: none].
+    pub max_tokens: Option<u64>,
+    /// Tokenizer for token budgets and the report [default: `o200k`].
+    pub tokenizer: Tokenizer,
+    /// Tokens reserved for the reply [default: none; the projector's default for formats
+    /// that require the field].
+    pub reserve_output: Option<u64>,
+    /// `turns` or `agent` [default: `turns`].
+    pub policy: Policy,
+    /// Relevant older pages to include [default: 0 for `turns`, 2 for `agent`].
+    pub recall: Option<usize>,
+    /// Add a notice saying which turns were left out and how to recall them [default: false].
+    pub notice: bool,
+    /// Tool definitions to send, in the format's own shape, counted in the budget.
+    pub tools: Vec<serde_json::Value>,
+    /// Also offer ctxlog's recall tool ([`recall_tool_definition`]) [default: false].
+    pub recall_tool: bool,
+}
+
+impl ProjectRequest {
+    /// The projector's request, with the defaults above applied.
+    ///
+    /// # Errors
+    /// [`ctxlog_projection::Error::InvalidRequest`]/`InvalidBudget` for a request the
+    /// projector refuses (class usage).
+    pub fn to_projection(&self) -> Result<ProjectionRequest> {
+        Ok(self.to_builder()?.build()?)
+    }
+
+    pub(crate) fn to_builder(&self) -> Result<ProjectionRequestBuilder> {
+        let mut request = ProjectionRequest::builder();
+        request
+            .format(self.format)
+            .model(self.model.as_deref().unwrap_or(default_model(self.format)))
+            .input(self.input.clone())
+            .tokenizer(self.tokenizer)
+            .policy(self.policy)
+            .notice(self.notice);
+        if let Some(system) = &self.system {
+            request.system(system.clone());
+        }
+        if let Some(n) = self.max_bytes {
+            request.max_bytes(n);
+        }
+        if let Some(n) = self.max_tokens {
+            request.max_tokens(n);
+        }
+        if let Some(n) = self.reserve_output {
+            request.reserve_output(n);
+        }
+        if let Some(k) = self.recall {
+            request.recall_k(k);
+        }
+        let mut tools = self.tools.clone();
+        if let Some(i) = tools.iter().position(|t| !t.is_object()) {
+            return Err(Error::BadInput {
+                reason: format!("tools: element {i} is not a tool definition object"),
+            });
+        }
+        if self.recall_tool {
+            tools.push(recall_tool_definition(self.format));
+        }
+        if !tools.is_empty() {
+            request.tools(tools);
+        }
+        Ok(request)
+    }
+}
+
+/// Count the bytes and tokens of a request body.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountRequest {
+    /// The body, as sent.
+    pub body: Vec<u8>,
+    /// Its wire format [default: `openai-chat`].
+    #[serde(default)]
+    pub format: WireFormat,
+    /// The tokenizer [default: `o200k`].
+    #[serde(default)]
+    pub tokenizer: Tokenizer,
+}
+
+/// Search a conversation's history (SPEC §6).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallRequest {
+    /// The conversation's name.
+    pub conversation: String,
+    /// Plain words, taken literally [default: empty, which lists newest first].
+    #[serde(default)]
+    pub query: String,
+    /// Page through this one event instead of searching [default: none].
+    #[serde(default)]
+    pub seq: Option<u64>,
+    /// Skip this many results (the previous result's `next_offset`) [default: 0].
+    #[serde(default)]
+    pub offset: usize,
+    /// At most this many results, 1 to [`ctxlog_recall::MAX_LIMIT`]
+    /// [default: [`ctxlog_recall::DEFAULT_LIMIT`]].
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+}
+
+fn default_limit() -> usize {
+    ctxlog_recall::DEFAULT_LIMIT
+}
+
+/// Delete and rebuild a conversation's recall index from its ledger.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReindexRequest {
+    /// The conversation's name.
+    pub conversation: String,
+}
+
+/// What a rebuild of the recall index did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReindexResponse {
+    /// Events read from the ledger.
+    pub events_indexed: u64,
+    /// Pages written to the index.
+    pub pages_written: u64,
+    /// The newest seq the index covers.
+    pub indexed_through: u64,
+    /// Artifacts whose text could not be read (their excerpt is indexed instead).
+    pub artifact_failures: u64,
+}
+
+/// What to erase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EraseTarget {
+    /// The turn(s) written by the commit that carried this idempotency id.
+    Commit {
+        /// The commit's id.
+        id: String,
+    },
+    /// Seqs `from..=to`, widened to whole turns.
+    Seqs {
+        /// First seq.
+        from: u64,
+        /// Last seq (inclusive).
+        to: u64,
+    },
+    /// The whole conversation.
+    All,
+}
+
+/// Erase data for real (SPEC E1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EraseRequest {
+    /// The conversation's name (never created by an erasure).
+    pub conversation: String,
+    /// What to erase.
+    pub target: EraseTarget,
+    /// Why, recorded in the tombstone (at most [`ctxlog_ledger::MAX_ERASE_REASON_BYTES`]
+    /// bytes) [default: [`DEFAULT_ERASE_REASON`]].
+    #[serde(default = "default_reason")]
+    pub reason: String,
+}
+
+fn default_reason() -> String {
+    DEFAULT_ERASE_REASON.to_string()
+}
+
+/// A seq range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqSpan {
+    /// First seq.
+    pub from: u64,
+    /// Last seq (inclusive).
+    pub to: u64,
+}
+
+/// What an erasure removed.
+///
+/// # Format
+/// A range: `{"erased":{"from","to"},"requested":{"from","to"},"events","artifacts_deleted",
+/// "recovered_deleted","ledger_id"}`; a whole conversation: `{"erased":"all","conversation"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EraseResponse {
+    /// A range of one conversation.
+    Range {
+        /// The range erased (widened to whole turns).
+        erased: SeqSpan,
+        /// The range asked for.
+        requested: SeqSpan,
+        /// Events whose content was removed.
+        events: u64,
+        /// Artifacts deleted because nothing references them any more.
+        artifacts_deleted: u64,
+        /// Torn tails deleted from `recovered/`.
+        recovered_deleted: u64,
+        /// The ledger's new id.
+        ledger_id: String,
+    },
+    /// A whole conversation.
+    All {
+        /// Always `"all"`.
+        erased: AllMarker,
+        /// The conversation erased.
+        conversation: String,
+    },
+}
+
+/// The literal `"all"` of [`EraseResponse::All`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllMarker {
+    /// `"all"`.
+    All,
+}
+
+impl From<ErasureReport> for EraseResponse {
+    fn from(r: ErasureReport) -> Self {
+        EraseResponse::Range {
+            erased: SeqSpan {
+                from: r.from,
+                to: r.to,
+            },
+            requested: SeqSpan {
+                from: r.requested.0,
+                to: r.requested.1,
+            },
+            events: r.events,
+            artifacts_deleted: r.artifacts_deleted,
+            recovered_deleted: r.recovered_deleted,
+            ledger_id: r.ledger_id,
+        }
+    }
+}
+
+/// List the store's conversations.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListRequest {}
+
+/// The store's conversations, newest activity first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListResponse {
+    /// One entry per conversation.
+    pub conversations: Vec<ConversationInfo>,
+}
+
+/// What the response of [`CommitRequest`] is.
+pub type CommitResponse = CommitReceipt;
+/// What the response of [`ProjectRequest`] is.
+pub type ProjectResponse = Projection;
+/// What the response of [`CountRequest`] is.
+pub type CountResponse = Count;
+/// What the response of [`RecallRequest`] is.
+pub type RecallResponse = RecallResult;
+/// What the response of [`VerifyRequest`] is.
+pub type VerifyResponse = VerifyReport;
+
+/// Corruption that a [`VerifyReport`] found beyond the records themselves (referenced
+/// artifacts missing or altered), as an error of class [`crate::ErrorClass::Corrupt`].
+pub fn verify_problem(report: &VerifyReport) -> Option<Error> {
+    if report.artifact_problems.is_empty() {
+        return None;
+    }
+    Some(Error::ArtifactsDamaged {
+        problems: report.artifact_problems.clone(),
+    })
+}

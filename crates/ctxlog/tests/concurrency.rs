@@ -1,0 +1,175 @@
+//! Failure class: a long-lived store shared by many threads losing, reordering or refusing
+//! commits, or a reader seeing a partial commit, while writers and readers overlap.
+//!
+//! Guarantee: one `Store` is `Send + Sync`; commits to one conversation from many threads are
+//! queued, never refused, and all land with contiguous seqs; projections and recalls run at
+//! the same time and only ever see whole commits.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctxlog::ops::{CommitRequest, LogRequest, ProjectRequest, RecallRequest, VerifyRequest};
+use ctxlog::{ErrorClass, EventBody, NewCommit, Store};
+
+const CONVERSATIONS: usize = 4;
+const THREADS: usize = 8;
+const COMMITS_PER_THREAD: usize = 25;
+
+fn turn(conversation: &str, thread: usize, i: usize) -> CommitRequest {
+    CommitRequest {
+        conversation: conversation.into(),
+        commit: NewCommit {
+            id: Some(format!("t{thread}-{i}")),
+            events: vec![
+                EventBody::User {
+                    text: format!("thread {thread} turn {i} marker-{thread}-{i}"),
+                },
+                EventBody::Assistant {
+                    text: format!("ack {thread}/{i}"),
+                },
+            ],
+        },
+    }
+}
+
+#[test]
+fn the_store_is_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Store>();
+}
+
+#[test]
+fn eight_threads_commit_to_four_conversations_while_others_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path()));
+    let names: Vec<String> = (0..CONVERSATIONS).map(|c| format!("conv-{c}")).collect();
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let store = Arc::clone(&store);
+            let name = names[thread % CONVERSATIONS].clone();
+            scope.spawn(move || {
+                for i in 0..COMMITS_PER_THREAD {
+                    let receipt = store.commit(&turn(&name, thread, i)).unwrap();
+                    assert_eq!(receipt.last_seq, receipt.first_seq + 1);
+                    assert_eq!(receipt.first_seq % 2, 1, "a commit never splits a turn");
+                }
+            });
+        }
+        // Readers run at the same time: every body they get is whole turns.
+        for reader in 0..THREADS {
+            let store = Arc::clone(&store);
+            let name = names[reader % CONVERSATIONS].clone();
+            scope.spawn(move || {
+                for round in 0..COMMITS_PER_THREAD {
+                    let projection = store.project(&ProjectRequest {
+                        conversation: name.clone(),
+                        input: "what happened?".into(),
+                        max_bytes: Some(2_000),
+                        ..Default::default()
+                    });
+                    match projection {
+                        Ok(p) => assert!(p.body.len() <= 2_000),
+                        Err(e) => panic!("projection failed: {e}"),
+                    }
+                    if round % 5 == 0 {
+                        match store.recall(&RecallRequest {
+                            conversation: name.clone(),
+                            query: "marker".into(),
+                            seq: None,
+                            offset: 0,
+                            limit: 5,
+                        }) {
+                            Ok(_) => {}
+                            Err(e) if e.class() == ErrorClass::NotFound => {}
+                            Err(e) => panic!("recall failed: {e}"),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let per_conversation = THREADS / CONVERSATIONS * COMMITS_PER_THREAD;
+    for name in &names {
+        let log = store
+            .log(&LogRequest {
+                conversation: name.clone(),
+                from: 1,
+                limit: None,
+            })
+            .unwrap();
+        assert_eq!(log.last_seq, 2 * per_conversation as u64, "{name}");
+        let seqs: Vec<u64> = log.events.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            (1..=log.last_seq).collect::<Vec<_>>(),
+            "{name}: contiguous"
+        );
+        let mut markers: Vec<String> = log
+            .events
+            .iter()
+            .filter_map(|e| match &e.body {
+                EventBody::User { text } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        markers.sort();
+        markers.dedup();
+        assert_eq!(
+            markers.len(),
+            per_conversation,
+            "{name}: every commit present once"
+        );
+        let report = store
+            .verify(&VerifyRequest {
+                conversation: name.clone(),
+            })
+            .unwrap();
+        assert!(report.is_clean(), "{name}: {report:?}");
+    }
+}
+
+#[test]
+fn a_bounded_writer_wait_fails_with_busy_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path());
+    store.set_writer_wait(Some(Duration::from_millis(0)));
+    let store = Arc::new(store);
+    store.commit(&turn("c", 0, 0)).unwrap();
+    // Commits race with a zero wait: each either lands or is refused as busy, never lost.
+    let outcomes: Vec<Result<u64, ErrorClass>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..=8)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                scope.spawn(move || {
+                    (0..20)
+                        .map(|i| {
+                            store
+                                .commit(&turn("c", t, i))
+                                .map(|r| r.first_seq)
+                                .map_err(|e| e.class())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, Ok(_) | Err(ErrorClass::Busy)))
+    );
+    let landed = outcomes.iter().filter(|o| o.is_ok()).count() as u64;
+    let log = store
+        .log(&LogRequest {
+            conversation: "c".into(),
+            from: 1,
+            limit: None,
+        })
+        .unwrap();
+    assert_eq!(log.last_seq, 2 * (landed + 1), "busy commits wrote nothing");
+}

@@ -41,7 +41,10 @@ fn commit_for(id: u64) -> NewCommit {
     }
 }
 
+/// The child process of the tests below, not a test of its own: ignored unless they run it
+/// (with `--ignored` and its environment).
 #[test]
+#[ignore = "subprocess entry point, run by the tests in this file"]
 fn crash_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
@@ -71,7 +74,7 @@ impl Rng {
 /// `delay` and kills it. Returns its receipts.
 fn run_child(dir: &Path, start: u64, delay: Duration) -> Vec<(u64, u64, u64)> {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir)
         .env("CTXLOG_LEDGER_CRASH_START", start.to_string())
         .stdout(Stdio::piped())

@@ -17,7 +17,10 @@ use ctxlog_ledger::{Error, Ledger, LedgerRead, Options, Reader};
 
 const CHILD_ENV: &str = "CTXLOG_LEDGER_LOCK_CHILD_DIR";
 
+/// The child process of the tests below, not a test of its own: ignored unless they run it
+/// (with `--ignored` and its environment).
 #[test]
+#[ignore = "subprocess entry point, run by the tests in this file"]
 fn lock_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
@@ -31,7 +34,7 @@ fn lock_child() {
 
 fn child_result(dir: &Path) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "lock_child", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "lock_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir)
         .output()
         .unwrap();

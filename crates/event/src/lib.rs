@@ -127,7 +127,11 @@ pub enum EventBody {
         /// How the call ended.
         status: ToolStatus,
         /// The process exit code, when the tool has one.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "exit_code"
+        )]
         exit_code: Option<i64>,
         /// The result text. When the full output was stored as an artifact, this is a
         /// head/tail excerpt of it.
@@ -271,6 +275,23 @@ pub fn turn_starts(events: &[Event]) -> Vec<usize> {
         .collect()
 }
 
+/// An exit code is a whole number that fits in 64 bits; anything else is refused with the
+/// number as written (not as the float a JSON parser turns an overlong integer into).
+fn exit_code<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    number.as_i64().map(Some).ok_or_else(|| {
+        let shown = match number.as_f64() {
+            Some(f) if number.as_u64().is_none() && f.fract() == 0.0 => format!("{f:.0}"),
+            _ => number.to_string(),
+        };
+        serde::de::Error::custom(format!(
+            "exit_code {shown} is not a whole number from -9223372036854775808 to 9223372036854775807"
+        ))
+    })
+}
+
 fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(serde_json::Map::new())
 }
@@ -282,6 +303,31 @@ fn is_false(b: &bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exit_code_out_of_range_is_refused_as_written() {
+        for (json, shown) in [
+            (
+                "100000000000000000000",
+                "exit_code 100000000000000000000 is not",
+            ),
+            (
+                "18446744073709551615",
+                "exit_code 18446744073709551615 is not",
+            ),
+            ("1.5", "exit_code 1.5 is not"),
+        ] {
+            let text = format!(
+                r#"{{"kind":"tool_result","call_id":"c","tool":"t","status":"ok","exit_code":{json},"text":""}}"#
+            );
+            let err = serde_json::from_str::<EventBody>(&text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(shown), "{json}: {err}");
+        }
+        let ok = r#"{"kind":"tool_result","call_id":"c","tool":"t","status":"ok","exit_code":-9223372036854775808,"text":""}"#;
+        assert!(serde_json::from_str::<EventBody>(ok).is_ok());
+    }
 
     #[test]
     fn kinds_round_trip_through_their_byte() {

@@ -1,6 +1,6 @@
 //! Commit validation (SPEC §9): what a commit may contain, given the turn it continues.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
 use crate::event::{EventBody, EventKind, ToolStatus};
@@ -14,7 +14,8 @@ pub const MAX_COMMIT_ID_BYTES: usize = 256;
 pub(crate) struct TurnState {
     /// True once any user event exists.
     pub in_turn: bool,
-    pub calls: HashSet<String>,
+    /// The open calls' ids, each with its tool's name.
+    pub calls: HashMap<String, String>,
     pub answered: HashSet<String>,
 }
 
@@ -35,8 +36,8 @@ impl TurnState {
                     ..TurnState::default()
                 };
             }
-            EventBody::ToolCall { call_id, .. } => {
-                self.calls.insert(call_id.clone());
+            EventBody::ToolCall { call_id, tool, .. } => {
+                self.calls.insert(call_id.clone(), tool.clone());
             }
             EventBody::ToolResult { call_id, .. } => {
                 self.answered.insert(call_id.clone());
@@ -132,20 +133,28 @@ fn check_one(
             if call_id.is_empty() || tool.is_empty() {
                 return Err("tool call needs a call_id and a tool name".into());
             }
-            if state.calls.contains(call_id) {
+            if state.calls.contains_key(call_id) {
                 return Err(format!("duplicate call_id {call_id:?} in this turn"));
             }
             Ok(())
         }
         EventBody::ToolResult {
-            call_id, status, ..
+            call_id,
+            tool,
+            status,
+            ..
         } => {
             needs_turn()?;
             if *status == ToolStatus::Interrupted && origin == Origin::Application {
                 return Err("status \"interrupted\" is written by ctxlog only".into());
             }
-            if !state.calls.contains(call_id) {
+            let Some(called) = state.calls.get(call_id) else {
                 return Err(format!("no tool call {call_id:?} in the current turn"));
+            };
+            if called != tool {
+                return Err(format!(
+                    "tool call {call_id:?} was made to tool {called:?}, not {tool:?}"
+                ));
             }
             if state.answered.contains(call_id) {
                 return Err(format!("tool call {call_id:?} already has a result"));

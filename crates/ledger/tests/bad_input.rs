@@ -47,6 +47,17 @@ fn invalid_commits() -> Vec<(&'static str, NewCommit)> {
         ),
         ("duplicate call id in the turn", commit(vec![call("c1")])),
         (
+            "result naming another tool than its call",
+            commit(vec![EventBody::ToolResult {
+                call_id: "c1".into(),
+                tool: "browser".into(),
+                status: ToolStatus::Ok,
+                exit_code: Some(0),
+                text: "x".into(),
+                artifact: None,
+            }]),
+        ),
+        (
             "duplicate call id in the commit",
             commit(vec![call("c2"), call("c2")]),
         ),

@@ -74,7 +74,13 @@ impl Rng {
 /// `delay` and kills it. Returns its receipts.
 fn run_child(dir: &Path, start: u64, delay: Duration) -> Vec<(u64, u64, u64)> {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir)
         .env("CTXLOG_LEDGER_CRASH_START", start.to_string())
         .stdout(Stdio::piped())

@@ -34,7 +34,13 @@ fn lock_child() {
 
 fn child_result(dir: &Path) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "lock_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "lock_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir)
         .output()
         .unwrap();

@@ -51,7 +51,10 @@ pub enum Command {
     /// {"id":"…","events":[{"kind":"user","text":"…"},{"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{}},
     /// {"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","text":"…"},{"kind":"assistant","text":"…"}]}.
     /// An agent may commit the user message, each tool call, each result and the reply one by
-    /// one: a tool_result must answer a tool_call of the same turn. Prints the seqs written as
+    /// one: a tool_result must answer a tool_call of the same turn (and name the same tool).
+    /// A standing instruction or fact is a note: {"kind":"note","text":"…","pinned":true}
+    /// (pinned notes go into every projection; "supersedes":SEQ replaces an earlier note).
+    /// The system prompt is not committed: give it with each request (`project --system`). Prints the seqs written as
     /// JSON: {"first_seq":N,"last_seq":N,"replayed":false}.
     Commit(CommitArgs),
     /// List a conversation's events (seq, time, kind, text).

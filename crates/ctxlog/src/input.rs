@@ -48,6 +48,7 @@ pub fn parse_commit(bytes: &[u8], id: Option<&str>) -> Result<NewCommit, Error> 
         ),
     })?;
     let value: serde_json::Value = serde_json::from_str(text).map_err(json_error)?;
+    refuse_system_events(&value)?;
     let mut commit = if value.get("events").is_some() {
         serde_json::from_value::<NewCommit>(value).map_err(json_error)?
     } else {
@@ -57,6 +58,28 @@ pub fn parse_commit(bytes: &[u8], id: Option<&str>) -> Result<NewCommit, Error> 
         commit.id = Some(id.to_string());
     }
     Ok(commit)
+}
+
+/// `system` events are ctxlog's own markers (tombstones, imports). An application that sends
+/// one usually means a system prompt or a standing instruction: say how to give those.
+fn refuse_system_events(value: &serde_json::Value) -> Result<(), Error> {
+    let events = value.get("events").and_then(|e| e.as_array());
+    let position = events.and_then(|events| {
+        events
+            .iter()
+            .position(|e| e.get("kind").and_then(|k| k.as_str()) == Some("system"))
+    });
+    match position {
+        None => Ok(()),
+        Some(i) => Err(Error::BadInput {
+            reason: format!(
+                "event {}: kind \"system\" is written by ctxlog only; the system prompt is \
+                 given with each request (--system, or \"system\" in a projection request), and \
+                 a standing instruction is a note: {{\"kind\":\"note\",\"text\":\"…\",\"pinned\":true}}",
+                i + 1
+            ),
+        }),
+    }
 }
 
 fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
@@ -112,5 +135,20 @@ mod tests {
             let err = parse_commit(bad, None).unwrap_err();
             assert!(matches!(err, Error::BadInput { .. }), "{err}");
         }
+    }
+
+    #[test]
+    fn a_system_event_is_refused_with_what_to_do_instead() {
+        let err = parse_commit(
+            br#"{"events":[{"kind":"user","text":"q"},{"kind":"system","text":"be terse"}]}"#,
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("event 2: kind \"system\""), "{err}");
+        assert!(
+            err.contains("--system") && err.contains("\"kind\":\"note\""),
+            "{err}"
+        );
     }
 }

@@ -32,19 +32,43 @@
 //! # Ok(()) }
 //! ```
 
+//! # Layout
+//!
+//! Modules form layers: each uses only modules of the layers before it, never one after it
+//! (no import loops; a `use crate::` of each file shows it).
+//!
+//! 1. Foundations: `error`, `hex`, `format` (byte layouts), `digest`, `validate`,
+//!    `options`, `storage` (the file I/O traits and the three backends).
+//! 2. `files`: storage errors as crate errors, the clock, fresh ledger ids.
+//! 3. What the files hold: `scan` (reading the log sequentially), `tombstone` (erased
+//!    ranges), `artifact` (content-addressed files), `sidecar` (the four index files, one
+//!    table-driven code path).
+//! 4. `state`: [`LedgerState`](state::LedgerState), the committed state in memory, private
+//!    to it and changed only through its methods.
+//! 5. Operations on the state: `recovery` (creating the log, cutting a torn tail),
+//!    `commit` (encoding a commit's records), `erase` (rewriting the log), `verify`
+//!    (checking a directory without opening it for writing), `reader` ([`LedgerRead`],
+//!    [`Reader`]).
+//! 6. `ledger`: [`Ledger`], the one writer, which ties them together.
+
 mod artifact;
-mod core;
+mod commit;
 mod digest;
 mod erase;
 mod error;
 pub use ctxlog_event as event;
+mod files;
 pub mod format;
 mod hex;
 mod ledger;
-mod open;
+mod options;
 mod reader;
+mod recovery;
 mod scan;
+mod sidecar;
+mod state;
 pub mod storage;
+mod tombstone;
 mod validate;
 mod verify;
 
@@ -54,8 +78,10 @@ pub use error::{Error, Result};
 pub use event::{
     ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker, ToolStatus, turn_starts,
 };
-pub use ledger::{CommitReceipt, Ledger, Options, RecoveryReport, SyncMode};
+pub use ledger::{CommitReceipt, Ledger};
+pub use options::{Options, SyncMode};
 pub use reader::{LedgerRead, Reader};
+pub use recovery::RecoveryReport;
 pub use storage::{DirStorage, FaultPlan, FaultyStorage, MemStorage, Storage, StorageFile};
 pub use validate::MAX_COMMIT_ID_BYTES;
 pub use verify::{VerifyReport, verify, verify_with};

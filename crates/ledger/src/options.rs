@@ -76,7 +76,7 @@ impl Options {
     /// Check every record's checksum on open (one sequential read of the whole log), so that
     /// corruption anywhere fails the open. Default `false`: open reads only what the sidecar
     /// index does not cover (SPEC L7); damage inside the indexed part is then found when the
-    /// damaged record is read (every read checks its CRC) and by [`crate::verify`].
+    /// damaged record is read (every read checks its CRC) and by `verify`.
     pub fn check_on_open(&mut self, check: bool) -> &mut Options {
         self.check_on_open = check;
         self

@@ -406,23 +406,20 @@ pub(crate) fn verify(
 
 /// Where the first `k` entries of `stored` differ from those derived from the log.
 fn disagreement(s: &Sidecar, stored: &[u8], found: &Scan, k: usize) -> Option<String> {
-    let mut truth = Vec::with_capacity(k * s.entry_len);
-    for r in records(found) {
-        if truth.len() >= k * s.entry_len {
-            break;
-        }
-        (s.derive)(&r, &mut truth);
-    }
-    let want = &truth[..(k * s.entry_len).min(truth.len())];
-    if stored.len() >= k * s.entry_len && want.len() == k * s.entry_len {
-        let bad = stored.chunks(s.entry_len).zip(want.chunks(s.entry_len));
-        match bad.enumerate().find(|(_, (a, b))| a != b) {
+    let len = s.entry_len;
+    let want = derived(s, found, k);
+    if want.len() == k * len && stored.len() >= want.len() {
+        match stored
+            .chunks(len)
+            .zip(want.chunks(len))
+            .position(|(a, b)| a != b)
+        {
             None => return None,
-            Some((i, _)) if s.kind == Kind::Events => {
+            Some(i) if s.kind == Kind::Events => {
+                let seq = i + 1;
                 return Some(format!(
-                    "{} entry for seq {} disagrees with the log",
-                    s.name,
-                    i + 1
+                    "{} entry for seq {seq} disagrees with the log",
+                    s.name
                 ));
             }
             Some(_) => {}
@@ -431,10 +428,85 @@ fn disagreement(s: &Sidecar, stored: &[u8], found: &Scan, k: usize) -> Option<St
     Some(format!("{} disagrees with the log", s.name))
 }
 
+/// The first `k` entries of `s` (fewer if the log holds fewer), derived from the records.
+fn derived(s: &Sidecar, found: &Scan, k: usize) -> Vec<u8> {
+    let want = k * s.entry_len;
+    let mut out = Vec::with_capacity(want);
+    for r in records(found) {
+        if out.len() >= want {
+            break;
+        }
+        (s.derive)(&r, &mut out);
+    }
+    out.truncate(want);
+    out
+}
+
 /// The entry bytes of a sidecar whose header matches, whole entries only.
 fn read_whole(st: &dyn Storage, s: &Sidecar, id: &[u8; 16]) -> io::Result<Option<Vec<u8>>> {
     match s.open_checked(st, OpenMode::Read, id)? {
         Some((file, count)) => Ok(Some(s.read_entries(file.as_ref(), count)?)),
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_row_sits_at_its_kind() {
+        for (i, s) in SIDECARS.iter().enumerate() {
+            assert_eq!(s.kind as usize, i, "{}", s.name);
+        }
+        assert_eq!(
+            WRITE_ORDER.last(),
+            Some(&Kind::Events),
+            "ledger.idx is written last"
+        );
+    }
+
+    /// The entries each row derives from a scan are those the scan itself collected.
+    #[test]
+    fn derived_entries_match_the_scan() {
+        let e = |kind, turns, notes, commits| EventEntry {
+            offset: 0,
+            record_len: 0,
+            record_crc: 0,
+            kind,
+            flags: 0,
+            turns,
+            commits,
+            turns_crc: 0,
+            notes,
+            notes_crc: 0,
+        };
+        let commit = CommitEntry {
+            id_hash: [1; 32],
+            digest: [2; 32],
+            first_seq: 1,
+            last_seq: 2,
+        };
+        let found = Scan {
+            entries: vec![
+                e(EventKind::User, 1, 0, 0),
+                e(EventKind::Note, 1, 1, 1),
+                e(EventKind::User, 2, 1, 1),
+            ],
+            user_seqs: vec![1, 3],
+            note_seqs: vec![2],
+            commits: vec![commit],
+            ..Scan::default()
+        };
+        let seqs = |v: &[u64]| v.iter().flat_map(|s| s.to_le_bytes()).collect::<Vec<_>>();
+        let all: Vec<u8> = found.entries.iter().flat_map(|e| e.encode()).collect();
+        assert_eq!(derived(spec(Kind::Events), &found, 3), all);
+        assert_eq!(derived(spec(Kind::Turns), &found, 2), seqs(&[1, 3]));
+        assert_eq!(derived(spec(Kind::Notes), &found, 1), seqs(&[2]));
+        assert_eq!(derived(spec(Kind::Commits), &found, 1), commit.encode());
+        let last = &found.entries[2];
+        let counts: Vec<u64> = SIDECARS.iter().map(|s| (s.count_at)(3, last)).collect();
+        assert_eq!(counts, [3, 2, 1, 1]);
     }
 }

@@ -34,21 +34,22 @@
 
 //! # Layout
 //!
-//! Modules form layers: each uses only modules of the layers before it, never one after it
-//! (no import loops; a `use crate::` of each file shows it).
+//! Modules form layers, listed lowest first; each uses only modules listed before it, so no
+//! two import each other (`tests/layering.rs` checks every `crate::` path against this list):
 //!
-//! 1. Foundations: `error`, `hex`, `format` (byte layouts), `digest`, `validate`,
-//!    `options`, `storage` (the file I/O traits and the three backends).
-//! 2. `files`: storage errors as crate errors, the clock, fresh ledger ids.
+//! 1. Foundations: `error`, `hex`, `event` (the `ctxlog-event` crate), `format` (byte
+//!    layouts), `digest` (commit digests), `validate` (commit rules), `options`, `storage`
+//!    (the file I/O traits; one file per backend).
+//! 2. `files`: storage errors as crate errors, opening a file that must exist, the clock,
+//!    fresh ledger ids.
 //! 3. What the files hold: `scan` (reading the log sequentially), `tombstone` (erased
-//!    ranges), `artifact` (content-addressed files), `sidecar` (the four index files, one
-//!    table-driven code path).
-//! 4. `state`: [`LedgerState`](state::LedgerState), the committed state in memory, private
-//!    to it and changed only through its methods.
-//! 5. Operations on the state: `recovery` (creating the log, cutting a torn tail),
-//!    `commit` (encoding a commit's records), `erase` (rewriting the log), `verify`
-//!    (checking a directory without opening it for writing), `reader` ([`LedgerRead`],
-//!    [`Reader`]).
+//!    ranges), `artifact` (content-addressed files), `sidecar` (the four index files, driven
+//!    by one table).
+//! 4. `state`: `LedgerState`, a ledger's committed state in memory; its fields are private
+//!    and change only through its methods.
+//! 5. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
+//!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
+//!    directory, writing nothing), `reader` ([`LedgerRead`], [`Reader`]).
 //! 6. `ledger`: [`Ledger`], the one writer, which ties them together.
 
 mod artifact;

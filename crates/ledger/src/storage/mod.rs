@@ -5,6 +5,10 @@
 //! (`"ledger.log"`, `"artifacts/sha256-…"`). Three backends ship: [`DirStorage`] (a real
 //! directory), [`MemStorage`] (shared in-memory files, cheap to "reopen") and
 //! [`FaultyStorage`] (wraps another and fails on command, see [`FaultPlan`]).
+//!
+//! A store of many conversations is a storage too: [`Storage::scoped`] gives the storage of
+//! one of its subdirectories, [`Storage::is_dir`] and [`Storage::remove_all`] do the
+//! store-level work, so that it can be crash- and fault-tested like the ledger's own.
 
 use std::any::Any;
 use std::io;

@@ -5,7 +5,9 @@
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody, EventKind, NewCommit};
 use crate::files::{io_err, now_ms};
-use crate::format::{self, CommitEntry, EventEntry, FLAG_END_OF_COMMIT, RECORD_HEADER_LEN};
+use crate::format::{
+    self, CommitEntry, EventEntry, FLAG_COMMIT_META, FLAG_END_OF_COMMIT, RECORD_HEADER_LEN,
+};
 use crate::options::Options;
 use crate::scan::CommitMeta;
 use crate::state::{Appended, LedgerState};
@@ -37,6 +39,54 @@ impl Prepared {
     }
 }
 
+/// A commit being encoded.
+struct Draft {
+    p: Prepared,
+    counts: Counts,
+    ts: i64,
+    first_seq: u64,
+    /// Events in the commit.
+    n: usize,
+}
+
+/// The running counts every `ledger.idx` entry carries.
+#[derive(Clone, Copy)]
+struct Counts {
+    turns: u32,
+    turns_crc: u32,
+    notes: u32,
+    notes_crc: u32,
+    commits: u32,
+}
+
+impl Counts {
+    /// Counts event `seq` of `kind`; a user or note seq is also recorded in `p`.
+    fn add(&mut self, kind: EventKind, seq: u64, p: &mut Prepared) {
+        if kind == EventKind::User {
+            self.turns += 1;
+            self.turns_crc = format::seq_crc_append(self.turns_crc, seq);
+            p.user_seqs.push(seq);
+        }
+        if kind == EventKind::Note {
+            self.notes += 1;
+            self.notes_crc = format::seq_crc_append(self.notes_crc, seq);
+            p.note_seqs.push(seq);
+        }
+    }
+}
+
+/// The commit metadata the last record carries when the commit has an id (empty if not).
+fn commit_meta(commit: &NewCommit, key: Option<&([u8; 32], [u8; 32])>) -> Result<Vec<u8>> {
+    match (&commit.id, key) {
+        (Some(id), Some(k)) => serde_json::to_vec(&CommitMeta {
+            id: id.clone(),
+            digest: crate::hex::encode(&k.1),
+        })
+        .map_err(|e| Error::invalid(format!("commit id cannot be encoded: {e}"))),
+        _ => Ok(Vec::new()),
+    }
+}
+
 /// Prepares commits against the current state and the writer's options.
 pub(crate) struct Preparer<'a> {
     pub state: &'a LedgerState,
@@ -50,84 +100,72 @@ impl Preparer<'_> {
         commit: &NewCommit,
         key: Option<([u8; 32], [u8; 32])>,
     ) -> Result<Prepared> {
-        let ts = now_ms();
         let first_seq = self.state.last_seq() + 1;
-        let mut p = Prepared::default();
         let n = commit.events.len();
-        let (mut turns_crc, mut notes_crc) = self.state.seq_crcs();
-        let mut turns = self.state.user_seqs().len() as u32;
-        let mut notes = self.state.note_seqs().len() as u32;
-        let commits_before = self.state.commit_count();
+        let meta = commit_meta(commit, key.as_ref())?;
+        let mut d = Draft {
+            p: Prepared::default(),
+            counts: self.counts(),
+            ts: now_ms(),
+            first_seq,
+            n,
+        };
         for (i, body) in commit.events.iter().enumerate() {
-            let seq = first_seq + i as u64;
-            self.check_artifact_ref(body)?;
-            let body = self.offload(body, &mut p.artifacts)?;
-            let json = serde_json::to_vec(&body)
-                .map_err(|e| Error::invalid(format!("event {} cannot be encoded: {e}", i + 1)))?;
-            let last = i + 1 == n;
-            let meta = match (&commit.id, &key) {
-                (Some(id), Some(k)) if last => serde_json::to_vec(&CommitMeta {
-                    id: id.clone(),
-                    digest: crate::hex::encode(&k.1),
-                })
-                .map_err(|e| Error::invalid(format!("commit id cannot be encoded: {e}")))?,
-                _ => Vec::new(),
-            };
-            self.check_record(json.len() + meta.len())?;
-            let offset = self.state.log_len() + p.bytes.len() as u64;
-            let flags = if last { FLAG_END_OF_COMMIT } else { 0 };
-            let crc = format::encode_record(
-                &mut p.bytes,
-                body.kind(),
-                flags,
-                i as u32,
-                seq,
-                ts,
-                &json,
-                &meta,
-            );
-            if body.kind() == EventKind::User {
-                turns += 1;
-                turns_crc = format::seq_crc_append(turns_crc, seq);
-                p.user_seqs.push(seq);
-            }
-            if body.kind() == EventKind::Note {
-                notes += 1;
-                notes_crc = format::seq_crc_append(notes_crc, seq);
-                p.note_seqs.push(seq);
-            }
-            let commits = commits_before + u32::from(last && !meta.is_empty());
-            let record_len = (RECORD_HEADER_LEN + json.len() + meta.len()) as u32;
-            let kind = body.kind();
-            let flags = flags
-                | if meta.is_empty() {
-                    0
-                } else {
-                    format::FLAG_COMMIT_META
-                };
-            p.entries.push(EventEntry {
-                offset,
-                record_len,
-                record_crc: crc,
-                kind,
-                flags,
-                turns,
-                commits,
-                turns_crc,
-                notes,
-                notes_crc,
-            });
+            let meta = if i + 1 == n { meta.as_slice() } else { &[] };
+            self.add_record(&mut d, i, body, meta)?;
         }
-        if let Some((id_hash, digest)) = key {
-            let last_seq = first_seq + n as u64 - 1;
-            p.commit = Some(CommitEntry {
-                id_hash,
-                digest,
-                first_seq,
-                last_seq,
-            });
+        d.p.commit = key.map(|(id_hash, digest)| CommitEntry {
+            id_hash,
+            digest,
+            first_seq,
+            last_seq: first_seq + n as u64 - 1,
+        });
+        Ok(d.p)
+    }
+
+    /// The counts of the last committed event, to continue from.
+    fn counts(&self) -> Counts {
+        let (turns_crc, notes_crc) = self.state.seq_crcs();
+        Counts {
+            turns: self.state.user_seqs().len() as u32,
+            turns_crc,
+            notes: self.state.note_seqs().len() as u32,
+            notes_crc,
+            commits: self.state.commit_count(),
         }
-        Ok(p)
+    }
+
+    /// Encodes event `i` of the commit (with `meta` when it is the last) into `d`.
+    fn add_record(&self, d: &mut Draft, i: usize, body: &EventBody, meta: &[u8]) -> Result<()> {
+        self.check_artifact_ref(body)?;
+        let body = self.offload(body, &mut d.p.artifacts)?;
+        let json = serde_json::to_vec(&body)
+            .map_err(|e| Error::invalid(format!("event {} cannot be encoded: {e}", i + 1)))?;
+        self.check_record(json.len() + meta.len())?;
+        let seq = d.first_seq + i as u64;
+        let last = i + 1 == d.n;
+        let offset = self.state.log_len() + d.p.bytes.len() as u64;
+        let flags = if last { FLAG_END_OF_COMMIT } else { 0 };
+        let kind = body.kind();
+        let (index, ts) = (i as u32, d.ts);
+        let crc = format::encode_record(&mut d.p.bytes, kind, flags, index, seq, ts, &json, meta);
+        d.counts.add(kind, seq, &mut d.p);
+        d.counts.commits += u32::from(last && !meta.is_empty());
+        let meta_flag = if meta.is_empty() { 0 } else { FLAG_COMMIT_META };
+        let c = d.counts;
+        d.p.entries.push(EventEntry {
+            offset,
+            record_len: (RECORD_HEADER_LEN + json.len() + meta.len()) as u32,
+            record_crc: crc,
+            kind,
+            flags: flags | meta_flag,
+            turns: c.turns,
+            commits: c.commits,
+            turns_crc: c.turns_crc,
+            notes: c.notes,
+            notes_crc: c.notes_crc,
+        });
+        Ok(())
     }
 
     fn check_record(&self, payload: usize) -> Result<()> {

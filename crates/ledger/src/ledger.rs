@@ -36,7 +36,7 @@ pub struct CommitReceipt {
 
 /// The one writer of a conversation. Holds the directory's OS lock until dropped.
 ///
-/// The committed state is a [`LedgerState`]; besides it the writer keeps only caches that
+/// The committed state is a `LedgerState`; besides it the writer keeps only caches that
 /// are rebuilt on first use (the idempotency table, the open turn) and the poison latch.
 pub struct Ledger {
     state: LedgerState,

@@ -39,7 +39,7 @@ impl MemData {
 
 /// In-memory files. Clones share the same files, so a test can drop a ledger and reopen the
 /// "same directory". By default sync is a no-op (it can be faulted by wrapping in
-/// [`FaultyStorage`]); [`MemStorage::with_crash_tracking`] also remembers what each file held
+/// [`FaultyStorage`](super::FaultyStorage)); [`MemStorage::with_crash_tracking`] also remembers what each file held
 /// at its last sync, so [`MemStorage::crash_image`] can simulate a power loss.
 ///
 /// [`Storage::scoped`] gives a view of a subdirectory that shares the same files: names

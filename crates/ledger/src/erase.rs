@@ -58,6 +58,86 @@ struct Old {
     bytes: Vec<u8>,
 }
 
+/// Pass 2 in progress: the new log's records, encoded one old record at a time.
+struct Rewrite<'a> {
+    from: u64,
+    to: u64,
+    reason: &'a str,
+    at_ms: i64,
+    /// Encoded bytes not yet written.
+    out: Vec<u8>,
+    /// Artifacts the kept events reference.
+    referenced: BTreeSet<String>,
+    /// Content events erased (earlier tombstones and placeholders not counted).
+    erased: u64,
+    /// `index_in_commit` of seq `to + 1`, while its commit (begun inside the erased range)
+    /// lasts: its kept records move up by that much.
+    shift: Option<u32>,
+}
+
+impl<'a> Rewrite<'a> {
+    fn new(from: u64, to: u64, reason: &'a str) -> Rewrite<'a> {
+        Rewrite {
+            from,
+            to,
+            reason,
+            at_ms: now_ms(),
+            out: Vec::new(),
+            referenced: BTreeSet::new(),
+            erased: 0,
+            shift: None,
+        }
+    }
+
+    /// Writes the tombstone (at `from`) or a covered placeholder in place of `seq`.
+    fn erase(&mut self, seq: u64, body: &EventBody) -> Result<()> {
+        if !is_placeholder(seq, body) && lead_range(seq, body).is_none() {
+            self.erased += 1;
+        }
+        let reason = if seq == self.from { self.reason } else { "" };
+        let marker = SystemMarker::Tombstone {
+            from: self.from,
+            to: self.to,
+            at_ms: self.at_ms,
+            reason: reason.to_string(),
+        };
+        let json = serde_json::to_vec(&EventBody::System { marker })
+            .map_err(|e| Error::invalid(format!("tombstone cannot be encoded: {e}")))?;
+        let flags = if seq == self.to {
+            FLAG_END_OF_COMMIT
+        } else {
+            0
+        };
+        let index = (seq - self.from) as u32;
+        let (kind, ts) = (EventKind::System, self.at_ms);
+        format::encode_record(&mut self.out, kind, flags, index, seq, ts, &json, &[]);
+        Ok(())
+    }
+
+    /// Copies a kept record, re-framed when the erased range cut its commit.
+    fn keep(&mut self, seq: u64, old: &Old, body: &EventBody) {
+        if let EventBody::ToolResult {
+            artifact: Some(r), ..
+        } = body
+        {
+            self.referenced.insert(r.name.clone());
+        }
+        let h = &old.header;
+        if seq == self.to + 1 && h.index_in_commit != 0 {
+            self.shift = Some(h.index_in_commit);
+        }
+        let cut_before = seq + 1 == self.from && !h.ends_commit();
+        match (cut_before, self.shift) {
+            (true, _) => reframe(&mut self.out, old, h.index_in_commit, true),
+            (false, Some(s)) => reframe(&mut self.out, old, h.index_in_commit - s, false),
+            (false, None) => self.out.extend_from_slice(&old.bytes),
+        }
+        if self.shift.is_some() && h.ends_commit() {
+            self.shift = None;
+        }
+    }
+}
+
 /// Checks, without changing anything, that an erasure would accept `range` and `reason`.
 pub(crate) fn check(state: &LedgerState, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
     check_range(*range.start(), *range.end(), state.last_seq(), reason)?;
@@ -280,83 +360,32 @@ impl Eraser<'_> {
             ledger_id,
             created_ms: self.state.header().created_ms,
         };
-        let mut out = header.encode().to_vec();
+        let mut r = Rewrite::new(from, to, reason);
+        r.out.extend_from_slice(&header.encode());
         let mut at = 0u64;
-        let mut referenced = BTreeSet::new();
-        let mut erased = 0u64;
-        let at_ms = now_ms();
         let mut w = Window::new(self.state.log(), self.state.log_len());
         let mut pos = LOG_HEADER_LEN as u64;
-        // index_in_commit of seq to+1, when its commit began inside the erased range.
-        let mut shift: Option<u32> = None;
         for seq in 1..=self.state.last_seq() {
             let offset = pos;
             let old = read_old(&mut w, offset, seq).map_err(|e| self.corrupt(offset, seq, e))?;
             pos += old.header.record_len();
             let body = decode_body(&old).map_err(|e| self.corrupt(offset, seq, e))?;
             if (from..=to).contains(&seq) {
-                let placeholder_or_lead =
-                    is_placeholder(seq, &body) || lead_range(seq, &body).is_some();
-                if !placeholder_or_lead {
-                    erased += 1;
-                }
-                let marker = SystemMarker::Tombstone {
-                    from,
-                    to,
-                    at_ms,
-                    reason: if seq == from {
-                        reason.to_string()
-                    } else {
-                        String::new()
-                    },
-                };
-                let json = serde_json::to_vec(&EventBody::System { marker })
-                    .map_err(|e| Error::invalid(format!("tombstone cannot be encoded: {e}")))?;
-                let flags = if seq == to { FLAG_END_OF_COMMIT } else { 0 };
-                let index = (seq - from) as u32;
-                format::encode_record(
-                    &mut out,
-                    EventKind::System,
-                    flags,
-                    index,
-                    seq,
-                    at_ms,
-                    &json,
-                    &[],
-                );
+                r.erase(seq, &body)?;
             } else {
-                if let EventBody::ToolResult {
-                    artifact: Some(r), ..
-                } = &body
-                {
-                    referenced.insert(r.name.clone());
-                }
-                if seq == to + 1 && old.header.index_in_commit != 0 {
-                    shift = Some(old.header.index_in_commit);
-                }
-                let cut_before = seq + 1 == from && !old.header.ends_commit();
-                match (cut_before, shift) {
-                    (true, _) => reframe(&mut out, &old, old.header.index_in_commit, true),
-                    (false, Some(s)) => {
-                        reframe(&mut out, &old, old.header.index_in_commit - s, false);
-                    }
-                    (false, None) => out.extend_from_slice(&old.bytes),
-                }
-                if shift.is_some() && old.header.ends_commit() {
-                    shift = None;
-                }
+                r.keep(seq, &old, &body);
             }
-            if out.len() >= WRITE_CHUNK {
-                f.write_at(at, &out).map_err(io)?;
-                at += out.len() as u64;
-                out.clear();
+            if r.out.len() >= WRITE_CHUNK {
+                f.write_at(at, &r.out).map_err(io)?;
+                at += r.out.len() as u64;
+                r.out.clear();
             }
         }
-        f.write_at(at, &out).map_err(io)?;
+        f.write_at(at, &r.out).map_err(io)?;
         if self.syncs() {
             f.sync().map_err(io)?;
         }
-        Ok((erased, referenced))
+        Ok((r.erased, r.referenced))
     }
 
     fn corrupt(&self, offset: u64, seq: u64, reason: String) -> Error {

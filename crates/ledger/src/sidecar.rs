@@ -159,6 +159,21 @@ impl Sidecar {
     }
 }
 
+/// The file offset of the `ledger.idx` entry of `seq` (from 1).
+pub(crate) fn event_entry_offset(seq: u64) -> u64 {
+    spec(Kind::Events).offset_of(seq - 1)
+}
+
+/// The raw `ledger.idx` entry of `seq` (decode with [`EventEntry::decode`]).
+pub(crate) fn read_event_entry(
+    idx: &dyn StorageFile,
+    seq: u64,
+) -> io::Result<[u8; EVENT_ENTRY_LEN]> {
+    let mut b = [0u8; EVENT_ENTRY_LEN];
+    idx.read_at(event_entry_offset(seq), &mut b)?;
+    Ok(b)
+}
+
 /// The records of a scan, in seq order, each with the id-carrying commit it closes.
 fn records(found: &Scan) -> impl Iterator<Item = Record<'_>> {
     let mut commits = found.commits.iter().peekable();
@@ -234,11 +249,9 @@ fn last_good_entry(
     log_len: u64,
 ) -> io::Result<Option<(u64, Option<EventEntry>)>> {
     let floor = n.saturating_sub(MAX_INDEX_WALKBACK);
-    let events = spec(Kind::Events);
     let mut seq = n;
     while seq > floor {
-        let mut b = [0u8; EVENT_ENTRY_LEN];
-        idx.read_at(events.offset_of(seq - 1), &mut b)?;
+        let b = read_event_entry(idx, seq)?;
         if let Some(e) = EventEntry::decode(&b)
             && e.flags & FLAG_END_OF_COMMIT != 0
         {

@@ -9,8 +9,9 @@ use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, Event, EventBody, EventKind};
 use crate::files::io_err;
 use crate::format::{
-    self, EVENT_ENTRY_LEN, INDEX_HEADER_LEN, LOG_HEADER_LEN, RECORD_HEADER_LEN, RecordHeader, names,
+    self, EVENT_ENTRY_LEN, LOG_HEADER_LEN, RECORD_HEADER_LEN, RecordHeader, names,
 };
+use crate::sidecar;
 
 use super::LedgerState;
 
@@ -26,13 +27,11 @@ impl LedgerState {
         if seq > self.indexed() {
             return Ok(self.overlay[(seq - self.indexed() - 1) as usize]);
         }
-        let offset = INDEX_HEADER_LEN as u64 + (seq - 1) * EVENT_ENTRY_LEN as u64;
-        let mut b = [0u8; EVENT_ENTRY_LEN];
-        let idx_err = io_err(self.storage.as_ref(), names::EVENT_INDEX);
-        match &self.idx {
-            Some(idx) => idx.read_at(offset, &mut b).map_err(idx_err)?,
+        let offset = sidecar::event_entry_offset(seq);
+        let b = match &self.idx {
+            Some(idx) => sidecar::read_event_entry(idx.as_ref(), seq).map_err(self.idx_err())?,
             None => return Err(self.index_corrupt(offset, seq, "index file missing")),
-        }
+        };
         match format::EventEntry::decode(&b).filter(|e| self.plausible(e)) {
             Some(e) => Ok(e),
             None => self
@@ -104,12 +103,10 @@ impl LedgerState {
         if seq > self.indexed() {
             return self.entry(seq);
         }
-        let offset = INDEX_HEADER_LEN as u64 + (seq - 1) * EVENT_ENTRY_LEN as u64;
-        let mut b = [0u8; EVENT_ENTRY_LEN];
-        if let Some(idx) = &self.idx {
-            idx.read_at(offset, &mut b)
-                .map_err(io_err(self.storage.as_ref(), names::EVENT_INDEX))?;
-        }
+        let b = match &self.idx {
+            Some(idx) => sidecar::read_event_entry(idx.as_ref(), seq).map_err(self.idx_err())?,
+            None => [0u8; EVENT_ENTRY_LEN],
+        };
         format::EventEntry::decode(&b)
             .filter(|e| self.plausible(e))
             .ok_or(Error::NoSuchSeq {
@@ -125,6 +122,10 @@ impl LedgerState {
         e.offset >= LOG_HEADER_LEN as u64
             && u64::from(e.record_len) >= RECORD_HEADER_LEN as u64
             && e.end() <= self.log_len
+    }
+
+    fn idx_err(&self) -> impl FnOnce(io::Error) -> Error + use<> {
+        io_err(self.storage.as_ref(), names::EVENT_INDEX)
     }
 
     fn index_corrupt(&self, offset: u64, seq: u64, reason: &str) -> Error {

@@ -38,12 +38,12 @@ pub(crate) fn check_ref(st: &dyn Storage, name: &str) -> Result<String> {
         return Err(refused("not sha256-<64 lowercase hex>"));
     }
     let path = relative_path(name);
-    let io = crate::core::io_err(st, &path);
+    let io = crate::files::io_err(st, &path);
     let dir_inside = st.resolves_inside(names::ARTIFACTS, "").map_err(io)?;
-    let io = crate::core::io_err(st, &path);
+    let io = crate::files::io_err(st, &path);
     if !dir_inside || !st.resolves_inside(&path, names::ARTIFACTS).map_err(io)? {
         // `resolves_inside` is false for a missing file too; say which it is.
-        let io = crate::core::io_err(st, &path);
+        let io = crate::files::io_err(st, &path);
         let why = if !st.exists(&path).map_err(io)? {
             "no such artifact in this conversation"
         } else {
@@ -59,15 +59,15 @@ pub(crate) fn read(st: &dyn Storage, r: &ArtifactRef) -> Result<Vec<u8>> {
     let path = check_ref(st, &r.name)?;
     let file = st
         .open(&path, OpenMode::Read)
-        .map_err(crate::core::io_err(st, &path))?
+        .map_err(crate::files::io_err(st, &path))?
         .ok_or_else(|| Error::BadArtifactRef {
             name: r.name.clone(),
             why: "no such artifact in this conversation",
         })?;
-    let len = file.len().map_err(crate::core::io_err(st, &path))?;
+    let len = file.len().map_err(crate::files::io_err(st, &path))?;
     let mut buf = vec![0u8; len as usize];
     file.read_at(0, &mut buf)
-        .map_err(crate::core::io_err(st, &path))?;
+        .map_err(crate::files::io_err(st, &path))?;
     if artifact_name(&buf) != r.name || len != r.bytes {
         return Err(Error::ArtifactMismatch {
             name: r.name.clone(),
@@ -101,18 +101,18 @@ pub(crate) fn write(
         return Ok(r);
     }
     let tmp = format!("{}/.tmp-{name}", names::ARTIFACTS);
-    let io = |p: &str| crate::core::io_err(st, p);
+    let io = |p: &str| crate::files::io_err(st, p);
     ensure_dir(st, names::ARTIFACTS, sync, sync_failed)?;
     // Never write through an `artifacts/` that leads elsewhere: the commit would reference
     // an artifact that every read then refuses (SPEC L6).
-    let io_dir = crate::core::io_err(st, names::ARTIFACTS);
+    let io_dir = crate::files::io_err(st, names::ARTIFACTS);
     if !st.resolves_inside(names::ARTIFACTS, "").map_err(io_dir)? {
         return Err(Error::BadArtifactRef {
             name,
             why: "artifacts/ resolves outside the conversation directory",
         });
     }
-    let mut file = crate::core::open_file(st, &tmp, OpenMode::Create)?;
+    let mut file = crate::files::open_file(st, &tmp, OpenMode::Create)?;
     file.set_len(0).map_err(io(&tmp))?;
     file.write_at(0, content).map_err(io(&tmp))?;
     if sync && let Err(e) = file.sync() {
@@ -136,7 +136,7 @@ pub(crate) fn ensure_dir(
     sync: bool,
     sync_failed: &mut bool,
 ) -> Result<()> {
-    let io = crate::core::io_err;
+    let io = crate::files::io_err;
     if st.exists(dir).map_err(io(st, dir))? {
         return Ok(());
     }

@@ -1,112 +1,26 @@
 //! The one writer of a conversation: open (lock, recover), commit (validate, store artifacts,
-//! append, sync, update the sidecars).
+//! append, sync, update the sidecars), erase.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::ops::RangeInclusive;
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::core::{Core, io_err};
+use crate::commit::Preparer;
+use crate::erase::ErasureReport;
 use crate::error::{Error, Result};
-use crate::event::{EventBody, NewCommit, SystemMarker};
-use crate::format::{
-    self, COMMIT_ENTRY_LEN, CommitEntry, EVENT_ENTRY_LEN, EventEntry, FLAG_END_OF_COMMIT,
-    INDEX_HEADER_LEN, NOTE_ENTRY_LEN, RECORD_HEADER_LEN, TURN_ENTRY_LEN, names,
-};
-use crate::open::{
-    Sidecars, check_whole_log, create_log_if_missing, cut_tail, now_ms, prepare_sidecars,
-    recreate_if_torn_at_creation,
-};
-use crate::scan::{CommitMeta, Tail};
-use crate::storage::{DirStorage, LockGuard, OpenMode, Storage, StorageFile};
+use crate::event::{ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker};
+use crate::files::io_err;
+use crate::format::{CommitEntry, names};
+use crate::options::{Options, SyncMode};
+use crate::reader::LedgerRead;
+use crate::recovery::{self, RecoveryReport};
+use crate::scan::Tail;
+use crate::state::LedgerState;
+use crate::storage::{DirStorage, LockGuard, Storage};
 use crate::validate::{self, Origin, TurnState};
-
-/// When `commit` makes its bytes durable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SyncMode {
-    /// fsync (fdatasync) the log after every commit, and artifacts before it. The default:
-    /// `commit` returns only after the batch is on disk (SPEC L1).
-    #[default]
-    PerCommit,
-    /// Never sync. A crash of the machine (not just the process) may lose acknowledged commits;
-    /// a torn tail is still detected and cut. For tests and bulk imports.
-    Never,
-}
-
-/// Settings for [`Ledger::open`]. Build with `Options::default()` and the setters.
-#[derive(Clone, Debug)]
-pub struct Options {
-    sync: SyncMode,
-    max_record_bytes: u64,
-    max_commit_bytes: u64,
-    max_ledger_bytes: u64,
-    artifact_threshold: u64,
-    lock_wait: Option<Duration>,
-    check_on_open: bool,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            sync: SyncMode::PerCommit,
-            max_record_bytes: 4 << 20,
-            max_commit_bytes: 16 << 20,
-            max_ledger_bytes: 64 << 30,
-            artifact_threshold: 16 << 10,
-            lock_wait: None,
-            check_on_open: false,
-        }
-    }
-}
-
-impl Options {
-    /// Sync policy. Default [`SyncMode::PerCommit`].
-    pub fn sync(&mut self, mode: SyncMode) -> &mut Options {
-        self.sync = mode;
-        self
-    }
-    /// Largest record (40-byte header + event JSON + commit metadata). Default 4 MiB.
-    pub fn max_record_bytes(&mut self, bytes: u64) -> &mut Options {
-        self.max_record_bytes = bytes;
-        self
-    }
-    /// Largest commit: its records plus the artifacts it creates. Default 16 MiB.
-    pub fn max_commit_bytes(&mut self, bytes: u64) -> &mut Options {
-        self.max_commit_bytes = bytes;
-        self
-    }
-    /// Largest `ledger.log`. Default 64 GiB.
-    pub fn max_ledger_bytes(&mut self, bytes: u64) -> &mut Options {
-        self.max_ledger_bytes = bytes;
-        self
-    }
-    /// A tool result whose text is longer than this many bytes is stored as an artifact and
-    /// the event keeps a head/tail excerpt. Default 16 KiB.
-    pub fn artifact_threshold(&mut self, bytes: u64) -> &mut Options {
-        self.artifact_threshold = bytes;
-        self
-    }
-    /// How long `open` waits for another writer to let go. Default `None`: fail at once with
-    /// [`Error::Locked`].
-    pub fn lock_wait(&mut self, wait: Option<Duration>) -> &mut Options {
-        self.lock_wait = wait;
-        self
-    }
-    /// Check every record's checksum on open (one sequential read of the whole log), so that
-    /// corruption anywhere fails the open. Default `false`: open reads only what the sidecar
-    /// index does not cover (SPEC L7); damage inside the indexed part is then found when the
-    /// damaged record is read (every read checks its CRC) and by [`crate::verify`].
-    pub fn check_on_open(&mut self, check: bool) -> &mut Options {
-        self.check_on_open = check;
-        self
-    }
-    /// A copy of these options (the builder is reusable).
-    pub fn build(&self) -> Options {
-        self.clone()
-    }
-}
 
 /// What a commit wrote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -120,48 +34,20 @@ pub struct CommitReceipt {
     pub replayed: bool,
 }
 
-/// What `open` repaired.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct RecoveryReport {
-    /// Bytes cut from the end of the log (an incomplete commit or a torn record).
-    pub bytes_cut: u64,
-    /// Seq of the last event of the last complete commit kept.
-    pub last_good_seq: u64,
-    /// Where the cut bytes were saved, if any were cut.
-    pub saved_to: Option<PathBuf>,
-    /// Why the tail was cut.
-    pub reason: Option<String>,
-    /// True when the sidecar index was missing or stale and rebuilt from the log.
-    pub index_rebuilt: bool,
-}
-
-impl RecoveryReport {
-    /// True when nothing was cut.
-    pub fn is_clean(&self) -> bool {
-        self.bytes_cut == 0
-    }
-}
-
 /// The one writer of a conversation. Holds the directory's OS lock until dropped.
+///
+/// The committed state is a `LedgerState`; besides it the writer keeps only caches that
+/// are rebuilt on first use (the idempotency table, the open turn) and the poison latch.
 pub struct Ledger {
-    pub(crate) core: Core,
+    state: LedgerState,
     options: Options,
-    pub(crate) turns_file: Box<dyn StorageFile>,
-    pub(crate) notes_file: Box<dyn StorageFile>,
-    pub(crate) commits_file: Box<dyn StorageFile>,
-    pub(crate) ids: Option<HashMap<[u8; 32], CommitEntry>>,
-    pub(crate) turn: Option<TurnState>,
-    pub(crate) poisoned: bool,
+    /// Commit id hash → its entry; loaded on first use.
+    ids: Option<HashMap<[u8; 32], CommitEntry>>,
+    /// The open turn; rebuilt on first use.
+    turn: Option<TurnState>,
+    /// Set after a failed sync (or an unrecoverable failed write): commits are refused.
+    poisoned: bool,
     _lock: LockGuard,
-}
-
-struct Prepared {
-    bytes: Vec<u8>,
-    entries: Vec<EventEntry>,
-    user_seqs: Vec<u64>,
-    note_seqs: Vec<u64>,
-    commit: Option<CommitEntry>,
-    artifacts: Vec<Vec<u8>>,
 }
 
 impl Ledger {
@@ -190,48 +76,29 @@ impl Ledger {
             .ok_or_else(|| Error::Locked {
                 path: st.location(),
             })?;
-        let recreated = recreate_if_torn_at_creation(st, options.sync)?;
-        create_log_if_missing(st, options.sync)?;
+        let recreated = recovery::recreate_if_torn_at_creation(st, options.sync)?;
+        recovery::create_log_if_missing(st, options.sync)?;
         if options.check_on_open {
-            check_whole_log(st)?;
+            recovery::check_whole_log(st)?;
         }
-        let loaded = Core::load(storage.clone(), true)?;
-        let mut report = recreated.unwrap_or_default();
-        let mut core = loaded.core;
-        if let Tail::Torn { offset, reason } = loaded.tail {
-            report = cut_tail(&mut core, offset, loaded.file_len, reason)?;
-        }
-        report.last_good_seq = core.last_seq;
-        report.index_rebuilt = !core.sidecars_valid;
-        if options.sync == SyncMode::PerCommit && !core.overlay.is_empty() {
-            // Commits past the index may be those of a process killed before its sync: make
-            // them durable before this writer builds on them or acknowledges a retry of one.
-            core.log.sync().map_err(io_err(st, names::LOG))?;
-        }
-        let Sidecars {
-            turns: turns_file,
-            notes: notes_file,
-            commits: commits_file,
-        } = prepare_sidecars(&mut core)?;
+        let (state, report) = load_and_recover(storage.clone(), options, recreated)?;
         let mut ledger = Ledger {
-            core,
+            state,
             options: options.clone(),
-            turns_file,
-            notes_file,
-            commits_file,
             ids: None,
             turn: None,
             poisoned: false,
             _lock: lock,
         };
-        let _ = ledger.flush_sidecars();
+        let _ = ledger.state.flush_sidecars();
         let keep = report
             .saved_to
             .as_ref()
             .and_then(|p| p.file_name())
             .and_then(|n| n.to_str())
             .map(str::to_owned);
-        ledger.finish_pending_erasure(keep.as_deref())?;
+        let syncs = ledger.syncs();
+        crate::erase::finish_pending(&mut ledger.state, syncs, keep.as_deref())?;
         Ok((ledger, report))
     }
 
@@ -281,22 +148,106 @@ impl Ledger {
 
     /// Stores `content` as an artifact (synced per the sync mode) and returns its reference,
     /// for applications that attach artifacts themselves.
-    pub fn put_artifact(&mut self, content: &[u8]) -> Result<crate::event::ArtifactRef> {
+    pub fn put_artifact(&mut self, content: &[u8]) -> Result<ArtifactRef> {
         self.check_usable()?;
         let sync = self.syncs();
         crate::artifact::write(
-            self.core.storage.as_ref(),
+            self.state.storage().as_ref(),
             content,
             sync,
             &mut self.poisoned,
         )
     }
 
-    pub(crate) fn syncs(&self) -> bool {
-        self.options.sync == SyncMode::PerCommit
+    /// The seqs written by the commit that carried idempotency id `id`, if any (from the
+    /// idempotency table, which is rebuilt from the log: an erased commit's id is gone).
+    ///
+    /// # Errors
+    /// Log corruption or I/O while loading the table.
+    pub fn commit_seqs(&mut self, id: &str) -> Result<Option<(u64, u64)>> {
+        let key = crate::hex::sha256(id.as_bytes());
+        Ok(self.ids()?.get(&key).map(|e| (e.first_seq, e.last_seq)))
     }
 
-    pub(crate) fn check_usable(&self) -> Result<()> {
+    /// Checks, without changing anything, that [`Ledger::erase`] would accept `range` and
+    /// `reason`: a non-empty range inside `1..=last_seq`, a reason of at most
+    /// [`crate::MAX_ERASE_REASON_BYTES`], and `artifacts/` and `recovered/` inside the conversation
+    /// directory. Callers that must prepare (e.g. drop a cache) before erasing check first.
+    ///
+    /// # Errors
+    /// [`Error::BadRange`]; [`Error::Io`] for an escaping directory.
+    pub fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
+        crate::erase::check(&self.state, range, reason)
+    }
+
+    /// Erases `range` (SPEC E1): rewrites the log without its content, atomically, and deletes
+    /// every file that could still hold erased bytes.
+    ///
+    /// The range is first **widened to whole turns** (a turn runs from a user event to the
+    /// event before the next one), so a tool call is never separated from its result, and to
+    /// cover any earlier tombstone it overlaps; the report gives the range actually erased.
+    /// Seqs are preserved: seq `from` becomes a tombstone recording the range, the time and
+    /// `reason` (never the content), seqs `from+1..=to` become covered placeholders that
+    /// readers skip. Commits cut by the range lose their id (so an erased commit's id, or a
+    /// partly erased one's, no longer replays: a retry writes it again).
+    ///
+    /// Steps: the new log (fresh ledger id) is written to `ledger.log.tmp` and synced; the
+    /// marker `erase.pending` is created (directory synced); the new log is renamed over
+    /// `ledger.log` and the directory synced: a crash before the rename leaves the old ledger,
+    /// after it the new one. Then every artifact no kept event references is deleted (with any
+    /// `artifacts/.tmp-*`), every file under `recovered/` is deleted, the marker is removed,
+    /// and the four sidecars are deleted and rebuilt. A crash between the rename and the
+    /// marker's removal is finished by the next writer open ([`Ledger::open`] sees the
+    /// marker and deletes what is still unreferenced), so erased artifacts and recovered
+    /// tails do not outlive an interrupted erasure.
+    ///
+    /// ```
+    /// use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};
+    /// # fn main() -> ctxlog_ledger::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
+    /// for text in ["keep this", "my password is hunter2", "keep this too"] {
+    ///     ledger.commit(&NewCommit {
+    ///         id: None,
+    ///         events: vec![
+    ///             EventBody::User { text: text.into() },
+    ///             EventBody::Assistant { text: "ok".into() },
+    ///         ],
+    ///     })?;
+    /// }
+    /// // Seq 4 is asked for; its whole turn (3-4) is erased.
+    /// let report = ledger.erase(4..=4, "secret shared by mistake")?;
+    /// assert_eq!((report.from, report.to, report.events), (3, 4, 2));
+    /// let seqs: Vec<u64> = ledger.events(1..=6)?.iter().map(|e| e.seq).collect();
+    /// assert_eq!(seqs, [1, 2, 3, 5, 6]); // 3 is the tombstone, 4 is skipped
+    /// assert!(ctxlog_ledger::verify(dir.path())?.is_clean());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::BadRange`] (nothing changed) when `from` is 0, `from > to`, `to` is past the
+    /// last seq, or `reason` is over [`crate::MAX_ERASE_REASON_BYTES`]; [`Error::Poisoned`];
+    /// [`Error::Corrupt`] when the log does not check out (including a tombstone that claims
+    /// seqs past the end); [`Error::Io`] (nothing changed) when `artifacts/` or `recovered/`
+    /// resolves outside the conversation directory; I/O. A failure before the rename
+    /// leaves the old ledger; one after it poisons this writer (reopen to continue) and makes
+    /// its reads of events and artifacts fail with [`Error::Poisoned`] too (the handle it
+    /// holds on the replaced log still holds the erased content).
+    pub fn erase(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
+        self.check_usable()?;
+        let syncs = self.syncs();
+        let report =
+            crate::erase::erase(&mut self.state, range, reason, syncs, &mut self.poisoned)?;
+        self.ids = None;
+        self.turn = None;
+        Ok(report)
+    }
+
+    fn syncs(&self) -> bool {
+        self.options.syncs()
+    }
+
+    fn check_usable(&self) -> Result<()> {
         if self.poisoned {
             Err(Error::Poisoned)
         } else {
@@ -321,21 +272,38 @@ impl Ledger {
             None => None,
         };
         let state = self.turn_state()?.clone();
-        let next = self.core.last_seq + 1;
-        let core = &self.core;
-        let kind_of = |seq: u64| core.kind(seq);
+        let next = self.state.last_seq() + 1;
+        let kind_of = |seq: u64| self.state.kind(seq);
         let new_state = validate::check_events(&commit.events, &state, next, origin, &kind_of)?;
-        let prepared = self.prepare(commit, key)?;
-        self.check_caps(&prepared)?;
+        let preparer = Preparer {
+            state: &self.state,
+            options: &self.options,
+        };
+        let prepared = preparer.prepare(commit, key)?;
+        preparer.check_caps(&prepared)?;
         self.write(&prepared)?;
         let receipt = CommitReceipt {
             first_seq: next,
             last_seq: next + commit.events.len() as u64 - 1,
             replayed: false,
         };
-        self.apply(prepared, new_state);
-        let _ = self.flush_sidecars();
+        if let (Some(c), Some(ids)) = (prepared.commit, &mut self.ids) {
+            ids.insert(c.id_hash, c);
+        }
+        self.state.apply(prepared.appended());
+        self.turn = Some(new_state);
+        let _ = self.state.flush_sidecars();
         Ok(receipt)
+    }
+
+    /// Artifacts first (synced), then the records in one write, then the sync (SPEC L6, L8).
+    fn write(&mut self, p: &crate::commit::Prepared) -> Result<()> {
+        let sync = self.syncs();
+        let st = self.state.storage().clone();
+        for a in &p.artifacts {
+            crate::artifact::write(st.as_ref(), a, sync, &mut self.poisoned)?;
+        }
+        self.state.append(&p.bytes, sync, &mut self.poisoned)
     }
 
     /// The receipt of an earlier commit with this id, or a conflict.
@@ -352,95 +320,23 @@ impl Ledger {
         }
     }
 
-    /// The idempotency table, loaded on first use (one read of `commits.idx`). A damaged
-    /// `commits.idx` entry (it is a cache) is repaired from the log instead of failing: the
-    /// table is rebuilt by one sequential scan and the sidecar rewritten.
-    pub(crate) fn ids(&mut self) -> Result<&HashMap<[u8; 32], CommitEntry>> {
+    /// The idempotency table, loaded on first use (one read of `commits.idx`, or one scan of
+    /// the log when an entry of it is damaged).
+    fn ids(&mut self) -> Result<&HashMap<[u8; 32], CommitEntry>> {
         if self.ids.is_none() {
-            let persisted = match self.read_commit_index()? {
-                Some(entries) => entries,
-                None => self.rebuild_commit_index()?,
-            };
-            let mut map = HashMap::with_capacity(persisted.len() + self.core.pending_commits.len());
-            for e in persisted.iter().chain(&self.core.pending_commits) {
-                map.insert(e.id_hash, *e);
-            }
+            let entries = self.state.commit_entries()?;
+            let map = entries.into_iter().map(|e| (e.id_hash, e)).collect();
             self.ids = Some(map);
         }
         Ok(self.ids.get_or_insert_with(HashMap::new))
-    }
-
-    /// The `commits_persisted` entries of `commits.idx`; `None` when one fails its checksum.
-    fn read_commit_index(&self) -> Result<Option<Vec<CommitEntry>>> {
-        let n = self.core.commits_persisted as usize;
-        let mut raw = vec![0u8; n * COMMIT_ENTRY_LEN];
-        let st = self.core.storage.as_ref();
-        self.commits_file
-            .read_at(INDEX_HEADER_LEN as u64, &mut raw)
-            .map_err(io_err(st, names::COMMIT_INDEX))?;
-        Ok(raw
-            .chunks(COMMIT_ENTRY_LEN)
-            .map(CommitEntry::decode)
-            .collect())
-    }
-
-    /// Re-derives the commit table from the log's commit metadata and rewrites `commits.idx`
-    /// with it. Returns the entries now in the file (all of them, or none if the rewrite
-    /// failed, in which case they all wait in `pending_commits` for the next flush). Fails
-    /// only on log corruption or I/O.
-    fn rebuild_commit_index(&mut self) -> Result<Vec<CommitEntry>> {
-        let st = self.core.storage.clone();
-        let start = crate::scan::ScanStart {
-            offset: format::LOG_HEADER_LEN as u64,
-            ..crate::scan::ScanStart::default()
-        };
-        let found = crate::scan::scan(self.core.log.as_ref(), self.core.log_len, start)
-            .map_err(io_err(st.as_ref(), names::LOG))?;
-        let problem = match found.tail() {
-            Tail::Corrupt {
-                offset,
-                seq,
-                reason,
-            } => Some((offset, seq, reason)),
-            _ if found.last_seq != self.core.last_seq => Some((
-                found.good_end,
-                found.last_seq + 1,
-                "the log no longer matches the state it was opened in".to_string(),
-            )),
-            _ => None,
-        };
-        if let Some((offset, seq, reason)) = problem {
-            return Err(Error::Corrupt {
-                path: self.core.log_path(),
-                offset,
-                seq: Some(seq),
-                reason,
-            });
-        }
-        let buf: Vec<u8> = found.commits.iter().flat_map(|c| c.encode()).collect();
-        let at = INDEX_HEADER_LEN as u64;
-        let written = self
-            .commits_file
-            .write_at(at, &buf)
-            .and_then(|()| self.commits_file.set_len(at + buf.len() as u64));
-        // The sidecar is a cache: if the rewrite failed, the next flush writes it all again.
-        let persisted = if written.is_ok() {
-            self.core.pending_commits.clear();
-            found.commits
-        } else {
-            self.core.pending_commits = found.commits;
-            Vec::new()
-        };
-        self.core.commits_persisted = persisted.len() as u64;
-        Ok(persisted)
     }
 
     /// The open turn, rebuilt on first use from the last user event onward.
     fn turn_state(&mut self) -> Result<&TurnState> {
         if self.turn.is_none() {
             let mut state = TurnState::default();
-            if let Some(&start) = self.core.user_seqs.last() {
-                for e in self.core.events(start..=self.core.last_seq)? {
+            if let Some(&start) = self.state.user_seqs().last() {
+                for e in self.state.events(start..=self.state.last_seq())? {
                     state.apply(&e.body);
                 }
             }
@@ -448,277 +344,55 @@ impl Ledger {
         }
         Ok(self.turn.get_or_insert_with(TurnState::default))
     }
+}
 
-    /// Turns large tool outputs into artifacts and encodes the records.
-    fn prepare(&self, commit: &NewCommit, key: Option<([u8; 32], [u8; 32])>) -> Result<Prepared> {
-        let ts = now_ms();
-        let first_seq = self.core.last_seq + 1;
-        let mut p = Prepared {
-            bytes: Vec::new(),
-            entries: Vec::new(),
-            user_seqs: Vec::new(),
-            note_seqs: Vec::new(),
-            commit: None,
-            artifacts: Vec::new(),
-        };
-        let n = commit.events.len();
-        let mut turns = self.core.user_seqs.len() as u32;
-        let mut turns_crc = self.core.turns_crc;
-        let mut notes = self.core.note_seqs.len() as u32;
-        let mut notes_crc = self.core.notes_crc;
-        let commits_before = self.commit_count();
-        for (i, body) in commit.events.iter().enumerate() {
-            let seq = first_seq + i as u64;
-            self.check_artifact_ref(body)?;
-            let body = self.offload(body, &mut p.artifacts)?;
-            let json = serde_json::to_vec(&body)
-                .map_err(|e| Error::invalid(format!("event {} cannot be encoded: {e}", i + 1)))?;
-            let last = i + 1 == n;
-            let meta = match (&commit.id, &key) {
-                (Some(id), Some(k)) if last => serde_json::to_vec(&CommitMeta {
-                    id: id.clone(),
-                    digest: crate::hex::encode(&k.1),
-                })
-                .map_err(|e| Error::invalid(format!("commit id cannot be encoded: {e}")))?,
-                _ => Vec::new(),
-            };
-            self.check_record(json.len() + meta.len())?;
-            let offset = self.core.log_len + p.bytes.len() as u64;
-            let flags = if last { FLAG_END_OF_COMMIT } else { 0 };
-            let crc = format::encode_record(
-                &mut p.bytes,
-                body.kind(),
-                flags,
-                i as u32,
-                seq,
-                ts,
-                &json,
-                &meta,
-            );
-            if body.kind() == crate::event::EventKind::User {
-                turns += 1;
-                turns_crc = format::seq_crc_append(turns_crc, seq);
-                p.user_seqs.push(seq);
-            }
-            if body.kind() == crate::event::EventKind::Note {
-                notes += 1;
-                notes_crc = format::seq_crc_append(notes_crc, seq);
-                p.note_seqs.push(seq);
-            }
-            let commits = commits_before + u32::from(last && !meta.is_empty());
-            let record_len = (RECORD_HEADER_LEN + json.len() + meta.len()) as u32;
-            let kind = body.kind();
-            let flags = flags
-                | if meta.is_empty() {
-                    0
-                } else {
-                    format::FLAG_COMMIT_META
-                };
-            p.entries.push(EventEntry {
-                offset,
-                record_len,
-                record_crc: crc,
-                kind,
-                flags,
-                turns,
-                commits,
-                turns_crc,
-                notes,
-                notes_crc,
-            });
-        }
-        if let Some((id_hash, digest)) = key {
-            let last_seq = first_seq + n as u64 - 1;
-            p.commit = Some(CommitEntry {
-                id_hash,
-                digest,
-                first_seq,
-                last_seq,
-            });
-        }
-        Ok(p)
+/// Loads the state, cuts a torn tail, makes unindexed commits durable and attaches the
+/// sidecars; returns the state and what was repaired.
+fn load_and_recover(
+    storage: Arc<dyn Storage>,
+    options: &Options,
+    recreated: Option<RecoveryReport>,
+) -> Result<(LedgerState, RecoveryReport)> {
+    let loaded = LedgerState::load(storage, true)?;
+    let mut report = recreated.unwrap_or_default();
+    let mut state = loaded.state;
+    if let Tail::Torn { offset, reason } = loaded.tail {
+        report = recovery::cut_tail(&mut state, offset, loaded.file_len, reason)?;
     }
-
-    fn commit_count(&self) -> u32 {
-        (self.core.commits_persisted + self.core.pending_commits.len() as u64) as u32
+    report.last_good_seq = state.last_seq();
+    report.index_rebuilt = !state.sidecars_valid();
+    if options.sync == SyncMode::PerCommit && state.has_unindexed() {
+        // Commits past the index may be those of a process killed before its sync: make
+        // them durable before this writer builds on them or acknowledges a retry of one.
+        state.sync_log()?;
     }
+    state.attach_sidecars()?;
+    Ok((state, report))
+}
 
-    fn check_record(&self, payload: usize) -> Result<()> {
-        let actual = (RECORD_HEADER_LEN + payload) as u64;
-        let limit = self.options.max_record_bytes.min(u64::from(u32::MAX));
-        if actual > limit {
-            return Err(Error::TooLarge {
-                what: "record",
-                limit,
-                actual,
-            });
-        }
-        Ok(())
+impl LedgerRead for Ledger {
+    fn ledger_id(&self) -> &str {
+        self.state.ledger_id()
     }
-
-    /// A tool result over the threshold becomes an artifact plus an excerpt.
-    fn offload(&self, body: &EventBody, artifacts: &mut Vec<Vec<u8>>) -> Result<EventBody> {
-        match body {
-            EventBody::ToolResult {
-                call_id,
-                tool,
-                status,
-                exit_code,
-                text,
-                artifact: None,
-            } if text.len() as u64 > self.options.artifact_threshold => {
-                let name = crate::artifact::artifact_name(text.as_bytes());
-                let r = crate::event::ArtifactRef {
-                    name: name.clone(),
-                    bytes: text.len() as u64,
-                };
-                artifacts.push(text.as_bytes().to_vec());
-                Ok(EventBody::ToolResult {
-                    call_id: call_id.clone(),
-                    tool: tool.clone(),
-                    status: *status,
-                    exit_code: *exit_code,
-                    text: crate::artifact::excerpt(text, self.options.artifact_threshold, &name),
-                    artifact: Some(r),
-                })
-            }
-            other => Ok(other.clone()),
-        }
+    fn last_seq(&self) -> u64 {
+        self.state.last_seq()
     }
-
-    /// A caller-supplied artifact reference must name an artifact already stored here.
-    fn check_artifact_ref(&self, body: &EventBody) -> Result<()> {
-        if let EventBody::ToolResult {
-            artifact: Some(r), ..
-        } = body
-        {
-            let st = self.core.storage.as_ref();
-            let path = crate::artifact::check_ref(st, &r.name)?;
-            let len = st
-                .open(&path, OpenMode::Read)
-                .and_then(|f| f.map(|f| f.len()).transpose())
-                .map_err(io_err(st, &path))?;
-            if len != Some(r.bytes) {
-                return Err(Error::invalid(format!(
-                    "artifact {} holds {} bytes, the reference says {}",
-                    r.name,
-                    len.unwrap_or(0),
-                    r.bytes
-                )));
-            }
-            // The content must match its name too, or the commit would reference an
-            // artifact every later read rejects as tampered.
-            if let Err(Error::ArtifactMismatch { name }) = crate::artifact::read(st, r) {
-                return Err(Error::invalid(format!(
-                    "artifact {name} does not match its hash"
-                )));
-            }
-        }
-        Ok(())
+    fn kind(&self, seq: u64) -> Option<EventKind> {
+        self.state.kind(seq)
     }
-
-    fn check_caps(&self, p: &Prepared) -> Result<()> {
-        let artifact_bytes: u64 = p.artifacts.iter().map(|a| a.len() as u64).sum();
-        let commit = p.bytes.len() as u64 + artifact_bytes;
-        if commit > self.options.max_commit_bytes {
-            let limit = self.options.max_commit_bytes;
-            return Err(Error::TooLarge {
-                what: "commit",
-                limit,
-                actual: commit,
-            });
-        }
-        let ledger = self.core.log_len + p.bytes.len() as u64;
-        if ledger > self.options.max_ledger_bytes {
-            let limit = self.options.max_ledger_bytes;
-            return Err(Error::TooLarge {
-                what: "ledger",
-                limit,
-                actual: ledger,
-            });
-        }
-        Ok(())
+    fn user_seqs(&self) -> &[u64] {
+        self.state.user_seqs()
     }
-
-    /// Artifacts first (synced), then the records in one write, then the sync (SPEC L6, L8).
-    fn write(&mut self, p: &Prepared) -> Result<()> {
-        let sync = self.syncs();
-        for a in &p.artifacts {
-            crate::artifact::write(self.core.storage.as_ref(), a, sync, &mut self.poisoned)?;
-        }
-        let st = self.core.storage.clone();
-        let at = self.core.log_len;
-        if let Err(e) = self.core.log.write_at(at, &p.bytes) {
-            if self.core.log.set_len(at).is_err() {
-                self.poisoned = true;
-            }
-            return Err(io_err(st.as_ref(), names::LOG)(e));
-        }
-        if sync && let Err(e) = self.core.log.sync() {
-            self.poisoned = true;
-            let _ = self.core.log.set_len(at);
-            return Err(io_err(st.as_ref(), names::LOG)(e));
-        }
-        Ok(())
+    fn note_seqs(&self) -> &[u64] {
+        self.state.note_seqs()
     }
-
-    fn apply(&mut self, p: Prepared, state: TurnState) {
-        self.core.log_len += p.bytes.len() as u64;
-        self.core.last_seq += p.entries.len() as u64;
-        if let Some(last) = p.entries.last() {
-            self.core.turns_crc = last.turns_crc;
-            self.core.notes_crc = last.notes_crc;
-        }
-        self.core.overlay.extend(p.entries);
-        self.core.user_seqs.extend(p.user_seqs);
-        self.core.note_seqs.extend(p.note_seqs);
-        if let Some(c) = p.commit {
-            self.core.pending_commits.push(c);
-            if let Some(ids) = &mut self.ids {
-                ids.insert(c.id_hash, c);
-            }
-        }
-        self.turn = Some(state);
+    fn record_len(&self, seq: u64) -> Option<u64> {
+        self.state.record_len(seq)
     }
-
-    /// Appends what the sidecars lack. Failures are harmless: the entries stay in memory and
-    /// the next flush (or the next open's tail scan) supplies them.
-    pub(crate) fn flush_sidecars(&mut self) -> std::io::Result<()> {
-        let core = &mut self.core;
-        if !core.pending_commits.is_empty() {
-            let buf: Vec<u8> = core
-                .pending_commits
-                .iter()
-                .flat_map(|c| c.encode())
-                .collect();
-            let at = INDEX_HEADER_LEN as u64 + core.commits_persisted * COMMIT_ENTRY_LEN as u64;
-            self.commits_file.write_at(at, &buf)?;
-            core.commits_persisted += core.pending_commits.len() as u64;
-            core.pending_commits.clear();
-        }
-        let unsaved = &core.user_seqs[core.turns_persisted as usize..];
-        if !unsaved.is_empty() {
-            let buf: Vec<u8> = unsaved.iter().flat_map(|s| s.to_le_bytes()).collect();
-            let at = INDEX_HEADER_LEN as u64 + core.turns_persisted * TURN_ENTRY_LEN as u64;
-            self.turns_file.write_at(at, &buf)?;
-            core.turns_persisted = core.user_seqs.len() as u64;
-        }
-        let unsaved = &core.note_seqs[core.notes_persisted as usize..];
-        if !unsaved.is_empty() {
-            let buf: Vec<u8> = unsaved.iter().flat_map(|s| s.to_le_bytes()).collect();
-            let at = INDEX_HEADER_LEN as u64 + core.notes_persisted * NOTE_ENTRY_LEN as u64;
-            self.notes_file.write_at(at, &buf)?;
-            core.notes_persisted = core.note_seqs.len() as u64;
-        }
-        if !core.overlay.is_empty() {
-            let buf: Vec<u8> = core.overlay.iter().flat_map(|e| e.encode()).collect();
-            let at = INDEX_HEADER_LEN as u64 + core.indexed * EVENT_ENTRY_LEN as u64;
-            if let Some(idx) = &mut core.idx {
-                idx.write_at(at, &buf)?;
-                core.indexed += core.overlay.len() as u64;
-                core.overlay.clear();
-            }
-        }
-        Ok(())
+    fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
+        self.state.events(range)
+    }
+    fn artifact(&self, r: &ArtifactRef) -> Result<Vec<u8>> {
+        self.state.artifact(r)
     }
 }

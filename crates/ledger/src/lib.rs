@@ -32,19 +32,44 @@
 //! # Ok(()) }
 //! ```
 
+//! # Layout
+//!
+//! Modules form layers, listed lowest first; each uses only modules listed before it, so no
+//! two import each other (`tests/layering.rs` checks every `crate::` path against this list):
+//!
+//! 1. Foundations: `error`, `hex`, `event` (the `ctxlog-event` crate), `format` (byte
+//!    layouts), `digest` (commit digests), `validate` (commit rules), `options`, `storage`
+//!    (the file I/O traits; one file per backend).
+//! 2. `files`: storage errors as crate errors, opening a file that must exist, the clock,
+//!    fresh ledger ids.
+//! 3. What the files hold: `scan` (reading the log sequentially), `tombstone` (erased
+//!    ranges), `artifact` (content-addressed files), `sidecar` (the four index files, driven
+//!    by one table).
+//! 4. `state`: `LedgerState`, a ledger's committed state in memory; its fields are private
+//!    and change only through its methods.
+//! 5. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
+//!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
+//!    directory, writing nothing), `reader` ([`LedgerRead`], [`Reader`]).
+//! 6. `ledger`: [`Ledger`], the one writer, which ties them together.
+
 mod artifact;
-mod core;
+mod commit;
 mod digest;
 mod erase;
 mod error;
 pub use ctxlog_event as event;
+mod files;
 pub mod format;
 mod hex;
 mod ledger;
-mod open;
+mod options;
 mod reader;
+mod recovery;
 mod scan;
+mod sidecar;
+mod state;
 pub mod storage;
+mod tombstone;
 mod validate;
 mod verify;
 
@@ -54,8 +79,10 @@ pub use error::{Error, Result};
 pub use event::{
     ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker, ToolStatus, turn_starts,
 };
-pub use ledger::{CommitReceipt, Ledger, Options, RecoveryReport, SyncMode};
+pub use ledger::{CommitReceipt, Ledger};
+pub use options::{Options, SyncMode};
 pub use reader::{LedgerRead, Reader};
+pub use recovery::RecoveryReport;
 pub use storage::{DirStorage, FaultPlan, FaultyStorage, MemStorage, Storage, StorageFile};
 pub use validate::MAX_COMMIT_ID_BYTES;
 pub use verify::{VerifyReport, verify, verify_with};

@@ -4,15 +4,14 @@ use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::core::{Core, io_err};
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, Event, EventKind};
-use crate::format::{LOG_HEADER_LEN, names};
-use crate::ledger::Ledger;
-use crate::scan::{self, ScanStart, Tail};
+use crate::files::io_err;
+use crate::format::names;
+use crate::state::LedgerState;
 use crate::storage::{DirStorage, OpenMode, Storage};
 
-/// Reading a ledger. Implemented by the writer ([`Ledger`]) and by [`Reader`]. Every method
+/// Reading a ledger. Implemented by the writer ([`crate::Ledger`]) and by [`Reader`]. Every method
 /// costs in proportion to what it reads, not to the ledger's size (SPEC L7): kinds and turn
 /// starts and note seqs come from the sidecar index, events are read by offset.
 pub trait LedgerRead {
@@ -64,72 +63,38 @@ pub trait LedgerRead {
     }
 }
 
-impl LedgerRead for Core {
+impl LedgerRead for Reader {
     fn ledger_id(&self) -> &str {
-        &self.id_hex
+        self.state.ledger_id()
     }
     fn last_seq(&self) -> u64 {
-        self.last_seq
+        self.state.last_seq()
     }
     fn kind(&self, seq: u64) -> Option<EventKind> {
-        Core::kind(self, seq)
+        self.state.kind(seq)
     }
     fn user_seqs(&self) -> &[u64] {
-        &self.user_seqs
+        self.state.user_seqs()
     }
     fn note_seqs(&self) -> &[u64] {
-        &self.note_seqs
+        self.state.note_seqs()
     }
     fn record_len(&self, seq: u64) -> Option<u64> {
-        self.entry(seq).ok().map(|e| u64::from(e.record_len))
+        self.state.record_len(seq)
     }
     fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
-        Core::events(self, range)
+        self.state.events(range)
     }
     fn artifact(&self, r: &ArtifactRef) -> Result<Vec<u8>> {
-        Core::artifact(self, r)
+        self.state.artifact(r)
     }
 }
-
-macro_rules! delegate_read {
-    ($t:ty) => {
-        impl LedgerRead for $t {
-            fn ledger_id(&self) -> &str {
-                self.core.ledger_id()
-            }
-            fn last_seq(&self) -> u64 {
-                self.core.last_seq
-            }
-            fn kind(&self, seq: u64) -> Option<EventKind> {
-                self.core.kind(seq)
-            }
-            fn user_seqs(&self) -> &[u64] {
-                &self.core.user_seqs
-            }
-            fn note_seqs(&self) -> &[u64] {
-                &self.core.note_seqs
-            }
-            fn record_len(&self, seq: u64) -> Option<u64> {
-                LedgerRead::record_len(&self.core, seq)
-            }
-            fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
-                self.core.events(range)
-            }
-            fn artifact(&self, r: &ArtifactRef) -> Result<Vec<u8>> {
-                self.core.artifact(r)
-            }
-        }
-    };
-}
-
-delegate_read!(Ledger);
-delegate_read!(Reader);
 
 /// A read-only view of a conversation. Takes no lock, never writes, never blocks the writer,
 /// and sees only complete commits (an incomplete tail is ignored, not cut). Fails closed with
 /// [`Error::Corrupt`] like the writer.
 pub struct Reader {
-    core: Core,
+    state: LedgerState,
 }
 
 impl Reader {
@@ -142,84 +107,27 @@ impl Reader {
     /// [`Reader::open`] over any storage backend.
     pub fn open_with(storage: Arc<dyn Storage>) -> Result<Reader> {
         Ok(Reader {
-            core: Core::load(storage, false)?.core,
+            state: LedgerState::load(storage, false)?.state,
         })
     }
 
     /// Catches up with commits made since open (or the last refresh). If the log was replaced
     /// (a rewrite such as erasure), the view is rebuilt from scratch.
     pub fn refresh(&mut self) -> Result<()> {
-        let st = self.core.storage.clone();
+        let st = self.state.storage().clone();
         let replaced = {
             let log = st
                 .open(names::LOG, OpenMode::Read)
                 .map_err(io_err(st.as_ref(), names::LOG))?;
             match log {
                 None => true,
-                Some(f) => !same_log(self, f.as_ref())?,
+                Some(f) => !self.state.is_same_log(f.as_ref())?,
             }
         };
         if replaced {
-            self.core = Core::load(st, false)?.core;
+            self.state = LedgerState::load(st, false)?.state;
             return Ok(());
         }
-        self.catch_up()
+        self.state.catch_up()
     }
-
-    fn catch_up(&mut self) -> Result<()> {
-        let st = self.core.storage.clone();
-        let file_len = self
-            .core
-            .log
-            .len()
-            .map_err(io_err(st.as_ref(), names::LOG))?;
-        let last = self.core.entry(self.core.last_seq).ok();
-        let start = ScanStart {
-            offset: self.core.log_len.max(LOG_HEADER_LEN as u64),
-            last_seq: self.core.last_seq,
-            turns: self.core.user_seqs.len() as u32,
-            commits: last.map_or(0, |e| e.commits),
-            turns_crc: self.core.turns_crc,
-            notes: self.core.note_seqs.len() as u32,
-            notes_crc: self.core.notes_crc,
-        };
-        let found = scan::scan(self.core.log.as_ref(), file_len, start)
-            .map_err(io_err(st.as_ref(), names::LOG))?;
-        if let Tail::Corrupt {
-            offset,
-            seq,
-            reason,
-        } = found.tail()
-        {
-            return Err(Error::Corrupt {
-                path: self.core.log_path(),
-                offset,
-                seq: Some(seq),
-                reason,
-            });
-        }
-        if let Some(e) = found.entries.last() {
-            self.core.turns_crc = e.turns_crc;
-            self.core.notes_crc = e.notes_crc;
-        }
-        self.core.overlay.extend(found.entries);
-        self.core.user_seqs.extend(found.user_seqs);
-        self.core.note_seqs.extend(found.note_seqs);
-        self.core.log_len = found.good_end;
-        self.core.last_seq = found.last_seq;
-        Ok(())
-    }
-}
-
-/// True when `f` is the same log the reader has open (same header, not shorter).
-fn same_log(r: &Reader, f: &dyn crate::storage::StorageFile) -> Result<bool> {
-    let st = r.core.storage.as_ref();
-    let len = f.len().map_err(io_err(st, names::LOG))?;
-    if len < r.core.log_len || len < LOG_HEADER_LEN as u64 {
-        return Ok(false);
-    }
-    let mut b = [0u8; LOG_HEADER_LEN];
-    f.read_at(0, &mut b).map_err(io_err(st, names::LOG))?;
-    let mine = r.core.header.encode();
-    Ok(b == mine)
 }

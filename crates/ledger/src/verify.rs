@@ -6,16 +6,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::core::io_err;
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody};
-use crate::format::{
-    self, COMMIT_ENTRY_LEN, COMMIT_INDEX_MAGIC, EVENT_ENTRY_LEN, EVENT_INDEX_MAGIC,
-    INDEX_HEADER_LEN, LOG_HEADER_LEN, LogHeader, NOTE_ENTRY_LEN, NOTE_INDEX_MAGIC,
-    RECORD_HEADER_LEN, RecordHeader, TURN_ENTRY_LEN, TURN_INDEX_MAGIC, names,
-};
+use crate::files::{io_err, open_file};
+use crate::format::{LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, RecordHeader, names};
 use crate::scan::{self, Scan, ScanStart, Tail, Window};
 use crate::storage::{DirStorage, OpenMode, Storage, StorageFile};
+use crate::tombstone::Coverage;
 
 /// What [`verify`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -73,7 +70,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport> {
 pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     let st = storage.as_ref();
     let log_path = st.location().join(names::LOG);
-    let log = crate::core::open_file(st, names::LOG, OpenMode::Read)?;
+    let log = open_file(st, names::LOG, OpenMode::Read)?;
     let file_len = log.len().map_err(io_err(st, names::LOG))?;
     let corrupt = |offset, seq, reason| Error::Corrupt {
         path: log_path.clone(),
@@ -129,8 +126,8 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
             report.artifact_problems.push(format!("{}: {e}", r.name));
         }
     }
-    let (lag, problem) =
-        check_sidecars(st, &header.ledger_id, &found).map_err(io_err(st, names::EVENT_INDEX))?;
+    let (lag, problem) = crate::sidecar::verify(st, &header.ledger_id, &found)
+        .map_err(io_err(st, names::EVENT_INDEX))?;
     report.sidecar_lag = lag;
     report.sidecar_ok = problem.is_none();
     report.sidecar_problem = problem;
@@ -145,41 +142,6 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     Ok(report)
 }
 
-/// Checks every record of the log (checksums, seqs, commit structure); `Corrupt` on damage
-/// that is not a torn tail.
-pub(crate) fn verify_log_only(st: &dyn Storage) -> Result<()> {
-    let log_path = st.location().join(names::LOG);
-    let Some(log) = st
-        .open(names::LOG, OpenMode::Read)
-        .map_err(io_err(st, names::LOG))?
-    else {
-        return Ok(());
-    };
-    let file_len = log.len().map_err(io_err(st, names::LOG))?;
-    if file_len < LOG_HEADER_LEN as u64 {
-        return Ok(()); // no records; the header check that follows reports it
-    }
-    let start = ScanStart {
-        offset: LOG_HEADER_LEN as u64,
-        ..ScanStart::default()
-    };
-    let found = scan::scan(log.as_ref(), file_len, start).map_err(io_err(st, names::LOG))?;
-    if let Tail::Corrupt {
-        offset,
-        seq,
-        reason,
-    } = found.tail()
-    {
-        return Err(Error::Corrupt {
-            path: log_path,
-            offset,
-            seq: Some(seq),
-            reason,
-        });
-    }
-    Ok(())
-}
-
 /// Decodes every event body and checks erased ranges are covered; returns the artifacts
 /// the events reference and the number of erased seqs.
 fn check_bodies(
@@ -190,7 +152,7 @@ fn check_bodies(
 ) -> Result<(BTreeMap<String, ArtifactRef>, u64)> {
     let mut w = Window::new(log, file_len);
     let mut refs = BTreeMap::new();
-    let mut coverage = crate::erase::Coverage::default();
+    let mut coverage = Coverage::default();
     for (i, e) in found.entries.iter().enumerate() {
         let seq = i as u64 + 1;
         let bytes = w
@@ -227,119 +189,4 @@ fn check_bodies(
         .finish()
         .map_err(|r| corrupt(found.good_end, Some(found.last_seq), r))?;
     Ok((refs, coverage.erased))
-}
-
-/// Compares the sidecars with the scan: `(events not yet indexed, first disagreement)`.
-fn check_sidecars(
-    st: &dyn Storage,
-    id: &[u8; 16],
-    found: &Scan,
-) -> std::io::Result<(u64, Option<String>)> {
-    let events = found.entries.len() as u64;
-    let Some(idx) = read_sidecar(
-        st,
-        names::EVENT_INDEX,
-        EVENT_INDEX_MAGIC,
-        EVENT_ENTRY_LEN,
-        id,
-    )?
-    else {
-        return Ok((
-            events,
-            Some("ledger.idx missing or from another ledger".into()),
-        ));
-    };
-    let n = (idx.len() / EVENT_ENTRY_LEN) as u64;
-    for (i, (raw, want)) in idx.chunks(EVENT_ENTRY_LEN).zip(&found.entries).enumerate() {
-        if format::EventEntry::decode(raw) != Some(*want) {
-            return Ok((
-                0,
-                Some(format!(
-                    "ledger.idx entry for seq {} disagrees with the log",
-                    i + 1
-                )),
-            ));
-        }
-    }
-    let covered = n.min(events);
-    let last_covered = found.entries.get(covered.saturating_sub(1) as usize);
-    let lists = [
-        (
-            names::TURN_INDEX,
-            TURN_INDEX_MAGIC,
-            TURN_ENTRY_LEN,
-            last_covered.map_or(0, |e| e.turns),
-            &found.user_seqs,
-        ),
-        (
-            names::NOTE_INDEX,
-            NOTE_INDEX_MAGIC,
-            NOTE_ENTRY_LEN,
-            last_covered.map_or(0, |e| e.notes),
-            &found.note_seqs,
-        ),
-    ];
-    for (name, magic, entry_len, k, truth) in lists {
-        let Some(raw) = read_sidecar(st, name, magic, entry_len, id)? else {
-            return Ok((0, Some(format!("{name} missing or from another ledger"))));
-        };
-        let stored: Vec<u64> = raw.chunks(entry_len).map(format::read_u64).collect();
-        let k = k as usize;
-        if stored.len() < k || stored[..k] != truth[..k] {
-            return Ok((0, Some(format!("{name} disagrees with the log"))));
-        }
-    }
-    let Some(commits) = read_sidecar(
-        st,
-        names::COMMIT_INDEX,
-        COMMIT_INDEX_MAGIC,
-        COMMIT_ENTRY_LEN,
-        id,
-    )?
-    else {
-        return Ok((0, Some("commits.idx missing or from another ledger".into())));
-    };
-    let stored: Vec<Option<format::CommitEntry>> = commits
-        .chunks(COMMIT_ENTRY_LEN)
-        .map(format::CommitEntry::decode)
-        .collect();
-    let kc = found
-        .entries
-        .get(covered.saturating_sub(1) as usize)
-        .map_or(0, |e| e.commits) as usize;
-    let agree = stored.len() >= kc
-        && stored[..kc]
-            .iter()
-            .zip(&found.commits)
-            .all(|(s, f)| *s == Some(*f));
-    if !agree {
-        return Ok((0, Some("commits.idx disagrees with the log".into())));
-    }
-    Ok((events - covered, None))
-}
-
-/// The entry bytes of a sidecar whose header matches, whole entries only.
-fn read_sidecar(
-    st: &dyn Storage,
-    name: &str,
-    magic: [u8; 8],
-    entry_len: usize,
-    id: &[u8; 16],
-) -> std::io::Result<Option<Vec<u8>>> {
-    let Some(f) = st.open(name, OpenMode::Read)? else {
-        return Ok(None);
-    };
-    let len = f.len()? as usize;
-    if len < INDEX_HEADER_LEN {
-        return Ok(None);
-    }
-    let mut all = vec![0u8; len];
-    f.read_at(0, &mut all)?;
-    if all[..INDEX_HEADER_LEN] != format::encode_index_header(magic, entry_len, id)[..] {
-        return Ok(None);
-    }
-    let whole = (len - INDEX_HEADER_LEN) / entry_len * entry_len;
-    Ok(Some(
-        all[INDEX_HEADER_LEN..INDEX_HEADER_LEN + whole].to_vec(),
-    ))
 }

@@ -89,6 +89,16 @@ impl Storage for Counting {
     fn try_lock(&self, wait: Option<Duration>) -> io::Result<Option<LockGuard>> {
         self.inner.try_lock(wait)
     }
+    fn is_dir(&self, name: &str) -> io::Result<bool> {
+        self.inner.is_dir(name)
+    }
+    fn remove_all(&self, dir: &str) -> io::Result<()> {
+        self.inner.remove_all(dir)
+    }
+    /// Not counted: these tests read through the root only.
+    fn scoped(&self, dir: &str) -> Arc<dyn Storage> {
+        self.inner.scoped(dir)
+    }
 }
 
 /// A ledger of `turns` agent turns (user, call, result, reply), each about 1 KiB, with a

@@ -1,0 +1,170 @@
+//! Erased ranges as they appear in the log (SPEC E1): seq `from` of an erased range holds
+//! the *tombstone* (a `system` record whose marker is [`SystemMarker::Tombstone`]
+//! `{from, to, at_ms, reason}`) and every seq in `from+1..=to` a *covered placeholder* (the
+//! same marker with an empty reason). Readers skip placeholders ([`is_placeholder`]),
+//! `verify` checks coverage ([`Coverage`]), erasure widens a requested range ([`widen`]).
+
+use crate::event::{EventBody, SystemMarker};
+
+/// True when `body` at `seq` is a covered placeholder of an erased seq: a tombstone marker
+/// with `from < seq <= to`. Readers skip such records.
+pub(crate) fn is_placeholder(seq: u64, body: &EventBody) -> bool {
+    matches!(body, EventBody::System { marker: SystemMarker::Tombstone { from, to, .. } }
+        if *from < seq && seq <= *to)
+}
+
+/// The tombstone marker of `body` when it leads an erased range (`seq == from`).
+pub(crate) fn lead_range(seq: u64, body: &EventBody) -> Option<(u64, u64)> {
+    match body {
+        EventBody::System {
+            marker: SystemMarker::Tombstone { from, to, .. },
+        } if *from == seq && *to >= *from => Some((*from, *to)),
+        _ => None,
+    }
+}
+
+/// Checks, record by record in seq order, that erased ranges are covered (used by `verify`):
+/// a tombstone leading `from..=to` must be followed by placeholders for exactly
+/// `from+1..=to` (same range and time, empty reason: readers skip placeholders, so one must
+/// not carry text), and no placeholder may appear outside such a run.
+#[derive(Debug, Default)]
+pub(crate) struct Coverage {
+    open: Option<(u64, u64, i64)>,
+    /// Seqs covered by tombstones (tombstones included).
+    pub erased: u64,
+}
+
+impl Coverage {
+    /// Feeds the event at `seq`; says what is wrong when coverage breaks there.
+    pub(crate) fn check(&mut self, seq: u64, body: &EventBody) -> std::result::Result<(), String> {
+        let marker = match body {
+            EventBody::System {
+                marker:
+                    SystemMarker::Tombstone {
+                        from, to, at_ms, ..
+                    },
+            } => Some((*from, *to, *at_ms)),
+            _ => None,
+        };
+        let silent = matches!(body, EventBody::System {
+            marker: SystemMarker::Tombstone { reason, .. },
+        } if reason.is_empty());
+        if let Some((from, to, at)) = self.open {
+            if marker == Some((from, to, at)) && is_placeholder(seq, body) && silent {
+                self.erased += 1;
+                if seq == to {
+                    self.open = None;
+                }
+                return Ok(());
+            }
+            return Err(format!(
+                "seq {seq} lies in the erased range {from}-{to} but is not covered by its tombstone"
+            ));
+        }
+        if is_placeholder(seq, body) {
+            return Err(format!(
+                "seq {seq} is a placeholder of an erased range without its leading tombstone"
+            ));
+        }
+        if let (Some((from, to)), Some((_, _, at))) = (lead_range(seq, body), marker) {
+            self.erased += 1;
+            if to > from {
+                self.open = Some((from, to, at));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails when the last tombstone covers seqs past the end of the log.
+    pub(crate) fn finish(&self) -> std::result::Result<(), String> {
+        match self.open {
+            Some((from, to, _)) => Err(format!(
+                "the tombstone at seq {from} covers seqs up to {to}, past the end of the log"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Widens `from..=to` to whole turns and over earlier tombstones. An end inside an earlier
+/// erased range snaps to that range's bound (the range is already whole); an end in live
+/// content moves to the bound of its turn (a turn runs from a user event to the event before
+/// the next one; events before the first user event belong to no turn and are not widened).
+/// Earlier ranges inside the result are absorbed.
+pub(crate) fn widen(
+    from: u64,
+    to: u64,
+    user_seqs: &[u64],
+    leads: &[(u64, u64)],
+    last_seq: u64,
+) -> (u64, u64) {
+    let erased_range = |s: u64| leads.iter().find(|(a, b)| *a <= s && s <= *b).copied();
+    let mut from = match erased_range(from) {
+        Some((a, _)) => a,
+        None => user_seqs
+            .iter()
+            .rev()
+            .find(|&&s| s <= from)
+            .copied()
+            .unwrap_or(from),
+    };
+    let mut to = match erased_range(to) {
+        Some((_, b)) => b,
+        None => match user_seqs.iter().find(|&&s| s > to) {
+            Some(&next) => next - 1,
+            None => last_seq,
+        },
+    };
+    loop {
+        let before = (from, to);
+        for &(a, b) in leads {
+            if a <= to && from <= b {
+                from = from.min(a);
+                to = to.max(b);
+            }
+        }
+        if (from, to) == before {
+            return (from, to);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widening_covers_whole_turns_and_old_tombstones() {
+        // turns start at 1, 4, 8; last seq 10
+        let users = [1, 4, 8];
+        assert_eq!(widen(5, 5, &users, &[], 10), (4, 7));
+        assert_eq!(widen(4, 8, &users, &[], 10), (4, 10));
+        assert_eq!(widen(1, 1, &users, &[], 10), (1, 3));
+        // preamble before the first user event stays as asked
+        assert_eq!(widen(1, 1, &[3], &[], 5), (1, 2));
+        // an earlier tombstone 1..=3 (no user event left there) is absorbed
+        assert_eq!(widen(2, 2, &[4], &[(1, 3)], 6), (1, 3));
+        assert_eq!(widen(3, 4, &[4], &[(1, 3)], 6), (1, 6));
+        // an end inside an earlier range does not reach back to the turn before it
+        assert_eq!(widen(4, 4, &[1, 7], &[(3, 6)], 8), (3, 6));
+        assert_eq!(widen(4, 7, &[1, 7], &[(3, 6)], 8), (3, 8));
+    }
+
+    #[test]
+    fn placeholders_are_the_covered_seqs_only() {
+        let t = |from, to| EventBody::System {
+            marker: SystemMarker::Tombstone {
+                from,
+                to,
+                at_ms: 0,
+                reason: String::new(),
+            },
+        };
+        assert!(!is_placeholder(3, &t(3, 5)));
+        assert!(is_placeholder(4, &t(3, 5)));
+        assert!(is_placeholder(5, &t(3, 5)));
+        assert!(!is_placeholder(9, &t(3, 5)));
+        assert_eq!(lead_range(3, &t(3, 5)), Some((3, 5)));
+        assert_eq!(lead_range(4, &t(3, 5)), None);
+    }
+}

@@ -87,18 +87,7 @@ impl<L: ?Sized> Handle<L> {
     /// Closes and deletes the recall index file (and any SQLite side files next to it).
     fn drop_recall_index(&mut self) -> Result<()> {
         self.recall = None;
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut name = self.recall_path.clone().into_os_string();
-            name.push(suffix);
-            let path = PathBuf::from(name);
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(crate::Error::Io { path, source: e });
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+        remove_recall_files(&self.recall_path)
     }
 }
 
@@ -342,4 +331,20 @@ impl<L: LedgerView + ?Sized> Handle<L> {
         index.sync(&LedgerFeed(&*self.ledger))?;
         Ok(self.recall.insert(index))
     }
+}
+
+/// Deletes the recall index at `path` and any SQLite side files next to it.
+pub(crate) fn remove_recall_files(path: &Path) -> Result<()> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.to_path_buf().into_os_string();
+        name.push(suffix);
+        let path = PathBuf::from(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(crate::Error::Io { path, source: e });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }

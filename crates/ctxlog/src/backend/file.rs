@@ -32,6 +32,9 @@ pub(crate) const RECALL_INDEX_FILE: &str = "recall.sqlite";
 pub struct FileBackend {
     path: PathBuf,
     root: Arc<dyn Storage>,
+    /// Where recall caches live when the conversations are not in a directory of their own
+    /// (`<dir>/<name>.recall.sqlite`); `None`: inside each conversation's directory.
+    cache_dir: Option<PathBuf>,
     options: Options,
     /// The root and its ancestors that did not exist when the store was opened, innermost
     /// first: a refused first commit removes them again if they are still empty.
@@ -53,9 +56,26 @@ impl FileBackend {
         let path = root.as_ref().to_path_buf();
         FileBackend {
             root: Arc::new(DirStorage::new(&path)),
+            cache_dir: None,
             missing_at_open: missing_ancestors(&path),
             path,
             options,
+        }
+    }
+
+    /// The store over any [`Storage`] (tests run it in memory and with injected faults);
+    /// only the recall caches, SQLite files, live on disk, under `cache_dir`.
+    pub fn with_storage(
+        root: Arc<dyn Storage>,
+        cache_dir: impl AsRef<Path>,
+        options: Options,
+    ) -> FileBackend {
+        FileBackend {
+            path: root.location(),
+            root,
+            cache_dir: Some(cache_dir.as_ref().to_path_buf()),
+            options,
+            missing_at_open: Vec::new(),
         }
     }
 
@@ -66,15 +86,7 @@ impl FileBackend {
 
     /// The storage of conversation `name` (its directory).
     fn scoped(&self, name: &str) -> Arc<dyn Storage> {
-        Arc::new(DirStorage::new(&self.path.join(name)))
-    }
-
-    /// Removes the directory tree `name` under the root (missing is fine).
-    fn remove_all(&self, name: &str) -> std::io::Result<()> {
-        match std::fs::remove_dir_all(self.path.join(name)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        self.root.scoped(name)
     }
 
     fn io(&self, name: &str) -> impl FnOnce(std::io::Error) -> Error + use<> {
@@ -99,7 +111,7 @@ impl FileBackend {
     fn sweep_trash(&self) -> Result<()> {
         for entry in self.root.list("").map_err(self.io(""))? {
             if entry.starts_with(TRASH_PREFIX) {
-                self.remove_all(&entry).map_err(self.io(&entry))?;
+                self.root.remove_all(&entry).map_err(self.io(&entry))?;
             }
         }
         self.root.sync_dir("").map_err(self.io(""))
@@ -161,7 +173,8 @@ impl Backend for FileBackend {
         writer: Box<dyn LedgerWriter>,
     ) -> Result<()> {
         // Still holding the writer lock while removing: nobody else can have written here.
-        self.remove_all(name.as_str())
+        self.root
+            .remove_all(name.as_str())
             .map_err(self.io(name.as_str()))?;
         drop(writer);
         self.root.sync_dir("").map_err(self.io(""))?;
@@ -206,11 +219,17 @@ impl Backend for FileBackend {
             .map_err(self.io(name.as_str()))?;
         drop(writer);
         self.root.sync_dir("").map_err(self.io(""))?;
+        if self.cache_dir.is_some() {
+            crate::handle::remove_recall_files(&self.recall_cache(name))?;
+        }
         self.sweep_trash()
     }
 
     fn recall_cache(&self, name: &ConversationName) -> PathBuf {
-        self.path.join(name.as_str()).join(RECALL_INDEX_FILE)
+        match &self.cache_dir {
+            None => self.path.join(name.as_str()).join(RECALL_INDEX_FILE),
+            Some(dir) => dir.join(format!("{name}.{RECALL_INDEX_FILE}")),
+        }
     }
 }
 

@@ -256,13 +256,47 @@ impl Storage for MemStorage {
         Ok(st.files.contains_key(&name) || st.dirs.contains(&name))
     }
 
+    /// Renames a file, or a directory with everything in it (as `rename(2)` does).
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let (from, to) = (self.full(from), self.full(to));
         let mut st = lock_poisonless(&self.state);
-        let d = st
+        if let Some(d) = st.files.remove(&from) {
+            st.files.insert(to, d);
+            return Ok(());
+        }
+        if !st.dirs.contains(&from) {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        let moved = |name: &str| {
+            name.strip_prefix(from.as_str())
+                .filter(|rest| rest.starts_with('/'))
+                .map(|rest| format!("{to}{rest}"))
+        };
+        let files: Vec<String> = st
             .files
-            .remove(&self.full(from))
-            .ok_or(io::ErrorKind::NotFound)?;
-        st.files.insert(self.full(to), d);
+            .keys()
+            .filter(|k| moved(k).is_some())
+            .cloned()
+            .collect();
+        for name in files {
+            if let (Some(d), Some(new)) = (st.files.remove(&name), moved(&name)) {
+                st.files.insert(new, d);
+            }
+        }
+        let dirs: Vec<String> = st
+            .dirs
+            .iter()
+            .filter(|k| moved(k).is_some())
+            .cloned()
+            .collect();
+        for name in dirs {
+            st.dirs.remove(&name);
+            if let Some(new) = moved(&name) {
+                st.dirs.insert(new);
+            }
+        }
+        st.dirs.remove(&from);
+        st.dirs.insert(to);
         Ok(())
     }
 

@@ -25,7 +25,7 @@ pub enum Error {
     },
     /// The ledger handed to `update` no longer matches what was indexed (the event at `seq`
     /// changed, or the ledger is shorter than what was indexed): the ledger was rewritten and
-    /// the index must be rebuilt (`rebuild` or `sync` do this on their own).
+    /// the index must be rebuilt (`rebuild` or `catch_up` do this on their own).
     #[error("recall index {path} is stale: the ledger changed at or before seq {seq}; rebuild it")]
     Stale {
         /// The index file.
@@ -54,6 +54,15 @@ pub enum Error {
         #[source]
         source: SourceError,
     },
+    /// A symbolic link is where the index file (or its temporary file) should be. The index
+    /// never follows one: it could make the index write a file outside the conversation.
+    #[error(
+        "recall index {path} is a symbolic link; refusing to follow it (remove it, then run `ctxlog reindex`)"
+    )]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
     /// Creating or removing the index file failed.
     #[error("recall index {path}: {source}")]
     Io {
@@ -63,8 +72,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// SQLite failed for a reason that is not damage (busy, full disk, …).
-    #[error("recall index {path}: sqlite: {source}")]
+    /// SQLite failed for a reason that is not damage (busy, full disk, read-only, …). The
+    /// message is one line: SQLite's message without the statement text.
+    #[error("recall index {path}: sqlite: {}", one_line(source))]
     Sqlite {
         /// The index file.
         path: PathBuf,
@@ -83,6 +93,16 @@ const SCHEMA_DAMAGE: &[&str] = &[
     "malformed",
     "no such module",
 ];
+
+/// SQLite's message on one line: without the statement text rusqlite adds to syntax errors
+/// (a schema dump of twenty lines is no error message) and cut at the first line break.
+pub(crate) fn one_line(source: &rusqlite::Error) -> String {
+    let text = match source {
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        other => other.to_string(),
+    };
+    text.lines().next().unwrap_or_default().to_owned()
+}
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -122,7 +142,7 @@ impl Error {
         if damaged {
             Error::Damaged {
                 path: path.to_path_buf(),
-                reason: source.to_string(),
+                reason: one_line(&source),
             }
         } else {
             Error::Sqlite {

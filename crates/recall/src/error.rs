@@ -1,6 +1,6 @@
 //! Errors of the recall index.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A boxed error from a caller-supplied source (ledger reader, artifact reader).
 pub type SourceError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -122,7 +122,7 @@ impl Error {
     }
 
     /// Classifies a SQLite error: corruption-like codes become [`Error::Damaged`].
-    pub(crate) fn sqlite(path: &std::path::Path, source: rusqlite::Error) -> Error {
+    pub(crate) fn sqlite(path: &Path, source: rusqlite::Error) -> Error {
         use rusqlite::ErrorCode;
         let damaged = match source.sqlite_error_code() {
             Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => true,
@@ -150,5 +150,27 @@ impl Error {
                 source,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a failed schema statement put the whole statement (twenty lines of SQL)
+    /// into the message.
+    #[test]
+    fn sqlite_errors_are_one_line_without_the_statement() {
+        let source = rusqlite::Error::SqlInputError {
+            error: rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            msg: "table meta already exists".into(),
+            sql: "\nCREATE TABLE meta(key TEXT)\nCREATE TABLE pages(\n id INTEGER\n)".into(),
+            offset: 14,
+        };
+        let message = Error::sqlite(Path::new("r.sqlite"), source).to_string();
+        assert_eq!(
+            message,
+            "recall index r.sqlite: sqlite: table meta already exists"
+        );
     }
 }

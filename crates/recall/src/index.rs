@@ -152,23 +152,47 @@ impl RecallIndex {
         config: IndexConfig,
         access: Access,
     ) -> Result<RecallIndex> {
-        let (mut index, contents) = Self::connect(path, ledger_id, config.clone(), access)?;
-        if let Contents::Outdated(was) = contents {
-            if index.read_only {
-                return Err(index.damaged(format!(
-                    "schema version {was} is older than {} and the file is read-only",
-                    store::SCHEMA_VERSION
-                )));
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (mut index, contents) = Self::connect(path, ledger_id, config.clone(), access)?;
+            let checked = match contents {
+                Contents::Outdated(was) => index.replace_outdated(was),
+                Contents::Current => {
+                    store::validate(&index.conn, path).and_then(|()| index.load_meta())
+                }
+            };
+            match checked {
+                Ok(()) => return Ok(index),
+                // Another process deleted or replaced the file while it was being checked
+                // (its size is read from the path): check the new one.
+                Err(_) if attempt < REOPEN_ATTEMPTS && !index.file_is_current() => {}
+                Err(e) => return Err(e),
             }
-            drop(index);
-            store::delete_files(path)?;
-            (index, _) = Self::connect(path, ledger_id, config, access)?;
-            index.reset = Some(ResetReason::SchemaChanged { was });
-            return Ok(index);
         }
-        store::validate(&index.conn, path)?;
-        index.load_meta()?;
-        Ok(index)
+    }
+
+    /// Deletes an index of the older schema version `was` and creates an empty one in its
+    /// place (it is a cache); read-only, it is reported as damaged instead.
+    fn replace_outdated(&mut self, was: i64) -> Result<()> {
+        if self.read_only {
+            return Err(self.damaged(format!(
+                "schema version {was} is older than {} and the file is read-only",
+                store::SCHEMA_VERSION
+            )));
+        }
+        store::delete_files(&self.path)?;
+        let (fresh, _) = Self::connect(
+            &self.path,
+            &self.ledger_id,
+            self.config.clone(),
+            self.access,
+        )?;
+        *self = RecallIndex {
+            reset: Some(ResetReason::SchemaChanged { was }),
+            ..fresh
+        };
+        Ok(())
     }
 
     /// Opens the file at `path` (creating it when missing and writable access is asked) and

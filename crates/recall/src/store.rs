@@ -353,6 +353,9 @@ fn temp_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Age after which a temporary file is taken for a crash's leftover.
+const STALE_TEMP: Duration = Duration::from_secs(60);
+
 /// What follows the index file's name in its temporary files' names.
 const TEMP_MARK: &str = ".tmp-";
 
@@ -368,8 +371,9 @@ fn side_files(path: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Deletes the index at `path`, its SQLite side files and temporary files left next to it,
-/// ignoring those that do not exist. A link at `path` is removed (never its target); an
+/// Deletes the index at `path`, its SQLite side files and temporary files left next to it by
+/// a crash (older than [`STALE_TEMP`]; younger ones may be another process's build in
+/// progress, and hold an empty schema only), ignoring those that do not exist. A link at `path` is removed (never its target); an
 /// empty directory there is removed, a non-empty one is an error.
 ///
 /// When the file is an SQLite database, its exclusive lock is taken first (waiting up to the
@@ -411,7 +415,8 @@ fn exclusive_lock(path: &Path) -> Option<Connection> {
     Some(conn)
 }
 
-/// Temporary files of the index at `path` (`<name>.tmp-…`, without their side files).
+/// Stale temporary files of the index at `path` (`<name>.tmp-…` older than [`STALE_TEMP`],
+/// without their side files).
 fn temp_files(path: &Path) -> Vec<PathBuf> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Vec::new();
@@ -432,6 +437,11 @@ fn temp_files(path: &Path) -> Vec<PathBuf> {
             p.file_name()
                 .map(|n| n.to_string_lossy())
                 .is_some_and(|n| n.starts_with(&prefix) && !n.ends_with("-journal"))
+        })
+        .filter(|p| {
+            std::fs::symlink_metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_TEMP))
         })
         .collect()
 }

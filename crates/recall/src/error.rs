@@ -63,6 +63,17 @@ pub enum Error {
         /// The link.
         path: PathBuf,
     },
+    /// Another handle (another process) deleted or replaced the index file since this handle
+    /// opened it (erasure, `reindex`). What the handle has open is no longer the index, and
+    /// may hold erased text: it is not searched. Catching up reopens the new file; retrying
+    /// the search after [`RecallIndex::catch_up`](crate::RecallIndex::catch_up) succeeds.
+    #[error(
+        "recall index {path} was deleted or replaced by another process; catch it up and retry"
+    )]
+    Replaced {
+        /// The index file.
+        path: PathBuf,
+    },
     /// Creating or removing the index file failed.
     #[error("recall index {path}: {source}")]
     Io {

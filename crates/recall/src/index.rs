@@ -15,7 +15,7 @@ use crate::rank::Ranking;
 use crate::search::{SearchOptions, Searcher};
 use crate::source::{ArtifactSource, LedgerSource};
 use crate::stats::{Progress, ResetReason, UpdateStats};
-use crate::store::{self, Access, Contents, FileId, Meta};
+use crate::store::{self, Access, Contents, FileId, FileLock, Meta};
 use crate::tool::{self, ToolOutput};
 use crate::writer::{Writer, fingerprint};
 
@@ -152,47 +152,39 @@ impl RecallIndex {
         config: IndexConfig,
         access: Access,
     ) -> Result<RecallIndex> {
+        let mut upgraded = None;
         let mut attempt = 0;
         loop {
             attempt += 1;
+            let shared = FileLock::shared(path, access)?;
             let (mut index, contents) = Self::connect(path, ledger_id, config.clone(), access)?;
             let checked = match contents {
-                Contents::Outdated(was) => index.replace_outdated(was),
+                Contents::Outdated(was) if !index.read_only && attempt < REOPEN_ATTEMPTS => {
+                    // An older schema (a cache): delete it, with the lock alone, and start over.
+                    drop((index, shared));
+                    store::delete_files(path)?;
+                    upgraded = Some(ResetReason::SchemaChanged { was });
+                    continue;
+                }
+                Contents::Outdated(was) => Err(index.damaged(format!(
+                    "schema version {was} is older than {} and cannot be replaced",
+                    store::SCHEMA_VERSION
+                ))),
                 Contents::Current => {
                     store::validate(&index.conn, path).and_then(|()| index.load_meta())
                 }
             };
             match checked {
-                Ok(()) => return Ok(index),
-                // Another process deleted or replaced the file while it was being checked
-                // (its size is read from the path): check the new one.
+                Ok(()) => {
+                    index.reset = index.reset.take().or(upgraded);
+                    return Ok(index);
+                }
+                // Another handle replaced the file while it was being checked (its size is
+                // read from the path): check the new one.
                 Err(_) if attempt < REOPEN_ATTEMPTS && !index.file_is_current() => {}
                 Err(e) => return Err(e),
             }
         }
-    }
-
-    /// Deletes an index of the older schema version `was` and creates an empty one in its
-    /// place (it is a cache); read-only, it is reported as damaged instead.
-    fn replace_outdated(&mut self, was: i64) -> Result<()> {
-        if self.read_only {
-            return Err(self.damaged(format!(
-                "schema version {was} is older than {} and the file is read-only",
-                store::SCHEMA_VERSION
-            )));
-        }
-        store::delete_files(&self.path)?;
-        let (fresh, _) = Self::connect(
-            &self.path,
-            &self.ledger_id,
-            self.config.clone(),
-            self.access,
-        )?;
-        *self = RecallIndex {
-            reset: Some(ResetReason::SchemaChanged { was }),
-            ..fresh
-        };
-        Ok(())
     }
 
     /// Opens the file at `path` (creating it when missing and writable access is asked) and
@@ -307,6 +299,7 @@ impl RecallIndex {
         I: IntoIterator,
         I::Item: Borrow<Event>,
     {
+        let _shared = FileLock::shared(&self.path, self.access)?;
         let mut writer = self.begin()?;
         for event in events {
             writer.add(event.borrow(), artifacts)?;
@@ -347,6 +340,7 @@ impl RecallIndex {
         source: &dyn LedgerSource,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<UpdateStats> {
+        let _shared = FileLock::shared(&self.path, self.access)?;
         self.follow_file()?;
         self.ledger_id = source.ledger_id();
         self.clear()?;
@@ -360,9 +354,13 @@ impl RecallIndex {
         source: &dyn LedgerSource,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<UpdateStats> {
+        let _shared = FileLock::shared(&self.path, self.access)?;
         for _ in 0..REOPEN_ATTEMPTS {
             self.follow_file()?;
-            self.reload_progress()?;
+            match self.reload_progress() {
+                Err(Error::Replaced { .. }) => continue,
+                other => other?,
+            }
             let reset = self.check_source(source)?;
             if reset.is_none() && source.head_seq() == self.indexed_through {
                 return Ok(UpdateStats {
@@ -436,7 +434,7 @@ impl RecallIndex {
     /// handle (or process) may have indexed further, reset or rebuilt it since this handle
     /// last looked, and deciding from a stale copy would keep rows of a rewritten ledger.
     fn reload_progress(&mut self) -> Result<()> {
-        let meta = Meta::read(&self.conn, &self.path)?;
+        let meta = self.guarded(|s| Meta::read(s.conn, s.path))?;
         self.ledger_id = meta.ledger_id;
         self.indexed_through = meta.indexed_through;
         self.tail_fingerprint = meta.tail;
@@ -537,12 +535,34 @@ impl RecallIndex {
         stats
     }
 
-    fn searcher(&self) -> Searcher<'_> {
-        Searcher {
+    /// Runs `read` in one read transaction on the file this handle has open, holding the
+    /// shared [`FileLock`] (so [`RecallIndex::delete_files`] waits), after checking that it is
+    /// still the file at the path. A deleted file's connection must not read: besides serving
+    /// a deleted index (erased text), taking its SQLite lock would treat the *new* file's live
+    /// journal, which has the same name, as a hot journal of the old one and delete it.
+    ///
+    /// # Errors
+    /// [`Error::Replaced`] when the file was deleted or replaced; what `read` returns.
+    fn guarded<T>(&self, read: impl FnOnce(Searcher<'_>) -> Result<T>) -> Result<T> {
+        let _shared = FileLock::shared(&self.path, self.access)?;
+        if !self.file_is_current() {
+            return Err(replaced(&self.path));
+        }
+        let e = |err| Error::sqlite(&self.path, err);
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
+            .map_err(e)?;
+        tx.query_row("SELECT count(*) FROM meta", [], |r| r.get::<_, i64>(0))
+            .map_err(e)?;
+        if !self.file_is_current() {
+            return Err(replaced(&self.path));
+        }
+        let result = read(Searcher {
             conn: &self.conn,
             path: &self.path,
             ranking: &self.ranking,
-        }
+        })?;
+        tx.commit().map_err(e)?;
+        Ok(result)
     }
 
     /// Searches the index (SPEC R3–R5).
@@ -560,10 +580,11 @@ impl RecallIndex {
     ///
     /// # Errors
     /// [`Error::Damaged`] when the index file is damaged (including a page whose text or
-    /// provenance no longer matches its checksum); [`Error::Sqlite`] on other SQLite
-    /// failures. Never for query text.
+    /// provenance no longer matches its checksum); [`Error::Replaced`] when another process
+    /// deleted or replaced the file since this handle last caught up (catch up and retry);
+    /// [`Error::Sqlite`] on other SQLite failures. Never for query text.
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<RecallResult> {
-        self.searcher().search(query, opts)
+        self.guarded(|s| s.search(query, opts))
     }
 
     /// Up to `k` pages relevant to `input` from events older than `older_than_seq`, best
@@ -582,7 +603,7 @@ impl RecallIndex {
     /// As [`RecallIndex::search`]: a candidate failing its checksum is [`Error::Damaged`], so
     /// a projection falls back to no recalled pages.
     pub fn candidates(&self, input: &str, older_than_seq: u64, k: usize) -> Result<Vec<Hit>> {
-        self.searcher().candidates(input, older_than_seq, k)
+        self.guarded(|s| s.candidates(input, older_than_seq, k))
     }
 
     /// Handles one call of the recall tool: validates `args`, searches, and returns the tool
@@ -595,11 +616,10 @@ impl RecallIndex {
     }
 }
 
-/// The error when other processes kept deleting or replacing the file while it was opened.
+/// The error when the file at `path` is not the one a handle has open.
 fn replaced(path: &Path) -> Error {
-    Error::Io {
+    Error::Replaced {
         path: path.to_path_buf(),
-        source: std::io::Error::other("the index file kept being replaced by another process"),
     }
 }
 

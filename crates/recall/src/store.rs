@@ -11,8 +11,13 @@
 //!   inside `BEGIN IMMEDIATE`, after checking again that it is still empty.
 //! - SQLite never creates the file (no `SQLITE_OPEN_CREATE`) and never follows a symbolic
 //!   link (`SQLITE_OPEN_NOFOLLOW`); a link at the path is refused before anything is opened.
-//! - [`delete_files`] takes SQLite's exclusive lock before unlinking, so no writer is in the
-//!   middle of a transaction (with a live `-journal`) when the files go.
+//! - Every operation of a handle holds a shared [`FileLock`] on `<name>.lock` (an empty file
+//!   next to the index, `flock`), and [`delete_files`] holds it exclusively: the file is never
+//!   deleted while a handle is between checking that it still has the file at the path open
+//!   and using it. That matters beyond stale answers: SQLite names the journal after the
+//!   path, so a connection to a deleted file that took a lock would take the new file's live
+//!   journal for a hot journal of its own and delete it. [`delete_files`] also takes SQLite's
+//!   exclusive lock before unlinking, so no writer is mid-transaction when the files go.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -356,6 +361,83 @@ fn temp_path(path: &Path) -> PathBuf {
 /// Age after which a temporary file is taken for a crash's leftover.
 const STALE_TEMP: Duration = Duration::from_secs(60);
 
+/// A `flock` on the index's lock file (`<name>.lock`, created empty, never deleted: deleting
+/// a lock file others may be waiting on would let two holders in). Released on drop. Where
+/// the lock file cannot be created (a read-only directory: nobody can delete the index
+/// there either), the lock is a no-op.
+#[derive(Debug)]
+#[must_use = "the lock is held until it is dropped"]
+pub(crate) struct FileLock {
+    /// Held for its lock: closing it releases the lock.
+    _file: Option<std::fs::File>,
+}
+
+impl FileLock {
+    /// Shares the lock with the other handles' operations; waits while a deletion holds it.
+    pub(crate) fn shared(path: &Path, access: Access) -> Result<FileLock> {
+        let lock = lock_path(path);
+        let file = open_lock_file(&lock, access == Access::ReadWrite)?;
+        if let Some(f) = &file {
+            f.lock_shared().map_err(io(&lock))?;
+        }
+        Ok(FileLock { _file: file })
+    }
+
+    /// Takes the lock alone, waiting up to [`BUSY_TIMEOUT`] for the handles' operations to end;
+    /// after that, goes on without it (deleting is what erasure and repair need).
+    fn exclusive(path: &Path) -> Result<FileLock> {
+        let lock = lock_path(path);
+        let Some(file) = open_lock_file(&lock, true)? else {
+            return Ok(FileLock { _file: None });
+        };
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(FileLock { _file: Some(file) }),
+                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(FileLock { _file: None }),
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock)(e)),
+            }
+        }
+    }
+}
+
+/// The lock file of the index at `path`.
+fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Opens the lock file, creating it (`O_EXCL`, so never through a link) when `create`;
+/// `None` when it cannot be had for lack of permission or a directory.
+fn open_lock_file(lock: &Path, create: bool) -> Result<Option<std::fs::File>> {
+    use std::io::ErrorKind::{AlreadyExists, NotFound, PermissionDenied, ReadOnlyFilesystem};
+    refuse_symlink(lock)?;
+    let created = if create {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(lock)
+    } else {
+        Err(AlreadyExists.into())
+    };
+    let opened = match created {
+        Err(e) if e.kind() == AlreadyExists => {
+            refuse_symlink(lock)?;
+            std::fs::File::open(lock)
+        }
+        other => other,
+    };
+    match opened {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if matches!(e.kind(), NotFound | PermissionDenied | ReadOnlyFilesystem) => Ok(None),
+        Err(e) => Err(io(lock)(e)),
+    }
+}
+
 /// What follows the index file's name in its temporary files' names.
 const TEMP_MARK: &str = ".tmp-";
 
@@ -371,7 +453,8 @@ fn side_files(path: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Deletes the index at `path`, its SQLite side files and temporary files left next to it by
+/// Deletes the index at `path` (holding its [`FileLock`] alone), its SQLite side files and
+/// temporary files left next to it by
 /// a crash (older than [`STALE_TEMP`]; younger ones may be another process's build in
 /// progress, and hold an empty schema only), ignoring those that do not exist. A link at `path` is removed (never its target); an
 /// empty directory there is removed, a non-empty one is an error.
@@ -381,6 +464,7 @@ fn side_files(path: &Path) -> Vec<PathBuf> {
 /// mid-transaction. If the lock cannot be had (damage, a stuck process), the files are
 /// deleted anyway: deleting is what erasure and repair need.
 pub(crate) fn delete_files(path: &Path) -> Result<()> {
+    let _alone = FileLock::exclusive(path)?;
     let meta = std::fs::symlink_metadata(path).ok();
     if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
         // Only an empty directory is removed: anything inside it is not ours to delete.

@@ -11,8 +11,8 @@
 //!   inside `BEGIN IMMEDIATE`, after checking again that it is still empty.
 //! - SQLite never creates the file (no `SQLITE_OPEN_CREATE`) and never follows a symbolic
 //!   link (`SQLITE_OPEN_NOFOLLOW`); a link at the path is refused before anything is opened.
-//! - Every operation of a handle holds a shared [`FileLock`] on `<name>.lock` (an empty file
-//!   next to the index, `flock`), and [`delete_files`] holds it exclusively: the file is never
+//! - Every operation of a handle holds a shared [`FileLock`] (`flock` on the index's
+//!   directory), and [`delete_files`] holds it exclusively: the file is never
 //!   deleted while a handle is between checking that it still has the file at the path open
 //!   and using it. That matters beyond stale answers: SQLite names the journal after the
 //!   path, so a connection to a deleted file that took a lock would take the new file's live
@@ -361,81 +361,56 @@ fn temp_path(path: &Path) -> PathBuf {
 /// Age after which a temporary file is taken for a crash's leftover.
 const STALE_TEMP: Duration = Duration::from_secs(60);
 
-/// A `flock` on the index's lock file (`<name>.lock`, created empty, never deleted: deleting
-/// a lock file others may be waiting on would let two holders in). Released on drop. Where
-/// the lock file cannot be created (a read-only directory: nobody can delete the index
-/// there either), the lock is a no-op.
+/// A `flock` on the directory that holds the index (not on the index file: closing any
+/// descriptor of the database file would drop SQLite's own `fcntl` locks in this process; and
+/// not on a lock file, which would be one more file in the conversation's directory). The
+/// ledger never locks the directory itself, so only recall handles meet here. Released on
+/// drop. Where the directory cannot be opened or locked (a platform without `flock` on
+/// directories), the lock is a no-op.
 #[derive(Debug)]
 #[must_use = "the lock is held until it is dropped"]
 pub(crate) struct FileLock {
     /// Held for its lock: closing it releases the lock.
-    _file: Option<std::fs::File>,
+    _dir: Option<std::fs::File>,
 }
 
 impl FileLock {
     /// Shares the lock with the other handles' operations; waits while a deletion holds it.
-    pub(crate) fn shared(path: &Path, access: Access) -> Result<FileLock> {
-        let lock = lock_path(path);
-        let file = open_lock_file(&lock, access == Access::ReadWrite)?;
-        if let Some(f) = &file {
-            f.lock_shared().map_err(io(&lock))?;
+    pub(crate) fn shared(path: &Path) -> Result<FileLock> {
+        let dir = open_dir(path);
+        if let Some(d) = &dir {
+            d.lock_shared().map_err(io(path))?;
         }
-        Ok(FileLock { _file: file })
+        Ok(FileLock { _dir: dir })
     }
 
     /// Takes the lock alone, waiting up to [`BUSY_TIMEOUT`] for the handles' operations to end;
     /// after that, goes on without it (deleting is what erasure and repair need).
     fn exclusive(path: &Path) -> Result<FileLock> {
-        let lock = lock_path(path);
-        let Some(file) = open_lock_file(&lock, true)? else {
-            return Ok(FileLock { _file: None });
+        let Some(dir) = open_dir(path) else {
+            return Ok(FileLock { _dir: None });
         };
         let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
         loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(FileLock { _file: Some(file) }),
+            match dir.try_lock() {
+                Ok(()) => return Ok(FileLock { _dir: Some(dir) }),
                 Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(2));
                 }
-                Err(std::fs::TryLockError::WouldBlock) => return Ok(FileLock { _file: None }),
-                Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock)(e)),
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(FileLock { _dir: None }),
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(path)(e)),
             }
         }
     }
 }
 
-/// The lock file of the index at `path`.
-fn lock_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".lock");
-    PathBuf::from(name)
-}
-
-/// Opens the lock file, creating it (`O_EXCL`, so never through a link) when `create`;
-/// `None` when it cannot be had for lack of permission or a directory.
-fn open_lock_file(lock: &Path, create: bool) -> Result<Option<std::fs::File>> {
-    use std::io::ErrorKind::{AlreadyExists, NotFound, PermissionDenied, ReadOnlyFilesystem};
-    refuse_symlink(lock)?;
-    let created = if create {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(lock)
-    } else {
-        Err(AlreadyExists.into())
+/// The directory holding the index at `path`, opened for locking (`None` if it cannot be).
+fn open_dir(path: &Path) -> Option<std::fs::File> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
     };
-    let opened = match created {
-        Err(e) if e.kind() == AlreadyExists => {
-            refuse_symlink(lock)?;
-            std::fs::File::open(lock)
-        }
-        other => other,
-    };
-    match opened {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if matches!(e.kind(), NotFound | PermissionDenied | ReadOnlyFilesystem) => Ok(None),
-        Err(e) => Err(io(lock)(e)),
-    }
+    std::fs::File::open(dir).ok()
 }
 
 /// What follows the index file's name in its temporary files' names.

@@ -156,7 +156,7 @@ impl RecallIndex {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let shared = FileLock::shared(path)?;
+            let shared = FileLock::shared(path);
             let (mut index, contents) = Self::connect(path, ledger_id, config.clone(), access)?;
             let checked = match contents {
                 Contents::Outdated(was) if !index.read_only && attempt < REOPEN_ATTEMPTS => {
@@ -299,7 +299,7 @@ impl RecallIndex {
         I: IntoIterator,
         I::Item: Borrow<Event>,
     {
-        let _shared = FileLock::shared(&self.path)?;
+        let _shared = FileLock::shared(&self.path);
         let mut writer = self.begin()?;
         for event in events {
             writer.add(event.borrow(), artifacts)?;
@@ -340,7 +340,7 @@ impl RecallIndex {
         source: &dyn LedgerSource,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<UpdateStats> {
-        let _shared = FileLock::shared(&self.path)?;
+        let _shared = FileLock::shared(&self.path);
         self.follow_file()?;
         self.ledger_id = source.ledger_id();
         self.clear()?;
@@ -354,7 +354,7 @@ impl RecallIndex {
         source: &dyn LedgerSource,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<UpdateStats> {
-        let _shared = FileLock::shared(&self.path)?;
+        let _shared = FileLock::shared(&self.path);
         for _ in 0..REOPEN_ATTEMPTS {
             self.follow_file()?;
             match self.reload_progress() {
@@ -544,7 +544,7 @@ impl RecallIndex {
     /// # Errors
     /// [`Error::Replaced`] when the file was deleted or replaced; what `read` returns.
     fn guarded<T>(&self, read: impl FnOnce(Searcher<'_>) -> Result<T>) -> Result<T> {
-        let _shared = FileLock::shared(&self.path)?;
+        let _shared = FileLock::shared(&self.path);
         if !self.file_is_current() {
             return Err(replaced(&self.path));
         }

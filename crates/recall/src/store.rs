@@ -365,8 +365,8 @@ const STALE_TEMP: Duration = Duration::from_secs(60);
 /// descriptor of the database file would drop SQLite's own `fcntl` locks in this process; and
 /// not on a lock file, which would be one more file in the conversation's directory). The
 /// ledger never locks the directory itself, so only recall handles meet here. Released on
-/// drop. Where the directory cannot be opened or locked (a platform without `flock` on
-/// directories), the lock is a no-op.
+/// drop. Where the directory cannot be opened or locked (a platform or file system without
+/// `flock` on directories), the lock is a no-op: recall still works, without this ordering.
 #[derive(Debug)]
 #[must_use = "the lock is held until it is dropped"]
 pub(crate) struct FileLock {
@@ -376,29 +376,25 @@ pub(crate) struct FileLock {
 
 impl FileLock {
     /// Shares the lock with the other handles' operations; waits while a deletion holds it.
-    pub(crate) fn shared(path: &Path) -> Result<FileLock> {
-        let dir = open_dir(path);
-        if let Some(d) = &dir {
-            d.lock_shared().map_err(io(path))?;
-        }
-        Ok(FileLock { _dir: dir })
+    pub(crate) fn shared(path: &Path) -> FileLock {
+        let dir = open_dir(path).filter(|d| d.lock_shared().is_ok());
+        FileLock { _dir: dir }
     }
 
     /// Takes the lock alone, waiting up to [`BUSY_TIMEOUT`] for the handles' operations to end;
     /// after that, goes on without it (deleting is what erasure and repair need).
-    fn exclusive(path: &Path) -> Result<FileLock> {
+    fn exclusive(path: &Path) -> FileLock {
         let Some(dir) = open_dir(path) else {
-            return Ok(FileLock { _dir: None });
+            return FileLock { _dir: None };
         };
         let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
         loop {
             match dir.try_lock() {
-                Ok(()) => return Ok(FileLock { _dir: Some(dir) }),
+                Ok(()) => return FileLock { _dir: Some(dir) },
                 Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(2));
                 }
-                Err(std::fs::TryLockError::WouldBlock) => return Ok(FileLock { _dir: None }),
-                Err(std::fs::TryLockError::Error(e)) => return Err(io(path)(e)),
+                Err(_) => return FileLock { _dir: None },
             }
         }
     }
@@ -439,7 +435,7 @@ fn side_files(path: &Path) -> Vec<PathBuf> {
 /// mid-transaction. If the lock cannot be had (damage, a stuck process), the files are
 /// deleted anyway: deleting is what erasure and repair need.
 pub(crate) fn delete_files(path: &Path) -> Result<()> {
-    let _alone = FileLock::exclusive(path)?;
+    let _alone = FileLock::exclusive(path);
     let meta = std::fs::symlink_metadata(path).ok();
     if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
         // Only an empty directory is removed: anything inside it is not ours to delete.

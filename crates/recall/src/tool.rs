@@ -162,7 +162,7 @@ fn whole_number(v: &Value) -> Option<u64> {
 /// an error (Anthropic's `is_error`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutput {
-    /// The result JSON: a [`RecallResult`](crate::RecallResult), or `{"error":{"code","message"}}`.
+    /// The result JSON: a [`RecallResult`], or `{"error":{"code","message"}}`.
     pub json: Value,
     /// True for bad arguments or an unusable index.
     pub is_error: bool,

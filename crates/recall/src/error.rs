@@ -1,6 +1,6 @@
 //! Errors of the recall index.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A boxed error from a caller-supplied source (ledger reader, artifact reader).
 pub type SourceError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -25,7 +25,7 @@ pub enum Error {
     },
     /// The ledger handed to `update` no longer matches what was indexed (the event at `seq`
     /// changed, or the ledger is shorter than what was indexed): the ledger was rewritten and
-    /// the index must be rebuilt (`rebuild` or `sync` do this on their own).
+    /// the index must be rebuilt (`rebuild` or `catch_up` do this on their own).
     #[error("recall index {path} is stale: the ledger changed at or before seq {seq}; rebuild it")]
     Stale {
         /// The index file.
@@ -54,6 +54,26 @@ pub enum Error {
         #[source]
         source: SourceError,
     },
+    /// A symbolic link is where the index file (or its temporary file) should be. The index
+    /// never follows one: it could make the index write a file outside the conversation.
+    #[error(
+        "recall index {path} is a symbolic link; refusing to follow it (remove it, then run `ctxlog reindex`)"
+    )]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
+    /// Another handle (another process) deleted or replaced the index file since this handle
+    /// opened it (erasure, `reindex`). What the handle has open is no longer the index, and
+    /// may hold erased text: it is not searched. Catching up reopens the new file; retrying
+    /// the search after [`RecallIndex::catch_up`](crate::RecallIndex::catch_up) succeeds.
+    #[error(
+        "recall index {path} was deleted or replaced by another process; catch it up and retry"
+    )]
+    Replaced {
+        /// The index file.
+        path: PathBuf,
+    },
     /// Creating or removing the index file failed.
     #[error("recall index {path}: {source}")]
     Io {
@@ -63,8 +83,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// SQLite failed for a reason that is not damage (busy, full disk, …).
-    #[error("recall index {path}: sqlite: {source}")]
+    /// SQLite failed for a reason that is not damage (busy, full disk, read-only, …). The
+    /// message is one line: SQLite's message without the statement text.
+    #[error("recall index {path}: sqlite: {}", one_line(source))]
     Sqlite {
         /// The index file.
         path: PathBuf,
@@ -84,6 +105,16 @@ const SCHEMA_DAMAGE: &[&str] = &[
     "no such module",
 ];
 
+/// SQLite's message on one line: without the statement text rusqlite adds to syntax errors
+/// (a schema dump of twenty lines is no error message) and cut at the first line break.
+pub(crate) fn one_line(source: &rusqlite::Error) -> String {
+    let text = match source {
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        other => other.to_string(),
+    };
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -102,7 +133,7 @@ impl Error {
     }
 
     /// Classifies a SQLite error: corruption-like codes become [`Error::Damaged`].
-    pub(crate) fn sqlite(path: &std::path::Path, source: rusqlite::Error) -> Error {
+    pub(crate) fn sqlite(path: &Path, source: rusqlite::Error) -> Error {
         use rusqlite::ErrorCode;
         let damaged = match source.sqlite_error_code() {
             Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => true,
@@ -122,7 +153,7 @@ impl Error {
         if damaged {
             Error::Damaged {
                 path: path.to_path_buf(),
-                reason: source.to_string(),
+                reason: one_line(&source),
             }
         } else {
             Error::Sqlite {
@@ -130,5 +161,27 @@ impl Error {
                 source,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a failed schema statement put the whole statement (twenty lines of SQL)
+    /// into the message.
+    #[test]
+    fn sqlite_errors_are_one_line_without_the_statement() {
+        let source = rusqlite::Error::SqlInputError {
+            error: rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            msg: "table meta already exists".into(),
+            sql: "\nCREATE TABLE meta(key TEXT)\nCREATE TABLE pages(\n id INTEGER\n)".into(),
+            offset: 14,
+        };
+        let message = Error::sqlite(Path::new("r.sqlite"), source).to_string();
+        assert_eq!(
+            message,
+            "recall index r.sqlite: sqlite: table meta already exists"
+        );
     }
 }

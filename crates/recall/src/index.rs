@@ -1,180 +1,65 @@
-//! The index file: schema, opening and damage detection, incremental updates and rebuilds.
+//! [`RecallIndex`]: the public handle. It decides *when* to create, reset, catch up and read
+//! the index; the file itself is `store`, writing pages is `writer`, reading them is `search`.
 
 use std::borrow::Borrow;
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use ctxlog_event::{Event, EventKind};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use ctxlog_event::Event;
+use rusqlite::{Connection, TransactionBehavior};
+use serde_json::Value;
 
+use crate::config::IndexConfig;
 use crate::error::{Error, Result};
+use crate::hit::{Hit, RecallResult};
 use crate::rank::Ranking;
+use crate::search::{SearchOptions, Searcher};
 use crate::source::{ArtifactSource, LedgerSource};
-use crate::writer::{Neighbour, Writer, fingerprint, write_meta};
+use crate::stats::{Progress, ResetReason, UpdateStats};
+use crate::store::{self, Access, Contents, FileId, FileLock, Meta};
+use crate::tool::{self, ToolOutput};
+use crate::writer::{Writer, fingerprint};
 
-/// `PRAGMA application_id` of a recall index ("cxlr").
-pub const APPLICATION_ID: i32 = 0x6378_6c72;
-/// `PRAGMA user_version`: the schema version this code reads and writes.
-pub const SCHEMA_VERSION: i32 = 1;
-/// Version of the rules that turn text into index rows (pages, CJK grams, glued words). An
-/// index written under other rules is discarded and rebuilt on open, like a changed
-/// [`IndexConfig`]. 2: a run's last character and words glued to CJK text are indexed.
-const TEXT_VERSION: u32 = 2;
-/// The name of the recall tool. Tool results of this tool are never indexed (SPEC R1).
-pub const TOOL_NAME: &str = "recall";
-
-const SCHEMA: &str = "
-CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
-CREATE TABLE pages(
-    id INTEGER PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    page INTEGER NOT NULL,
-    pages INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    tool TEXT,
-    status TEXT,
-    char_start INTEGER NOT NULL,
-    char_end INTEGER NOT NULL,
-    ts_ms INTEGER NOT NULL,
-    supersedes INTEGER,
-    cue INTEGER NOT NULL,
-    author TEXT,
-    episode INTEGER NOT NULL
-) STRICT;
-CREATE UNIQUE INDEX pages_seq_page ON pages(seq, page);
-CREATE INDEX pages_author ON pages(author) WHERE author IS NOT NULL;
-CREATE VIRTUAL TABLE pages_fts USING fts5(
-    body, ctx, meta, cjk, tokenize = 'porter unicode61 remove_diacritics 2'
-);
-";
-
-/// How events are turned into index rows. Changing it makes an existing index stale: `open`
-/// discards and rebuilds an index written with another configuration.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IndexConfig {
-    /// How many preceding indexed events are copied (abridged) into an event's lower-weighted
-    /// context field. Default 2: a reply is found by the words of the question it answers,
-    /// which usually come just before it.
-    pub context_before: usize,
-    /// How many following indexed events are copied into the context field. Default 1: a
-    /// statement is found by the words of the reply it got.
-    pub context_after: usize,
-    /// How many leading characters of each neighbour are copied. Default 400.
-    pub context_chars: usize,
-    /// A pause longer than this (milliseconds) between indexed events starts a new episode:
-    /// neighbours in another episode are not context, and ranking credits pages whose episode
-    /// matches well. Default 2 hours.
-    pub episode_gap_ms: i64,
-    /// Index each event's date in words ("Monday 8 May 2023") as metadata, so questions
-    /// naming a date find what was said that day. Default true.
-    pub date_metadata: bool,
-}
-
-impl Default for IndexConfig {
-    fn default() -> Self {
-        IndexConfig {
-            context_before: 2,
-            context_after: 1,
-            context_chars: 400,
-            episode_gap_ms: 2 * 3_600_000,
-            date_metadata: true,
-        }
-    }
-}
-
-impl IndexConfig {
-    /// An index without context or date metadata: each page is its own text only.
-    pub fn plain() -> IndexConfig {
-        IndexConfig {
-            context_before: 0,
-            context_after: 0,
-            date_metadata: false,
-            ..IndexConfig::default()
-        }
-    }
-
-    /// The configuration as stored in the index. It includes [`TEXT_VERSION`], so an index
-    /// whose rows were derived by older text rules is rebuilt too.
-    pub(crate) fn tag(&self) -> String {
-        format!(
-            "text={TEXT_VERSION};before={};after={};chars={};gap={};date={}",
-            self.context_before,
-            self.context_after,
-            self.context_chars,
-            self.episode_gap_ms,
-            self.date_metadata
-        )
-    }
-
-    pub(crate) fn window_len(&self) -> usize {
-        self.context_before.max(self.context_after)
-    }
-}
-
-/// Why `open` or `sync` discarded the index content.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ResetReason {
-    /// The index belonged to another ledger id.
-    LedgerChanged {
-        /// The id the index was built for.
-        was: String,
-    },
-    /// The index was built with another [`IndexConfig`].
-    ConfigChanged,
-    /// The ledger is shorter than what was indexed, or the last indexed event changed.
-    LedgerRewritten {
-        /// The seq found missing or different.
-        seq: u64,
-    },
-}
-
-/// Figures from one `update`, `sync` or `rebuild`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UpdateStats {
-    /// Events read (indexed or skipped as not indexable).
-    pub events_seen: u64,
-    /// Events whose text was indexed.
-    pub events_indexed: u64,
-    /// Pages written.
-    pub pages_written: u64,
-    /// Artifacts that could not be read; the event's inline excerpt was indexed instead.
-    pub artifact_failures: u64,
-    /// The index's `indexed_through` afterwards.
-    pub indexed_through: u64,
-    /// Set when the index content was discarded before indexing.
-    pub reset: Option<ResetReason>,
-}
-
-/// Progress of a rebuild, reported after each event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Progress {
-    /// The seq just processed.
-    pub seq: u64,
-    /// The ledger's last seq (the goal).
-    pub head_seq: u64,
-}
+/// How many times catching up reopens the index after finding that another process deleted
+/// or replaced the file under it, before giving up.
+const REOPEN_ATTEMPTS: usize = 4;
 
 /// A per-conversation recall index: an SQLite file with an FTS5 table of event pages.
 ///
 /// The index is a disposable cache of the ledger (SPEC R2): it records the ledger id it was
 /// built for, the last seq it indexed and a fingerprint of that event; any mismatch discards
-/// its content, and [`RecallIndex::recreate`] deletes and recreates the file.
+/// its content, and [`RecallIndex::recreate`] deletes and recreates the file. Every page row
+/// carries a checksum of what it tells a caller (text and provenance), checked on every
+/// read: a page that fails it makes the index [`Error::Damaged`], never a wrong answer.
 ///
-/// # Journal mode
+/// # Journal mode and processes
 ///
 /// The file uses SQLite's rollback journal (not WAL) with `secure_delete`: at rest the index
 /// is one file, so deleting it (erasure, `reindex`) leaves no `-wal` copy of erased text, and
-/// deleted rows are zeroed. Readers wait for a writer up to a 5 s busy timeout.
+/// deleted rows are zeroed. Every connection waits for another's lock up to a 5 s busy
+/// timeout, and every write transaction takes the write lock at once (`BEGIN IMMEDIATE`), so
+/// handles in several processes continue each other's work instead of failing. A new file is
+/// built under a temporary name and linked into place; [`RecallIndex::delete_files`] deletes
+/// under SQLite's exclusive lock, and a handle whose file was deleted or replaced reopens the
+/// new one before it writes. A symbolic link at the path is refused ([`Error::Symlink`]).
+///
+/// # Read-only
+///
+/// Searching an index that is up to date never writes: [`RecallIndex::catch_up`] writes only
+/// when there is something to index, and a file (or directory) that does not allow writing is
+/// opened read-only.
 pub struct RecallIndex {
-    pub(crate) conn: Connection,
-    pub(crate) path: PathBuf,
+    conn: Connection,
+    path: PathBuf,
+    /// The identity of the file `conn` has open.
+    file: Option<FileId>,
+    access: Access,
+    read_only: bool,
     ledger_id: String,
     indexed_through: u64,
     tail_fingerprint: String,
     config: IndexConfig,
     reset: Option<ResetReason>,
-    pub(crate) ranking: Ranking,
+    ranking: Ranking,
 }
 
 impl std::fmt::Debug for RecallIndex {
@@ -183,6 +68,7 @@ impl std::fmt::Debug for RecallIndex {
             .field("path", &self.path)
             .field("ledger_id", &self.ledger_id)
             .field("indexed_through", &self.indexed_through)
+            .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
 }
@@ -191,13 +77,16 @@ impl RecallIndex {
     /// Opens (or creates) the index at `path` for the ledger `ledger_id`, with the default
     /// [`IndexConfig`].
     ///
-    /// An index written for another ledger id or configuration is emptied (see
-    /// [`RecallIndex::reset_reason`]); feed it events from seq 1 again.
+    /// An index written for another ledger id or configuration is emptied, and one of an
+    /// older schema version is deleted and created anew (see [`RecallIndex::reset_reason`]);
+    /// feed it events from seq 1 again. When the file or its directory is not writable, the
+    /// index is opened read-only (see [`RecallIndex::is_read_only`]).
     ///
     /// # Errors
     /// [`Error::Damaged`] when the file is not a readable recall index of this schema version
-    /// (truncated, garbage, foreign database, other `user_version`); [`Error::Sqlite`] or
-    /// [`Error::Io`] when it cannot be opened or created.
+    /// (truncated, garbage, foreign database, newer `user_version`); [`Error::Symlink`] when a
+    /// symbolic link is at `path`; [`Error::Sqlite`] or [`Error::Io`] when it cannot be
+    /// opened or created.
     pub fn open(path: impl AsRef<Path>, ledger_id: &str) -> Result<RecallIndex> {
         Self::open_with(path, ledger_id, IndexConfig::default())
     }
@@ -211,19 +100,134 @@ impl RecallIndex {
         ledger_id: &str,
         config: IndexConfig,
     ) -> Result<RecallIndex> {
-        let path = path.as_ref().to_path_buf();
-        let meta = std::fs::metadata(&path).ok();
-        if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
-            return Err(Error::Damaged {
-                path,
-                reason: "a directory is where the index file should be".into(),
-            });
+        Self::open_as(path.as_ref(), ledger_id, config, Access::ReadWrite)
+    }
+
+    /// Opens the existing index at `path` read-only (`SQLITE_OPEN_READ_ONLY`), with the
+    /// default configuration: it can be searched, and caught up when it already is.
+    ///
+    /// # Errors
+    /// As [`RecallIndex::open`]; also when the file does not exist, or would have to be
+    /// emptied (another ledger or configuration) or recreated (older schema).
+    pub fn open_read_only(path: impl AsRef<Path>, ledger_id: &str) -> Result<RecallIndex> {
+        Self::open_as(
+            path.as_ref(),
+            ledger_id,
+            IndexConfig::default(),
+            Access::ReadOnly,
+        )
+    }
+
+    /// Deletes the index file (and any SQLite side files) at `path` and creates an empty one.
+    /// This is how a damaged index is repaired; follow with [`RecallIndex::catch_up`] or
+    /// [`RecallIndex::rebuild`].
+    ///
+    /// # Errors
+    /// As [`RecallIndex::delete_files`] and [`RecallIndex::open`].
+    pub fn recreate(
+        path: impl AsRef<Path>,
+        ledger_id: &str,
+        config: IndexConfig,
+    ) -> Result<RecallIndex> {
+        Self::delete_files(path.as_ref())?;
+        Self::open_with(path, ledger_id, config)
+    }
+
+    /// Deletes the index at `path` with its SQLite side files (`-journal`, `-wal`, `-shm`)
+    /// and temporary files left next to it; files that do not exist are skipped. It first
+    /// takes SQLite's exclusive lock (waiting for other processes' transactions up to the
+    /// busy timeout), so nobody is writing when the files go; handles still open on the old
+    /// file reopen the path before they next write. A symbolic link at `path` is removed,
+    /// never followed; an empty directory there is removed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a file cannot be removed (or a non-empty directory is at `path`).
+    pub fn delete_files(path: impl AsRef<Path>) -> Result<()> {
+        store::delete_files(path.as_ref())
+    }
+
+    fn open_as(
+        path: &Path,
+        ledger_id: &str,
+        config: IndexConfig,
+        access: Access,
+    ) -> Result<RecallIndex> {
+        let mut upgraded = None;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let shared = FileLock::shared(path);
+            let (mut index, contents) = Self::connect(path, ledger_id, config.clone(), access)?;
+            let checked = match contents {
+                Contents::Outdated(was) if !index.read_only && attempt < REOPEN_ATTEMPTS => {
+                    // An older schema (a cache): delete it, with the lock alone, and start over.
+                    drop((index, shared));
+                    store::delete_files(path)?;
+                    upgraded = Some(ResetReason::SchemaChanged { was });
+                    continue;
+                }
+                Contents::Outdated(was) => Err(index.damaged(format!(
+                    "schema version {was} is older than {} and cannot be replaced",
+                    store::SCHEMA_VERSION
+                ))),
+                Contents::Current => {
+                    store::validate(&index.conn, path).and_then(|()| index.load_meta())
+                }
+            };
+            match checked {
+                Ok(()) => {
+                    index.reset = index.reset.take().or(upgraded);
+                    return Ok(index);
+                }
+                // Another handle replaced the file while it was being checked (its size is
+                // read from the path): check the new one.
+                Err(_) if attempt < REOPEN_ATTEMPTS && !index.file_is_current() => {}
+                Err(e) => return Err(e),
+            }
         }
-        let existing = meta.is_some_and(|m| m.len() > 0);
-        let conn = connect(&path)?;
-        let mut index = RecallIndex {
+    }
+
+    /// Opens the file at `path` (creating it when missing and writable access is asked) and
+    /// says what it holds. Retries when another process deletes the file in between.
+    fn connect(
+        path: &Path,
+        ledger_id: &str,
+        config: IndexConfig,
+        access: Access,
+    ) -> Result<(RecallIndex, Contents)> {
+        store::refuse_symlink(path)?;
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(store::damaged(
+                path,
+                "a directory is where the index file should be",
+            ));
+        }
+        let meta = Meta::empty(ledger_id, &config);
+        let mut attempt = 0;
+        let (mut conn, read_only, file) = loop {
+            attempt += 1;
+            if access == Access::ReadWrite {
+                store::create_if_missing(path, &meta)?;
+            }
+            let before = FileId::of(path);
+            let opened = store::connect(path, access);
+            let after = FileId::of(path);
+            let settled = before.is_some() && before == after;
+            match opened {
+                Ok((conn, ro)) if settled => break (conn, ro, after),
+                Err(e) if settled || attempt >= REOPEN_ATTEMPTS => return Err(e),
+                Ok(_) if attempt >= REOPEN_ATTEMPTS => return Err(replaced(path)),
+                // Another process deleted or replaced the file meanwhile: open it again.
+                _ => {}
+            }
+        };
+        let contents = store::prepare(&mut conn, path, &meta)?;
+        let index = RecallIndex {
             conn,
-            path,
+            path: path.to_path_buf(),
+            file,
+            access,
+            read_only,
             ledger_id: ledger_id.to_owned(),
             indexed_through: 0,
             tail_fingerprint: String::new(),
@@ -231,28 +235,7 @@ impl RecallIndex {
             reset: None,
             ranking: Ranking::default(),
         };
-        if existing {
-            index.validate()?;
-            index.load_meta()?;
-        } else {
-            index.create_schema()?;
-        }
-        Ok(index)
-    }
-
-    /// Deletes the index file (and any SQLite side files) at `path` and creates an empty one.
-    /// This is how a damaged index is repaired; follow with [`RecallIndex::sync`] or
-    /// [`RecallIndex::rebuild`].
-    ///
-    /// # Errors
-    /// [`Error::Io`] when a file cannot be removed; as [`RecallIndex::open`] otherwise.
-    pub fn recreate(
-        path: impl AsRef<Path>,
-        ledger_id: &str,
-        config: IndexConfig,
-    ) -> Result<RecallIndex> {
-        remove_index_files(path.as_ref())?;
-        Self::open_with(path, ledger_id, config)
+        Ok((index, contents))
     }
 
     /// The index file.
@@ -280,6 +263,22 @@ impl RecallIndex {
         self.reset.as_ref()
     }
 
+    /// True when the index was opened read-only (asked for, or the file or its directory is
+    /// not writable): searching works, and so does catching up when nothing is new.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The ranking knobs in use.
+    pub fn ranking(&self) -> &Ranking {
+        &self.ranking
+    }
+
+    /// Replaces the ranking knobs (for evaluation; the default is the product's).
+    pub fn set_ranking(&mut self, ranking: Ranking) {
+        self.ranking = ranking;
+    }
+
     /// Indexes `events` whose seq is greater than [`RecallIndex::indexed_through`], in one
     /// transaction. Events must come in increasing seq order; events at or below
     /// `indexed_through` are skipped, except that the event *at* `indexed_through`, when
@@ -287,7 +286,8 @@ impl RecallIndex {
     ///
     /// Indexed: user, assistant, note and tool-result text (an artifact's full text read
     /// through `artifacts`; if that fails, the inline excerpt). Never indexed: tool calls,
-    /// system markers, and results of the [`TOOL_NAME`] tool (recall output).
+    /// system markers, and results of the [`TOOL_NAME`](crate::TOOL_NAME) tool (recall
+    /// output).
     ///
     /// # Errors
     /// [`Error::Stale`] when the event at `indexed_through` differs from the one indexed (the
@@ -299,6 +299,7 @@ impl RecallIndex {
         I: IntoIterator,
         I::Item: Borrow<Event>,
     {
+        let _shared = FileLock::shared(&self.path);
         let mut writer = self.begin()?;
         for event in events {
             writer.add(event.borrow(), artifacts)?;
@@ -307,46 +308,93 @@ impl RecallIndex {
         Ok(self.finish(done))
     }
 
-    /// Brings the index up to date with `source`: discards it first when the ledger id
-    /// changed, when the ledger is shorter than what was indexed, or when the last indexed
-    /// event changed; then indexes every event after `indexed_through`.
+    /// Brings the index up to date with `source` (the one verb for this): discards it first
+    /// when the ledger id changed, when the ledger is shorter than what was indexed, or when
+    /// the last indexed event changed; then indexes every event after `indexed_through`.
+    /// When nothing is new, nothing is written (so a read-only index that is current can be
+    /// caught up and searched).
     ///
     /// # Errors
-    /// Source failures ([`Error::Source`]) and index failures. A failed sync leaves the index
-    /// at its last committed state (a reset it needed stays done; the events are not written).
+    /// Source failures ([`Error::Source`]) and index failures. A failed catch-up leaves the
+    /// index at its last committed state (a reset it needed stays done; the events are not
+    /// written).
+    pub fn catch_up(&mut self, source: &dyn LedgerSource) -> Result<UpdateStats> {
+        self.catch_up_with_progress(source, &mut |_| {})
+    }
+
+    /// The former name of [`RecallIndex::catch_up`].
+    ///
+    /// # Errors
+    /// As [`RecallIndex::catch_up`].
+    #[doc(hidden)]
     pub fn sync(&mut self, source: &dyn LedgerSource) -> Result<UpdateStats> {
-        self.sync_with_progress(source, &mut |_| {})
+        self.catch_up(source)
     }
 
     /// Empties the index and indexes all of `source`, calling `progress` after each event.
     ///
     /// # Errors
-    /// As [`RecallIndex::sync`].
+    /// As [`RecallIndex::catch_up`].
     pub fn rebuild(
         &mut self,
         source: &dyn LedgerSource,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<UpdateStats> {
+        let _shared = FileLock::shared(&self.path);
+        self.follow_file()?;
         self.ledger_id = source.ledger_id();
         self.clear()?;
-        self.sync_with_progress(source, progress)
+        self.catch_up_with_progress(source, progress)
     }
 
-    fn sync_with_progress(
+    /// [`RecallIndex::catch_up`], calling `progress` after each event indexed. Starts over on
+    /// the new file when another process deleted or replaced the index meanwhile.
+    fn catch_up_with_progress(
         &mut self,
         source: &dyn LedgerSource,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<UpdateStats> {
-        self.refresh()?;
-        let reset = self.check_source(source)?;
-        if reset.is_some() {
-            self.ledger_id = source.ledger_id();
-            self.clear()?;
+        let _shared = FileLock::shared(&self.path);
+        for _ in 0..REOPEN_ATTEMPTS {
+            self.follow_file()?;
+            match self.reload_progress() {
+                Err(Error::Replaced { .. }) => continue,
+                other => other?,
+            }
+            let reset = self.check_source(source)?;
+            if reset.is_none() && source.head_seq() == self.indexed_through {
+                return Ok(UpdateStats {
+                    indexed_through: self.indexed_through,
+                    reset: self.reset.clone(),
+                    ..UpdateStats::default()
+                });
+            }
+            if reset.is_some() {
+                self.ledger_id = source.ledger_id();
+                self.clear()?;
+            }
+            if let Some(done) = self.index_source(source, progress)? {
+                let mut stats = self.finish(done);
+                stats.reset = reset.or_else(|| self.reset.clone());
+                return Ok(stats);
+            }
         }
+        Err(replaced(&self.path))
+    }
+
+    /// Indexes the events of `source` after what the file has, in one transaction; `None`
+    /// (nothing written) when the file at the path is no longer the one this handle has open.
+    fn index_source(
+        &self,
+        source: &dyn LedgerSource,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Option<(UpdateStats, String)>> {
         let head_seq = source.head_seq();
         let mut writer = self.begin()?;
-        let from = writer.through;
-        source.visit_after(from, &mut |event| {
+        if !self.file_is_current() {
+            return Ok(None);
+        }
+        source.visit_after(writer.through(), &mut |event| {
             writer.add(event, source)?;
             progress(Progress {
                 seq: event.seq,
@@ -354,20 +402,42 @@ impl RecallIndex {
             });
             Ok(())
         })?;
-        let done = writer.commit()?;
-        let mut stats = self.finish(done);
-        stats.reset = reset.or_else(|| self.reset.clone());
-        Ok(stats)
+        writer.commit().map(Some)
+    }
+
+    /// Whether the file at the path is still the one this handle has open.
+    fn file_is_current(&self) -> bool {
+        self.file.is_some() && FileId::of(&self.path) == self.file
+    }
+
+    /// Reopens the path when another process deleted or replaced the file this handle has
+    /// open (erasure, `reindex`), keeping the ranking knobs.
+    fn follow_file(&mut self) -> Result<()> {
+        if self.file_is_current() {
+            return Ok(());
+        }
+        let ranking = self.ranking.clone();
+        let reopened = Self::open_as(
+            &self.path,
+            &self.ledger_id,
+            self.config.clone(),
+            self.access,
+        )?;
+        *self = RecallIndex {
+            ranking,
+            ..reopened
+        };
+        Ok(())
     }
 
     /// Takes the ledger id, `indexed_through` and tail fingerprint from the file: another
     /// handle (or process) may have indexed further, reset or rebuilt it since this handle
     /// last looked, and deciding from a stale copy would keep rows of a rewritten ledger.
-    fn refresh(&mut self) -> Result<()> {
-        let (ledger_id, through, tail) = self.read_progress()?;
-        self.ledger_id = ledger_id;
-        self.indexed_through = through;
-        self.tail_fingerprint = tail;
+    fn reload_progress(&mut self) -> Result<()> {
+        let meta = self.guarded(|s| Meta::read(s.conn, s.path))?;
+        self.ledger_id = meta.ledger_id;
+        self.indexed_through = meta.indexed_through;
+        self.tail_fingerprint = meta.tail;
         Ok(())
     }
 
@@ -404,17 +474,16 @@ impl RecallIndex {
     /// Removes every page and resets `indexed_through` to 0 (same ledger id).
     fn clear(&mut self) -> Result<()> {
         let path = self.path.clone();
+        let e = |err| Error::sqlite(&path, err);
         let tx = self
             .conn
-            .transaction()
-            .map_err(|e| Error::sqlite(&path, e))?;
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(e)?;
         tx.execute_batch("DELETE FROM pages; DELETE FROM pages_fts;")
-            .map_err(|e| Error::sqlite(&path, e))?;
-        write_meta(&tx, &path, &self.ledger_id, 0, "", &self.config)?;
-        tx.commit().map_err(|e| Error::sqlite(&path, e))?;
-        self.conn
-            .execute_batch("VACUUM")
-            .map_err(|e| Error::sqlite(&path, e))?;
+            .map_err(e)?;
+        Meta::empty(&self.ledger_id, &self.config).write(&tx, &path)?;
+        tx.commit().map_err(e)?;
+        self.conn.execute_batch("VACUUM").map_err(e)?;
         self.indexed_through = 0;
         self.tail_fingerprint.clear();
         Ok(())
@@ -425,135 +494,21 @@ impl RecallIndex {
     /// # Errors
     /// [`Error::Damaged`] naming the first problem found.
     pub fn verify(&self) -> Result<()> {
-        let ok: String = self
-            .conn
-            .query_row("PRAGMA quick_check", [], |r| r.get(0))
-            .map_err(|e| self.err(e))?;
-        if ok != "ok" {
-            return Err(self.damaged(format!("quick_check: {ok}")));
-        }
-        self.conn
-            .execute(
-                "INSERT INTO pages_fts(pages_fts, rank) VALUES('integrity-check', 1)",
-                [],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
-    pub(crate) fn err(&self, e: rusqlite::Error) -> Error {
-        Error::sqlite(&self.path, e)
+        store::verify(&self.conn, &self.path)
     }
 
     fn damaged(&self, reason: impl Into<String>) -> Error {
-        Error::Damaged {
-            path: self.path.clone(),
-            reason: reason.into(),
-        }
-    }
-
-    fn create_schema(&mut self) -> Result<()> {
-        let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(|e| Error::sqlite(&path, e))?;
-        tx.execute_batch(SCHEMA)
-            .map_err(|e| Error::sqlite(&path, e))?;
-        tx.pragma_update(None, "application_id", APPLICATION_ID)
-            .map_err(|e| Error::sqlite(&path, e))?;
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-            .map_err(|e| Error::sqlite(&path, e))?;
-        write_meta(&tx, &path, &self.ledger_id, 0, "", &self.config)?;
-        tx.commit().map_err(|e| Error::sqlite(&path, e))
-    }
-
-    /// Checks that the file is a complete recall index of this schema version.
-    fn validate(&self) -> Result<()> {
-        let pragma = |name: &str| -> Result<i64> {
-            self.conn
-                .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
-                .map_err(|e| self.err(e))
-        };
-        let app = pragma("application_id")?;
-        let version = pragma("user_version")?;
-        if app != i64::from(APPLICATION_ID) || version != i64::from(SCHEMA_VERSION) {
-            return Err(self.damaged(format!(
-                "not a recall index of schema {SCHEMA_VERSION} (application_id {app:#x}, user_version {version})"
-            )));
-        }
-        let expected = pragma("page_count")? * pragma("page_size")?;
-        let actual = std::fs::metadata(&self.path)
-            .map_err(|source| Error::Io {
-                path: self.path.clone(),
-                source,
-            })?
-            .len();
-        if i64::try_from(actual).unwrap_or(i64::MAX) < expected {
-            return Err(self.damaged(format!(
-                "file is {actual} bytes, its header says {expected}: truncated"
-            )));
-        }
-        self.check_schema_text()?;
-        // Touch the FTS structure and the newest page so gross damage shows now.
-        self.conn
-            .query_row(
-                "SELECT count(*) FROM (SELECT rowid FROM pages_fts WHERE pages_fts MATCH '\"ctxlog\"' LIMIT 1)",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map_err(|e| self.err(e))?;
-        self.conn
-            .query_row("SELECT max(id) FROM pages", [], |r| {
-                r.get::<_, Option<i64>>(0)
-            })
-            .map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
-    /// Checks that every table and index is declared exactly as [`SCHEMA`] declares it (a
-    /// table recreated with other columns would otherwise answer every search with nothing).
-    fn check_schema_text(&self) -> Result<()> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT sql FROM sqlite_schema WHERE name = ?1")
-            .map_err(|e| self.err(e))?;
-        for (name, expected) in schema_statements() {
-            let found: Option<String> = stmt
-                .query_row([&name], |r| r.get(0))
-                .optional()
-                .map_err(|e| self.err(e))?;
-            match found {
-                Some(sql) if normalize_sql(&sql) == expected => {}
-                Some(_) => return Err(self.damaged(format!("{name} has another definition"))),
-                None => return Err(self.damaged(format!("{name} is missing"))),
-            }
-        }
-        Ok(())
+        store::damaged(&self.path, reason)
     }
 
     /// Reads the meta table; resets the content when it belongs to another ledger or config.
     fn load_meta(&mut self) -> Result<()> {
-        let get = |key: &str| -> Result<Option<String>> {
-            self.conn
-                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .optional()
-                .map_err(|e| self.err(e))
-        };
-        let (Some(ledger), Some(through), Some(tail), Some(config)) = (
-            get("ledger_id")?,
-            get("indexed_through")?,
-            get("tail_fingerprint")?,
-            get("config")?,
-        ) else {
-            return Err(self.damaged("meta rows missing"));
-        };
-        let through: u64 = through
-            .parse()
-            .map_err(|_| self.damaged(format!("indexed_through is {through:?}")))?;
-        let reset = if ledger != self.ledger_id {
-            Some(ResetReason::LedgerChanged { was: ledger })
-        } else if config != self.config.tag() {
+        let meta = Meta::read(&self.conn, &self.path)?;
+        let reset = if meta.ledger_id != self.ledger_id {
+            Some(ResetReason::LedgerChanged {
+                was: meta.ledger_id,
+            })
+        } else if meta.config != self.config.tag() {
             Some(ResetReason::ConfigChanged)
         } else {
             None
@@ -562,56 +517,15 @@ impl RecallIndex {
             self.clear()?;
             self.reset = reset;
         } else {
-            self.indexed_through = through;
-            self.tail_fingerprint = tail;
+            self.indexed_through = meta.indexed_through;
+            self.tail_fingerprint = meta.tail;
         }
         Ok(())
     }
 
-    /// Starts a write transaction. It takes SQLite's write lock at once and re-reads how far
-    /// the file got, so another handle (another process) that indexed in the meantime is
-    /// continued, not duplicated.
+    /// Starts a write transaction (see [`Writer::begin`]).
     fn begin(&self) -> Result<Writer<'_>> {
-        let tx = rusqlite::Transaction::new_unchecked(
-            &self.conn,
-            rusqlite::TransactionBehavior::Immediate,
-        )
-        .map_err(|e| self.err(e))?;
-        let (ledger_id, through, tail) = self.read_progress()?;
-        if ledger_id != self.ledger_id {
-            return Err(Error::Stale {
-                path: self.path.clone(),
-                seq: 0,
-            });
-        }
-        Ok(Writer {
-            last: self.last_episode()?,
-            window: self.load_window()?,
-            tx,
-            path: self.path.clone(),
-            ledger_id,
-            config: self.config.clone(),
-            stats: UpdateStats::default(),
-            through,
-            tail,
-            previous: None,
-        })
-    }
-
-    /// The ledger id, `indexed_through` and tail fingerprint recorded in the file.
-    fn read_progress(&self) -> Result<(String, u64, String)> {
-        let get = |key: &str| -> Result<String> {
-            self.conn
-                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .optional()
-                .map_err(|e| self.err(e))?
-                .ok_or_else(|| self.damaged(format!("meta row {key} missing")))
-        };
-        let through = get("indexed_through")?;
-        let through = through
-            .parse()
-            .map_err(|_| self.damaged(format!("indexed_through is {through:?}")))?;
-        Ok((get("ledger_id")?, through, get("tail_fingerprint")?))
+        Writer::begin(&self.conn, &self.path, &self.ledger_id, &self.config)
     }
 
     /// Records what a committed writer reached.
@@ -621,107 +535,92 @@ impl RecallIndex {
         stats
     }
 
-    /// The time and episode of the newest indexed page.
-    fn last_episode(&self) -> Result<Option<(i64, u64)>> {
-        self.conn
-            .query_row(
-                "SELECT ts_ms, episode FROM pages ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u64)),
-            )
-            .optional()
-            .map_err(|e| self.err(e))
-    }
-
-    /// The last indexed events that can be context of the next one, oldest first.
-    fn load_window(&self) -> Result<VecDeque<Neighbour>> {
-        let k = self.config.window_len();
-        if k == 0 {
-            return Ok(VecDeque::new());
+    /// Runs `read` in one read transaction on the file this handle has open, holding the
+    /// shared [`FileLock`] (so [`RecallIndex::delete_files`] waits), after checking that it is
+    /// still the file at the path. A deleted file's connection must not read: besides serving
+    /// a deleted index (erased text), taking its SQLite lock would treat the *new* file's live
+    /// journal, which has the same name, as a hot journal of the old one and delete it.
+    ///
+    /// # Errors
+    /// [`Error::Replaced`] when the file was deleted or replaced; what `read` returns.
+    fn guarded<T>(&self, read: impl FnOnce(Searcher<'_>) -> Result<T>) -> Result<T> {
+        let _shared = FileLock::shared(&self.path);
+        if !self.file_is_current() {
+            return Err(replaced(&self.path));
         }
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT p.seq, p.ts_ms, substr(f.body, 1, ?2) FROM pages p \
-                 JOIN pages_fts f ON f.rowid = p.id \
-                 WHERE p.page = 0 ORDER BY p.seq DESC LIMIT ?1",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(params![k as i64, self.config.context_chars as i64], |r| {
-                Ok(Neighbour {
-                    seq: r.get::<_, i64>(0)? as u64,
-                    ts_ms: r.get(1)?,
-                    snippet: r.get(2)?,
-                })
-            })
-            .map_err(|e| self.err(e))?;
-        let mut window = VecDeque::new();
-        for row in rows {
-            window.push_front(row.map_err(|e| self.err(e))?);
+        let e = |err| Error::sqlite(&self.path, err);
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
+            .map_err(e)?;
+        tx.query_row("SELECT count(*) FROM meta", [], |r| r.get::<_, i64>(0))
+            .map_err(e)?;
+        if !self.file_is_current() {
+            return Err(replaced(&self.path));
         }
-        Ok(window)
-    }
-}
-
-/// The name and whitespace-normalized text of each statement of [`SCHEMA`].
-fn schema_statements() -> Vec<(String, String)> {
-    SCHEMA
-        .split(';')
-        .map(normalize_sql)
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| {
-            let name = s
-                .split(['(', ' '])
-                .skip_while(|w| *w != "TABLE" && *w != "INDEX")
-                .nth(1)?
-                .to_owned();
-            Some((name, s))
-        })
-        .collect()
-}
-
-/// `sql` with runs of whitespace made single spaces and the ends trimmed.
-fn normalize_sql(sql: &str) -> String {
-    sql.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Opens the SQLite connection with the index's pragmas.
-fn connect(path: &Path) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| Error::sqlite(path, e))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| Error::sqlite(path, e))?;
-    conn.execute_batch("PRAGMA secure_delete = ON; PRAGMA synchronous = NORMAL;")
-        .map_err(|e| Error::sqlite(path, e))?;
-    Ok(conn)
-}
-
-/// Removes the index file and SQLite's side files, ignoring those that do not exist.
-fn remove_index_files(path: &Path) -> Result<()> {
-    let mut names = vec![path.to_path_buf()];
-    for suffix in ["-journal", "-wal", "-shm"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        names.push(PathBuf::from(p));
-    }
-    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-        // Only an empty directory is removed: anything inside it is not ours to delete.
-        std::fs::remove_dir(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
+        let result = read(Searcher {
+            conn: &self.conn,
+            path: &self.path,
+            ranking: &self.ranking,
         })?;
+        tx.commit().map_err(e)?;
+        Ok(result)
     }
-    for name in names {
-        match std::fs::remove_file(&name) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(Error::Io { path: name, source }),
-        }
+
+    /// Searches the index (SPEC R3–R5).
+    ///
+    /// Ranked results are the best [`Ranking::pool`] (default 200) BM25 candidates, re-ranked;
+    /// `offset` and `next_offset` page through them.
+    ///
+    /// The query is reduced to literal words (stop words dropped, stemmed by the index's
+    /// Porter tokenizer) and CJK bigrams; no query text is ever interpreted as FTS5 or SQL
+    /// syntax, so any string is a valid query. An empty query (or one with no letters or
+    /// digits) lists pages newest first. With `opts.seq`, the pages of that event are listed
+    /// in order.
+    ///
+    /// Every hit is checked against its page's checksum before it is returned.
+    ///
+    /// # Errors
+    /// [`Error::Damaged`] when the index file is damaged (including a page whose text or
+    /// provenance no longer matches its checksum); [`Error::Replaced`] when another process
+    /// deleted or replaced the file since this handle last caught up (catch up and retry);
+    /// [`Error::Sqlite`] on other SQLite failures. Never for query text.
+    pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<RecallResult> {
+        self.guarded(|s| s.search(query, opts))
     }
-    Ok(())
+
+    /// Up to `k` pages relevant to `input` from events older than `older_than_seq`, best
+    /// first: the candidates for a projection's auto-included recall tier (SPEC R6). An input
+    /// with no searchable words yields none.
+    ///
+    /// Every candidate's own text — its body, or its CJK bigram field for CJK terms —
+    /// contains at least one of the input's terms: a page that [`RecallIndex::search`] finds
+    /// only through its neighbours' context field or its date metadata is never a candidate,
+    /// because an auto-included page is spent from the request's budget and should carry the
+    /// words asked about. The candidates keep the order `search` gives them (the same
+    /// re-ranked pool of the best `max(Ranking::pool, k)` BM25 matches); the filter only
+    /// removes pages from it, so fewer than `k` may come back even when `search` has more hits.
+    ///
+    /// # Errors
+    /// As [`RecallIndex::search`]: a candidate failing its checksum is [`Error::Damaged`], so
+    /// a projection falls back to no recalled pages.
+    pub fn candidates(&self, input: &str, older_than_seq: u64, k: usize) -> Result<Vec<Hit>> {
+        self.guarded(|s| s.candidates(input, older_than_seq, k))
+    }
+
+    /// Handles one call of the recall tool: validates `args`, searches, and returns the tool
+    /// result JSON (its `query` cut to [`TOOL_QUERY_ECHO_CHARS`](crate::TOOL_QUERY_ECHO_CHARS)).
+    /// Never fails: bad arguments give `{"error":{"code":"invalid_arguments",…}}`, a damaged
+    /// index (a page failing its checksum included) `{"error":{"code":"index_damaged",…}}`
+    /// (naming `ctxlog reindex`), other failures `{"error":{"code":"recall_failed",…}}`.
+    pub fn handle_tool_call(&self, args: &Value) -> ToolOutput {
+        tool::respond(args, |query, opts| self.search(query, opts))
+    }
+}
+
+/// The error when the file at `path` is not the one a handle has open.
+fn replaced(path: &Path) -> Error {
+    Error::Replaced {
+        path: path.to_path_buf(),
+    }
 }
 
 /// Ends a [`LedgerSource::visit_after`] early.
@@ -735,26 +634,3 @@ impl std::fmt::Display for StopVisit {
 }
 
 impl std::error::Error for StopVisit {}
-
-/// Kinds of event the index holds pages for.
-pub const INDEXED_KINDS: [EventKind; 4] = [
-    EventKind::User,
-    EventKind::Assistant,
-    EventKind::ToolResult,
-    EventKind::Note,
-];
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_bundled_sqlite_has_fts5_and_the_schema_builds() {
-        let conn = rusqlite::Connection::open_in_memory().unwrap();
-        let fts5: i64 = conn
-            .query_row("SELECT sqlite_compileoption_used('ENABLE_FTS5')", [], |r| {
-                r.get(0)
-            })
-            .unwrap();
-        assert_eq!(fts5, 1);
-        conn.execute_batch(super::SCHEMA).unwrap();
-    }
-}

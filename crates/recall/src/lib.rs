@@ -28,23 +28,28 @@
 //! The crate reads only its own index file and what the caller supplies: events (directly or
 //! through a [`LedgerSource`]) and artifact texts through an [`ArtifactSource`] (SPEC R7).
 
+mod config;
 mod error;
+mod hit;
 mod index;
 mod rank;
 mod search;
 mod source;
+mod stats;
+mod store;
 pub mod text;
 mod tool;
 mod writer;
 
+pub use config::{INDEXED_KINDS, IndexConfig, TOOL_NAME};
 pub use error::{Error, Result, SourceError};
-pub use index::{
-    APPLICATION_ID, INDEXED_KINDS, IndexConfig, Progress, RecallIndex, ResetReason, SCHEMA_VERSION,
-    TOOL_NAME, UpdateStats,
-};
+pub use hit::{ABSENCE_NOTE, Hit, RecallResult};
+pub use index::RecallIndex;
 pub use rank::Ranking;
-pub use search::{ABSENCE_NOTE, DEFAULT_LIMIT, Hit, MAX_LIMIT, RecallResult, SearchOptions};
+pub use search::{DEFAULT_LIMIT, MAX_LIMIT, SearchOptions};
 pub use source::{ArtifactSource, LedgerSource, MemorySource, NoArtifacts};
+pub use stats::{Progress, ResetReason, UpdateStats};
+pub use store::{APPLICATION_ID, SCHEMA_VERSION};
 pub use tool::{
     ArgsError, TOOL_DEFAULT_LIMIT, TOOL_DESCRIPTION, TOOL_QUERY_ECHO_CHARS, ToolArgs, ToolOutput,
     anthropic_tool, input_schema, openai_tool, tool_error,

@@ -2,11 +2,13 @@
 //! a knob of [`Ranking`] so the evaluation can measure it.
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
-use crate::error::Result;
-use crate::index::RecallIndex;
-use crate::search::Hit;
-use crate::text::words;
+use rusqlite::Connection;
+
+use crate::error::{Error, Result};
+use crate::hit::Hit;
+use crate::text::{is_stop_word, words};
 
 /// Ranking knobs. `Default` is what the product uses; the fields exist so the evaluation can
 /// measure each idea (docs/recall.md has the ablation).
@@ -68,50 +70,52 @@ pub(crate) struct Candidate {
     pub(crate) id: i64,
 }
 
-impl RecallIndex {
-    /// Adds the author-field score to candidates whose speaker label the query names.
-    pub(crate) fn credit_authors(
-        &self,
-        cands: &mut [Candidate],
-        mentioned: &[String],
-    ) -> Result<()> {
-        let named = |label: &str| label.split(' ').all(|w| mentioned.iter().any(|m| m == w));
-        let mut idf: HashMap<String, f64> = HashMap::new();
-        let mut total: Option<f64> = None;
-        for c in cands.iter_mut() {
-            let Some(label) = c.author.as_deref().filter(|l| named(l)) else {
-                continue;
-            };
-            // Pages are only ever deleted all together, so ids run 1..=count: max(id) is the
-            // page count without a scan.
-            let n = match total {
-                Some(n) => n,
-                None => *total.insert(self.count("SELECT coalesce(max(id), 0) FROM pages", None)?),
-            };
-            let weight = match idf.get(label) {
-                Some(w) => *w,
-                None => {
-                    let k =
-                        self.count("SELECT count(*) FROM pages WHERE author = ?1", Some(label))?;
-                    let w = (1.0 + (n - k + 0.5) / (k + 0.5)).ln();
-                    idf.insert(label.to_owned(), w);
-                    w
-                }
-            };
-            c.hit.score += self.ranking.author_weight * weight;
-        }
-        Ok(())
+/// Adds the author-field score (`weight × idf(label)`) to candidates whose speaker label
+/// the query names; the label's page frequency is read from the index at `conn`.
+pub(crate) fn credit_authors(
+    conn: &Connection,
+    path: &Path,
+    cands: &mut [Candidate],
+    mentioned: &[String],
+    weight: f64,
+) -> Result<()> {
+    let named = |label: &str| label.split(' ').all(|w| mentioned.iter().any(|m| m == w));
+    let count = |sql: &str, arg: Option<&str>| count(conn, path, sql, arg);
+    let mut idf: HashMap<String, f64> = HashMap::new();
+    let mut total: Option<f64> = None;
+    for c in cands.iter_mut() {
+        let Some(label) = c.author.as_deref().filter(|l| named(l)) else {
+            continue;
+        };
+        // Pages are only ever deleted all together, so ids run 1..=count: max(id) is the
+        // page count without a scan.
+        let n = match total {
+            Some(n) => n,
+            None => *total.insert(count("SELECT coalesce(max(id), 0) FROM pages", None)?),
+        };
+        let w = match idf.get(label) {
+            Some(w) => *w,
+            None => {
+                let k = count("SELECT count(*) FROM pages WHERE author = ?1", Some(label))?;
+                let w = (1.0 + (n - k + 0.5) / (k + 0.5)).ln();
+                idf.insert(label.to_owned(), w);
+                w
+            }
+        };
+        c.hit.score += weight * w;
     }
+    Ok(())
+}
 
-    fn count(&self, sql: &str, arg: Option<&str>) -> Result<f64> {
-        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
-        let n: i64 = match arg {
-            Some(a) => stmt.query_row([a], |r| r.get(0)),
-            None => stmt.query_row([], |r| r.get(0)),
-        }
-        .map_err(|e| self.err(e))?;
-        Ok(n as f64)
+fn count(conn: &Connection, path: &Path, sql: &str, arg: Option<&str>) -> Result<f64> {
+    let e = |err| Error::sqlite(path, err);
+    let mut stmt = conn.prepare_cached(sql).map_err(e)?;
+    let n: i64 = match arg {
+        Some(a) => stmt.query_row([a], |r| r.get(0)),
+        None => stmt.query_row([], |r| r.get(0)),
     }
+    .map_err(e)?;
+    Ok(n as f64)
 }
 
 /// Adds episode evidence: `weight × best score × mass / best mass`, where an episode's mass is
@@ -143,7 +147,7 @@ pub(crate) fn credit_episodes(cands: &mut [Candidate], weight: f64) {
 /// crude stemmer: "restart", "restarts" and "restarting" are one word here).
 fn content_words(text: &str) -> HashSet<String> {
     words(text)
-        .filter(|w| !crate::text::is_stop_word(w))
+        .filter(|w| !is_stop_word(w))
         .take(2048)
         .map(|w| w.chars().take(5).collect())
         .collect()

@@ -1,18 +1,17 @@
 //! Searching: literal queries, BM25 ranking with context, supersession and recency, paging.
+//! Every hit read is checked against its row's checksum before it reaches a caller.
 
 use std::collections::HashSet;
+use std::path::Path;
 
-use ctxlog_event::{EventKind, ToolStatus};
-use serde::Serialize;
+use ctxlog_event::EventKind;
+use rusqlite::Connection;
 
 use crate::error::Result;
-use crate::index::RecallIndex;
-use crate::rank::{Candidate, Ranking, credit_episodes, lift_superseding};
+use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
+use crate::rank::{Candidate, Ranking, credit_authors, credit_episodes, lift_superseding};
+use crate::store::damaged;
 use crate::text::{Terms, quote};
-
-/// What every recall result says about misses.
-pub const ABSENCE_NOTE: &str = "Recall is a lexical search over indexed pages: a missing hit does \
-not prove the content is absent. Try other words, or page through an event with `seq`.";
 
 /// Default number of hits per call.
 pub const DEFAULT_LIMIT: usize = 5;
@@ -22,7 +21,7 @@ pub const MAX_LIMIT: usize = 50;
 /// the memory of one search.
 pub const MAX_RANKED: usize = 1000;
 
-/// Options of [`RecallIndex::search`]. `Default` is: no seq, offset 0, limit
+/// Options of [`RecallIndex::search`](crate::RecallIndex::search). `Default` is: no seq, offset 0, limit
 /// [`DEFAULT_LIMIT`], every kind, every seq.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SearchOptions {
@@ -51,68 +50,26 @@ impl Default for SearchOptions {
     }
 }
 
-/// One page found, with its provenance.
-///
-/// # Format
-/// Serialized as `{"seq","kind","tool"?,"status"?,"page","pages","char_start","char_end",
-/// "ts_ms","score","text"}`; `char_start`/`char_end` count Unicode scalar values of the
-/// event's full text (for tool results with an artifact, the artifact's text).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Hit {
-    /// The event's seq.
-    pub seq: u64,
-    /// The event's kind.
-    pub kind: EventKind,
-    /// The tool, for tool results.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
-    /// The tool status, for tool results.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<ToolStatus>,
-    /// 0-based page number within the event.
-    pub page: u32,
-    /// How many pages the event has.
-    pub pages: u32,
-    /// First character of the page in the event's text (inclusive).
-    pub char_start: u64,
-    /// End of the page (exclusive).
-    pub char_end: u64,
-    /// The event's commit time (ms since the Unix epoch).
-    pub ts_ms: i64,
-    /// Relevance (higher is better; 0 for listings). Comparable within one result only.
-    pub score: f64,
-    /// The page's text.
-    pub text: String,
+/// Searches one index file: its connection, its path (for errors) and the ranking knobs.
+#[derive(Clone, Copy)]
+pub(crate) struct Searcher<'a> {
+    pub(crate) conn: &'a Connection,
+    pub(crate) path: &'a Path,
+    pub(crate) ranking: &'a Ranking,
 }
 
-/// The answer to a search.
-///
-/// # Format
-/// `{"query","hits":[Hit…],"next_offset":N|null,"note"}`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RecallResult {
-    /// The query as given.
-    pub query: String,
-    /// The hits, best first (or newest first for an empty query, page order for `seq`).
-    pub hits: Vec<Hit>,
-    /// The offset of the next hits, when there are more.
-    pub next_offset: Option<usize>,
-    /// Always [`ABSENCE_NOTE`]: a missing hit does not prove absence.
-    pub note: String,
-}
-
-impl RecallIndex {
-    /// The ranking knobs in use.
-    pub fn ranking(&self) -> &Ranking {
-        &self.ranking
+impl Searcher<'_> {
+    fn err(&self, e: rusqlite::Error) -> crate::Error {
+        crate::Error::sqlite(self.path, e)
     }
 
-    /// Replaces the ranking knobs (for evaluation; the default is the product's).
-    pub fn set_ranking(&mut self, ranking: Ranking) {
-        self.ranking = ranking;
+    /// The hit of a row that matches its checksum; a row that does not makes the whole
+    /// index count as damaged (it is a cache: `ctxlog reindex` rebuilds it from the ledger).
+    fn verified(&self, stored: StoredHit) -> Result<Hit> {
+        stored.verify().map_err(|reason| damaged(self.path, reason))
     }
 
-    /// Searches the index (SPEC R3–R5).
+    /// Searches the index (SPEC R3–R5); see [`RecallIndex::search`](crate::RecallIndex::search).
     ///
     /// Ranked results are the best [`Ranking::pool`] (default 200) BM25 candidates, re-ranked;
     /// `offset` and `next_offset` page through them.
@@ -124,9 +81,10 @@ impl RecallIndex {
     /// in order.
     ///
     /// # Errors
-    /// [`Error::Damaged`](crate::Error::Damaged) when the index file is damaged;
-    /// [`Error::Sqlite`](crate::Error::Sqlite) on other SQLite failures. Never for query text.
-    pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<RecallResult> {
+    /// [`Error::Damaged`](crate::Error::Damaged) when the index file is damaged (a page
+    /// fails its checksum); [`Error::Sqlite`](crate::Error::Sqlite) on other SQLite failures.
+    /// Never for query text.
+    pub(crate) fn search(&self, query: &str, opts: &SearchOptions) -> Result<RecallResult> {
         let limit = opts.limit.clamp(1, MAX_LIMIT);
         let terms = self.terms(query);
         let (hits, more) = if let Some(seq) = opts.seq {
@@ -150,21 +108,14 @@ impl RecallIndex {
         })
     }
 
-    /// Up to `k` pages relevant to `input` from events older than `older_than_seq`, best
-    /// first: the candidates for a projection's auto-included recall tier (SPEC R6). An input
-    /// with no searchable words yields none.
-    ///
-    /// Every candidate's own text — its body, or its CJK bigram field for CJK terms —
-    /// contains at least one of the input's terms: a page that [`RecallIndex::search`] finds
-    /// only through its neighbours' context field or its date metadata is never a candidate,
-    /// because an auto-included page is spent from the request's budget and should carry the
-    /// words asked about. The candidates keep the order `search` gives them (the same
-    /// re-ranked pool of the best `max(Ranking::pool, k)` BM25 matches); the filter only
-    /// removes pages from it, so fewer than `k` may come back even when `search` has more hits.
-    ///
-    /// # Errors
-    /// As [`RecallIndex::search`].
-    pub fn candidates(&self, input: &str, older_than_seq: u64, k: usize) -> Result<Vec<Hit>> {
+    /// Auto-include candidates; see
+    /// [`RecallIndex::candidates`](crate::RecallIndex::candidates).
+    pub(crate) fn candidates(
+        &self,
+        input: &str,
+        older_than_seq: u64,
+        k: usize,
+    ) -> Result<Vec<Hit>> {
         let k = k.min(MAX_RANKED);
         let terms = self.terms(input);
         if terms.is_empty() || k == 0 {
@@ -216,7 +167,7 @@ impl RecallIndex {
             .collect())
     }
 
-    /// [`RecallIndex::ranked`] before the candidates are reduced to their hits.
+    /// [`Searcher::ranked`] before the candidates are reduced to their hits.
     fn ranked_candidates(
         &self,
         terms: &Terms,
@@ -226,7 +177,8 @@ impl RecallIndex {
         let pool = self.ranking.pool.max(want).clamp(1, MAX_RANKED);
         let mut cands = self.fts(&match_expression(terms), opts, pool)?;
         if self.ranking.author_weight != 0.0 {
-            self.credit_authors(&mut cands, &terms.mentioned)?;
+            let weight = self.ranking.author_weight;
+            credit_authors(self.conn, self.path, &mut cands, &terms.mentioned, weight)?;
         }
         if self.ranking.episode_weight != 0.0 {
             credit_episodes(&mut cands, self.ranking.episode_weight);
@@ -247,6 +199,26 @@ impl RecallIndex {
     /// Runs one FTS5 MATCH and returns up to `pool` candidates with BM25 scores (higher is
     /// better).
     fn fts(&self, expr: &str, opts: &SearchOptions, pool: usize) -> Result<Vec<Candidate>> {
+        let rows = self.fts_rows(expr, opts, pool)?;
+        rows.into_iter()
+            .map(|(stored, score, cand)| {
+                let hit = self.verified(stored)?;
+                Ok(Candidate {
+                    hit: Hit { score, ..hit },
+                    ..cand
+                })
+            })
+            .collect()
+    }
+
+    /// The rows of [`Searcher::fts`], unverified: each stored hit, its score, and the
+    /// candidate's ranking facts (with a placeholder hit).
+    fn fts_rows(
+        &self,
+        expr: &str,
+        opts: &SearchOptions,
+        pool: usize,
+    ) -> Result<Vec<(StoredHit, f64, Candidate)>> {
         let r = &self.ranking;
         let sql = format!(
             "SELECT {COLUMNS}, p.supersedes, p.cue, -bm25(pages_fts, ?1, ?2, ?3, ?4) AS score, \
@@ -269,16 +241,15 @@ impl RecallIndex {
                     sql_int(pool)
                 ],
                 |row| {
-                    let mut hit = hit_from_row(row)?;
-                    hit.score = row.get(13)?;
-                    Ok(Candidate {
-                        hit,
+                    let cand = Candidate {
+                        hit: PLACEHOLDER,
                         supersedes: row.get::<_, Option<i64>>(11)?.map(|s| s as u64),
                         cue: row.get(12)?,
                         author: row.get(14)?,
                         episode: row.get::<_, i64>(15)? as u64,
                         id: row.get(16)?,
-                    })
+                    };
+                    Ok((read_hit(row)?, row.get(13)?, cand))
                 },
             )
             .map_err(|e| self.err(e))?;
@@ -325,50 +296,30 @@ impl RecallIndex {
     ) -> Result<(Vec<Hit>, bool)> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
         let mut hits = stmt
-            .query_map(params, hit_from_row)
+            .query_map(params, read_hit)
             .map_err(|e| self.err(e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.err(e))?;
+            .map(|row| self.verified(row.map_err(|e| self.err(e))?))
+            .collect::<Result<Vec<_>>>()?;
         let more = hits.len() > limit;
         hits.truncate(limit);
         Ok((hits, more))
     }
 }
 
-/// The columns every hit query selects, in [`hit_from_row`] order.
-const COLUMNS: &str = "p.seq, p.kind, p.tool, p.status, p.page, p.pages, p.char_start, \
-p.char_end, p.ts_ms, pages_fts.body, 0.0";
-
-fn hit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Hit> {
-    let kind: String = row.get(1)?;
-    let status: Option<String> = row.get(3)?;
-    Ok(Hit {
-        seq: row.get::<_, i64>(0)? as u64,
-        kind: kind_from_str(&kind),
-        tool: row.get(2)?,
-        status: status.as_deref().and_then(status_from_str),
-        page: row.get::<_, i64>(4)? as u32,
-        pages: row.get::<_, i64>(5)? as u32,
-        char_start: row.get::<_, i64>(6)? as u64,
-        char_end: row.get::<_, i64>(7)? as u64,
-        ts_ms: row.get(8)?,
-        text: row.get(9)?,
-        score: row.get(10)?,
-    })
-}
-
-fn kind_from_str(s: &str) -> EventKind {
-    EventKind::ALL
-        .into_iter()
-        .find(|k| k.as_str() == s)
-        .unwrap_or(EventKind::Note)
-}
-
-fn status_from_str(s: &str) -> Option<ToolStatus> {
-    [ToolStatus::Ok, ToolStatus::Error, ToolStatus::Interrupted]
-        .into_iter()
-        .find(|t| t.as_str() == s)
-}
+/// A hit that stands for "not read yet" while a row's other columns are read.
+const PLACEHOLDER: Hit = Hit {
+    seq: 0,
+    kind: EventKind::Note,
+    tool: None,
+    status: None,
+    page: 0,
+    pages: 0,
+    char_start: 0,
+    char_end: 0,
+    ts_ms: 0,
+    score: 0.0,
+    text: String::new(),
+};
 
 fn before(opts: &SearchOptions) -> i64 {
     opts.before_seq.map_or(i64::MAX, sql_int)

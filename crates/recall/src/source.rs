@@ -34,7 +34,7 @@ impl ArtifactSource for NoArtifacts {
 }
 
 /// A whole ledger as the index sees it: identity, length, events in order, artifacts.
-/// Used by [`RecallIndex::sync`](crate::RecallIndex::sync) and
+/// Used by [`RecallIndex::catch_up`](crate::RecallIndex::catch_up) and
 /// [`RecallIndex::rebuild`](crate::RecallIndex::rebuild).
 pub trait LedgerSource: ArtifactSource {
     /// The ledger's identity. It must change whenever the ledger is rewritten (erasure,

@@ -2,7 +2,9 @@
 
 use serde_json::{Value, json};
 
-use crate::index::{RecallIndex, TOOL_NAME};
+use crate::config::TOOL_NAME;
+use crate::error::Result;
+use crate::hit::RecallResult;
 use crate::search::{MAX_LIMIT, SearchOptions};
 
 /// The tool's description, shown to the model.
@@ -160,37 +162,35 @@ fn whole_number(v: &Value) -> Option<u64> {
 /// an error (Anthropic's `is_error`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutput {
-    /// The result JSON: a [`RecallResult`](crate::RecallResult), or `{"error":{"code","message"}}`.
+    /// The result JSON: a [`RecallResult`], or `{"error":{"code","message"}}`.
     pub json: Value,
     /// True for bad arguments or an unusable index.
     pub is_error: bool,
 }
 
-impl RecallIndex {
-    /// Handles one call of the recall tool: validates `args`, searches, and returns the tool
-    /// result JSON (its `query` cut to [`TOOL_QUERY_ECHO_CHARS`]). Never fails: bad arguments
-    /// give `{"error":{"code":"invalid_arguments",…}}`, a damaged index
-    /// `{"error":{"code":"index_damaged",…}}` (naming `ctxlog reindex`), other failures
-    /// `{"error":{"code":"recall_failed",…}}`.
-    pub fn handle_tool_call(&self, args: &Value) -> ToolOutput {
-        let args = match ToolArgs::from_json(args) {
-            Ok(a) => a,
-            Err(e) => return tool_error("invalid_arguments", &e.to_string()),
-        };
-        match self.search(&args.query, &args.options) {
-            Ok(mut result) => {
-                result.query = echo(&result.query);
-                ToolOutput {
-                    json: serde_json::to_value(&result).unwrap_or(Value::Null),
-                    is_error: false,
-                }
+/// Handles one call of the recall tool with `search` (see
+/// [`RecallIndex::handle_tool_call`](crate::RecallIndex::handle_tool_call)).
+pub(crate) fn respond(
+    args: &Value,
+    search: impl FnOnce(&str, &SearchOptions) -> Result<RecallResult>,
+) -> ToolOutput {
+    let args = match ToolArgs::from_json(args) {
+        Ok(a) => a,
+        Err(e) => return tool_error("invalid_arguments", &e.to_string()),
+    };
+    match search(&args.query, &args.options) {
+        Ok(mut result) => {
+            result.query = echo(&result.query);
+            ToolOutput {
+                json: serde_json::to_value(&result).unwrap_or(Value::Null),
+                is_error: false,
             }
-            Err(e) if e.is_damaged() => tool_error(
-                "index_damaged",
-                &format!("{e}. Recall is unavailable until `ctxlog reindex` is run."),
-            ),
-            Err(e) => tool_error("recall_failed", &e.to_string()),
         }
+        Err(e) if e.is_damaged() => tool_error(
+            "index_damaged",
+            &format!("{e}. Recall is unavailable until `ctxlog reindex` is run."),
+        ),
+        Err(e) => tool_error("recall_failed", &e.to_string()),
     }
 }
 

@@ -5,19 +5,22 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use ctxlog_event::{Event, EventBody, EventKind};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use crate::config::{IndexConfig, TOOL_NAME};
 use crate::error::{Error, Result};
-use crate::index::{IndexConfig, TOOL_NAME, UpdateStats};
+use crate::hit::PageFacts;
 use crate::source::ArtifactSource;
+use crate::stats::UpdateStats;
+use crate::store::Meta;
 use crate::text::{author_label, cjk_grams, date_words, has_update_cue, pages};
 
 /// An indexed event that may be context of the next ones.
 #[derive(Clone, Debug)]
-pub(crate) struct Neighbour {
-    pub(crate) seq: u64,
-    pub(crate) ts_ms: i64,
-    pub(crate) snippet: String,
+struct Neighbour {
+    seq: u64,
+    ts_ms: i64,
+    snippet: String,
 }
 
 /// What the page rows of one event record besides their text.
@@ -34,21 +37,62 @@ struct RowFacts<'e> {
 
 /// Indexes events inside one transaction.
 pub(crate) struct Writer<'a> {
-    pub(crate) tx: rusqlite::Transaction<'a>,
+    tx: rusqlite::Transaction<'a>,
     /// Time and episode of the last indexed event.
-    pub(crate) last: Option<(i64, u64)>,
-    pub(crate) path: PathBuf,
-    pub(crate) ledger_id: String,
-    pub(crate) config: IndexConfig,
-    pub(crate) window: VecDeque<Neighbour>,
-    pub(crate) stats: UpdateStats,
-    pub(crate) through: u64,
-    pub(crate) tail: String,
+    last: Option<(i64, u64)>,
+    path: PathBuf,
+    ledger_id: String,
+    config: IndexConfig,
+    window: VecDeque<Neighbour>,
+    stats: UpdateStats,
+    through: u64,
+    tail: String,
     /// The seq of the previous event given to this writer.
-    pub(crate) previous: Option<u64>,
+    previous: Option<u64>,
 }
 
-impl Writer<'_> {
+impl<'a> Writer<'a> {
+    /// Starts a write transaction on `conn` for the ledger `ledger_id`. It takes SQLite's
+    /// write lock at once and re-reads how far the file got, so another handle (another
+    /// process) that indexed in the meantime is continued, not duplicated.
+    ///
+    /// # Errors
+    /// [`Error::Stale`] (seq 0) when the file now belongs to another ledger.
+    pub(crate) fn begin(
+        conn: &'a Connection,
+        path: &Path,
+        ledger_id: &str,
+        config: &IndexConfig,
+    ) -> Result<Writer<'a>> {
+        let e = |err| Error::sqlite(path, err);
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+            .map_err(e)?;
+        let meta = Meta::read(&tx, path)?;
+        if meta.ledger_id != ledger_id {
+            return Err(Error::Stale {
+                path: path.to_path_buf(),
+                seq: 0,
+            });
+        }
+        Ok(Writer {
+            last: last_episode(&tx).map_err(e)?,
+            window: load_window(&tx, config).map_err(e)?,
+            tx,
+            path: path.to_path_buf(),
+            ledger_id: meta.ledger_id,
+            config: config.clone(),
+            stats: UpdateStats::default(),
+            through: meta.indexed_through,
+            tail: meta.tail,
+            previous: None,
+        })
+    }
+
+    /// The last seq the file had indexed when this writer began (or this writer reached).
+    pub(crate) fn through(&self) -> u64 {
+        self.through
+    }
+
     pub(crate) fn add(&mut self, event: &Event, artifacts: &dyn ArtifactSource) -> Result<()> {
         if let Some(after) = self.previous.filter(|&p| p >= event.seq) {
             return Err(Error::OutOfOrder {
@@ -169,8 +213,8 @@ impl Writer<'_> {
             .tx
             .prepare_cached(
                 "INSERT INTO pages(seq, page, pages, kind, tool, status, char_start, char_end, \
-                 ts_ms, supersedes, cue, author, episode) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 ts_ms, supersedes, cue, author, episode, checksum) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )
             .map_err(e)?;
         let mut insert_fts = self
@@ -179,13 +223,26 @@ impl Writer<'_> {
                 "INSERT INTO pages_fts(rowid, body, ctx, meta, cjk) VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .map_err(e)?;
+        let kind = event.kind().as_str();
         for slice in &slices {
+            let facts = PageFacts {
+                seq: event.seq,
+                page: slice.page as u64,
+                pages: count as u64,
+                kind,
+                tool: row.tool,
+                status: row.status,
+                char_start: slice.char_start as u64,
+                char_end: slice.char_end as u64,
+                ts_ms: event.ts_ms,
+                text: slice.text,
+            };
             insert_page
                 .execute(params![
                     event.seq as i64,
                     slice.page as i64,
                     count,
-                    event.kind().as_str(),
+                    kind,
                     row.tool,
                     row.status,
                     slice.char_start as i64,
@@ -195,6 +252,7 @@ impl Writer<'_> {
                     row.cue,
                     row.author,
                     row.episode as i64,
+                    facts.checksum(),
                 ])
                 .map_err(e)?;
             let id = self.tx.last_insert_rowid();
@@ -267,10 +325,16 @@ impl Writer<'_> {
             tail,
             ..
         } = self;
-        write_meta(&tx, &path, &ledger_id, through, &tail, &config)?;
+        let meta = Meta {
+            ledger_id,
+            indexed_through: through,
+            tail,
+            config: config.tag(),
+        };
+        meta.write(&tx, &path)?;
         tx.commit().map_err(|e| Error::sqlite(&path, e))?;
         stats.indexed_through = through;
-        Ok((stats, tail))
+        Ok((stats, meta.tail))
     }
 }
 
@@ -280,27 +344,39 @@ fn within(a: i64, b: i64, gap: i64) -> bool {
     u64::try_from(gap).is_ok_and(|gap| a.abs_diff(b) <= gap)
 }
 
-pub(crate) fn write_meta(
-    conn: &Connection,
-    path: &Path,
-    ledger_id: &str,
-    through: u64,
-    tail: &str,
-    config: &IndexConfig,
-) -> Result<()> {
-    let mut stmt = conn
-        .prepare_cached("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)")
-        .map_err(|e| Error::sqlite(path, e))?;
-    for (key, value) in [
-        ("ledger_id", ledger_id.to_owned()),
-        ("indexed_through", through.to_string()),
-        ("tail_fingerprint", tail.to_owned()),
-        ("config", config.tag()),
-    ] {
-        stmt.execute(params![key, value])
-            .map_err(|e| Error::sqlite(path, e))?;
+/// The time and episode of the newest indexed page.
+fn last_episode(conn: &Connection) -> rusqlite::Result<Option<(i64, u64)>> {
+    conn.query_row(
+        "SELECT ts_ms, episode FROM pages ORDER BY seq DESC LIMIT 1",
+        [],
+        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u64)),
+    )
+    .optional()
+}
+
+/// The last indexed events that can be context of the next one, oldest first.
+fn load_window(conn: &Connection, config: &IndexConfig) -> rusqlite::Result<VecDeque<Neighbour>> {
+    let k = config.window_len();
+    if k == 0 {
+        return Ok(VecDeque::new());
     }
-    Ok(())
+    let mut stmt = conn.prepare(
+        "SELECT p.seq, p.ts_ms, substr(f.body, 1, ?2) FROM pages p \
+         JOIN pages_fts f ON f.rowid = p.id \
+         WHERE p.page = 0 ORDER BY p.seq DESC LIMIT ?1",
+    )?;
+    let rows = stmt.query_map(params![k as i64, config.context_chars as i64], |r| {
+        Ok(Neighbour {
+            seq: r.get::<_, i64>(0)? as u64,
+            ts_ms: r.get(1)?,
+            snippet: r.get(2)?,
+        })
+    })?;
+    let mut window = VecDeque::new();
+    for row in rows {
+        window.push_front(row?);
+    }
+    Ok(window)
 }
 
 /// A fingerprint of an event's content (FNV-1a 64 of seq, timestamp and JSON body), used to

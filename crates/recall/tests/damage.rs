@@ -29,7 +29,7 @@ fn build(path: &Path) -> MemorySource {
         ..MemorySource::default()
     };
     let mut index = RecallIndex::open(path, "L").unwrap();
-    index.sync(&src).unwrap();
+    index.catch_up(&src).unwrap();
     src
 }
 
@@ -51,7 +51,7 @@ fn assert_damaged(path: &Path) {
 
 fn repair(path: &Path, src: &MemorySource) {
     let mut index = RecallIndex::recreate(path, "L", IndexConfig::default()).unwrap();
-    index.sync(src).unwrap();
+    index.catch_up(src).unwrap();
     let r = index.search("durian", &SearchOptions::default()).unwrap();
     assert_eq!(r.hits.len(), 5);
     index.verify().unwrap();
@@ -182,7 +182,7 @@ fn a_zero_byte_file_and_a_directory_are_handled() {
         ..MemorySource::default()
     };
     let mut index = RecallIndex::recreate(&path, "L", IndexConfig::default()).unwrap();
-    index.sync(&src).unwrap();
+    index.catch_up(&src).unwrap();
     assert_eq!(
         index
             .search("durian", &SearchOptions::default())
@@ -200,7 +200,7 @@ fn a_zero_byte_file_and_a_directory_are_handled() {
     assert!(full.join("keep.txt").exists());
 }
 
-/// Regression: meta rows deleted under an open handle made `sync` fail with a generic SQLite
+/// Regression: meta rows deleted under an open handle made `catch_up` fail with a generic SQLite
 /// error ("query returned no rows") instead of naming the damage.
 #[test]
 fn meta_rows_lost_under_an_open_handle_are_damage() {
@@ -211,7 +211,7 @@ fn meta_rows_lost_under_an_open_handle_are_damage() {
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute("DELETE FROM meta", []).unwrap();
     drop(conn);
-    let err = index.sync(&src).unwrap_err();
+    let err = index.catch_up(&src).unwrap_err();
     assert!(err.is_damaged(), "{err}");
     drop(index);
     repair(&path, &src);

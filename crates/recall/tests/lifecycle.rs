@@ -2,7 +2,7 @@
 //! Failure class: an index that no longer matches its ledger (SPEC R2). The index records the
 //! ledger id, the last seq indexed and a fingerprint of that event. Reopening continues
 //! incrementally; another ledger id, a shorter ledger or a changed last event discards the
-//! content and `sync` rebuilds it; `rebuild` reports progress event by event.
+//! content and `catch_up` rebuilds it; `rebuild` reports progress event by event.
 
 mod common;
 
@@ -48,14 +48,14 @@ fn updates_are_incremental_across_reopen() {
     let mut src = source("L1", &["alpha one", "alpha two"]);
     {
         let mut index = RecallIndex::open(&path, "L1").unwrap();
-        let stats = index.sync(&src).unwrap();
+        let stats = index.catch_up(&src).unwrap();
         assert_eq!((stats.events_indexed, stats.indexed_through), (2, 2));
     }
     src.events.push(note(3, "alpha three"));
     let mut index = RecallIndex::open(&path, "L1").unwrap();
     assert_eq!(index.indexed_through(), 2);
     assert_eq!(index.reset_reason(), None);
-    let stats = index.sync(&src).unwrap();
+    let stats = index.catch_up(&src).unwrap();
     assert_eq!((stats.events_indexed, stats.reset), (1, None));
     let mut found = seqs(&index, "alpha");
     found.sort_unstable();
@@ -70,7 +70,7 @@ fn another_ledger_id_discards_the_content() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.sqlite");
     let mut index = RecallIndex::open(&path, "L1").unwrap();
-    index.sync(&source("L1", &["secret kiwi"])).unwrap();
+    index.catch_up(&source("L1", &["secret kiwi"])).unwrap();
     drop(index);
     let index = RecallIndex::open(&path, "L2").unwrap();
     assert_eq!(
@@ -79,10 +79,10 @@ fn another_ledger_id_discards_the_content() {
     );
     assert_eq!(index.indexed_through(), 0);
     assert!(seqs(&index, "kiwi").is_empty());
-    // The same through sync with a source whose id changed.
+    // The same through catch_up with a source whose id changed.
     let mut index = RecallIndex::open(&path, "L2").unwrap();
-    index.sync(&source("L2", &["mango"])).unwrap();
-    let stats = index.sync(&source("L3", &["papaya"])).unwrap();
+    index.catch_up(&source("L2", &["mango"])).unwrap();
+    let stats = index.catch_up(&source("L3", &["papaya"])).unwrap();
     assert!(matches!(
         stats.reset,
         Some(ResetReason::LedgerChanged { .. })
@@ -97,16 +97,16 @@ fn a_rewritten_ledger_is_detected_and_rebuilt() {
     let path = dir.path().join("r.sqlite");
     let mut index = RecallIndex::open(&path, "L").unwrap();
     index
-        .sync(&source("L", &["one", "two banana", "three"]))
+        .catch_up(&source("L", &["one", "two banana", "three"]))
         .unwrap();
     // Same id, but event 3 changed.
     let changed = source("L", &["one", "two banana", "three cherry", "four"]);
-    let stats = index.sync(&changed).unwrap();
+    let stats = index.catch_up(&changed).unwrap();
     assert_eq!(stats.reset, Some(ResetReason::LedgerRewritten { seq: 3 }));
     assert_eq!(seqs(&index, "cherry"), [3]);
     // Same id, but shorter.
     let shorter = source("L", &["one"]);
-    let stats = index.sync(&shorter).unwrap();
+    let stats = index.catch_up(&shorter).unwrap();
     assert_eq!(stats.reset, Some(ResetReason::LedgerRewritten { seq: 4 }));
     assert!(seqs(&index, "banana").is_empty());
     // `update` refuses a changed tail instead of guessing.
@@ -121,7 +121,7 @@ fn rebuild_reports_progress() {
     let dir = tempfile::tempdir().unwrap();
     let mut index = RecallIndex::open(dir.path().join("r.sqlite"), "L").unwrap();
     let src = source("L", &["a fig", "b fig", "c fig", "d fig"]);
-    index.sync(&src).unwrap();
+    index.catch_up(&src).unwrap();
     let mut seen = Vec::new();
     let stats = index
         .rebuild(&src, &mut |p| seen.push((p.seq, p.head_seq)))
@@ -136,7 +136,7 @@ fn another_config_discards_the_content() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.sqlite");
     let mut index = RecallIndex::open(&path, "L").unwrap();
-    index.sync(&source("L", &["lime"])).unwrap();
+    index.catch_up(&source("L", &["lime"])).unwrap();
     drop(index);
     let config = IndexConfig {
         context_before: 0,
@@ -185,18 +185,18 @@ fn two_handles_on_one_file_never_index_twice() {
     let mut a = RecallIndex::open(&path, "L").unwrap();
     let mut b = RecallIndex::open(&path, "L").unwrap();
     let mut src = source("L", &["walnut one", "walnut two", "walnut three"]);
-    a.sync(&src).unwrap();
+    a.catch_up(&src).unwrap();
     src.events.push(note(4, "walnut four"));
     // `b` still believes nothing is indexed; it must continue from the file, not redo 1–3.
-    let stats = b.sync(&src).unwrap();
+    let stats = b.catch_up(&src).unwrap();
     assert_eq!(stats.events_indexed, 1);
-    a.sync(&src).unwrap();
+    a.catch_up(&src).unwrap();
     let mut found = seqs(&a, "walnut");
     found.sort_unstable();
     assert_eq!(found, [1, 2, 3, 4]);
 }
 
-/// Regression: `sync` decided whether to reset from the handle's own copy of how far the index
+/// Regression: `catch_up` decided whether to reset from the handle's own copy of how far the index
 /// got. When another handle had indexed further and the ledger was then rewritten after the
 /// first handle's point, the first handle kept the other's rows of the old ledger.
 #[test]
@@ -205,27 +205,27 @@ fn a_stale_handle_still_notices_a_rewritten_ledger() {
     let path = dir.path().join("r.sqlite");
     let mut a = RecallIndex::open(&path, "L").unwrap();
     let mut b = RecallIndex::open(&path, "L").unwrap();
-    a.sync(&source("L", &["one", "two", "three"])).unwrap();
-    b.sync(&source(
+    a.catch_up(&source("L", &["one", "two", "three"])).unwrap();
+    b.catch_up(&source(
         "L",
         &["one", "two", "three", "four", "five apricot"],
     ))
     .unwrap();
     // Rewritten after seq 3 (the point `a` last saw), same length.
     let rewritten = source("L", &["one", "two", "three", "four", "five plum"]);
-    let stats = a.sync(&rewritten).unwrap();
+    let stats = a.catch_up(&rewritten).unwrap();
     assert_eq!(stats.reset, Some(ResetReason::LedgerRewritten { seq: 5 }));
     assert!(seqs(&a, "apricot").is_empty());
     assert_eq!(seqs(&a, "plum"), [5]);
     assert_eq!(a.indexed_through(), 5);
     // `b` now sees the file `a` rebuilt and has nothing to do.
-    let stats = b.sync(&rewritten).unwrap();
+    let stats = b.catch_up(&rewritten).unwrap();
     assert_eq!((stats.reset, stats.events_indexed), (None, 0));
-    // A handle opened for another ledger takes the file over; the first handle's next sync
+    // A handle opened for another ledger takes the file over; the first handle's next catch_up
     // takes it back instead of failing or answering from the other ledger.
     let mut c = RecallIndex::open(&path, "M").unwrap();
-    c.sync(&source("M", &["mango"])).unwrap();
-    let stats = a.sync(&rewritten).unwrap();
+    c.catch_up(&source("M", &["mango"])).unwrap();
+    let stats = a.catch_up(&rewritten).unwrap();
     assert!(matches!(
         stats.reset,
         Some(ResetReason::LedgerChanged { .. })
@@ -261,7 +261,7 @@ fn an_index_from_older_text_rules_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.sqlite");
     let mut index = RecallIndex::open(&path, "L").unwrap();
-    index.sync(&source("L", &["lime"])).unwrap();
+    index.catch_up(&source("L", &["lime"])).unwrap();
     drop(index);
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute(
@@ -273,7 +273,7 @@ fn an_index_from_older_text_rules_is_rebuilt() {
     drop(conn);
     let mut index = RecallIndex::open(&path, "L").unwrap();
     assert_eq!(index.reset_reason(), Some(&ResetReason::ConfigChanged));
-    let stats = index.sync(&source("L", &["lime"])).unwrap();
+    let stats = index.catch_up(&source("L", &["lime"])).unwrap();
     assert_eq!(stats.events_indexed, 1);
 }
 

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::history::History;
 use crate::options::{Tokenizer, WireFormat};
 use crate::report::{BudgetReport, Size, Tier, TierSize};
-use crate::request::{ProjectionRequest, RecalledPage};
+use crate::request::ProjectionRequest;
 use crate::wire::{Cost, Envelope, Item, Msg, Role, is_blank, note_text, render};
 
 /// The request's format, tokenizer, envelope and limits, with the envelope's cost.
@@ -152,19 +152,6 @@ pub(crate) fn pinned_items(notes: &[Event]) -> Vec<Item> {
                 .map(|t| Item::text(Role::System, note_text(t)))
         })
         .collect()
-}
-
-/// The text a recalled page is sent as (user-side: old tool output is not trusted text).
-pub(crate) fn page_text(page: &RecalledPage) -> String {
-    format!(
-        "[ctxlog recall: seq {} ({}), page {}, chars {}-{}]\n{}",
-        page.seq,
-        page.kind.as_str(),
-        page.page,
-        page.char_start,
-        page.char_end,
-        page.text
-    )
 }
 
 /// Adds up tier sizes in body order; the envelope tier takes what the pieces do not.

@@ -7,9 +7,10 @@
 //! Recalled pages are then tried one by one, each by serializing the whole body again. It is
 //! quadratic in the history and exists only to check [`crate::project`] against, byte for byte.
 
-use crate::common::{Ctx, hist, page_text};
+use crate::common::{Ctx, hist};
 use crate::error::{Error, Result};
 use crate::history::History;
+use crate::pages::page_text;
 use crate::report::Size;
 use crate::request::ProjectionRequest;
 use crate::tokens::count;

@@ -10,9 +10,10 @@ use ctxlog_event::Event;
 
 use crate::Projection;
 use crate::cache::SizeCache;
-use crate::common::{Ctx, TierSums, hist, page_text, pinned_items, pinned_notes};
+use crate::common::{Ctx, TierSums, hist, pinned_items, pinned_notes};
 use crate::error::{Error, Result};
 use crate::history::{History, SeqRange};
+use crate::pages::{Offered, PageSource, Settled, offered, page_text};
 use crate::report::{Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts};
 use crate::request::ProjectionRequest;
 use crate::wire::{Cost, Item, Msg, Role, turn_items};
@@ -78,13 +79,14 @@ pub(crate) fn project<H: History + ?Sized>(
     history: &H,
     req: &ProjectionRequest,
     cache: &mut SizeCache,
+    pages: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
     let ctx = Ctx::new(req);
     let frame = frame(&ctx, history)?;
     ctx.check_mandatory(frame.mandatory)?;
     let turn_count = hist(history.turn_count())?;
     let walk = walk(&ctx, history, cache, &frame, turn_count)?;
-    assemble(&ctx, history, frame, walk, turn_count)
+    assemble(&ctx, history, frame, walk, turn_count, pages)
 }
 
 struct Walk {
@@ -265,6 +267,7 @@ fn assemble<H: History + ?Sized>(
     frame: Frame,
     mut walk: Walk,
     turn_count: usize,
+    source: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
     let tok = ctx.tokenizer;
     walk.units.truncate(walk.kept);
@@ -282,7 +285,24 @@ fn assemble<H: History + ?Sized>(
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
     let oldest_kept = walk.units.first().map(|u| u.seqs.first);
     let base = frame.prefix.then(notice_cost, tok);
-    let pages = choose_pages(ctx, base, hist_cost.then(frame.input, tok), oldest_kept);
+    let kept_range = match (walk.units.first(), walk.units.last()) {
+        (Some(a), Some(b)) => vec![SeqRange::new(a.seqs.first, b.seqs.last)],
+        _ => Vec::new(),
+    };
+    let pinned: Vec<u64> = frame.pinned.iter().map(|e| e.seq).collect();
+    let settled = Settled {
+        detail_start: oldest_kept,
+        pinned: &pinned,
+        kept: &kept_range,
+    };
+    let offered = offered(ctx.req, source, &settled);
+    let pages = choose_pages(
+        ctx,
+        base,
+        hist_cost.then(frame.input, tok),
+        oldest_kept,
+        &offered,
+    );
 
     let mut sums = TierSums::new(tok);
     sums.push(Tier::System, frame.system_cost, 1);
@@ -312,10 +332,6 @@ fn assemble<H: History + ?Sized>(
         .iter()
         .filter(|u| matches!(u.which, Which::Turn(_)))
         .count();
-    let kept_range = match (walk.units.first(), walk.units.last()) {
-        (Some(a), Some(b)) => vec![SeqRange::new(a.seqs.first, b.seqs.last)],
-        _ => Vec::new(),
-    };
     let mut drops = Vec::new();
     let dropped = dropped_history(history, &walk.units, turn_count)?;
     if let Some(range) = dropped {
@@ -348,7 +364,7 @@ fn assemble<H: History + ?Sized>(
         },
         kept: kept_range,
         dropped: dropped.into_iter().collect(),
-        pinned: frame.pinned.iter().map(|e| e.seq).collect(),
+        pinned,
         detail_start: oldest_kept,
         tiers: sums.finish(total),
         clips: Vec::new(),
@@ -398,17 +414,18 @@ pub(crate) fn choose_pages(
     before: Cost,
     after: Cost,
     oldest_kept: Option<u64>,
+    offered: &Offered,
 ) -> Pages {
     let tok = ctx.tokenizer;
     let k = ctx.req.recall_k;
     let mut report = RecallReport {
         k,
-        unavailable: ctx.req.recall_unavailable.clone(),
+        unavailable: offered.unavailable.clone(),
         ..Default::default()
     };
     let mut msgs = Vec::new();
     let mut cost = Cost::default();
-    for page in &ctx.req.recalled {
+    for page in &offered.pages {
         let skip = |reason: &str| SkippedPage {
             seq: page.seq,
             page: page.page,

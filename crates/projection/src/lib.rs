@@ -46,14 +46,15 @@
 //! The long guide is `docs/projection.md`.
 
 pub mod agent;
+mod budget;
 mod cache;
-mod common;
 mod error;
 mod history;
 mod json;
 pub mod naive;
 mod options;
 mod pages;
+mod parts;
 mod report;
 mod request;
 pub mod tokens;
@@ -67,23 +68,14 @@ pub use history::{History, SeqRange, SliceHistory};
 pub use options::{Policy, Tokenizer, UnknownName, WireFormat};
 pub use pages::{CANDIDATES_PER_PAGE, PageSource, PageSourceError, StaticPages};
 pub use report::{
-    BudgetReport, Clip, Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TierSize,
-    TurnCounts,
+    BudgetReport, Clip, Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier,
+    TierSize, TurnCounts,
 };
 pub use request::{
     DEFAULT_ANTHROPIC_MAX_TOKENS, ProjectionRequest, ProjectionRequestBuilder, RecalledPage,
 };
 pub use tokens::{Count, count};
 pub use wire::INTERRUPTED_RESULT;
-
-/// A projection: the body to send, and the report of how it was built.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Projection {
-    /// The exact request body (compact JSON, UTF-8).
-    pub body: Vec<u8>,
-    /// What was kept, left out and clipped, with sizes per tier.
-    pub report: Report,
-}
 
 /// Builds the request body for `request` from `history`, within the request's budget.
 ///

@@ -7,9 +7,9 @@
 //! Recalled pages are then tried one by one, each by serializing the whole body again. It is
 //! quadratic in the history and exists only to check [`crate::project`] against, byte for byte.
 
-use crate::common::{Ctx, hist};
+use crate::budget::Budget;
 use crate::error::{Error, Result};
-use crate::history::History;
+use crate::history::{History, read};
 use crate::pages::page_text;
 use crate::report::Size;
 use crate::request::ProjectionRequest;
@@ -27,23 +27,23 @@ pub fn project_naive<H: History + ?Sized>(
     history: &H,
     request: &ProjectionRequest,
 ) -> Result<Vec<u8>> {
-    let ctx = Ctx::new(request);
-    let frame = frame(&ctx, history)?;
-    let turn_count = hist(history.turn_count())?;
+    let budget = Budget::new(request);
+    let frame = frame(&budget, history)?;
+    let turn_count = read(history.turn_count())?;
     let mut units: Vec<(Which, Vec<Msg>, u64)> = Vec::new();
-    if !hist(history.preamble())?.is_empty() {
-        let first = hist(history.preamble())?.first().map_or(0, |e| e.seq);
+    if !read(history.preamble())?.is_empty() {
+        let first = read(history.preamble())?.first().map_or(0, |e| e.seq);
         units.push((
             Which::Preamble,
-            unit_msgs(&ctx, history, Which::Preamble)?,
+            unit_msgs(&budget, history, Which::Preamble)?,
             first,
         ));
     }
     for i in 0..turn_count {
-        let first = hist(history.turn_seqs(i))?.first;
+        let first = read(history.turn_seqs(i))?.first;
         units.push((
             Which::Turn(i),
-            unit_msgs(&ctx, history, Which::Turn(i))?,
+            unit_msgs(&budget, history, Which::Turn(i))?,
             first,
         ));
     }
@@ -54,8 +54,8 @@ pub fn project_naive<H: History + ?Sized>(
             .filter(|u| matches!(u.0, Which::Turn(_)))
             .count();
         if notice && request.notice && dropped_turns > 0 {
-            let first = hist(history.turn_seqs(0))?.first;
-            let last = hist(history.turn_seqs(dropped_turns - 1))?.last;
+            let first = read(history.turn_seqs(0))?.first;
+            let last = read(history.turn_seqs(dropped_turns - 1))?.last;
             let text = notice_text(dropped_turns, crate::history::SeqRange::new(first, last));
             msgs.extend(render(request.format, &[Item::text(Role::System, text)]));
         }
@@ -64,7 +64,7 @@ pub fn project_naive<H: History + ?Sized>(
             .chain(pages)
             .chain(units[from..].iter().flat_map(|u| u.1.iter()))
             .chain(&frame.input_msgs);
-        Ok(ctx.envelope.write_iter(all))
+        Ok(budget.envelope.write_iter(all))
     };
     // Tokens are counted (by parsing and tokenizing the whole body) only under a token budget.
     let measure = |body: &[u8]| -> Result<Size> {
@@ -82,7 +82,7 @@ pub fn project_naive<H: History + ?Sized>(
     };
     let mut chosen: Option<(usize, bool)> = None;
     for from in 0..=units.len() {
-        if ctx.fits(measure(&build(from, true, &[])?)?) {
+        if budget.fits(measure(&build(from, true, &[])?)?) {
             chosen = Some((from, true));
             break;
         }
@@ -90,7 +90,7 @@ pub fn project_naive<H: History + ?Sized>(
     // No body with the notice fits: the first that fits without it (the notice is left out).
     if chosen.is_none() {
         for from in 0..=units.len() {
-            if ctx.fits(measure(&build(from, false, &[])?)?) {
+            if budget.fits(measure(&build(from, false, &[])?)?) {
                 chosen = Some((from, false));
                 break;
             }
@@ -100,7 +100,7 @@ pub fn project_naive<H: History + ?Sized>(
         Some(c) => c,
         None => {
             let size = measure(&build(units.len(), false, &[])?)?;
-            ctx.check_mandatory(size)?;
+            budget.check_mandatory(size)?;
             return Err(Error::Internal {
                 reason: "the mandatory body fits but no candidate does".into(),
             });
@@ -118,7 +118,7 @@ pub fn project_naive<H: History + ?Sized>(
             request.format,
             &[Item::text(Role::User, page_text(page))],
         ));
-        if ctx.fits(measure(&build(from, notice, &with)?)?) {
+        if budget.fits(measure(&build(from, notice, &with)?)?) {
             pages = with;
             included += 1;
         }

@@ -8,15 +8,17 @@
 
 use ctxlog_event::Event;
 
-use crate::Projection;
+use crate::budget::{Budget, Cost, TierSums};
 use crate::cache::SizeCache;
-use crate::common::{Ctx, TierSums, hist, pinned_items, pinned_notes};
 use crate::error::{Error, Result};
-use crate::history::{History, SeqRange};
+use crate::history::{History, SeqRange, read};
 use crate::pages::{Offered, PageSource, Settled, offered, page_text};
-use crate::report::{Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts};
+use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
+use crate::report::{
+    Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
+};
 use crate::request::ProjectionRequest;
-use crate::wire::{Cost, Item, Msg, Role, turn_items};
+use crate::wire::{Item, Msg, Role, render, turn_items};
 
 /// A history unit: a turn, or the preamble (events before the first user event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,15 +55,15 @@ pub(crate) struct Frame {
     pub mandatory: Size,
 }
 
-pub(crate) fn frame<H: History + ?Sized>(ctx: &Ctx<'_>, history: &H) -> Result<Frame> {
+pub(crate) fn frame<H: History + ?Sized>(budget: &Budget<'_>, history: &H) -> Result<Frame> {
     let pinned = pinned_notes(history)?;
-    let (system_msgs, system_cost) = ctx.render(&ctx.system_items());
-    let (pinned_msgs, pinned_cost) = ctx.render(&pinned_items(&pinned));
+    let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
+    let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
     let mut prefix_msgs = system_msgs;
     prefix_msgs.extend(pinned_msgs);
-    let prefix = ctx.cost(&prefix_msgs);
-    let (input_msgs, input) = ctx.render(&ctx.input_items());
-    let mandatory = ctx.total(prefix.then(input, ctx.tokenizer));
+    let prefix = budget.cost(&prefix_msgs);
+    let (input_msgs, input) = budget.render(&input_items(budget.req));
+    let mandatory = budget.total(prefix.then(input, budget.tokenizer));
     Ok(Frame {
         pinned,
         prefix_msgs,
@@ -81,12 +83,12 @@ pub(crate) fn project<H: History + ?Sized>(
     cache: &mut SizeCache,
     pages: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
-    let ctx = Ctx::new(req);
-    let frame = frame(&ctx, history)?;
-    ctx.check_mandatory(frame.mandatory)?;
-    let turn_count = hist(history.turn_count())?;
-    let walk = walk(&ctx, history, cache, &frame, turn_count)?;
-    assemble(&ctx, history, frame, walk, turn_count, pages)
+    let budget = Budget::new(req);
+    let frame = frame(&budget, history)?;
+    budget.check_mandatory(frame.mandatory)?;
+    let turn_count = read(history.turn_count())?;
+    let walk = walk(&budget, history, cache, &frame, turn_count)?;
+    assemble(&budget, history, frame, walk, turn_count, pages)
 }
 
 struct Walk {
@@ -98,25 +100,25 @@ struct Walk {
 }
 
 fn walk<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     cache: &mut SizeCache,
     frame: &Frame,
     turn_count: usize,
 ) -> Result<Walk> {
-    let tok = ctx.tokenizer;
+    let tok = budget.tokenizer;
     let mut units: Vec<Unit> = Vec::new();
     // hist[k]: the newest k units joined. Grown while the notice-free body still fits: that
     // size only grows with k, so no larger k can fit once it does not.
     let mut hist = vec![Cost::default()];
     loop {
         let k = units.len();
-        let lower = ctx.total(frame.prefix.then(hist[k], tok).then(frame.input, tok));
-        if !ctx.fits(lower) {
+        let lower = budget.total(frame.prefix.then(hist[k], tok).then(frame.input, tok));
+        if !budget.fits(lower) {
             hist.pop();
             break;
         }
-        let Some(unit) = next_unit(ctx, history, cache, k, turn_count)? else {
+        let Some(unit) = next_unit(budget, history, cache, k, turn_count)? else {
             break;
         };
         hist.push(unit.cost.then(hist[k], tok));
@@ -125,7 +127,9 @@ fn walk<H: History + ?Sized>(
     // The largest k whose body, notice included, fits (usually the first one tried).
     let mut best = None;
     for k in (0..hist.len()).rev() {
-        if ctx.fits(candidate_size(ctx, history, frame, hist[k], k, turn_count)?) {
+        if budget.fits(candidate_size(
+            budget, history, frame, hist[k], k, turn_count,
+        )?) {
             best = Some(k);
             break;
         }
@@ -133,7 +137,7 @@ fn walk<H: History + ?Sized>(
     // When no body with the notice fits, the notice is left out (reported as `no_room`) and the
     // turns that fit without it are kept: a notice never displaces history it cannot replace.
     let kept = best.unwrap_or(hist.len().saturating_sub(1));
-    let notice = notice_for(ctx, history, kept, turn_count)?;
+    let notice = notice_for(budget, history, kept, turn_count)?;
     let (notice, notice_dropped) = match (best, notice) {
         (Some(_), n) => (n, None),
         (None, Some(_)) => {
@@ -161,41 +165,41 @@ fn dropped_turn_range<H: History + ?Sized>(
 ) -> Result<SeqRange> {
     let last_dropped = turn_count - kept_turns - 1;
     Ok(SeqRange::new(
-        hist(history.turn_seqs(0))?.first,
-        hist(history.turn_seqs(last_dropped))?.last,
+        read(history.turn_seqs(0))?.first,
+        read(history.turn_seqs(last_dropped))?.last,
     ))
 }
 
 /// The notice for keeping `kept` units, if one is asked for and turns are left out.
 fn notice_for<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     kept: usize,
     turn_count: usize,
 ) -> Result<Option<(String, Vec<Msg>, Cost)>> {
     let kept_turns = kept.min(turn_count);
-    if !ctx.req.notice || kept_turns >= turn_count {
+    if !budget.req.notice || kept_turns >= turn_count {
         return Ok(None);
     }
     let seqs = dropped_turn_range(history, kept_turns, turn_count)?;
     let text = notice_text(turn_count - kept_turns, seqs);
-    let (msgs, cost) = ctx.render(&[Item::text(Role::System, text.clone())]);
+    let (msgs, cost) = budget.render(&[Item::text(Role::System, text.clone())]);
     Ok(Some((text, msgs, cost)))
 }
 
 fn candidate_size<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     frame: &Frame,
     hist_cost: Cost,
     k: usize,
     turn_count: usize,
 ) -> Result<Size> {
-    let tok = ctx.tokenizer;
-    let notice = notice_for(ctx, history, k, turn_count)?
+    let tok = budget.tokenizer;
+    let notice = notice_for(budget, history, k, turn_count)?
         .map(|n| n.2)
         .unwrap_or_default();
-    Ok(ctx.total(
+    Ok(budget.total(
         frame
             .prefix
             .then(notice, tok)
@@ -206,7 +210,7 @@ fn candidate_size<H: History + ?Sized>(
 
 /// The unit after the `k` newest: turn `turn_count - 1 - k`, then the preamble, then none.
 fn next_unit<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     cache: &mut SizeCache,
     k: usize,
@@ -214,8 +218,8 @@ fn next_unit<H: History + ?Sized>(
 ) -> Result<Option<Unit>> {
     if k < turn_count {
         let which = Which::Turn(turn_count - 1 - k);
-        let seqs = hist(history.turn_seqs(turn_count - 1 - k))?;
-        if let Some(cost) = cache.get(seqs, ctx.format, ctx.tokenizer) {
+        let seqs = read(history.turn_seqs(turn_count - 1 - k))?;
+        if let Some(cost) = cache.get(seqs, budget.format, budget.tokenizer) {
             return Ok(Some(Unit {
                 which,
                 seqs,
@@ -223,23 +227,23 @@ fn next_unit<H: History + ?Sized>(
                 msgs: None,
             }));
         }
-        let events = hist(history.turn(turn_count - 1 - k))?;
-        return Ok(Some(measure(ctx, cache, which, &events)));
+        let events = read(history.turn(turn_count - 1 - k))?;
+        return Ok(Some(measure(budget, cache, which, &events)));
     }
     if k > turn_count {
         return Ok(None);
     }
-    let events = hist(history.preamble())?;
+    let events = read(history.preamble())?;
     if events.is_empty() {
         return Ok(None);
     }
-    Ok(Some(measure(ctx, cache, Which::Preamble, &events)))
+    Ok(Some(measure(budget, cache, Which::Preamble, &events)))
 }
 
-fn measure(ctx: &Ctx<'_>, cache: &mut SizeCache, which: Which, events: &[Event]) -> Unit {
+fn measure(budget: &Budget<'_>, cache: &mut SizeCache, which: Which, events: &[Event]) -> Unit {
     let seqs = SeqRange::of(events).unwrap_or(SeqRange::new(0, 0));
-    let (msgs, cost) = ctx.render(&turn_items(events));
-    cache.insert(seqs, ctx.format, ctx.tokenizer, cost);
+    let (msgs, cost) = budget.render(&turn_items(events));
+    cache.insert(seqs, budget.format, budget.tokenizer, cost);
     Unit {
         which,
         seqs,
@@ -250,26 +254,26 @@ fn measure(ctx: &Ctx<'_>, cache: &mut SizeCache, which: Which, events: &[Event])
 
 /// Loads (if needed) and renders the events of a unit.
 pub(crate) fn unit_msgs<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     which: Which,
 ) -> Result<Vec<Msg>> {
     let events = match which {
-        Which::Turn(i) => hist(history.turn(i))?,
-        Which::Preamble => hist(history.preamble())?,
+        Which::Turn(i) => read(history.turn(i))?,
+        Which::Preamble => read(history.preamble())?,
     };
-    Ok(crate::wire::render(ctx.format, &turn_items(&events)))
+    Ok(render(budget.format, &turn_items(&events)))
 }
 
 fn assemble<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     frame: Frame,
     mut walk: Walk,
     turn_count: usize,
     source: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
-    let tok = ctx.tokenizer;
+    let tok = budget.tokenizer;
     walk.units.truncate(walk.kept);
     walk.units.reverse();
     let mut hist_cost = Cost::default();
@@ -278,7 +282,7 @@ fn assemble<H: History + ?Sized>(
         hist_cost = hist_cost.then(unit.cost, tok);
         let msgs = match unit.msgs.take() {
             Some(m) => m,
-            None => unit_msgs(ctx, history, unit.which)?,
+            None => unit_msgs(budget, history, unit.which)?,
         };
         hist_msgs.extend(msgs);
     }
@@ -295,9 +299,9 @@ fn assemble<H: History + ?Sized>(
         pinned: &pinned,
         kept: &kept_range,
     };
-    let offered = offered(ctx.req, source, &settled);
+    let offered = offered(budget.req, source, &settled);
     let pages = choose_pages(
-        ctx,
+        budget,
         base,
         hist_cost.then(frame.input, tok),
         oldest_kept,
@@ -320,9 +324,9 @@ fn assemble<H: History + ?Sized>(
     msgs.extend(pages.msgs);
     msgs.extend(hist_msgs);
     msgs.extend(frame.input_msgs);
-    let body = ctx.envelope.write(msgs);
-    let total = ctx.total(pages.chain);
-    if body.len() as u64 != total.bytes || !ctx.fits(total) {
+    let body = budget.envelope.write(msgs);
+    let total = budget.total(pages.chain);
+    if body.len() as u64 != total.bytes || !budget.fits(total) {
         return Err(Error::Internal {
             reason: format!("assembled {} bytes, accounted {}", body.len(), total.bytes),
         });
@@ -349,13 +353,13 @@ fn assemble<H: History + ?Sized>(
         });
     }
     let report = Report {
-        format: ctx.format,
+        format: budget.format,
         tokenizer: tok,
-        policy: ctx.req.policy,
+        policy: budget.req.policy,
         bytes: total.bytes,
         tokens: total.tokens,
-        tokens_exact: ctx.format.tokens_exact(),
-        budget: ctx.budget_report(),
+        tokens_exact: budget.format.tokens_exact(),
+        budget: budget.budget_report(),
         mandatory: frame.mandatory,
         turns: TurnCounts {
             total: turn_count,
@@ -387,7 +391,7 @@ fn dropped_history<H: History + ?Sized>(
         .count();
     if kept_turns < turn_count {
         let range = dropped_turn_range(history, kept_turns, turn_count)?;
-        let preamble = hist(history.preamble())?;
+        let preamble = read(history.preamble())?;
         let first = preamble
             .first()
             .map_or(range.first, |e| e.seq.min(range.first));
@@ -396,7 +400,7 @@ fn dropped_history<H: History + ?Sized>(
     if kept.iter().any(|u| u.which == Which::Preamble) {
         return Ok(None);
     }
-    Ok(SeqRange::of(&hist(history.preamble())?))
+    Ok(SeqRange::of(&read(history.preamble())?))
 }
 
 pub(crate) struct Pages {
@@ -410,14 +414,14 @@ pub(crate) struct Pages {
 /// Adds recalled pages, best first, between `before` and `after` while they fit: up to
 /// `recall_k`, only pages older than `oldest_kept` (everything, if nothing is kept in detail).
 pub(crate) fn choose_pages(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     before: Cost,
     after: Cost,
     oldest_kept: Option<u64>,
     offered: &Offered,
 ) -> Pages {
-    let tok = ctx.tokenizer;
-    let k = ctx.req.recall_k;
+    let tok = budget.tokenizer;
+    let k = budget.req.recall_k;
     let mut report = RecallReport {
         k,
         unavailable: offered.unavailable.clone(),
@@ -439,9 +443,9 @@ pub(crate) fn choose_pages(
             report.skipped.push(skip("kept_in_detail"));
             continue;
         }
-        let (m, c) = ctx.render(&[Item::text(Role::User, page_text(page))]);
+        let (m, c) = budget.render(&[Item::text(Role::User, page_text(page))]);
         let with = cost.then(c, tok);
-        if !ctx.fits(ctx.total(before.then(with, tok).then(after, tok))) {
+        if !budget.fits(budget.total(before.then(with, tok).then(after, tok))) {
             report.skipped.push(skip("budget"));
             continue;
         }

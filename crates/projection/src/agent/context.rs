@@ -4,15 +4,15 @@ use ctxlog_event::EventKind;
 
 use super::HEADER;
 use super::entries::{Entry, Form};
-use crate::common::Ctx;
+use crate::budget::{Budget, Cost};
 use crate::json::escaped_len;
 use crate::pages::{Offered, page_text};
 use crate::report::{PageRef, RecallReport, Size, SkippedPage, Tier};
-use crate::wire::{Cost, Item, Msg, Role};
+use crate::wire::{Item, Msg, Role};
 
 /// The body of an agent projection: the costs of the messages around the context message.
 pub(super) struct AgentBody<'c, 'r> {
-    pub ctx: &'c Ctx<'r>,
+    pub budget: &'c Budget<'r>,
     pub system_cost: Cost,
     pub pinned_cost: Cost,
     pub input_cost: Cost,
@@ -78,13 +78,13 @@ impl AgentBody<'_, '_> {
     }
 
     pub fn context_msgs(&self, entries: &[Entry], pages: &[String]) -> Vec<Msg> {
-        self.ctx
+        self.budget
             .render(&[Item::text(Role::User, self.context_text(entries, pages))])
             .0
     }
 
     pub fn chain(&self, context: Cost) -> Cost {
-        let tok = self.ctx.tokenizer;
+        let tok = self.budget.tokenizer;
         self.system_cost
             .then(self.pinned_cost, tok)
             .then(context, tok)
@@ -94,12 +94,12 @@ impl AgentBody<'_, '_> {
     /// Whether the body with these entries and pages fits: bytes by adding up escaped lengths,
     /// tokens (only under a token budget) by counting the rendered body.
     pub fn fits(&self, entries: &[Entry], pages: &[String]) -> bool {
-        if self.ctx.req.max_tokens.is_some() {
-            return self.ctx.fits(self.exact(entries, pages));
+        if self.budget.req.max_tokens.is_some() {
+            return self.budget.fits(self.exact(entries, pages));
         }
         let base = self
-            .ctx
-            .total(self.chain(self.ctx.cost(&self.context_msgs(&[], &[]))));
+            .budget
+            .total(self.chain(self.budget.cost(&self.context_msgs(&[], &[]))));
         let notice = self.notice_line(Omitted::of(entries));
         let parts = entries.iter().map(Entry::bytes).sum::<i64>()
             + notice
@@ -108,7 +108,7 @@ impl AgentBody<'_, '_> {
                 .map(|p| 2 + escaped_len(p) as i64)
                 .sum::<i64>();
         let bytes = base.bytes as i64 + parts;
-        self.ctx.fits(Size {
+        self.budget.fits(Size {
             bytes: bytes.max(0) as u64,
             tokens: 0,
         })
@@ -116,8 +116,8 @@ impl AgentBody<'_, '_> {
 
     /// The exact size of the body with these entries and pages.
     pub fn exact(&self, entries: &[Entry], pages: &[String]) -> Size {
-        let context = self.ctx.cost(&self.context_msgs(entries, pages));
-        self.ctx.total(self.chain(context))
+        let context = self.budget.cost(&self.context_msgs(entries, pages));
+        self.budget.total(self.chain(context))
     }
 }
 
@@ -143,7 +143,7 @@ pub(super) fn add_pages(
     entries: &[Entry],
     offered: &Offered,
 ) -> (Vec<String>, RecallReport) {
-    let req = frame.ctx.req;
+    let req = frame.budget.req;
     let oldest_detail = oldest_detail(entries);
     let mut report = RecallReport {
         k: req.recall_k,

@@ -70,13 +70,13 @@ pub(super) fn fit(
     actions: &[Action],
     cache: &mut SizeCache,
 ) -> Result<Option<Vec<Action>>> {
-    let ctx = frame.ctx;
+    let budget = frame.budget;
     set_prefix(entries, actions, 0);
     let base = frame.exact(&[], &[]);
-    let estimate_tokens = ctx.req.max_tokens.is_some();
+    let estimate_tokens = budget.req.max_tokens.is_some();
     let mut token_of = |e: &Entry| -> i64 {
         if estimate_tokens && e.form != Form::Dropped {
-            e.tokens(ctx.tokenizer, cache) + 1
+            e.tokens(budget.tokenizer, cache) + 1
         } else {
             0
         }
@@ -84,7 +84,7 @@ pub(super) fn fit(
     let notice_size = |omitted: Omitted| -> (i64, i64) {
         frame.notice_line(omitted).map_or((0, 0), |text| {
             let tokens = if estimate_tokens {
-                text_tokens(ctx.tokenizer, &text) as i64 + 1
+                text_tokens(budget.tokenizer, &text) as i64 + 1
             } else {
                 0
             };
@@ -102,7 +102,7 @@ pub(super) fn fit(
             tokens: (t + nt).max(0) as u64,
         }
     };
-    while next < actions.len() && !ctx.fits(estimate(bytes, tokens, omitted)) {
+    while next < actions.len() && !budget.fits(estimate(bytes, tokens, omitted)) {
         let i = action_index(actions[next]);
         let (b0, t0) = (entries[i].bytes(), token_of(&entries[i]));
         apply(entries, actions[next]);
@@ -115,7 +115,7 @@ pub(super) fn fit(
     }
     if !estimate_tokens {
         // Bytes are exact.
-        return Ok(ctx
+        return Ok(budget
             .fits(estimate(bytes, tokens, omitted))
             .then(|| actions[..next].to_vec()));
     }
@@ -123,7 +123,7 @@ pub(super) fn fit(
     // not fit, then take back the steps it did not need.
     let fits_with = |entries: &mut [Entry], n: usize| {
         set_prefix(entries, actions, n);
-        ctx.fits(frame.exact(entries, &[]))
+        budget.fits(frame.exact(entries, &[]))
     };
     while !fits_with(entries, next) {
         if next == actions.len() {

@@ -43,12 +43,13 @@ mod report;
 
 use ctxlog_event::Event;
 
-use crate::Projection;
+use crate::budget::Budget;
 use crate::cache::SizeCache;
-use crate::common::{Ctx, hist, pinned_items, pinned_notes};
 use crate::error::{Error, Result};
-use crate::history::History;
+use crate::history::{History, read};
 use crate::pages::{PageSource, Settled, offered};
+use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
+use crate::report::Projection;
 use crate::request::ProjectionRequest;
 use crate::wire::Msg;
 
@@ -75,16 +76,16 @@ pub(crate) fn project<H: History + ?Sized>(
     cache: &mut SizeCache,
     source: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
-    let ctx = Ctx::new(req);
+    let budget = Budget::new(req);
     let pinned = pinned_notes(history)?;
-    let (system_msgs, system_cost) = ctx.render(&ctx.system_items());
-    let (pinned_msgs, pinned_cost) = ctx.render(&pinned_items(&pinned));
-    let (input_msgs, input_cost) = ctx.render(&ctx.input_items());
-    let turn_count = hist(history.turn_count())?;
+    let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
+    let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
+    let (input_msgs, input_cost) = budget.render(&input_items(budget.req));
+    let turn_count = read(history.turn_count())?;
     let events = all_events(history, turn_count)?;
     let mut entries = build_entries(&events);
     let mut frame = AgentBody {
-        ctx: &ctx,
+        budget: &budget,
         system_cost,
         pinned_cost,
         input_cost,
@@ -101,7 +102,7 @@ pub(crate) fn project<H: History + ?Sized>(
         }
     }
     let mandatory = frame.exact(&minimal, &[]);
-    ctx.check_mandatory(mandatory)?;
+    budget.check_mandatory(mandatory)?;
 
     let actions = drop_order(&entries);
     // With the omission notice asked for, fit with it; if even dropping everything optional
@@ -132,8 +133,8 @@ pub(crate) fn project<H: History + ?Sized>(
     msgs.extend(pinned_msgs);
     msgs.extend(frame.context_msgs(&entries, &pages));
     msgs.extend(input_msgs);
-    let body = ctx.envelope.write(msgs);
-    if body.len() as u64 != total.bytes || !ctx.fits(total) {
+    let body = budget.envelope.write(msgs);
+    if body.len() as u64 != total.bytes || !budget.fits(total) {
         return Err(Error::Internal {
             reason: format!("agent body {} bytes, accounted {}", body.len(), total.bytes),
         });
@@ -158,9 +159,9 @@ pub(crate) fn project<H: History + ?Sized>(
 }
 
 fn all_events<H: History + ?Sized>(history: &H, turn_count: usize) -> Result<Vec<Event>> {
-    let mut events = hist(history.preamble())?;
+    let mut events = read(history.preamble())?;
     for i in 0..turn_count {
-        events.extend(hist(history.turn(i))?);
+        events.extend(read(history.turn(i))?);
     }
     Ok(events)
 }

@@ -3,8 +3,8 @@
 use super::context::{AgentBody, Omitted, oldest_detail};
 use super::entries::{Entry, Form};
 use super::fit::Action;
+use crate::budget::TierSums;
 use crate::cache::SizeCache;
-use crate::common::TierSums;
 use crate::history::SeqRange;
 use crate::json::escaped_len;
 use crate::report::{Clip, Drop, RecallReport, Report, Size, Tier, TierSize, TurnCounts};
@@ -12,12 +12,12 @@ use crate::tokens::text_tokens;
 
 impl AgentBody<'_, '_> {
     pub fn report(&self, cache: &mut SizeCache, o: Outcome<'_>) -> Report {
-        let ctx = self.ctx;
-        let tok = ctx.tokenizer;
+        let budget = self.budget;
+        let tok = budget.tokenizer;
         let mut sums = TierSums::new(tok);
         sums.push(Tier::System, self.system_cost, 1);
         sums.push(Tier::Pinned, self.pinned_cost, o.pinned.len());
-        let base = self.ctx.cost(&self.context_msgs(&[], &[]));
+        let base = self.budget.cost(&self.context_msgs(&[], &[]));
         sums.push(Tier::Envelope, base, 0);
         let omitted = Omitted::of(o.entries);
         let notice = self.notice_line(omitted);
@@ -74,13 +74,13 @@ impl AgentBody<'_, '_> {
             });
         }
         Report {
-            format: ctx.format,
+            format: budget.format,
             tokenizer: tok,
-            policy: ctx.req.policy,
+            policy: budget.req.policy,
             bytes: o.total.bytes,
             tokens: o.total.tokens,
-            tokens_exact: ctx.format.tokens_exact(),
-            budget: ctx.budget_report(),
+            tokens_exact: budget.format.tokens_exact(),
+            budget: budget.budget_report(),
             mandatory: o.mandatory,
             turns: TurnCounts {
                 total: o.turn_count,

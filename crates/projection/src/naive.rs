@@ -14,7 +14,7 @@ use crate::pages::page_text;
 use crate::report::Size;
 use crate::request::ProjectionRequest;
 use crate::tokens::count;
-use crate::turns::{Which, frame, notice_text, unit_msgs};
+use crate::turns::{HistoryUnit, fixed_parts, notice_text, unit_msgs};
 use crate::wire::{Item, Msg, Role, render};
 
 /// The body the naive rule chooses for a `turns` request (the policy in `request` is ignored).
@@ -28,30 +28,30 @@ pub fn project_naive<H: History + ?Sized>(
     request: &ProjectionRequest,
 ) -> Result<Vec<u8>> {
     let budget = Budget::new(request);
-    let frame = frame(&budget, history)?;
+    let fixed = fixed_parts(&budget, history)?;
     let turn_count = read(history.turn_count())?;
-    let mut units: Vec<(Which, Vec<Msg>, u64)> = Vec::new();
+    let mut units: Vec<(HistoryUnit, Vec<Msg>, u64)> = Vec::new();
     if !read(history.preamble())?.is_empty() {
         let first = read(history.preamble())?.first().map_or(0, |e| e.seq);
         units.push((
-            Which::Preamble,
-            unit_msgs(&budget, history, Which::Preamble)?,
+            HistoryUnit::Preamble,
+            unit_msgs(&budget, history, HistoryUnit::Preamble)?,
             first,
         ));
     }
     for i in 0..turn_count {
         let first = read(history.turn_seqs(i))?.first;
         units.push((
-            Which::Turn(i),
-            unit_msgs(&budget, history, Which::Turn(i))?,
+            HistoryUnit::Turn(i),
+            unit_msgs(&budget, history, HistoryUnit::Turn(i))?,
             first,
         ));
     }
     let build = |from: usize, notice: bool, pages: &[Msg]| -> Result<Vec<u8>> {
-        let mut msgs = frame.prefix_msgs.clone();
+        let mut msgs = fixed.prefix_msgs.clone();
         let dropped_turns = units[..from]
             .iter()
-            .filter(|u| matches!(u.0, Which::Turn(_)))
+            .filter(|u| matches!(u.0, HistoryUnit::Turn(_)))
             .count();
         if notice && request.notice && dropped_turns > 0 {
             let first = read(history.turn_seqs(0))?.first;
@@ -63,7 +63,7 @@ pub fn project_naive<H: History + ?Sized>(
             .iter()
             .chain(pages)
             .chain(units[from..].iter().flat_map(|u| u.1.iter()))
-            .chain(&frame.input_msgs);
+            .chain(&fixed.input_msgs);
         Ok(budget.envelope.write_iter(all))
     };
     // Tokens are counted (by parsing and tokenizing the whole body) only under a token budget.

@@ -22,13 +22,13 @@ use crate::wire::{Item, Msg, Role, render, turn_items};
 
 /// A history unit: a turn, or the preamble (events before the first user event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Which {
+pub(crate) enum HistoryUnit {
     Turn(usize),
     Preamble,
 }
 
-struct Unit {
-    which: Which,
+struct MeasuredUnit {
+    unit: HistoryUnit,
     seqs: SeqRange,
     cost: Cost,
     msgs: Option<Vec<Msg>>,
@@ -44,7 +44,7 @@ pub(crate) fn notice_text(turns: usize, seqs: SeqRange) -> String {
 }
 
 /// Mandatory parts and fixed costs of a turns projection.
-pub(crate) struct Frame {
+pub(crate) struct FixedParts {
     pub pinned: Vec<Event>,
     pub prefix_msgs: Vec<Msg>,
     pub prefix: Cost,
@@ -55,7 +55,10 @@ pub(crate) struct Frame {
     pub mandatory: Size,
 }
 
-pub(crate) fn frame<H: History + ?Sized>(budget: &Budget<'_>, history: &H) -> Result<Frame> {
+pub(crate) fn fixed_parts<H: History + ?Sized>(
+    budget: &Budget<'_>,
+    history: &H,
+) -> Result<FixedParts> {
     let pinned = pinned_notes(history)?;
     let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
     let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
@@ -64,7 +67,7 @@ pub(crate) fn frame<H: History + ?Sized>(budget: &Budget<'_>, history: &H) -> Re
     let prefix = budget.cost(&prefix_msgs);
     let (input_msgs, input) = budget.render(&input_items(budget.req));
     let mandatory = budget.total(prefix.then(input, budget.tokenizer));
-    Ok(Frame {
+    Ok(FixedParts {
         pinned,
         prefix_msgs,
         prefix,
@@ -84,16 +87,16 @@ pub(crate) fn project<H: History + ?Sized>(
     pages: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
     let budget = Budget::new(req);
-    let frame = frame(&budget, history)?;
-    budget.check_mandatory(frame.mandatory)?;
+    let fixed = fixed_parts(&budget, history)?;
+    budget.check_mandatory(fixed.mandatory)?;
     let turn_count = read(history.turn_count())?;
-    let walk = walk(&budget, history, cache, &frame, turn_count)?;
-    assemble(&budget, history, frame, walk, turn_count, pages)
+    let walk = walk(&budget, history, cache, &fixed, turn_count)?;
+    assemble(&budget, history, fixed, walk, turn_count, pages)
 }
 
 struct Walk {
     /// Units looked at, newest first; the first `kept` are kept.
-    units: Vec<Unit>,
+    units: Vec<MeasuredUnit>,
     kept: usize,
     notice: Option<(String, Vec<Msg>, Cost)>,
     notice_dropped: Option<SeqRange>,
@@ -103,32 +106,37 @@ fn walk<H: History + ?Sized>(
     budget: &Budget<'_>,
     history: &H,
     cache: &mut SizeCache,
-    frame: &Frame,
+    fixed: &FixedParts,
     turn_count: usize,
 ) -> Result<Walk> {
     let tok = budget.tokenizer;
-    let mut units: Vec<Unit> = Vec::new();
-    // hist[k]: the newest k units joined. Grown while the notice-free body still fits: that
-    // size only grows with k, so no larger k can fit once it does not.
-    let mut hist = vec![Cost::default()];
+    let mut units: Vec<MeasuredUnit> = Vec::new();
+    // suffixes[k]: the newest k units joined. Grown while the notice-free body still fits:
+    // that size only grows with k, so no larger k can fit once it does not.
+    let mut suffixes = vec![Cost::default()];
     loop {
         let k = units.len();
-        let lower = budget.total(frame.prefix.then(hist[k], tok).then(frame.input, tok));
+        let lower = budget.total(fixed.prefix.then(suffixes[k], tok).then(fixed.input, tok));
         if !budget.fits(lower) {
-            hist.pop();
+            suffixes.pop();
             break;
         }
         let Some(unit) = next_unit(budget, history, cache, k, turn_count)? else {
             break;
         };
-        hist.push(unit.cost.then(hist[k], tok));
+        suffixes.push(unit.cost.then(suffixes[k], tok));
         units.push(unit);
     }
     // The largest k whose body, notice included, fits (usually the first one tried).
     let mut best = None;
-    for k in (0..hist.len()).rev() {
+    for k in (0..suffixes.len()).rev() {
         if budget.fits(candidate_size(
-            budget, history, frame, hist[k], k, turn_count,
+            budget,
+            history,
+            fixed,
+            suffixes[k],
+            k,
+            turn_count,
         )?) {
             best = Some(k);
             break;
@@ -136,7 +144,7 @@ fn walk<H: History + ?Sized>(
     }
     // When no body with the notice fits, the notice is left out (reported as `no_room`) and the
     // turns that fit without it are kept: a notice never displaces history it cannot replace.
-    let kept = best.unwrap_or(hist.len().saturating_sub(1));
+    let kept = best.unwrap_or(suffixes.len().saturating_sub(1));
     let notice = notice_for(budget, history, kept, turn_count)?;
     let (notice, notice_dropped) = match (best, notice) {
         (Some(_), n) => (n, None),
@@ -190,8 +198,8 @@ fn notice_for<H: History + ?Sized>(
 fn candidate_size<H: History + ?Sized>(
     budget: &Budget<'_>,
     history: &H,
-    frame: &Frame,
-    hist_cost: Cost,
+    fixed: &FixedParts,
+    history_cost: Cost,
     k: usize,
     turn_count: usize,
 ) -> Result<Size> {
@@ -200,11 +208,11 @@ fn candidate_size<H: History + ?Sized>(
         .map(|n| n.2)
         .unwrap_or_default();
     Ok(budget.total(
-        frame
+        fixed
             .prefix
             .then(notice, tok)
-            .then(hist_cost, tok)
-            .then(frame.input, tok),
+            .then(history_cost, tok)
+            .then(fixed.input, tok),
     ))
 }
 
@@ -215,20 +223,20 @@ fn next_unit<H: History + ?Sized>(
     cache: &mut SizeCache,
     k: usize,
     turn_count: usize,
-) -> Result<Option<Unit>> {
+) -> Result<Option<MeasuredUnit>> {
     if k < turn_count {
-        let which = Which::Turn(turn_count - 1 - k);
+        let unit = HistoryUnit::Turn(turn_count - 1 - k);
         let seqs = read(history.turn_seqs(turn_count - 1 - k))?;
         if let Some(cost) = cache.get(seqs, budget.format, budget.tokenizer) {
-            return Ok(Some(Unit {
-                which,
+            return Ok(Some(MeasuredUnit {
+                unit,
                 seqs,
                 cost,
                 msgs: None,
             }));
         }
         let events = read(history.turn(turn_count - 1 - k))?;
-        return Ok(Some(measure(budget, cache, which, &events)));
+        return Ok(Some(measure(budget, cache, unit, &events)));
     }
     if k > turn_count {
         return Ok(None);
@@ -237,15 +245,20 @@ fn next_unit<H: History + ?Sized>(
     if events.is_empty() {
         return Ok(None);
     }
-    Ok(Some(measure(budget, cache, Which::Preamble, &events)))
+    Ok(Some(measure(budget, cache, HistoryUnit::Preamble, &events)))
 }
 
-fn measure(budget: &Budget<'_>, cache: &mut SizeCache, which: Which, events: &[Event]) -> Unit {
+fn measure(
+    budget: &Budget<'_>,
+    cache: &mut SizeCache,
+    unit: HistoryUnit,
+    events: &[Event],
+) -> MeasuredUnit {
     let seqs = SeqRange::of(events).unwrap_or(SeqRange::new(0, 0));
     let (msgs, cost) = budget.render(&turn_items(events));
     cache.insert(seqs, budget.format, budget.tokenizer, cost);
-    Unit {
-        which,
+    MeasuredUnit {
+        unit,
         seqs,
         cost,
         msgs: Some(msgs),
@@ -256,11 +269,11 @@ fn measure(budget: &Budget<'_>, cache: &mut SizeCache, which: Which, events: &[E
 pub(crate) fn unit_msgs<H: History + ?Sized>(
     budget: &Budget<'_>,
     history: &H,
-    which: Which,
+    unit: HistoryUnit,
 ) -> Result<Vec<Msg>> {
-    let events = match which {
-        Which::Turn(i) => read(history.turn(i))?,
-        Which::Preamble => read(history.preamble())?,
+    let events = match unit {
+        HistoryUnit::Turn(i) => read(history.turn(i))?,
+        HistoryUnit::Preamble => read(history.preamble())?,
     };
     Ok(render(budget.format, &turn_items(&events)))
 }
@@ -268,7 +281,7 @@ pub(crate) fn unit_msgs<H: History + ?Sized>(
 fn assemble<H: History + ?Sized>(
     budget: &Budget<'_>,
     history: &H,
-    frame: Frame,
+    fixed: FixedParts,
     mut walk: Walk,
     turn_count: usize,
     source: Option<&mut dyn PageSource>,
@@ -276,24 +289,24 @@ fn assemble<H: History + ?Sized>(
     let tok = budget.tokenizer;
     walk.units.truncate(walk.kept);
     walk.units.reverse();
-    let mut hist_cost = Cost::default();
-    let mut hist_msgs = Vec::new();
-    for unit in &mut walk.units {
-        hist_cost = hist_cost.then(unit.cost, tok);
-        let msgs = match unit.msgs.take() {
+    let mut history_cost = Cost::default();
+    let mut history_msgs = Vec::new();
+    for measured in &mut walk.units {
+        history_cost = history_cost.then(measured.cost, tok);
+        let msgs = match measured.msgs.take() {
             Some(m) => m,
-            None => unit_msgs(budget, history, unit.which)?,
+            None => unit_msgs(budget, history, measured.unit)?,
         };
-        hist_msgs.extend(msgs);
+        history_msgs.extend(msgs);
     }
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
     let oldest_kept = walk.units.first().map(|u| u.seqs.first);
-    let base = frame.prefix.then(notice_cost, tok);
+    let base = fixed.prefix.then(notice_cost, tok);
     let kept_range = match (walk.units.first(), walk.units.last()) {
         (Some(a), Some(b)) => vec![SeqRange::new(a.seqs.first, b.seqs.last)],
         _ => Vec::new(),
     };
-    let pinned: Vec<u64> = frame.pinned.iter().map(|e| e.seq).collect();
+    let pinned: Vec<u64> = fixed.pinned.iter().map(|e| e.seq).collect();
     let settled = Settled {
         detail_start: oldest_kept,
         pinned: &pinned,
@@ -303,27 +316,27 @@ fn assemble<H: History + ?Sized>(
     let pages = choose_pages(
         budget,
         base,
-        hist_cost.then(frame.input, tok),
+        history_cost.then(fixed.input, tok),
         oldest_kept,
         &offered,
     );
 
     let mut sums = TierSums::new(tok);
-    sums.push(Tier::System, frame.system_cost, 1);
-    sums.push(Tier::Pinned, frame.pinned_cost, frame.pinned.len());
+    sums.push(Tier::System, fixed.system_cost, 1);
+    sums.push(Tier::Pinned, fixed.pinned_cost, fixed.pinned.len());
     sums.push(Tier::Notice, notice_cost, 1);
     sums.push(Tier::Recalled, pages.cost, pages.report.included.len());
-    sums.push(Tier::History, hist_cost, walk.units.len());
-    sums.push(Tier::Input, frame.input, 1);
+    sums.push(Tier::History, history_cost, walk.units.len());
+    sums.push(Tier::Input, fixed.input, 1);
 
-    let mut msgs = frame.prefix_msgs;
+    let mut msgs = fixed.prefix_msgs;
     let notice_text = walk.notice.map(|(text, m, _)| {
         msgs.extend(m);
         text
     });
     msgs.extend(pages.msgs);
-    msgs.extend(hist_msgs);
-    msgs.extend(frame.input_msgs);
+    msgs.extend(history_msgs);
+    msgs.extend(fixed.input_msgs);
     let body = budget.envelope.write(msgs);
     let total = budget.total(pages.chain);
     if body.len() as u64 != total.bytes || !budget.fits(total) {
@@ -334,7 +347,7 @@ fn assemble<H: History + ?Sized>(
     let kept_turns = walk
         .units
         .iter()
-        .filter(|u| matches!(u.which, Which::Turn(_)))
+        .filter(|u| matches!(u.unit, HistoryUnit::Turn(_)))
         .count();
     let mut drops = Vec::new();
     let dropped = dropped_history(history, &walk.units, turn_count)?;
@@ -360,7 +373,7 @@ fn assemble<H: History + ?Sized>(
         tokens: total.tokens,
         tokens_exact: budget.format.tokens_exact(),
         budget: budget.budget_report(),
-        mandatory: frame.mandatory,
+        mandatory: fixed.mandatory,
         turns: TurnCounts {
             total: turn_count,
             kept: kept_turns,
@@ -382,12 +395,12 @@ fn assemble<H: History + ?Sized>(
 /// The seq range of history left out: everything before the oldest kept unit.
 fn dropped_history<H: History + ?Sized>(
     history: &H,
-    kept: &[Unit],
+    kept: &[MeasuredUnit],
     turn_count: usize,
 ) -> Result<Option<SeqRange>> {
     let kept_turns = kept
         .iter()
-        .filter(|u| matches!(u.which, Which::Turn(_)))
+        .filter(|u| matches!(u.unit, HistoryUnit::Turn(_)))
         .count();
     if kept_turns < turn_count {
         let range = dropped_turn_range(history, kept_turns, turn_count)?;
@@ -397,13 +410,13 @@ fn dropped_history<H: History + ?Sized>(
             .map_or(range.first, |e| e.seq.min(range.first));
         return Ok(Some(SeqRange::new(first, range.last)));
     }
-    if kept.iter().any(|u| u.which == Which::Preamble) {
+    if kept.iter().any(|u| u.unit == HistoryUnit::Preamble) {
         return Ok(None);
     }
     Ok(SeqRange::of(&read(history.preamble())?))
 }
 
-pub(crate) struct Pages {
+pub(crate) struct ChosenPages {
     pub msgs: Vec<Msg>,
     pub cost: Cost,
     /// The whole messages chain with the pages in place.
@@ -419,7 +432,7 @@ pub(crate) fn choose_pages(
     after: Cost,
     oldest_kept: Option<u64>,
     offered: &Offered,
-) -> Pages {
+) -> ChosenPages {
     let tok = budget.tokenizer;
     let k = budget.req.recall_k;
     let mut report = RecallReport {
@@ -457,7 +470,7 @@ pub(crate) fn choose_pages(
         });
     }
     let chain = before.then(cost, tok).then(after, tok);
-    Pages {
+    ChosenPages {
         msgs,
         cost,
         chain,

@@ -10,8 +10,9 @@ use crate::pages::{Offered, page_text};
 use crate::report::{PageRef, RecallReport, Size, SkippedPage, Tier};
 use crate::wire::{Item, Msg, Role};
 
-/// The body of an agent projection: the costs of the messages around the context message.
-pub(super) struct AgentBody<'c, 'r> {
+/// The layout of an agent body: the costs of the messages around the context message, and
+/// whether the context carries the omission notice.
+pub(super) struct AgentLayout<'c, 'r> {
     pub budget: &'c Budget<'r>,
     pub system_cost: Cost,
     pub pinned_cost: Cost,
@@ -56,7 +57,7 @@ fn agent_notice_text(omitted: Omitted) -> String {
     )
 }
 
-impl AgentBody<'_, '_> {
+impl AgentLayout<'_, '_> {
     /// The notice line for `omitted`, if the notice is on and something is left out.
     pub fn notice_line(&self, omitted: Omitted) -> Option<String> {
         (self.notice && omitted.count > 0).then(|| agent_notice_text(omitted))
@@ -139,11 +140,11 @@ pub(super) fn oldest_detail(entries: &[Entry]) -> Option<u64> {
 
 /// Adds recalled pages (best first, up to K) older than every optional entry still present.
 pub(super) fn add_pages(
-    frame: &AgentBody<'_, '_>,
+    layout: &AgentLayout<'_, '_>,
     entries: &[Entry],
     offered: &Offered,
 ) -> (Vec<String>, RecallReport) {
-    let req = frame.budget.req;
+    let req = layout.budget.req;
     let oldest_detail = oldest_detail(entries);
     let mut report = RecallReport {
         k: req.recall_k,
@@ -166,7 +167,7 @@ pub(super) fn add_pages(
             continue;
         }
         pages.push(page_text(page));
-        if frame.fits(entries, &pages) {
+        if layout.fits(entries, &pages) {
             report.included.push(PageRef {
                 seq: page.seq,
                 page: page.page,

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use super::context::{AgentBody, Omitted};
+use super::context::{AgentLayout, Omitted};
 use super::entries::{Entry, Form};
 use crate::cache::SizeCache;
 use crate::error::Result;
@@ -65,14 +65,14 @@ fn apply(entries: &mut [Entry], action: Action) {
 /// then by exact tokens, taking back steps the exact count shows were not needed. Returns the
 /// actions applied, or `None` if the body does not fit even after all of them.
 pub(super) fn fit(
-    frame: &AgentBody<'_, '_>,
+    layout: &AgentLayout<'_, '_>,
     entries: &mut [Entry],
     actions: &[Action],
     cache: &mut SizeCache,
 ) -> Result<Option<Vec<Action>>> {
-    let budget = frame.budget;
+    let budget = layout.budget;
     set_prefix(entries, actions, 0);
-    let base = frame.exact(&[], &[]);
+    let base = layout.exact(&[], &[]);
     let estimate_tokens = budget.req.max_tokens.is_some();
     let mut token_of = |e: &Entry| -> i64 {
         if estimate_tokens && e.form != Form::Dropped {
@@ -82,7 +82,7 @@ pub(super) fn fit(
         }
     };
     let notice_size = |omitted: Omitted| -> (i64, i64) {
-        frame.notice_line(omitted).map_or((0, 0), |text| {
+        layout.notice_line(omitted).map_or((0, 0), |text| {
             let tokens = if estimate_tokens {
                 text_tokens(budget.tokenizer, &text) as i64 + 1
             } else {
@@ -123,7 +123,7 @@ pub(super) fn fit(
     // not fit, then take back the steps it did not need.
     let fits_with = |entries: &mut [Entry], n: usize| {
         set_prefix(entries, actions, n);
-        budget.fits(frame.exact(entries, &[]))
+        budget.fits(layout.exact(entries, &[]))
     };
     while !fits_with(entries, next) {
         if next == actions.len() {

@@ -53,7 +53,7 @@ use crate::report::Projection;
 use crate::request::ProjectionRequest;
 use crate::wire::Msg;
 
-use context::{AgentBody, add_pages, oldest_detail};
+use context::{AgentLayout, add_pages, oldest_detail};
 use entries::{Form, build_entries};
 use fit::{drop_order, fit};
 use report::{Outcome, seq_ranges};
@@ -84,7 +84,7 @@ pub(crate) fn project<H: History + ?Sized>(
     let turn_count = read(history.turn_count())?;
     let events = all_events(history, turn_count)?;
     let mut entries = build_entries(&events);
-    let mut frame = AgentBody {
+    let mut layout = AgentLayout {
         budget: &budget,
         system_cost,
         pinned_cost,
@@ -101,19 +101,19 @@ pub(crate) fn project<H: History + ?Sized>(
             e.form = Form::Clipped;
         }
     }
-    let mandatory = frame.exact(&minimal, &[]);
+    let mandatory = layout.exact(&minimal, &[]);
     budget.check_mandatory(mandatory)?;
 
     let actions = drop_order(&entries);
     // With the omission notice asked for, fit with it; if even dropping everything optional
     // leaves no room for it, fit without it (reported as a `no_room` drop).
-    frame.notice = req.notice;
-    let mut applied = fit(&frame, &mut entries, &actions, cache)?;
+    layout.notice = req.notice;
+    let mut applied = fit(&layout, &mut entries, &actions, cache)?;
     let mut notice_dropped = false;
-    if applied.is_none() && frame.notice {
-        frame.notice = false;
+    if applied.is_none() && layout.notice {
+        layout.notice = false;
         notice_dropped = true;
-        applied = fit(&frame, &mut entries, &actions, cache)?;
+        applied = fit(&layout, &mut entries, &actions, cache)?;
     }
     let applied = applied.ok_or_else(|| Error::Internal {
         reason: "agent context does not fit after every drop".into(),
@@ -126,12 +126,12 @@ pub(crate) fn project<H: History + ?Sized>(
         kept: &kept,
     };
     let offered = offered(req, source, &settled);
-    let (pages, recall) = add_pages(&frame, &entries, &offered);
-    let total = frame.exact(&entries, &pages);
+    let (pages, recall) = add_pages(&layout, &entries, &offered);
+    let total = layout.exact(&entries, &pages);
 
     let mut msgs: Vec<Msg> = system_msgs;
     msgs.extend(pinned_msgs);
-    msgs.extend(frame.context_msgs(&entries, &pages));
+    msgs.extend(layout.context_msgs(&entries, &pages));
     msgs.extend(input_msgs);
     let body = budget.envelope.write(msgs);
     if body.len() as u64 != total.bytes || !budget.fits(total) {
@@ -139,7 +139,7 @@ pub(crate) fn project<H: History + ?Sized>(
             reason: format!("agent body {} bytes, accounted {}", body.len(), total.bytes),
         });
     }
-    let report = frame.report(
+    let report = layout.report(
         cache,
         Outcome {
             entries: &entries,

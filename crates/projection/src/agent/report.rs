@@ -1,6 +1,6 @@
 //! The report of an agent projection.
 
-use super::context::{AgentBody, Omitted, oldest_detail};
+use super::context::{AgentLayout, Omitted, oldest_detail};
 use super::entries::{Entry, Form};
 use super::fit::Action;
 use crate::budget::TierSums;
@@ -10,7 +10,7 @@ use crate::json::escaped_len;
 use crate::report::{Clip, Drop, RecallReport, Report, Size, Tier, TierSize, TurnCounts};
 use crate::tokens::text_tokens;
 
-impl AgentBody<'_, '_> {
+impl AgentLayout<'_, '_> {
     pub fn report(&self, cache: &mut SizeCache, o: Outcome<'_>) -> Report {
         let budget = self.budget;
         let tok = budget.tokenizer;

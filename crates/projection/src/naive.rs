@@ -9,7 +9,7 @@
 
 use crate::budget::Budget;
 use crate::error::{Error, Result};
-use crate::history::{History, read};
+use crate::history::{History, SeqRange, read};
 use crate::pages::page_text;
 use crate::report::Size;
 use crate::request::ProjectionRequest;
@@ -56,7 +56,7 @@ pub fn project_naive<H: History + ?Sized>(
         if notice && request.notice && dropped_turns > 0 {
             let first = read(history.turn_seqs(0))?.first;
             let last = read(history.turn_seqs(dropped_turns - 1))?.last;
-            let text = notice_text(dropped_turns, crate::history::SeqRange::new(first, last));
+            let text = notice_text(dropped_turns, SeqRange::new(first, last));
             msgs.extend(render(request.format, &[Item::text(Role::System, text)]));
         }
         let all = msgs

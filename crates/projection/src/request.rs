@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::options::{Policy, Tokenizer, WireFormat};
+use crate::wire::is_blank;
 
 /// The `max_tokens` written into an `anthropic-messages` body when the request gives no
 /// output reservation. Anthropic requires the field; this default is also what is subtracted
@@ -273,7 +274,7 @@ impl ProjectionRequestBuilder {
             .ok_or_else(|| {
                 invalid_request("the current input is required and must not be empty")
             })?;
-        if self.format == WireFormat::AnthropicMessages && crate::wire::is_blank(&input) {
+        if self.format == WireFormat::AnthropicMessages && is_blank(&input) {
             return Err(invalid_request(
                 "the current input is whitespace only, which anthropic-messages rejects \
                  (text content blocks must contain non-whitespace text)",

@@ -2,13 +2,16 @@
 
 use ctxlog_event::EventKind;
 
-use super::HEADER;
 use super::entries::{Entry, Form};
 use crate::budget::{Budget, Cost};
 use crate::json::escaped_len;
 use crate::pages::{Offered, page_text};
 use crate::report::{PageRef, RecallReport, Size, SkippedPage, Tier};
 use crate::wire::{Item, Msg, Role};
+
+/// The first line of the context message.
+const HEADER: &str = "[ctxlog agent context] The conversation so far, oldest first, one entry per \
+event. Text marked \"recall seq=N\" was shortened; fetch it with the recall tool.";
 
 /// The layout of an agent body: the costs of the messages around the context message, and
 /// whether the context carries the omission notice.

@@ -4,12 +4,20 @@ use std::collections::HashMap;
 
 use ctxlog_event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
 
-use super::{EXCERPT_CHARS, INTERRUPTED_NOTE, ROW_CHARS};
 use crate::cache::SizeCache;
 use crate::json::escaped_len;
 use crate::options::Tokenizer;
 use crate::report::Tier;
 use crate::tokens::text_tokens;
+use crate::wire::openai_arguments;
+
+/// Characters kept at each end of a clipped tool result.
+pub const EXCERPT_CHARS: usize = 400;
+/// Characters an activity row keeps of a reply or of tool arguments.
+pub const ROW_CHARS: usize = 200;
+
+/// Appended to a call whose result never arrived (SPEC P5).
+const INTERRUPTED_NOTE: &str = " (no result: interrupted, effects unknown)";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Form {
@@ -140,7 +148,7 @@ pub(super) fn build_entries(events: &[Event]) -> Vec<Entry> {
                 tool,
                 arguments,
             } => {
-                let args = crate::wire::openai_arguments(arguments);
+                let args = openai_arguments(arguments);
                 calls.insert(call_id, (tool, args.clone()));
                 let interrupted = results.get(call_id.as_str()).is_none_or(|&r| r <= i);
                 let mut entry = Entry::new(

@@ -53,21 +53,12 @@ use crate::report::Projection;
 use crate::request::ProjectionRequest;
 use crate::wire::Msg;
 
+pub use entries::{EXCERPT_CHARS, ROW_CHARS};
+
 use context::{AgentLayout, add_pages, oldest_detail};
 use entries::{Form, build_entries};
 use fit::{drop_order, fit};
 use report::{Outcome, seq_ranges};
-
-/// Characters kept at each end of a clipped tool result.
-pub const EXCERPT_CHARS: usize = 400;
-/// Characters an activity row keeps of a reply or of tool arguments.
-pub const ROW_CHARS: usize = 200;
-
-/// Appended to a call whose result never arrived (SPEC P5).
-const INTERRUPTED_NOTE: &str = " (no result: interrupted, effects unknown)";
-
-const HEADER: &str = "[ctxlog agent context] The conversation so far, oldest first, one entry per \
-event. Text marked \"recall seq=N\" was shortened; fetch it with the recall tool.";
 
 /// Runs the `agent` policy.
 pub(crate) fn project<H: History + ?Sized>(

@@ -39,6 +39,10 @@
 //! * **Whole turns, contiguous suffix (P5)** with the `turns` policy; tool calls travel with
 //!   their results, and a call without one is answered `interrupted: effects unknown`.
 //! * **Tiers (P6)** with the `agent` policy ([`agent`] module docs).
+//! * **Recalled pages (R6)** in one call with [`project_with_pages`]: the policy settles what
+//!   it keeps in detail, then asks a [`PageSource`] (the recall index) once for older pages
+//!   and adds those not already in the body while they fit; a failing source is reported in
+//!   `report.recall.unavailable`, not raised.
 //! * **Cost (P9).** Per-unit sizes live in the caller's [`SizeCache`]; with the `turns` policy
 //!   the result equals [`naive::project_naive`] byte for byte.
 //! * **No mutation (P10).** The projector takes `&H: History` and writes nothing anywhere.

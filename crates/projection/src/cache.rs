@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
+use crate::budget::Cost;
 use crate::history::SeqRange;
 use crate::options::{Tokenizer, WireFormat};
-use crate::wire::Cost;
 
 /// Sizes of rendered history units (a turn, or the preamble), kept by the caller between
 /// projections so that each unit is serialized and tokenized once.

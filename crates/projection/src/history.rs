@@ -5,6 +5,8 @@ use std::convert::Infallible;
 use ctxlog_event::{Event, EventBody, EventKind, turn_starts};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
+
 /// An inclusive range of seqs, `first..=last`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SeqRange {
@@ -140,6 +142,13 @@ impl History for SliceHistory<'_> {
             .cloned()
             .collect())
     }
+}
+
+/// The result of a [`History`] call, its error turned into [`Error::History`].
+pub(crate) fn read<T, E: std::error::Error + Send + Sync + 'static>(
+    r: std::result::Result<T, E>,
+) -> Result<T> {
+    r.map_err(|e| Error::History(Box::new(e)))
 }
 
 #[cfg(test)]

@@ -39,6 +39,10 @@
 //! * **Whole turns, contiguous suffix (P5)** with the `turns` policy; tool calls travel with
 //!   their results, and a call without one is answered `interrupted: effects unknown`.
 //! * **Tiers (P6)** with the `agent` policy ([`agent`] module docs).
+//! * **Recalled pages (R6)** in one call with [`project_with_pages`]: the policy settles what
+//!   it keeps in detail, then asks a [`PageSource`] (the recall index) once for older pages
+//!   and adds those not already in the body while they fit; a failing source is reported in
+//!   `report.recall.unavailable`, not raised.
 //! * **Cost (P9).** Per-unit sizes live in the caller's [`SizeCache`]; with the `turns` policy
 //!   the result equals [`naive::project_naive`] byte for byte.
 //! * **No mutation (P10).** The projector takes `&H: History` and writes nothing anywhere.
@@ -46,13 +50,15 @@
 //! The long guide is `docs/projection.md`.
 
 pub mod agent;
+mod budget;
 mod cache;
-mod common;
 mod error;
 mod history;
 mod json;
 pub mod naive;
 mod options;
+mod pages;
+mod parts;
 mod report;
 mod request;
 pub mod tokens;
@@ -64,9 +70,10 @@ pub use cache::SizeCache;
 pub use error::{Error, Result};
 pub use history::{History, SeqRange, SliceHistory};
 pub use options::{Policy, Tokenizer, UnknownName, WireFormat};
+pub use pages::{CANDIDATES_PER_PAGE, PageSource, PageSourceError, StaticPages};
 pub use report::{
-    BudgetReport, Clip, Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TierSize,
-    TurnCounts,
+    BudgetReport, Clip, Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier,
+    TierSize, TurnCounts,
 };
 pub use request::{
     DEFAULT_ANTHROPIC_MAX_TOKENS, ProjectionRequest, ProjectionRequestBuilder, RecalledPage,
@@ -74,19 +81,12 @@ pub use request::{
 pub use tokens::{Count, count};
 pub use wire::INTERRUPTED_RESULT;
 
-/// A projection: the body to send, and the report of how it was built.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Projection {
-    /// The exact request body (compact JSON, UTF-8).
-    pub body: Vec<u8>,
-    /// What was kept, left out and clipped, with sizes per tier.
-    pub report: Report,
-}
-
 /// Builds the request body for `request` from `history`, within the request's budget.
 ///
 /// `cache` carries per-unit sizes between projections of the same conversation; a fresh
-/// [`SizeCache`] works too (it is filled as a side effect). Nothing else is written.
+/// [`SizeCache`] works too (it is filled as a side effect). Nothing else is written. The
+/// request's own recalled pages, if any ([`ProjectionRequestBuilder::recalled`]), are offered
+/// as given; [`project_with_pages`] asks a [`PageSource`] instead.
 ///
 /// # Errors
 ///
@@ -98,8 +98,40 @@ pub fn project<H: History + ?Sized>(
     request: &ProjectionRequest,
     cache: &mut SizeCache,
 ) -> Result<Projection> {
+    project_by_policy(history, request, cache, None)
+}
+
+/// [`project`], with recalled pages (SPEC R6) from `pages`, in one pass.
+///
+/// Once the policy has settled what the body keeps in detail, it asks `pages` once for up to
+/// `recall_k *` [`CANDIDATES_PER_PAGE`] pages relevant to the request's input from before the
+/// first seq kept in detail (`report.detail_start`; any seq when nothing is), leaves out
+/// those already in the body (pinned notes, kept history), and adds up to `recall_k` of the
+/// rest, best first, while they fit. The source is not asked when `recall_k` is 0 or no
+/// older seq can exist. If it fails, the projection goes ahead without pages and
+/// `report.recall.unavailable` holds the error's text (SPEC R2). The request's own
+/// `recalled` pages and `recall_unavailable` are not used.
+///
+/// # Errors
+///
+/// As [`project`]; a failing page source is not an error.
+pub fn project_with_pages<H: History + ?Sized>(
+    history: &H,
+    pages: &mut dyn PageSource,
+    request: &ProjectionRequest,
+    cache: &mut SizeCache,
+) -> Result<Projection> {
+    project_by_policy(history, request, cache, Some(pages))
+}
+
+fn project_by_policy<H: History + ?Sized>(
+    history: &H,
+    request: &ProjectionRequest,
+    cache: &mut SizeCache,
+    pages: Option<&mut dyn PageSource>,
+) -> Result<Projection> {
     match request.policy() {
-        Policy::Turns => turns::project(history, request, cache),
-        Policy::Agent => agent::project(history, request, cache),
+        Policy::Turns => turns::project(history, request, cache, pages),
+        Policy::Agent => agent::project(history, request, cache, pages),
     }
 }

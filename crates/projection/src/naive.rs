@@ -7,13 +7,14 @@
 //! Recalled pages are then tried one by one, each by serializing the whole body again. It is
 //! quadratic in the history and exists only to check [`crate::project`] against, byte for byte.
 
-use crate::common::{Ctx, hist, page_text};
+use crate::budget::Budget;
 use crate::error::{Error, Result};
-use crate::history::History;
+use crate::history::{History, SeqRange, read};
+use crate::pages::page_text;
 use crate::report::Size;
 use crate::request::ProjectionRequest;
 use crate::tokens::count;
-use crate::turns::{Which, frame, notice_text, unit_msgs};
+use crate::turns::{HistoryUnit, fixed_parts, notice_text, unit_msgs};
 use crate::wire::{Item, Msg, Role, render};
 
 /// The body the naive rule chooses for a `turns` request (the policy in `request` is ignored).
@@ -26,44 +27,44 @@ pub fn project_naive<H: History + ?Sized>(
     history: &H,
     request: &ProjectionRequest,
 ) -> Result<Vec<u8>> {
-    let ctx = Ctx::new(request);
-    let frame = frame(&ctx, history)?;
-    let turn_count = hist(history.turn_count())?;
-    let mut units: Vec<(Which, Vec<Msg>, u64)> = Vec::new();
-    if !hist(history.preamble())?.is_empty() {
-        let first = hist(history.preamble())?.first().map_or(0, |e| e.seq);
+    let budget = Budget::new(request);
+    let fixed = fixed_parts(&budget, history)?;
+    let turn_count = read(history.turn_count())?;
+    let mut units: Vec<(HistoryUnit, Vec<Msg>, u64)> = Vec::new();
+    if !read(history.preamble())?.is_empty() {
+        let first = read(history.preamble())?.first().map_or(0, |e| e.seq);
         units.push((
-            Which::Preamble,
-            unit_msgs(&ctx, history, Which::Preamble)?,
+            HistoryUnit::Preamble,
+            unit_msgs(&budget, history, HistoryUnit::Preamble)?,
             first,
         ));
     }
     for i in 0..turn_count {
-        let first = hist(history.turn_seqs(i))?.first;
+        let first = read(history.turn_seqs(i))?.first;
         units.push((
-            Which::Turn(i),
-            unit_msgs(&ctx, history, Which::Turn(i))?,
+            HistoryUnit::Turn(i),
+            unit_msgs(&budget, history, HistoryUnit::Turn(i))?,
             first,
         ));
     }
     let build = |from: usize, notice: bool, pages: &[Msg]| -> Result<Vec<u8>> {
-        let mut msgs = frame.prefix_msgs.clone();
+        let mut msgs = fixed.prefix_msgs.clone();
         let dropped_turns = units[..from]
             .iter()
-            .filter(|u| matches!(u.0, Which::Turn(_)))
+            .filter(|u| matches!(u.0, HistoryUnit::Turn(_)))
             .count();
         if notice && request.notice && dropped_turns > 0 {
-            let first = hist(history.turn_seqs(0))?.first;
-            let last = hist(history.turn_seqs(dropped_turns - 1))?.last;
-            let text = notice_text(dropped_turns, crate::history::SeqRange::new(first, last));
+            let first = read(history.turn_seqs(0))?.first;
+            let last = read(history.turn_seqs(dropped_turns - 1))?.last;
+            let text = notice_text(dropped_turns, SeqRange::new(first, last));
             msgs.extend(render(request.format, &[Item::text(Role::System, text)]));
         }
         let all = msgs
             .iter()
             .chain(pages)
             .chain(units[from..].iter().flat_map(|u| u.1.iter()))
-            .chain(&frame.input_msgs);
-        Ok(ctx.envelope.write_iter(all))
+            .chain(&fixed.input_msgs);
+        Ok(budget.envelope.write_iter(all))
     };
     // Tokens are counted (by parsing and tokenizing the whole body) only under a token budget.
     let measure = |body: &[u8]| -> Result<Size> {
@@ -81,7 +82,7 @@ pub fn project_naive<H: History + ?Sized>(
     };
     let mut chosen: Option<(usize, bool)> = None;
     for from in 0..=units.len() {
-        if ctx.fits(measure(&build(from, true, &[])?)?) {
+        if budget.fits(measure(&build(from, true, &[])?)?) {
             chosen = Some((from, true));
             break;
         }
@@ -89,7 +90,7 @@ pub fn project_naive<H: History + ?Sized>(
     // No body with the notice fits: the first that fits without it (the notice is left out).
     if chosen.is_none() {
         for from in 0..=units.len() {
-            if ctx.fits(measure(&build(from, false, &[])?)?) {
+            if budget.fits(measure(&build(from, false, &[])?)?) {
                 chosen = Some((from, false));
                 break;
             }
@@ -99,7 +100,7 @@ pub fn project_naive<H: History + ?Sized>(
         Some(c) => c,
         None => {
             let size = measure(&build(units.len(), false, &[])?)?;
-            ctx.check_mandatory(size)?;
+            budget.check_mandatory(size)?;
             return Err(Error::Internal {
                 reason: "the mandatory body fits but no candidate does".into(),
             });
@@ -117,7 +118,7 @@ pub fn project_naive<H: History + ?Sized>(
             request.format,
             &[Item::text(Role::User, page_text(page))],
         ));
-        if ctx.fits(measure(&build(from, notice, &with)?)?) {
+        if budget.fits(measure(&build(from, notice, &with)?)?) {
             pages = with;
             included += 1;
         }

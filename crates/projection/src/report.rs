@@ -5,6 +5,15 @@ use serde::Serialize;
 use crate::history::SeqRange;
 use crate::options::{Policy, Tokenizer, WireFormat};
 
+/// A projection: the body to send, and the report of how it was built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Projection {
+    /// The exact request body (compact JSON, UTF-8).
+    pub body: Vec<u8>,
+    /// What was kept, left out and clipped, with sizes per tier.
+    pub report: Report,
+}
+
 /// The report of one projection, serializable to JSON.
 ///
 /// # Format

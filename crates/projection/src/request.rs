@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::options::{Policy, Tokenizer, WireFormat};
+use crate::wire::is_blank;
 
 /// The `max_tokens` written into an `anthropic-messages` body when the request gives no
 /// output reservation. Anthropic requires the field; this default is also what is subtracted
@@ -101,7 +102,8 @@ impl ProjectionRequest {
     pub fn recall_k(&self) -> usize {
         self.recall_k
     }
-    /// The recall candidates, best first.
+    /// The recall candidates given with the request, best first (used by
+    /// [`project`](crate::project), not by [`project_with_pages`](crate::project_with_pages)).
     pub fn recalled(&self) -> &[RecalledPage] {
         &self.recalled
     }
@@ -232,7 +234,11 @@ impl ProjectionRequestBuilder {
         self.recall_k = Some(k);
         self
     }
-    /// The recall candidates, best first. Default: none.
+    /// The recall candidates, best first, for [`project`](crate::project). Default: none.
+    ///
+    /// Superseded by [`project_with_pages`](crate::project_with_pages), which asks a
+    /// [`PageSource`](crate::PageSource) once the body's detail is settled (one projection
+    /// instead of two) and ignores this list. Kept for callers that still project twice.
     pub fn recalled(&mut self, pages: Vec<RecalledPage>) -> &mut Self {
         self.recalled = pages;
         self
@@ -245,6 +251,10 @@ impl ProjectionRequestBuilder {
     }
     /// Tells the projector the recall index could not be used and why; the report says so.
     /// Default: none.
+    ///
+    /// Superseded by [`project_with_pages`](crate::project_with_pages), which reports a
+    /// failing [`PageSource`](crate::PageSource) itself and ignores this. Kept for callers
+    /// that still project twice.
     pub fn recall_unavailable(&mut self, reason: impl Into<String>) -> &mut Self {
         self.recall_unavailable = Some(reason.into());
         self
@@ -273,7 +283,7 @@ impl ProjectionRequestBuilder {
             .ok_or_else(|| {
                 invalid_request("the current input is required and must not be empty")
             })?;
-        if self.format == WireFormat::AnthropicMessages && crate::wire::is_blank(&input) {
+        if self.format == WireFormat::AnthropicMessages && is_blank(&input) {
             return Err(invalid_request(
                 "the current input is whitespace only, which anthropic-messages rejects \
                  (text content blocks must contain non-whitespace text)",

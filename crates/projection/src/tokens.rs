@@ -124,7 +124,7 @@ fn invalid_body(reason: &str) -> Error {
 }
 
 /// Tokens of one message (a JSON object of the format's message shape).
-pub(crate) fn message_tokens(format: WireFormat, tokenizer: Tokenizer, message: &Value) -> u64 {
+fn message_tokens(format: WireFormat, tokenizer: Tokenizer, message: &Value) -> u64 {
     let Some(fields) = message.as_object() else {
         return TOKENS_PER_MESSAGE;
     };
@@ -150,18 +150,34 @@ fn openai_call_tokens(tokenizer: Tokenizer, call: &Value) -> u64 {
     let function = &call["function"];
     let name = function["name"].as_str().unwrap_or_default();
     let arguments = function["arguments"].as_str().unwrap_or_default();
+    call_tokens(tokenizer, name, arguments)
+}
+
+/// Tokens of one entry of an OpenAI `tool_calls` array: its function name and arguments
+/// string, plus 1.
+pub(crate) fn call_tokens(tokenizer: Tokenizer, name: &str, arguments: &str) -> u64 {
     text_tokens(tokenizer, name) + text_tokens(tokenizer, arguments) + 1
+}
+
+/// Tokens of an Anthropic `tool_use` block: id, name and the compact JSON text of `input`.
+pub(crate) fn tool_use_tokens(tokenizer: Tokenizer, id: &str, name: &str, input: &Value) -> u64 {
+    text_tokens(tokenizer, id) + text_tokens(tokenizer, name) + value_tokens(tokenizer, input)
+}
+
+fn value_tokens(tokenizer: Tokenizer, value: &Value) -> u64 {
+    text_tokens(tokenizer, &value_to_string(value))
 }
 
 fn block_tokens(format: WireFormat, tokenizer: Tokenizer, block: &Value) -> u64 {
     let str_of = |key: &str| text_tokens(tokenizer, block[key].as_str().unwrap_or_default());
     match block["type"].as_str() {
         Some("text") => str_of("text"),
-        Some("tool_use") if format == WireFormat::AnthropicMessages => {
-            str_of("id")
-                + str_of("name")
-                + text_tokens(tokenizer, &value_to_string(&block["input"]))
-        }
+        Some("tool_use") if format == WireFormat::AnthropicMessages => tool_use_tokens(
+            tokenizer,
+            block["id"].as_str().unwrap_or_default(),
+            block["name"].as_str().unwrap_or_default(),
+            &block["input"],
+        ),
         Some("tool_result") if format == WireFormat::AnthropicMessages => {
             let content = match &block["content"] {
                 Value::String(s) => text_tokens(tokenizer, s),
@@ -173,7 +189,7 @@ fn block_tokens(format: WireFormat, tokenizer: Tokenizer, block: &Value) -> u64 
             };
             str_of("tool_use_id") + content
         }
-        _ => text_tokens(tokenizer, &value_to_string(block)),
+        _ => value_tokens(tokenizer, block),
     }
 }
 
@@ -186,17 +202,23 @@ fn system_tokens(tokenizer: Tokenizer, system: &Value) -> u64 {
             .sum(),
         _ => 0,
     };
-    TOKENS_PER_MESSAGE + text_tokens(tokenizer, "system") + text
+    system_tokens_with(tokenizer, text)
+}
+
+/// Tokens of Anthropic's top-level `system` prompt `text` (counted like a message).
+pub(crate) fn system_prompt_tokens(tokenizer: Tokenizer, text: &str) -> u64 {
+    system_tokens_with(tokenizer, text_tokens(tokenizer, text))
+}
+
+fn system_tokens_with(tokenizer: Tokenizer, text_tokens_of_prompt: u64) -> u64 {
+    TOKENS_PER_MESSAGE + text_tokens(tokenizer, "system") + text_tokens_of_prompt
 }
 
 /// Tokens of the tool definitions of a request.
 pub(crate) fn tools_tokens(format: WireFormat, tokenizer: Tokenizer, tools: &[Value]) -> u64 {
     match format {
         WireFormat::OpenAiChat => openai_tools_tokens(tokenizer, tools),
-        WireFormat::AnthropicMessages => tools
-            .iter()
-            .map(|t| text_tokens(tokenizer, &value_to_string(t)))
-            .sum(),
+        WireFormat::AnthropicMessages => tools.iter().map(|t| value_tokens(tokenizer, t)).sum(),
     }
 }
 

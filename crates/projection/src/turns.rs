@@ -8,24 +8,27 @@
 
 use ctxlog_event::Event;
 
-use crate::Projection;
+use crate::budget::{Budget, Cost, TierSums};
 use crate::cache::SizeCache;
-use crate::common::{Ctx, TierSums, hist, page_text, pinned_items, pinned_notes};
 use crate::error::{Error, Result};
-use crate::history::{History, SeqRange};
-use crate::report::{Drop, PageRef, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts};
+use crate::history::{History, SeqRange, read};
+use crate::pages::{Offered, PageSource, Settled, offered, page_text};
+use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
+use crate::report::{
+    Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
+};
 use crate::request::ProjectionRequest;
-use crate::wire::{Cost, Item, Msg, Role, turn_items};
+use crate::wire::{Item, Msg, Role, render, turn_items};
 
 /// A history unit: a turn, or the preamble (events before the first user event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Which {
+pub(crate) enum HistoryUnit {
     Turn(usize),
     Preamble,
 }
 
-struct Unit {
-    which: Which,
+struct MeasuredUnit {
+    unit: HistoryUnit,
     seqs: SeqRange,
     cost: Cost,
     msgs: Option<Vec<Msg>>,
@@ -41,7 +44,7 @@ pub(crate) fn notice_text(turns: usize, seqs: SeqRange) -> String {
 }
 
 /// Mandatory parts and fixed costs of a turns projection.
-pub(crate) struct Frame {
+pub(crate) struct FixedParts {
     pub pinned: Vec<Event>,
     pub prefix_msgs: Vec<Msg>,
     pub prefix: Cost,
@@ -52,16 +55,19 @@ pub(crate) struct Frame {
     pub mandatory: Size,
 }
 
-pub(crate) fn frame<H: History + ?Sized>(ctx: &Ctx<'_>, history: &H) -> Result<Frame> {
+pub(crate) fn fixed_parts<H: History + ?Sized>(
+    budget: &Budget<'_>,
+    history: &H,
+) -> Result<FixedParts> {
     let pinned = pinned_notes(history)?;
-    let (system_msgs, system_cost) = ctx.render(&ctx.system_items());
-    let (pinned_msgs, pinned_cost) = ctx.render(&pinned_items(&pinned));
+    let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
+    let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
     let mut prefix_msgs = system_msgs;
     prefix_msgs.extend(pinned_msgs);
-    let prefix = ctx.cost(&prefix_msgs);
-    let (input_msgs, input) = ctx.render(&ctx.input_items());
-    let mandatory = ctx.total(prefix.then(input, ctx.tokenizer));
-    Ok(Frame {
+    let prefix = budget.cost(&prefix_msgs);
+    let (input_msgs, input) = budget.render(&input_items(budget.req));
+    let mandatory = budget.total(prefix.then(input, budget.tokenizer));
+    Ok(FixedParts {
         pinned,
         prefix_msgs,
         prefix,
@@ -78,60 +84,68 @@ pub(crate) fn project<H: History + ?Sized>(
     history: &H,
     req: &ProjectionRequest,
     cache: &mut SizeCache,
+    pages: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
-    let ctx = Ctx::new(req);
-    let frame = frame(&ctx, history)?;
-    ctx.check_mandatory(frame.mandatory)?;
-    let turn_count = hist(history.turn_count())?;
-    let walk = walk(&ctx, history, cache, &frame, turn_count)?;
-    assemble(&ctx, history, frame, walk, turn_count)
+    let budget = Budget::new(req);
+    let fixed = fixed_parts(&budget, history)?;
+    budget.check_mandatory(fixed.mandatory)?;
+    let turn_count = read(history.turn_count())?;
+    let walk = walk(&budget, history, cache, &fixed, turn_count)?;
+    assemble(&budget, history, fixed, walk, turn_count, pages)
 }
 
 struct Walk {
     /// Units looked at, newest first; the first `kept` are kept.
-    units: Vec<Unit>,
+    units: Vec<MeasuredUnit>,
     kept: usize,
     notice: Option<(String, Vec<Msg>, Cost)>,
     notice_dropped: Option<SeqRange>,
 }
 
 fn walk<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     cache: &mut SizeCache,
-    frame: &Frame,
+    fixed: &FixedParts,
     turn_count: usize,
 ) -> Result<Walk> {
-    let tok = ctx.tokenizer;
-    let mut units: Vec<Unit> = Vec::new();
-    // hist[k]: the newest k units joined. Grown while the notice-free body still fits: that
-    // size only grows with k, so no larger k can fit once it does not.
-    let mut hist = vec![Cost::default()];
+    let tok = budget.tokenizer;
+    let mut units: Vec<MeasuredUnit> = Vec::new();
+    // suffixes[k]: the newest k units joined. Grown while the notice-free body still fits:
+    // that size only grows with k, so no larger k can fit once it does not.
+    let mut suffixes = vec![Cost::default()];
     loop {
         let k = units.len();
-        let lower = ctx.total(frame.prefix.then(hist[k], tok).then(frame.input, tok));
-        if !ctx.fits(lower) {
-            hist.pop();
+        let lower = budget.total(fixed.prefix.then(suffixes[k], tok).then(fixed.input, tok));
+        if !budget.fits(lower) {
+            suffixes.pop();
             break;
         }
-        let Some(unit) = next_unit(ctx, history, cache, k, turn_count)? else {
+        let Some(unit) = next_unit(budget, history, cache, k, turn_count)? else {
             break;
         };
-        hist.push(unit.cost.then(hist[k], tok));
+        suffixes.push(unit.cost.then(suffixes[k], tok));
         units.push(unit);
     }
     // The largest k whose body, notice included, fits (usually the first one tried).
     let mut best = None;
-    for k in (0..hist.len()).rev() {
-        if ctx.fits(candidate_size(ctx, history, frame, hist[k], k, turn_count)?) {
+    for k in (0..suffixes.len()).rev() {
+        if budget.fits(candidate_size(
+            budget,
+            history,
+            fixed,
+            suffixes[k],
+            k,
+            turn_count,
+        )?) {
             best = Some(k);
             break;
         }
     }
     // When no body with the notice fits, the notice is left out (reported as `no_room`) and the
     // turns that fit without it are kept: a notice never displaces history it cannot replace.
-    let kept = best.unwrap_or(hist.len().saturating_sub(1));
-    let notice = notice_for(ctx, history, kept, turn_count)?;
+    let kept = best.unwrap_or(suffixes.len().saturating_sub(1));
+    let notice = notice_for(budget, history, kept, turn_count)?;
     let (notice, notice_dropped) = match (best, notice) {
         (Some(_), n) => (n, None),
         (None, Some(_)) => {
@@ -159,87 +173,92 @@ fn dropped_turn_range<H: History + ?Sized>(
 ) -> Result<SeqRange> {
     let last_dropped = turn_count - kept_turns - 1;
     Ok(SeqRange::new(
-        hist(history.turn_seqs(0))?.first,
-        hist(history.turn_seqs(last_dropped))?.last,
+        read(history.turn_seqs(0))?.first,
+        read(history.turn_seqs(last_dropped))?.last,
     ))
 }
 
 /// The notice for keeping `kept` units, if one is asked for and turns are left out.
 fn notice_for<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     kept: usize,
     turn_count: usize,
 ) -> Result<Option<(String, Vec<Msg>, Cost)>> {
     let kept_turns = kept.min(turn_count);
-    if !ctx.req.notice || kept_turns >= turn_count {
+    if !budget.req.notice || kept_turns >= turn_count {
         return Ok(None);
     }
     let seqs = dropped_turn_range(history, kept_turns, turn_count)?;
     let text = notice_text(turn_count - kept_turns, seqs);
-    let (msgs, cost) = ctx.render(&[Item::text(Role::System, text.clone())]);
+    let (msgs, cost) = budget.render(&[Item::text(Role::System, text.clone())]);
     Ok(Some((text, msgs, cost)))
 }
 
 fn candidate_size<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
-    frame: &Frame,
-    hist_cost: Cost,
+    fixed: &FixedParts,
+    history_cost: Cost,
     k: usize,
     turn_count: usize,
 ) -> Result<Size> {
-    let tok = ctx.tokenizer;
-    let notice = notice_for(ctx, history, k, turn_count)?
+    let tok = budget.tokenizer;
+    let notice = notice_for(budget, history, k, turn_count)?
         .map(|n| n.2)
         .unwrap_or_default();
-    Ok(ctx.total(
-        frame
+    Ok(budget.total(
+        fixed
             .prefix
             .then(notice, tok)
-            .then(hist_cost, tok)
-            .then(frame.input, tok),
+            .then(history_cost, tok)
+            .then(fixed.input, tok),
     ))
 }
 
 /// The unit after the `k` newest: turn `turn_count - 1 - k`, then the preamble, then none.
 fn next_unit<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
     cache: &mut SizeCache,
     k: usize,
     turn_count: usize,
-) -> Result<Option<Unit>> {
+) -> Result<Option<MeasuredUnit>> {
     if k < turn_count {
-        let which = Which::Turn(turn_count - 1 - k);
-        let seqs = hist(history.turn_seqs(turn_count - 1 - k))?;
-        if let Some(cost) = cache.get(seqs, ctx.format, ctx.tokenizer) {
-            return Ok(Some(Unit {
-                which,
+        let unit = HistoryUnit::Turn(turn_count - 1 - k);
+        let seqs = read(history.turn_seqs(turn_count - 1 - k))?;
+        if let Some(cost) = cache.get(seqs, budget.format, budget.tokenizer) {
+            return Ok(Some(MeasuredUnit {
+                unit,
                 seqs,
                 cost,
                 msgs: None,
             }));
         }
-        let events = hist(history.turn(turn_count - 1 - k))?;
-        return Ok(Some(measure(ctx, cache, which, &events)));
+        let events = read(history.turn(turn_count - 1 - k))?;
+        return Ok(Some(measure(budget, cache, unit, &events)));
     }
     if k > turn_count {
         return Ok(None);
     }
-    let events = hist(history.preamble())?;
+    let events = read(history.preamble())?;
     if events.is_empty() {
         return Ok(None);
     }
-    Ok(Some(measure(ctx, cache, Which::Preamble, &events)))
+    Ok(Some(measure(budget, cache, HistoryUnit::Preamble, &events)))
 }
 
-fn measure(ctx: &Ctx<'_>, cache: &mut SizeCache, which: Which, events: &[Event]) -> Unit {
+fn measure(
+    budget: &Budget<'_>,
+    cache: &mut SizeCache,
+    unit: HistoryUnit,
+    events: &[Event],
+) -> MeasuredUnit {
     let seqs = SeqRange::of(events).unwrap_or(SeqRange::new(0, 0));
-    let (msgs, cost) = ctx.render(&turn_items(events));
-    cache.insert(seqs, ctx.format, ctx.tokenizer, cost);
-    Unit {
-        which,
+    let (msgs, cost) = budget.render(&turn_items(events));
+    cache.insert(seqs, budget.format, budget.tokenizer, cost);
+    MeasuredUnit {
+        unit,
         seqs,
         cost,
         msgs: Some(msgs),
@@ -248,61 +267,79 @@ fn measure(ctx: &Ctx<'_>, cache: &mut SizeCache, which: Which, events: &[Event])
 
 /// Loads (if needed) and renders the events of a unit.
 pub(crate) fn unit_msgs<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
-    which: Which,
+    unit: HistoryUnit,
 ) -> Result<Vec<Msg>> {
-    let events = match which {
-        Which::Turn(i) => hist(history.turn(i))?,
-        Which::Preamble => hist(history.preamble())?,
+    let events = match unit {
+        HistoryUnit::Turn(i) => read(history.turn(i))?,
+        HistoryUnit::Preamble => read(history.preamble())?,
     };
-    Ok(crate::wire::render(ctx.format, &turn_items(&events)))
+    Ok(render(budget.format, &turn_items(&events)))
 }
 
 fn assemble<H: History + ?Sized>(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     history: &H,
-    frame: Frame,
+    fixed: FixedParts,
     mut walk: Walk,
     turn_count: usize,
+    source: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
-    let tok = ctx.tokenizer;
+    let tok = budget.tokenizer;
     walk.units.truncate(walk.kept);
     walk.units.reverse();
-    let mut hist_cost = Cost::default();
-    let mut hist_msgs = Vec::new();
-    for unit in &mut walk.units {
-        hist_cost = hist_cost.then(unit.cost, tok);
-        let msgs = match unit.msgs.take() {
+    let mut history_cost = Cost::default();
+    let mut history_msgs = Vec::new();
+    for measured in &mut walk.units {
+        history_cost = history_cost.then(measured.cost, tok);
+        let msgs = match measured.msgs.take() {
             Some(m) => m,
-            None => unit_msgs(ctx, history, unit.which)?,
+            None => unit_msgs(budget, history, measured.unit)?,
         };
-        hist_msgs.extend(msgs);
+        history_msgs.extend(msgs);
     }
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
     let oldest_kept = walk.units.first().map(|u| u.seqs.first);
-    let base = frame.prefix.then(notice_cost, tok);
-    let pages = choose_pages(ctx, base, hist_cost.then(frame.input, tok), oldest_kept);
+    let base = fixed.prefix.then(notice_cost, tok);
+    let kept_range = match (walk.units.first(), walk.units.last()) {
+        (Some(a), Some(b)) => vec![SeqRange::new(a.seqs.first, b.seqs.last)],
+        _ => Vec::new(),
+    };
+    let pinned: Vec<u64> = fixed.pinned.iter().map(|e| e.seq).collect();
+    let settled = Settled {
+        detail_start: oldest_kept,
+        pinned: &pinned,
+        kept: &kept_range,
+    };
+    let offered = offered(budget.req, source, &settled);
+    let pages = choose_pages(
+        budget,
+        base,
+        history_cost.then(fixed.input, tok),
+        oldest_kept,
+        &offered,
+    );
 
     let mut sums = TierSums::new(tok);
-    sums.push(Tier::System, frame.system_cost, 1);
-    sums.push(Tier::Pinned, frame.pinned_cost, frame.pinned.len());
+    sums.push(Tier::System, fixed.system_cost, 1);
+    sums.push(Tier::Pinned, fixed.pinned_cost, fixed.pinned.len());
     sums.push(Tier::Notice, notice_cost, 1);
     sums.push(Tier::Recalled, pages.cost, pages.report.included.len());
-    sums.push(Tier::History, hist_cost, walk.units.len());
-    sums.push(Tier::Input, frame.input, 1);
+    sums.push(Tier::History, history_cost, walk.units.len());
+    sums.push(Tier::Input, fixed.input, 1);
 
-    let mut msgs = frame.prefix_msgs;
+    let mut msgs = fixed.prefix_msgs;
     let notice_text = walk.notice.map(|(text, m, _)| {
         msgs.extend(m);
         text
     });
     msgs.extend(pages.msgs);
-    msgs.extend(hist_msgs);
-    msgs.extend(frame.input_msgs);
-    let body = ctx.envelope.write(msgs);
-    let total = ctx.total(pages.chain);
-    if body.len() as u64 != total.bytes || !ctx.fits(total) {
+    msgs.extend(history_msgs);
+    msgs.extend(fixed.input_msgs);
+    let body = budget.envelope.write(msgs);
+    let total = budget.total(pages.chain);
+    if body.len() as u64 != total.bytes || !budget.fits(total) {
         return Err(Error::Internal {
             reason: format!("assembled {} bytes, accounted {}", body.len(), total.bytes),
         });
@@ -310,12 +347,8 @@ fn assemble<H: History + ?Sized>(
     let kept_turns = walk
         .units
         .iter()
-        .filter(|u| matches!(u.which, Which::Turn(_)))
+        .filter(|u| matches!(u.unit, HistoryUnit::Turn(_)))
         .count();
-    let kept_range = match (walk.units.first(), walk.units.last()) {
-        (Some(a), Some(b)) => vec![SeqRange::new(a.seqs.first, b.seqs.last)],
-        _ => Vec::new(),
-    };
     let mut drops = Vec::new();
     let dropped = dropped_history(history, &walk.units, turn_count)?;
     if let Some(range) = dropped {
@@ -333,14 +366,14 @@ fn assemble<H: History + ?Sized>(
         });
     }
     let report = Report {
-        format: ctx.format,
+        format: budget.format,
         tokenizer: tok,
-        policy: ctx.req.policy,
+        policy: budget.req.policy,
         bytes: total.bytes,
         tokens: total.tokens,
-        tokens_exact: ctx.format.tokens_exact(),
-        budget: ctx.budget_report(),
-        mandatory: frame.mandatory,
+        tokens_exact: budget.format.tokens_exact(),
+        budget: budget.budget_report(),
+        mandatory: fixed.mandatory,
         turns: TurnCounts {
             total: turn_count,
             kept: kept_turns,
@@ -348,7 +381,7 @@ fn assemble<H: History + ?Sized>(
         },
         kept: kept_range,
         dropped: dropped.into_iter().collect(),
-        pinned: frame.pinned.iter().map(|e| e.seq).collect(),
+        pinned,
         detail_start: oldest_kept,
         tiers: sums.finish(total),
         clips: Vec::new(),
@@ -362,28 +395,28 @@ fn assemble<H: History + ?Sized>(
 /// The seq range of history left out: everything before the oldest kept unit.
 fn dropped_history<H: History + ?Sized>(
     history: &H,
-    kept: &[Unit],
+    kept: &[MeasuredUnit],
     turn_count: usize,
 ) -> Result<Option<SeqRange>> {
     let kept_turns = kept
         .iter()
-        .filter(|u| matches!(u.which, Which::Turn(_)))
+        .filter(|u| matches!(u.unit, HistoryUnit::Turn(_)))
         .count();
     if kept_turns < turn_count {
         let range = dropped_turn_range(history, kept_turns, turn_count)?;
-        let preamble = hist(history.preamble())?;
+        let preamble = read(history.preamble())?;
         let first = preamble
             .first()
             .map_or(range.first, |e| e.seq.min(range.first));
         return Ok(Some(SeqRange::new(first, range.last)));
     }
-    if kept.iter().any(|u| u.which == Which::Preamble) {
+    if kept.iter().any(|u| u.unit == HistoryUnit::Preamble) {
         return Ok(None);
     }
-    Ok(SeqRange::of(&hist(history.preamble())?))
+    Ok(SeqRange::of(&read(history.preamble())?))
 }
 
-pub(crate) struct Pages {
+pub(crate) struct ChosenPages {
     pub msgs: Vec<Msg>,
     pub cost: Cost,
     /// The whole messages chain with the pages in place.
@@ -394,21 +427,22 @@ pub(crate) struct Pages {
 /// Adds recalled pages, best first, between `before` and `after` while they fit: up to
 /// `recall_k`, only pages older than `oldest_kept` (everything, if nothing is kept in detail).
 pub(crate) fn choose_pages(
-    ctx: &Ctx<'_>,
+    budget: &Budget<'_>,
     before: Cost,
     after: Cost,
     oldest_kept: Option<u64>,
-) -> Pages {
-    let tok = ctx.tokenizer;
-    let k = ctx.req.recall_k;
+    offered: &Offered,
+) -> ChosenPages {
+    let tok = budget.tokenizer;
+    let k = budget.req.recall_k;
     let mut report = RecallReport {
         k,
-        unavailable: ctx.req.recall_unavailable.clone(),
+        unavailable: offered.unavailable.clone(),
         ..Default::default()
     };
     let mut msgs = Vec::new();
     let mut cost = Cost::default();
-    for page in &ctx.req.recalled {
+    for page in &offered.pages {
         let skip = |reason: &str| SkippedPage {
             seq: page.seq,
             page: page.page,
@@ -422,9 +456,9 @@ pub(crate) fn choose_pages(
             report.skipped.push(skip("kept_in_detail"));
             continue;
         }
-        let (m, c) = ctx.render(&[Item::text(Role::User, page_text(page))]);
+        let (m, c) = budget.render(&[Item::text(Role::User, page_text(page))]);
         let with = cost.then(c, tok);
-        if !ctx.fits(ctx.total(before.then(with, tok).then(after, tok))) {
+        if !budget.fits(budget.total(before.then(with, tok).then(after, tok))) {
             report.skipped.push(skip("budget"));
             continue;
         }
@@ -436,7 +470,7 @@ pub(crate) fn choose_pages(
         });
     }
     let chain = before.then(cost, tok).then(after, tok);
-    Pages {
+    ChosenPages {
         msgs,
         cost,
         chain,

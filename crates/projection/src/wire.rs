@@ -61,8 +61,7 @@ use ctxlog_event::{ArtifactRef, Event, EventBody, ToolStatus};
 use serde_json::Value;
 
 use crate::json::{value_to_string, write_str, write_u64, write_value};
-use crate::options::{Tokenizer, WireFormat};
-use crate::tokens::{message_tokens, text_tokens, tools_tokens};
+use crate::options::WireFormat;
 
 /// The content sent for a tool call whose result never arrived.
 pub const INTERRUPTED_RESULT: &str = "interrupted: effects unknown";
@@ -74,6 +73,17 @@ pub(crate) enum Role {
     System,
     User,
     Assistant,
+}
+
+impl Role {
+    /// The role's name in an OpenAI message.
+    pub fn openai_name(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -263,64 +273,125 @@ fn result_header(
     (!parts.is_empty()).then(|| format!("[{}]", parts.join(" ")))
 }
 
-/// How a message's ends join its neighbours: OpenAI messages never merge; Anthropic messages
-/// merge with a neighbour of the same role.
+/// Which neighbours a message merges with: OpenAI messages never merge; an Anthropic message
+/// merges with a neighbour of the same role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Edge {
-    Solid,
+pub(crate) enum MergesWith {
+    Nothing,
     User,
     Assistant,
 }
 
-impl Edge {
-    fn role(self) -> &'static str {
+/// The role of an Anthropic message (there is no system role inside `messages`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Speaker {
+    User,
+    Assistant,
+}
+
+impl Speaker {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Edge::Assistant => "assistant",
-            Edge::User | Edge::Solid => "user",
+            Speaker::User => "user",
+            Speaker::Assistant => "assistant",
         }
     }
 }
 
-/// One rendered message.
+/// A tool call as OpenAI receives it: `arguments` is already the string sent.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenAiCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One OpenAI message.
+#[derive(Clone, Debug)]
+pub(crate) enum OpenAiMsg {
+    Text {
+        role: Role,
+        text: String,
+    },
+    /// An assistant message with tool calls (and the text just before them, if any).
+    Calls {
+        text: Option<String>,
+        calls: Vec<OpenAiCall>,
+    },
+    /// A `tool` message answering one call.
+    ToolResult(Answer),
+}
+
+/// One content block of an Anthropic message.
+#[derive(Clone, Debug)]
+pub(crate) enum Block {
+    Text(String),
+    /// `input` is the object sent (see [`anthropic_input`]).
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult(Answer),
+}
+
+/// One rendered message: what is sent, in the shape of its format. Its bytes are written by
+/// [`Msg::write`] (and inside a body by [`Envelope::write`]); the cost model counts its tokens
+/// from these values.
 #[derive(Clone, Debug)]
 pub(crate) enum Msg {
-    /// An OpenAI message, complete.
-    Whole(Vec<u8>),
-    /// An Anthropic message: its role and content blocks, each complete.
-    Blocks { edge: Edge, blocks: Vec<Vec<u8>> },
+    OpenAi(OpenAiMsg),
+    Anthropic {
+        speaker: Speaker,
+        blocks: Vec<Block>,
+    },
 }
 
 impl Msg {
-    fn edge(&self) -> Edge {
+    pub fn merges_with(&self) -> MergesWith {
         match self {
-            Msg::Whole(_) => Edge::Solid,
-            Msg::Blocks { edge, .. } => *edge,
+            Msg::OpenAi(_) => MergesWith::Nothing,
+            Msg::Anthropic {
+                speaker: Speaker::User,
+                ..
+            } => MergesWith::User,
+            Msg::Anthropic {
+                speaker: Speaker::Assistant,
+                ..
+            } => MergesWith::Assistant,
         }
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
+    /// Appends the message, complete.
+    pub fn write(&self, out: &mut Vec<u8>) {
         match self {
-            Msg::Whole(bytes) => out.extend_from_slice(bytes),
-            Msg::Blocks { edge, blocks } => {
-                out.extend_from_slice(br#"{"role":"#);
-                write_str(out, edge.role());
-                out.extend_from_slice(br#","content":["#);
-                for (i, block) in blocks.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(block);
-                }
+            Msg::OpenAi(msg) => write_openai(out, msg),
+            Msg::Anthropic { speaker, blocks } => {
+                open_anthropic(out, *speaker);
+                write_blocks(out, blocks, true);
                 out.extend_from_slice(b"]}");
             }
         }
     }
 
-    fn to_bytes(&self) -> Vec<u8> {
+    /// The message's bytes, complete.
+    pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.write(&mut out);
         out
     }
+}
+
+/// How many bytes merging an Anthropic message into a same-role predecessor saves against
+/// writing both whole with a comma between: its opening and the predecessor's closing `]}`,
+/// less the comma between their blocks.
+pub(crate) fn merge_saving(speaker: Speaker) -> i64 {
+    let empty = Msg::Anthropic {
+        speaker,
+        blocks: Vec::new(),
+    };
+    // `{"role":R,"content":[` + `]}` is the opening and the closing; the comma remains.
+    empty.to_bytes().len() as i64 - 1
 }
 
 /// Renders items as the messages of `format`, merging same-role Anthropic neighbours.
@@ -334,16 +405,16 @@ pub(crate) fn render(format: WireFormat, items: &[Item]) -> Vec<Msg> {
     }
     if matches!(
         msgs.first(),
-        Some(Msg::Blocks {
-            edge: Edge::Assistant,
+        Some(Msg::Anthropic {
+            speaker: Speaker::Assistant,
             ..
         })
     ) {
-        let blocks = vec![text_block(NO_USER_MESSAGE)];
+        let blocks = vec![Block::Text(NO_USER_MESSAGE.to_owned())];
         msgs.insert(
             0,
-            Msg::Blocks {
-                edge: Edge::User,
+            Msg::Anthropic {
+                speaker: Speaker::User,
                 blocks,
             },
         );
@@ -357,17 +428,17 @@ pub(crate) fn render(format: WireFormat, items: &[Item]) -> Vec<Msg> {
 pub const NO_USER_MESSAGE: &str = "[ctxlog] (no user message)";
 
 /// Merges adjacent Anthropic messages of the same role.
-pub(crate) fn merge_adjacent(msgs: Vec<Msg>) -> Vec<Msg> {
+fn merge_adjacent(msgs: Vec<Msg>) -> Vec<Msg> {
     let mut out: Vec<Msg> = Vec::with_capacity(msgs.len());
     for msg in msgs {
         if let (
-            Some(Msg::Blocks {
-                edge: last,
+            Some(Msg::Anthropic {
+                speaker: last,
                 blocks: into,
             }),
-            Msg::Blocks { edge, blocks },
+            Msg::Anthropic { speaker, blocks },
         ) = (out.last_mut(), &msg)
-            && *last == *edge
+            && *last == *speaker
         {
             into.extend(blocks.iter().cloned());
             continue;
@@ -377,46 +448,59 @@ pub(crate) fn merge_adjacent(msgs: Vec<Msg>) -> Vec<Msg> {
     out
 }
 
-fn openai_role(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-    }
-}
-
 fn openai_item(item: &Item, msgs: &mut Vec<Msg>) {
     match item {
-        Item::Text { role, text } => {
-            let mut m = Vec::new();
-            m.extend_from_slice(br#"{"role":"#);
-            write_str(&mut m, openai_role(*role));
-            m.extend_from_slice(br#","content":"#);
-            write_str(&mut m, text);
-            m.push(b'}');
-            msgs.push(Msg::Whole(m));
+        Item::Text { role, text } => msgs.push(Msg::OpenAi(OpenAiMsg::Text {
+            role: *role,
+            text: text.clone(),
+        })),
+        Item::Calls { text, calls } => {
+            let calls = calls
+                .iter()
+                .map(|call| OpenAiCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: openai_arguments(&call.arguments),
+                })
+                .collect();
+            msgs.push(Msg::OpenAi(OpenAiMsg::Calls {
+                text: text.clone(),
+                calls,
+            }));
         }
-        Item::Calls { text, calls } => msgs.push(Msg::Whole(openai_calls(text.as_deref(), calls))),
-        Item::Answers(answers) => {
-            for a in answers {
-                let mut m = Vec::new();
-                m.extend_from_slice(br#"{"role":"tool","tool_call_id":"#);
-                write_str(&mut m, &a.call_id);
-                m.extend_from_slice(br#","content":"#);
-                write_str(&mut m, &a.content);
-                m.push(b'}');
-                msgs.push(Msg::Whole(m));
-            }
+        Item::Answers(answers) => msgs.extend(
+            answers
+                .iter()
+                .map(|a| Msg::OpenAi(OpenAiMsg::ToolResult(a.clone()))),
+        ),
+    }
+}
+
+fn write_openai(m: &mut Vec<u8>, msg: &OpenAiMsg) {
+    match msg {
+        OpenAiMsg::Text { role, text } => {
+            m.extend_from_slice(br#"{"role":"#);
+            write_str(m, role.openai_name());
+            m.extend_from_slice(br#","content":"#);
+            write_str(m, text);
+            m.push(b'}');
+        }
+        OpenAiMsg::Calls { text, calls } => write_openai_calls(m, text.as_deref(), calls),
+        OpenAiMsg::ToolResult(a) => {
+            m.extend_from_slice(br#"{"role":"tool","tool_call_id":"#);
+            write_str(m, &a.call_id);
+            m.extend_from_slice(br#","content":"#);
+            write_str(m, &a.content);
+            m.push(b'}');
         }
     }
 }
 
-fn openai_calls(text: Option<&str>, calls: &[Call]) -> Vec<u8> {
-    let mut m = Vec::new();
+fn write_openai_calls(m: &mut Vec<u8>, text: Option<&str>, calls: &[OpenAiCall]) {
     m.extend_from_slice(br#"{"role":"assistant""#);
     if let Some(text) = text {
         m.extend_from_slice(br#","content":"#);
-        write_str(&mut m, text);
+        write_str(m, text);
     }
     m.extend_from_slice(br#","tool_calls":["#);
     for (i, call) in calls.iter().enumerate() {
@@ -424,55 +508,50 @@ fn openai_calls(text: Option<&str>, calls: &[Call]) -> Vec<u8> {
             m.push(b',');
         }
         m.extend_from_slice(br#"{"id":"#);
-        write_str(&mut m, &call.id);
+        write_str(m, &call.id);
         m.extend_from_slice(br#","type":"function","function":{"name":"#);
-        write_str(&mut m, &call.name);
+        write_str(m, &call.name);
         m.extend_from_slice(br#","arguments":"#);
-        write_str(&mut m, &openai_arguments(&call.arguments));
+        write_str(m, &call.arguments);
         m.extend_from_slice(b"}}");
     }
     m.extend_from_slice(b"]}");
-    m
-}
-
-fn text_block(text: &str) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(br#"{"type":"text","text":"#);
-    write_str(&mut b, text);
-    b.push(b'}');
-    b
 }
 
 fn anthropic_item(item: &Item, msgs: &mut Vec<Msg>) {
     match item {
         Item::Text { text, .. } if is_blank(text) => {}
         Item::Text { role, text } => {
-            let edge = if *role == Role::Assistant {
-                Edge::Assistant
+            let speaker = if *role == Role::Assistant {
+                Speaker::Assistant
             } else {
-                Edge::User
+                Speaker::User
             };
-            msgs.push(Msg::Blocks {
-                edge,
-                blocks: vec![text_block(text)],
+            msgs.push(Msg::Anthropic {
+                speaker,
+                blocks: vec![Block::Text(text.clone())],
             });
         }
         Item::Calls { text, calls } => {
-            let mut blocks: Vec<Vec<u8>> = text
+            let mut blocks: Vec<Block> = text
                 .iter()
                 .filter(|t| !is_blank(t))
-                .map(|t| text_block(t))
+                .map(|t| Block::Text(t.clone()))
                 .collect();
-            blocks.extend(calls.iter().map(tool_use_block));
-            msgs.push(Msg::Blocks {
-                edge: Edge::Assistant,
+            blocks.extend(calls.iter().map(|call| Block::ToolUse {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                input: anthropic_input(&call.arguments),
+            }));
+            msgs.push(Msg::Anthropic {
+                speaker: Speaker::Assistant,
                 blocks,
             });
         }
         Item::Answers(answers) => {
-            let blocks = answers.iter().map(tool_result_block).collect();
-            msgs.push(Msg::Blocks {
-                edge: Edge::User,
+            let blocks = answers.iter().cloned().map(Block::ToolResult).collect();
+            msgs.push(Msg::Anthropic {
+                speaker: Speaker::User,
                 blocks,
             });
         }
@@ -485,23 +564,48 @@ pub(crate) fn is_blank(text: &str) -> bool {
     text.trim().is_empty()
 }
 
-fn tool_use_block(call: &Call) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(br#"{"type":"tool_use","id":"#);
-    write_str(&mut b, &call.id);
-    b.extend_from_slice(br#","name":"#);
-    write_str(&mut b, &call.name);
-    b.extend_from_slice(br#","input":"#);
-    match anthropic_input(&call.arguments) {
-        Some(object) => write_value(&mut b, &object),
-        None => {
-            b.extend_from_slice(br#"{"value":"#);
-            write_value(&mut b, &call.arguments);
-            b.push(b'}');
+/// Appends `{"role":R,"content":[`.
+fn open_anthropic(out: &mut Vec<u8>, speaker: Speaker) {
+    out.extend_from_slice(br#"{"role":"#);
+    write_str(out, speaker.as_str());
+    out.extend_from_slice(br#","content":["#);
+}
+
+/// Appends blocks separated by commas (and one before the first unless `first`).
+fn write_blocks(out: &mut Vec<u8>, blocks: &[Block], first: bool) {
+    for (i, block) in blocks.iter().enumerate() {
+        if i > 0 || !first {
+            out.push(b',');
+        }
+        write_block(out, block);
+    }
+}
+
+fn write_block(b: &mut Vec<u8>, block: &Block) {
+    match block {
+        Block::Text(text) => {
+            b.extend_from_slice(br#"{"type":"text","text":"#);
+            write_str(b, text);
+        }
+        Block::ToolUse { id, name, input } => {
+            b.extend_from_slice(br#"{"type":"tool_use","id":"#);
+            write_str(b, id);
+            b.extend_from_slice(br#","name":"#);
+            write_str(b, name);
+            b.extend_from_slice(br#","input":"#);
+            write_value(b, input);
+        }
+        Block::ToolResult(answer) => {
+            b.extend_from_slice(br#"{"type":"tool_result","tool_use_id":"#);
+            write_str(b, &answer.call_id);
+            b.extend_from_slice(br#","content":"#);
+            write_str(b, &answer.content);
+            if answer.is_error {
+                b.extend_from_slice(br#","is_error":true"#);
+            }
         }
     }
     b.push(b'}');
-    b
 }
 
 /// OpenAI's `arguments` string: a string is taken to be that string already (as OpenAI's API
@@ -514,90 +618,20 @@ pub(crate) fn openai_arguments(arguments: &Value) -> String {
 }
 
 /// Anthropic's `input` object: the arguments if they are an object, or the object a string of
-/// arguments encodes (OpenAI's form); `None` when there is no object to send.
-fn anthropic_input(arguments: &Value) -> Option<Value> {
-    match arguments {
+/// arguments encodes (OpenAI's form); anything else as `{"value":ARGS}`.
+fn anthropic_input(arguments: &Value) -> Value {
+    let object = match arguments {
         Value::Object(_) => Some(arguments.clone()),
         Value::String(text) => serde_json::from_str::<Value>(text)
             .ok()
             .filter(Value::is_object),
         _ => None,
-    }
-}
-
-fn tool_result_block(answer: &Answer) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(br#"{"type":"tool_result","tool_use_id":"#);
-    write_str(&mut b, &answer.call_id);
-    b.extend_from_slice(br#","content":"#);
-    write_str(&mut b, &answer.content);
-    if answer.is_error {
-        b.extend_from_slice(br#","is_error":true"#);
-    }
-    b.push(b'}');
-    b
-}
-
-/// The size of a run of messages, and how its ends join neighbours.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Cost {
-    pub bytes: i64,
-    pub tokens: i64,
-    /// The first and last message's edges; `None` for an empty run.
-    pub ends: Option<(Edge, Edge)>,
-}
-
-impl Cost {
-    /// The cost of `msgs` written one after another (already merged).
-    pub fn of(format: WireFormat, tokenizer: Tokenizer, msgs: &[Msg]) -> Cost {
-        let mut cost = Cost::default();
-        for msg in msgs {
-            let bytes = msg.to_bytes();
-            let tokens = match serde_json::from_slice::<Value>(&bytes) {
-                Ok(value) => message_tokens(format, tokenizer, &value),
-                // Only a value nested deeper than serde_json parses (tool arguments ~125
-                // levels deep) gets here: count the message's whole JSON text, which is more
-                // than its fields' text, so a token budget still holds.
-                Err(_) => {
-                    crate::tokens::TOKENS_PER_MESSAGE
-                        + text_tokens(tokenizer, &String::from_utf8_lossy(&bytes))
-                }
-            };
-            let single = Cost {
-                bytes: bytes.len() as i64,
-                tokens: tokens as i64,
-                ends: Some((msg.edge(), msg.edge())),
-            };
-            cost = cost.then(single, tokenizer);
-        }
-        cost
-    }
-
-    /// The cost of `self` followed by `next` in one messages array: a comma between them, or,
-    /// for same-role Anthropic neighbours, one merged message.
-    pub fn then(self, next: Cost, tokenizer: Tokenizer) -> Cost {
-        let (Some((first, last)), Some((next_first, next_last))) = (self.ends, next.ends) else {
-            return if self.ends.is_some() { self } else { next };
-        };
-        let (join_bytes, join_tokens) = join(last, next_first, tokenizer);
-        Cost {
-            bytes: self.bytes + next.bytes + join_bytes,
-            tokens: self.tokens + next.tokens + join_tokens,
-            ends: Some((first, next_last)),
-        }
-    }
-}
-
-/// What joining two messages adds: a comma, or (merging `…]},{"role":R,"content":[…` into
-/// `…,…`) minus the second message's opening and the first's closing.
-fn join(last: Edge, first: Edge, tokenizer: Tokenizer) -> (i64, i64) {
-    if last == Edge::Solid || last != first {
-        return (1, 0);
-    }
-    let opening = format!(r#"{{"role":"{}","content":["#, first.role()).len() as i64;
-    let tokens =
-        crate::tokens::TOKENS_PER_MESSAGE as i64 + text_tokens(tokenizer, first.role()) as i64;
-    (-(opening + 1), -tokens)
+    };
+    object.unwrap_or_else(|| {
+        let mut wrapper = serde_json::Map::new();
+        wrapper.insert("value".to_owned(), arguments.clone());
+        Value::Object(wrapper)
+    })
 }
 
 /// Everything around the messages array: model, output limit, Anthropic system, tools.
@@ -605,6 +639,8 @@ fn join(last: Edge, first: Edge, tokenizer: Tokenizer) -> (i64, i64) {
 pub(crate) struct Envelope {
     pub format: WireFormat,
     pub model: String,
+    /// The output limit field's value; always set for Anthropic, which requires the field
+    /// (the request supplies its default).
     pub output_limit: Option<u64>,
     /// Anthropic's top-level system prompt (OpenAI sends it as a message).
     pub system: Option<String>,
@@ -616,12 +652,10 @@ impl Envelope {
         out.extend_from_slice(br#"{"model":"#);
         write_str(out, &self.model);
         if self.format == WireFormat::AnthropicMessages {
-            out.extend_from_slice(br#","max_tokens":"#);
-            write_u64(
-                out,
-                self.output_limit
-                    .unwrap_or(crate::DEFAULT_ANTHROPIC_MAX_TOKENS),
-            );
+            if let Some(n) = self.output_limit {
+                out.extend_from_slice(br#","max_tokens":"#);
+                write_u64(out, n);
+            }
             if let Some(system) = &self.system {
                 out.extend_from_slice(br#","system":"#);
                 write_str(out, system);
@@ -649,22 +683,6 @@ impl Envelope {
         out.push(b'}');
     }
 
-    /// Bytes and tokens of the envelope alone (an empty messages array), including reply
-    /// priming, the Anthropic system prompt and the tool definitions.
-    pub fn cost(&self, tokenizer: Tokenizer) -> (i64, i64) {
-        let mut out = Vec::new();
-        self.open(&mut out);
-        self.close(&mut out);
-        let mut tokens =
-            crate::tokens::REPLY_PRIMING + tools_tokens(self.format, tokenizer, &self.tools);
-        if let (WireFormat::AnthropicMessages, Some(system)) = (self.format, &self.system) {
-            tokens += crate::tokens::TOKENS_PER_MESSAGE
-                + text_tokens(tokenizer, "system")
-                + text_tokens(tokenizer, system);
-        }
-        (out.len() as i64, tokens as i64)
-    }
-
     /// Writes the whole body: the envelope around `msgs`, merging same-role Anthropic
     /// neighbours as it goes.
     pub fn write(&self, msgs: Vec<Msg>) -> Vec<u8> {
@@ -675,32 +693,28 @@ impl Envelope {
     pub fn write_iter<'m>(&self, msgs: impl Iterator<Item = &'m Msg>) -> Vec<u8> {
         let mut out = Vec::new();
         self.open(&mut out);
-        let mut open: Option<Edge> = None;
+        let mut open: Option<Speaker> = None;
         let mut first = true;
         for msg in msgs {
             match msg {
-                Msg::Blocks { edge, blocks } if open == Some(*edge) => {
-                    for block in blocks {
-                        out.push(b',');
-                        out.extend_from_slice(block);
-                    }
+                Msg::Anthropic { speaker, blocks } if open == Some(*speaker) => {
+                    write_blocks(&mut out, blocks, false);
                 }
-                Msg::Blocks { edge, .. } => {
+                Msg::Anthropic { speaker, blocks } => {
                     close_message(&mut out, open.take());
                     if !std::mem::take(&mut first) {
                         out.push(b',');
                     }
-                    let mut whole = msg.to_bytes();
-                    whole.truncate(whole.len() - 2);
-                    out.extend_from_slice(&whole);
-                    open = Some(*edge);
+                    open_anthropic(&mut out, *speaker);
+                    write_blocks(&mut out, blocks, true);
+                    open = Some(*speaker);
                 }
-                Msg::Whole(bytes) => {
+                Msg::OpenAi(m) => {
                     close_message(&mut out, open.take());
                     if !std::mem::take(&mut first) {
                         out.push(b',');
                     }
-                    out.extend_from_slice(bytes);
+                    write_openai(&mut out, m);
                 }
             }
         }
@@ -711,7 +725,7 @@ impl Envelope {
 }
 
 /// Closes an open Anthropic message (`]}`), if one is open.
-fn close_message(out: &mut Vec<u8>, open: Option<Edge>) {
+fn close_message(out: &mut Vec<u8>, open: Option<Speaker>) {
     if open.is_some() {
         out.extend_from_slice(b"]}");
     }

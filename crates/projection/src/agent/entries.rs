@@ -1,0 +1,287 @@
+//! The agent context's entries: one per event, in the forms it can be sent in (full, clipped).
+
+use std::collections::HashMap;
+
+use ctxlog_event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
+
+use crate::cache::SizeCache;
+use crate::json::escaped_len;
+use crate::options::Tokenizer;
+use crate::report::Tier;
+use crate::tokens::text_tokens;
+use crate::wire::openai_arguments;
+
+/// Characters kept at each end of a clipped tool result.
+pub const EXCERPT_CHARS: usize = 400;
+/// Characters an activity row keeps of a reply or of tool arguments.
+pub const ROW_CHARS: usize = 200;
+
+/// Appended to a call whose result never arrived (SPEC P5).
+const INTERRUPTED_NOTE: &str = " (no result: interrupted, effects unknown)";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Form {
+    Full,
+    Clipped,
+    Dropped,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Entry {
+    pub seq: u64,
+    pub tier: Tier,
+    pub full: String,
+    pub clipped: Option<(String, u64, u64)>,
+    pub form: Form,
+    /// Tool and arguments of a result's call: results with equal sources are snapshots.
+    pub source: Option<String>,
+    /// Whether this is a call row marked interrupted: its text changes once a result arrives,
+    /// so the flag is part of the entry's token-cache key.
+    pub interrupted: bool,
+}
+
+impl Entry {
+    fn new(seq: u64, tier: Tier, full: String) -> Entry {
+        Entry {
+            seq,
+            tier,
+            full,
+            clipped: None,
+            form: Form::Full,
+            source: None,
+            interrupted: false,
+        }
+    }
+
+    pub fn text(&self) -> Option<&str> {
+        match (self.form, &self.clipped) {
+            (Form::Dropped, _) => None,
+            (Form::Clipped, Some((c, _, _))) => Some(c),
+            _ => Some(&self.full),
+        }
+    }
+
+    /// Bytes this entry adds to the context string: the escaped `\n` separator and its text.
+    pub fn bytes(&self) -> i64 {
+        self.text().map_or(0, |t| 2 + escaped_len(t) as i64)
+    }
+
+    /// Tokens of the entry's current text, from the cache when the entry is cacheable (every
+    /// entry but the status line, whose text depends on the whole history).
+    pub fn tokens(&self, tokenizer: Tokenizer, cache: &mut SizeCache) -> i64 {
+        let Some(text) = self.text() else {
+            return 0;
+        };
+        if self.tier == Tier::Status {
+            return text_tokens(tokenizer, text) as i64;
+        }
+        let variant = (self.tier as u8) << 2
+            | u8::from(self.form == Form::Clipped) << 1
+            | u8::from(self.interrupted);
+        cache.entry_tokens((self.seq, variant, tokenizer), || {
+            text_tokens(tokenizer, text)
+        }) as i64
+    }
+
+    pub fn mandatory(&self) -> bool {
+        matches!(
+            self.tier,
+            Tier::UserRequests | Tier::PreviousReply | Tier::LatestResult | Tier::Status
+        )
+    }
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
+pub(super) fn build_entries(events: &[Event]) -> Vec<Entry> {
+    let last_assistant = events
+        .iter()
+        .rposition(|e| e.kind() == EventKind::Assistant);
+    let last_result = events
+        .iter()
+        .rposition(|e| e.kind() == EventKind::ToolResult);
+    let mut calls: HashMap<&str, (&str, String)> = HashMap::new();
+    // Results by call id and position: a call with no result after it was interrupted (P5).
+    let mut results: HashMap<&str, usize> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        if let EventBody::ToolResult { call_id, .. } = &e.body {
+            results.insert(call_id, i);
+        }
+    }
+    let mut entries = Vec::new();
+    for (i, event) in events.iter().enumerate() {
+        let seq = event.seq;
+        let entry = match &event.body {
+            EventBody::User { text } => Entry::new(
+                seq,
+                Tier::UserRequests,
+                format!("[seq {seq}] user request: {text}"),
+            ),
+            EventBody::Assistant { text } if Some(i) == last_assistant => Entry::new(
+                seq,
+                Tier::PreviousReply,
+                format!(
+                    "[seq {seq}] previous assistant reply (conversation, not evidence): {text}"
+                ),
+            ),
+            EventBody::Assistant { text } => Entry::new(
+                seq,
+                Tier::Activity,
+                format!(
+                    "[seq {seq}] assistant (conversation, not evidence): {}",
+                    one_line(text, ROW_CHARS)
+                ),
+            ),
+            EventBody::ToolCall {
+                call_id,
+                tool,
+                arguments,
+            } => {
+                let args = openai_arguments(arguments);
+                calls.insert(call_id, (tool, args.clone()));
+                let interrupted = results.get(call_id.as_str()).is_none_or(|&r| r <= i);
+                let mut entry = Entry::new(
+                    seq,
+                    Tier::Activity,
+                    format!(
+                        "[seq {seq}] call {tool} id={call_id} {}{}",
+                        one_line(&args, ROW_CHARS),
+                        if interrupted { INTERRUPTED_NOTE } else { "" }
+                    ),
+                );
+                entry.interrupted = interrupted;
+                entry
+            }
+            EventBody::ToolResult { call_id, tool, .. } => {
+                let tier = if Some(i) == last_result {
+                    Tier::LatestResult
+                } else {
+                    Tier::Details
+                };
+                let mut entry = result_entry(event, tier);
+                entry.source = Some(match calls.get(call_id.as_str()) {
+                    Some((t, args)) => format!("{t} {args}"),
+                    None => format!("{tool} ?{call_id}"),
+                });
+                entry
+            }
+            EventBody::Note { pinned: true, .. } => continue,
+            EventBody::Note { text, .. } => {
+                Entry::new(seq, Tier::Activity, format!("[seq {seq}] note: {text}"))
+            }
+            EventBody::System { marker } => Entry::new(
+                seq,
+                Tier::Activity,
+                format!("[seq {seq}] {}", marker_text(marker)),
+            ),
+        };
+        entries.push(entry);
+    }
+    entries.push(Entry::new(0, Tier::Status, status_text(events)));
+    entries
+}
+
+fn marker_text(marker: &SystemMarker) -> String {
+    match marker {
+        SystemMarker::Tombstone {
+            from, to, reason, ..
+        } => format!("erased seq {from}-{to} ({reason})"),
+        SystemMarker::Retention { from, to, policy } => {
+            format!("retention removed seq {from}-{to} ({policy})")
+        }
+        SystemMarker::Import { source } => format!("imported from {source}"),
+    }
+}
+
+fn result_identity(event: &Event) -> String {
+    let EventBody::ToolResult {
+        call_id,
+        tool,
+        status,
+        exit_code,
+        artifact,
+        ..
+    } = &event.body
+    else {
+        return String::new();
+    };
+    let mut line = format!(
+        "[seq {}] result {tool} id={call_id} status={}",
+        event.seq,
+        status.as_str()
+    );
+    if let Some(code) = exit_code {
+        line.push_str(&format!(" exit_code={code}"));
+    }
+    if let Some(a) = artifact {
+        line.push_str(&format!(
+            " artifact={} bytes={} recall seq={}",
+            a.name, a.bytes, event.seq
+        ));
+    }
+    line
+}
+
+fn result_entry(event: &Event, tier: Tier) -> Entry {
+    let identity = result_identity(event);
+    let text = event.body.text().unwrap_or_default();
+    let mut entry = Entry::new(event.seq, tier, format!("{identity}:\n{text}"));
+    let chars = text.chars().count();
+    if chars > 2 * EXCERPT_CHARS + 64 {
+        let head: String = text.chars().take(EXCERPT_CHARS).collect();
+        let tail: String = text.chars().skip(chars - EXCERPT_CHARS).collect();
+        let clipped_chars = chars - 2 * EXCERPT_CHARS;
+        let clipped = format!(
+            "{identity}:\n{head}\n[… {clipped_chars} chars clipped; recall seq={}]\n{tail}",
+            event.seq
+        );
+        entry.clipped = Some((clipped, chars as u64, 2 * EXCERPT_CHARS as u64));
+    }
+    entry
+}
+
+fn status_text(events: &[Event]) -> String {
+    let failure = events.iter().rev().find(|e| {
+        matches!(e.body, EventBody::ToolResult { status, exit_code, .. }
+            if status != ToolStatus::Ok || exit_code.is_some_and(|c| c != 0))
+    });
+    let failure = failure.map_or_else(
+        || "none".to_owned(),
+        |e| {
+            format!(
+                "{} (recall seq={})",
+                result_identity(e).trim_start_matches(&format!("[seq {}] ", e.seq)),
+                e.seq
+            )
+        },
+    );
+    let change = events
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, e)| match &e.body {
+            EventBody::ToolCall { call_id, tool, .. } => {
+                let answered = events[i..].iter().any(
+                    |r| matches!(&r.body, EventBody::ToolResult { call_id: c, .. } if c == call_id),
+                );
+                let note = if answered { "" } else { INTERRUPTED_NOTE };
+                Some(format!("seq {} call {tool} id={call_id}{note}", e.seq))
+            }
+            _ => None,
+        });
+    format!(
+        "[status] latest failure: {failure}; latest possible change: {}",
+        change.unwrap_or_else(|| "none".to_owned())
+    )
+}

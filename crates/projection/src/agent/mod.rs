@@ -1,0 +1,158 @@
+//! The `agent` policy: a tiered context for tool-using agents (SPEC P6, R6).
+//!
+//! The body is `[system] [pinned notes] CONTEXT INPUT`, where CONTEXT is one user message whose
+//! text lists the conversation oldest first, one entry per event, separated by newlines:
+//!
+//! | entry | tier | mandatory |
+//! |---|---|---|
+//! | `[seq N] user request: …` (verbatim) | `user_requests` | yes |
+//! | `[seq N] previous assistant reply (conversation, not evidence): …` | `previous_reply` | yes |
+//! | latest `[seq N] result TOOL id=ID status=S [exit_code=C] [artifact=A bytes=B]:` + text | `latest_result` | yes; its text may be clipped |
+//! | `[status] latest failure: …; latest possible change: …` | `status` | yes |
+//! | `[ctxlog recall: seq N (kind), page P, chars A-B]` + page text | `recalled` | no: first to go |
+//! | other results, same shape as the latest | `details` | no |
+//! | `[seq N] call TOOL id=ID ARGS` (+ ` (no result: interrupted, effects unknown)` when no result followed), older assistant replies, notes, markers (one line each) | `activity` | no |
+//!
+//! With the omission notice asked for ([`notice`](crate::ProjectionRequestBuilder::notice)),
+//! a line right after the context's header says how many entries are left out, between which
+//! seqs, and how to recall them: `[ctxlog] N earlier event(s) between seq A and B are left out
+//! of this context. They are stored and can be recalled with the recall tool (by query, or by
+//! seq=N).` It is counted while fitting (dropping the first entry may take a few more to pay
+//! for it); if it does not fit even when every optional entry is gone, it is left out and
+//! reported as a `no_room` drop.
+//!
+//! A clipped text keeps its first and last [`EXCERPT_CHARS`] characters around
+//! `[… N chars clipped; recall seq=N]`; the result's identity line is never removed.
+//! When the body is over budget, optional content goes in this order, and every step is
+//! reported: recalled pages; clipping of detailed results (oldest first, the latest last);
+//! activity rows, oldest first; duplicate snapshots (an older result of the same tool with
+//! the same arguments as a newer kept one), oldest first; older detailed results, oldest first.
+//! "Latest possible change" is the latest tool call of any tool: the projector does not guess
+//! which tools are read-only.
+//!
+//! Cost: this policy reads every event of the history (all user requests are mandatory), and
+//! counts tokens of the final body exactly. Under a token budget it first estimates with each
+//! entry tokenized once (cached), then settles on the fewest steps whose exact count fits with
+//! a few exact counts (galloping down from the estimate, then bisecting): no more is dropped
+//! than the budget requires.
+
+mod context;
+mod entries;
+mod fit;
+mod report;
+
+use ctxlog_event::Event;
+
+use crate::budget::Budget;
+use crate::cache::SizeCache;
+use crate::error::{Error, Result};
+use crate::history::{History, read};
+use crate::pages::{PageSource, Settled, offered};
+use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
+use crate::report::Projection;
+use crate::request::ProjectionRequest;
+use crate::wire::Msg;
+
+pub use entries::{EXCERPT_CHARS, ROW_CHARS};
+
+use context::{AgentLayout, add_pages, oldest_detail};
+use entries::{Form, build_entries};
+use fit::{drop_order, fit};
+use report::{Outcome, seq_ranges};
+
+/// Runs the `agent` policy.
+pub(crate) fn project<H: History + ?Sized>(
+    history: &H,
+    req: &ProjectionRequest,
+    cache: &mut SizeCache,
+    source: Option<&mut dyn PageSource>,
+) -> Result<Projection> {
+    let budget = Budget::new(req);
+    let pinned = pinned_notes(history)?;
+    let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
+    let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
+    let (input_msgs, input_cost) = budget.render(&input_items(budget.req));
+    let turn_count = read(history.turn_count())?;
+    let events = all_events(history, turn_count)?;
+    let mut entries = build_entries(&events);
+    let mut layout = AgentLayout {
+        budget: &budget,
+        system_cost,
+        pinned_cost,
+        input_cost,
+        notice: false,
+    };
+
+    // Mandatory: everything pinned, the latest result clipped.
+    let mut minimal = entries.clone();
+    for e in &mut minimal {
+        if !e.mandatory() {
+            e.form = Form::Dropped;
+        } else if e.clipped.is_some() {
+            e.form = Form::Clipped;
+        }
+    }
+    let mandatory = layout.exact(&minimal, &[]);
+    budget.check_mandatory(mandatory)?;
+
+    let actions = drop_order(&entries);
+    // With the omission notice asked for, fit with it; if even dropping everything optional
+    // leaves no room for it, fit without it (reported as a `no_room` drop).
+    layout.notice = req.notice;
+    let mut applied = fit(&layout, &mut entries, &actions, cache)?;
+    let mut notice_dropped = false;
+    if applied.is_none() && layout.notice {
+        layout.notice = false;
+        notice_dropped = true;
+        applied = fit(&layout, &mut entries, &actions, cache)?;
+    }
+    let applied = applied.ok_or_else(|| Error::Internal {
+        reason: "agent context does not fit after every drop".into(),
+    })?;
+    let (kept, dropped) = seq_ranges(&entries);
+    let pinned_seqs: Vec<u64> = pinned.iter().map(|e| e.seq).collect();
+    let settled = Settled {
+        detail_start: oldest_detail(&entries),
+        pinned: &pinned_seqs,
+        kept: &kept,
+    };
+    let offered = offered(req, source, &settled);
+    let (pages, recall) = add_pages(&layout, &entries, &offered);
+    let total = layout.exact(&entries, &pages);
+
+    let mut msgs: Vec<Msg> = system_msgs;
+    msgs.extend(pinned_msgs);
+    msgs.extend(layout.context_msgs(&entries, &pages));
+    msgs.extend(input_msgs);
+    let body = budget.envelope.write(msgs);
+    if body.len() as u64 != total.bytes || !budget.fits(total) {
+        return Err(Error::Internal {
+            reason: format!("agent body {} bytes, accounted {}", body.len(), total.bytes),
+        });
+    }
+    let report = layout.report(
+        cache,
+        Outcome {
+            entries: &entries,
+            applied: &applied,
+            pages: &pages,
+            recall,
+            pinned: pinned_seqs,
+            kept,
+            dropped,
+            turn_count,
+            mandatory,
+            total,
+            notice_dropped,
+        },
+    );
+    Ok(Projection { body, report })
+}
+
+fn all_events<H: History + ?Sized>(history: &H, turn_count: usize) -> Result<Vec<Event>> {
+    let mut events = read(history.preamble())?;
+    for i in 0..turn_count {
+        events.extend(read(history.turn(i))?);
+    }
+    Ok(events)
+}

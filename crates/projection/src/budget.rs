@@ -1,0 +1,432 @@
+//! The cost model and the budget: what a run of messages adds to a body, and whether the body
+//! fits (SPEC P2, P3, P4, P9).
+//!
+//! Bytes come from the wire writer ([`Msg::write`], [`Envelope::write`]): a message's size is
+//! the length of what the writer writes for it, and joining two messages adds a comma, or, for
+//! same-role Anthropic neighbours, merges them into one ([`merge_saving`]). Tokens are counted
+//! from the messages' values with the rule of [`crate::tokens`], so they equal what
+//! [`count`](crate::count) finds in the written body.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::options::{Tokenizer, WireFormat};
+use crate::report::{BudgetReport, Size, Tier, TierSize};
+use crate::request::ProjectionRequest;
+use crate::tokens::{
+    REPLY_PRIMING, TOKENS_PER_MESSAGE, call_tokens, system_prompt_tokens, text_tokens,
+    tool_use_tokens, tools_tokens,
+};
+use crate::wire::{
+    Block, Envelope, Item, MergesWith, Msg, OpenAiMsg, Speaker, is_blank, merge_saving, render,
+};
+
+/// A request's budget, with the envelope its body is written in and that envelope's size.
+pub(crate) struct Budget<'r> {
+    pub req: &'r ProjectionRequest,
+    pub format: WireFormat,
+    pub tokenizer: Tokenizer,
+    pub envelope: Envelope,
+    envelope_size: Cost,
+}
+
+impl<'r> Budget<'r> {
+    pub fn new(req: &'r ProjectionRequest) -> Budget<'r> {
+        let envelope = envelope_of(req);
+        let envelope_size = envelope_cost(&envelope, req.tokenizer);
+        Budget {
+            req,
+            format: req.format,
+            tokenizer: req.tokenizer,
+            envelope,
+            envelope_size,
+        }
+    }
+
+    /// The whole body's size for a chain of messages inside the envelope.
+    pub fn total(&self, chain: Cost) -> Size {
+        Size {
+            bytes: (self.envelope_size.bytes + chain.bytes).max(0) as u64,
+            tokens: (self.envelope_size.tokens + chain.tokens).max(0) as u64,
+        }
+    }
+
+    /// Whether a body of this size meets the budget.
+    pub fn fits(&self, size: Size) -> bool {
+        self.req.max_bytes.is_none_or(|max| size.bytes <= max)
+            && self
+                .req
+                .input_token_limit()
+                .is_none_or(|max| size.tokens <= max)
+    }
+
+    /// The cost of rendered messages written one after another.
+    pub fn cost(&self, msgs: &[Msg]) -> Cost {
+        msgs.iter().fold(Cost::default(), |chain, msg| {
+            chain.then(message_cost(self.tokenizer, msg), self.tokenizer)
+        })
+    }
+
+    /// Renders items and returns the messages with their cost.
+    pub fn render(&self, items: &[Item]) -> (Vec<Msg>, Cost) {
+        let msgs = render(self.format, items);
+        let cost = self.cost(&msgs);
+        (msgs, cost)
+    }
+
+    /// Fails with [`Error::MandatoryExceedsBudget`] unless `mandatory` fits.
+    pub fn check_mandatory(&self, mandatory: Size) -> Result<()> {
+        if self.fits(mandatory) {
+            return Ok(());
+        }
+        Err(Error::MandatoryExceedsBudget {
+            needed_bytes: mandatory.bytes,
+            needed_tokens: mandatory.tokens,
+            max_bytes: self.req.max_bytes,
+            max_tokens: self.req.max_tokens,
+            reserve_output: self.req.output_limit(),
+            input_token_limit: self.req.input_token_limit(),
+            tokenizer: self.tokenizer,
+        })
+    }
+
+    pub fn budget_report(&self) -> BudgetReport {
+        BudgetReport {
+            max_bytes: self.req.max_bytes,
+            max_tokens: self.req.max_tokens,
+            reserve_output: self.req.reserve_output,
+            output_limit: self.req.output_limit(),
+            input_token_limit: self.req.input_token_limit(),
+        }
+    }
+}
+
+/// The envelope `req` asks for.
+fn envelope_of(req: &ProjectionRequest) -> Envelope {
+    let system = match req.format {
+        // Anthropic rejects a blank system prompt; it carries nothing, so it is left out.
+        WireFormat::AnthropicMessages => req.system.clone().filter(|s| !is_blank(s)),
+        WireFormat::OpenAiChat => None,
+    };
+    Envelope {
+        format: req.format,
+        model: req.model.clone(),
+        output_limit: req.output_limit(),
+        system,
+        tools: req.tools.clone(),
+    }
+}
+
+/// The envelope alone (an empty messages array), including reply priming, the Anthropic
+/// system prompt and the tool definitions.
+fn envelope_cost(envelope: &Envelope, tokenizer: Tokenizer) -> Cost {
+    let bytes = envelope.write(Vec::new()).len();
+    let mut tokens = REPLY_PRIMING + tools_tokens(envelope.format, tokenizer, &envelope.tools);
+    if let (WireFormat::AnthropicMessages, Some(system)) = (envelope.format, &envelope.system) {
+        tokens += system_prompt_tokens(tokenizer, system);
+    }
+    Cost {
+        bytes: bytes as i64,
+        tokens: tokens as i64,
+        ends: None,
+    }
+}
+
+/// The size of a run of messages, and how its ends join neighbours.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Cost {
+    pub bytes: i64,
+    pub tokens: i64,
+    /// What the first and the last message merge with; `None` for an empty run.
+    pub ends: Option<(MergesWith, MergesWith)>,
+}
+
+impl Cost {
+    /// The cost of `self` followed by `next` in one messages array: a comma between them, or,
+    /// for same-role Anthropic neighbours, one merged message.
+    pub fn then(self, next: Cost, tokenizer: Tokenizer) -> Cost {
+        let (Some((first, last)), Some((next_first, next_last))) = (self.ends, next.ends) else {
+            return if self.ends.is_some() { self } else { next };
+        };
+        let (join_bytes, join_tokens) = join(last, next_first, tokenizer);
+        Cost {
+            bytes: self.bytes + next.bytes + join_bytes,
+            tokens: self.tokens + next.tokens + join_tokens,
+            ends: Some((first, next_last)),
+        }
+    }
+}
+
+/// What joining two messages adds: a comma, or, when they merge, minus what merging saves
+/// (the second message's opening and per-message tokens).
+fn join(last: MergesWith, first: MergesWith, tokenizer: Tokenizer) -> (i64, i64) {
+    let speaker = match (last, first) {
+        (MergesWith::User, MergesWith::User) => Speaker::User,
+        (MergesWith::Assistant, MergesWith::Assistant) => Speaker::Assistant,
+        _ => return (1, 0),
+    };
+    let tokens = TOKENS_PER_MESSAGE + text_tokens(tokenizer, speaker.as_str());
+    (-merge_saving(speaker), -(tokens as i64))
+}
+
+/// The cost of one message on its own.
+fn message_cost(tokenizer: Tokenizer, msg: &Msg) -> Cost {
+    let bytes = msg.to_bytes();
+    let tokens = if beyond_parser_depth(msg) {
+        // `count` cannot parse such a message (serde_json stops at 128 levels); it is counted
+        // by its whole JSON text, more than its fields' text, so a token budget still holds.
+        TOKENS_PER_MESSAGE + text_tokens(tokenizer, &String::from_utf8_lossy(&bytes))
+    } else {
+        message_tokens(tokenizer, msg)
+    };
+    let edge = msg.merges_with();
+    Cost {
+        bytes: bytes.len() as i64,
+        tokens: tokens as i64,
+        ends: Some((edge, edge)),
+    }
+}
+
+/// Tokens of one message by the format's rule ([`crate::tokens`]): 3, plus its string fields
+/// (role, content, ids), plus per OpenAI tool call its name and arguments and 1, plus per
+/// Anthropic block its text, or its id, name and input, or its id and content.
+fn message_tokens(tokenizer: Tokenizer, msg: &Msg) -> u64 {
+    let t = |text: &str| text_tokens(tokenizer, text);
+    let fields = match msg {
+        Msg::OpenAi(OpenAiMsg::Text { role, text }) => t(role.openai_name()) + t(text),
+        Msg::OpenAi(OpenAiMsg::Calls { text, calls }) => {
+            t("assistant")
+                + text.as_deref().map_or(0, t)
+                + calls
+                    .iter()
+                    .map(|c| call_tokens(tokenizer, &c.name, &c.arguments))
+                    .sum::<u64>()
+        }
+        Msg::OpenAi(OpenAiMsg::ToolResult(a)) => t("tool") + t(&a.call_id) + t(&a.content),
+        Msg::Anthropic { speaker, blocks } => {
+            t(speaker.as_str())
+                + blocks
+                    .iter()
+                    .map(|b| block_tokens(tokenizer, b))
+                    .sum::<u64>()
+        }
+    };
+    TOKENS_PER_MESSAGE + fields
+}
+
+fn block_tokens(tokenizer: Tokenizer, block: &Block) -> u64 {
+    match block {
+        Block::Text(text) => text_tokens(tokenizer, text),
+        Block::ToolUse { id, name, input } => tool_use_tokens(tokenizer, id, name, input),
+        Block::ToolResult(a) => {
+            text_tokens(tokenizer, &a.call_id) + text_tokens(tokenizer, &a.content)
+        }
+    }
+}
+
+/// The deepest nesting `serde_json` parses: a container opened at this depth fails.
+const PARSER_DEPTH: usize = 128;
+
+/// Whether the message, written, nests containers deeper than `serde_json` parses. Only an
+/// Anthropic `tool_use` input can: it sits at depth 4 (message, content, block, input).
+fn beyond_parser_depth(msg: &Msg) -> bool {
+    let Msg::Anthropic { blocks, .. } = msg else {
+        return false;
+    };
+    blocks.iter().any(|b| match b {
+        Block::ToolUse { input, .. } => deeper_than(input, PARSER_DEPTH - 1 - 3),
+        _ => false,
+    })
+}
+
+/// Whether `value` nests more than `levels` containers (recursing at most `levels` deep).
+fn deeper_than(value: &Value, levels: usize) -> bool {
+    let mut children: Box<dyn Iterator<Item = &Value>> = match value {
+        Value::Array(items) => Box::new(items.iter()),
+        Value::Object(map) => Box::new(map.values()),
+        _ => return false,
+    };
+    levels == 0 || children.any(|c| deeper_than(c, levels - 1))
+}
+
+/// Adds up tier sizes in body order; the envelope tier takes what the pieces do not.
+pub(crate) struct TierSums {
+    chain: Cost,
+    tiers: Vec<TierSize>,
+    tokenizer: Tokenizer,
+}
+
+impl TierSums {
+    pub fn new(tokenizer: Tokenizer) -> TierSums {
+        TierSums {
+            chain: Cost::default(),
+            tiers: Vec::new(),
+            tokenizer,
+        }
+    }
+
+    /// Appends a piece of `tier` (merged into the previous entry if the tier repeats).
+    pub fn push(&mut self, tier: Tier, cost: Cost, items: usize) {
+        if cost.ends.is_none() {
+            return;
+        }
+        let next = self.chain.then(cost, self.tokenizer);
+        let bytes = (next.bytes - self.chain.bytes).max(0) as u64;
+        let tokens = (next.tokens - self.chain.tokens).max(0) as u64;
+        self.chain = next;
+        match self.tiers.last_mut() {
+            Some(last) if last.tier == tier => {
+                last.bytes += bytes;
+                last.tokens += tokens;
+                last.items += items;
+            }
+            _ => self.tiers.push(TierSize {
+                tier,
+                bytes,
+                tokens,
+                items,
+            }),
+        }
+    }
+
+    /// Adds a piece whose size is known exactly and that does not join neighbours (text inside
+    /// one message).
+    pub fn add_raw(&mut self, tier: Tier, bytes: i64, tokens: i64) {
+        let (bytes, tokens) = (bytes.max(0) as u64, tokens.max(0) as u64);
+        match self.tiers.iter_mut().find(|t| t.tier == tier) {
+            Some(t) => {
+                t.bytes += bytes;
+                t.tokens += tokens;
+                t.items += 1;
+            }
+            None => self.tiers.push(TierSize {
+                tier,
+                bytes,
+                tokens,
+                items: 1,
+            }),
+        }
+    }
+
+    /// The tiers, with the envelope first holding the remainder of `total`.
+    pub fn finish(self, total: Size) -> Vec<TierSize> {
+        let bytes: u64 = self.tiers.iter().map(|t| t.bytes).sum();
+        let tokens: u64 = self.tiers.iter().map(|t| t.tokens).sum();
+        let envelope = TierSize {
+            tier: Tier::Envelope,
+            bytes: total.bytes.saturating_sub(bytes),
+            tokens: total.tokens.saturating_sub(tokens),
+            items: 1,
+        };
+        std::iter::once(envelope).chain(self.tiers).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::tokens::count;
+    use crate::wire::{Answer, Call, Role};
+
+    fn request(format: WireFormat, tokenizer: Tokenizer) -> ProjectionRequest {
+        let mut b = ProjectionRequest::builder();
+        b.format(format)
+            .tokenizer(tokenizer)
+            .model("m")
+            .system("Be \"brief\".")
+            .input("go")
+            .tools(vec![
+                json!({"type":"function","function":{"name":"f","description":"F."}}),
+            ]);
+        b.build().unwrap()
+    }
+
+    fn call(id: &str, arguments: Value) -> Call {
+        Call {
+            id: id.into(),
+            name: "shell".into(),
+            arguments,
+        }
+    }
+
+    fn items() -> Vec<Item> {
+        vec![
+            Item::text(Role::System, "Note: pinned\n"),
+            Item::text(Role::User, "中文 😀 \"q\" \\ \u{1}"),
+            Item::Calls {
+                text: Some("Running it.".into()),
+                calls: vec![
+                    call(
+                        "c1",
+                        json!({"cmd": "ls -la", "n": 1.5e300, "deep": [[{"a": null}]]}),
+                    ),
+                    call("c2", json!("{\"k\": [1, 2]}")),
+                    call("c3", json!([1, "two"])),
+                ],
+            },
+            Item::Answers(vec![
+                Answer {
+                    call_id: "c1".into(),
+                    content: "ok\n".into(),
+                    is_error: false,
+                },
+                Answer {
+                    call_id: "c2".into(),
+                    content: "boom".into(),
+                    is_error: true,
+                },
+            ]),
+            Item::text(Role::User, "more"),
+            Item::text(Role::Assistant, "   "),
+            Item::text(Role::Assistant, "done"),
+        ]
+    }
+
+    #[test]
+    fn counted_from_values_equals_counting_the_written_body() {
+        for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+            for tokenizer in [Tokenizer::O200k, Tokenizer::Cl100k] {
+                let req = request(format, tokenizer);
+                let budget = Budget::new(&req);
+                let items = items();
+                for n in 0..=items.len() {
+                    let (msgs, cost) = budget.render(&items[..n]);
+                    let total = budget.total(cost);
+                    let body = budget.envelope.write(msgs);
+                    let counted = count(&body, format, tokenizer).unwrap();
+                    assert_eq!((total.bytes, total.tokens), (counted.bytes, counted.tokens));
+                }
+            }
+        }
+    }
+
+    /// Tool arguments `depth` containers deep: objects, or arrays (sent as `{"value":…}`).
+    fn nested(depth: usize, array: bool) -> Value {
+        let mut value = json!("payload");
+        for _ in 0..depth {
+            value = if array {
+                json!([value])
+            } else {
+                json!({ "a": value })
+            };
+        }
+        value
+    }
+
+    #[test]
+    fn the_parser_depth_limit_is_where_serde_json_stops() {
+        for depth in 118..=130 {
+            for array in [false, true] {
+                let items = [Item::Calls {
+                    text: None,
+                    calls: vec![call("c", nested(depth, array))],
+                }];
+                let msgs = render(WireFormat::AnthropicMessages, &items);
+                let unparsable = serde_json::from_slice::<Value>(&msgs[0].to_bytes()).is_err();
+                assert_eq!(beyond_parser_depth(&msgs[0]), unparsable, "{depth} {array}");
+            }
+        }
+    }
+}

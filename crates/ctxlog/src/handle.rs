@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use ctxlog_ledger::{CommitReceipt, ErasureReport, Event, NewCommit, RecoveryReport};
 use ctxlog_projection::{
-    Projection, ProjectionRequest, ProjectionRequestBuilder, RecalledPage, SizeCache,
+    PageSource, PageSourceError, Projection, ProjectionRequest, RecalledPage, SizeCache,
 };
 use ctxlog_recall::{IndexConfig, Progress, RecallIndex, RecallResult, SearchOptions, UpdateStats};
 
@@ -18,10 +18,6 @@ use crate::adapters::{LedgerFeed, LedgerHistory};
 use crate::backend::{LedgerView, LedgerWriter};
 use crate::ops::EraseTarget;
 use crate::{ConversationName, Result};
-
-/// How many recall candidates are fetched per page the projection may include: the projector
-/// keeps only pages older than the history it sends in detail, so it is offered a few more.
-const CANDIDATES_PER_PAGE: usize = 4;
 
 /// An open conversation over a ledger handle `L` (a [`LedgerWriter`] or a [`LedgerView`]).
 /// Reading, projecting and recalling work on both.
@@ -203,68 +199,34 @@ impl<L: LedgerView + ?Sized> Handle<L> {
 
     /// Builds the exact request body for `request` from this conversation (SPEC §5).
     ///
-    /// When the request asks for recalled pages (`recall_k > 0`), the recall index is brought
-    /// up to date and asked for pages relevant to the current input that are older than the
-    /// history the body keeps in detail. If the index is unusable, the projection goes ahead
-    /// without pages and its report says why (SPEC R2). The ledger is never written (P10).
+    /// When the request asks for recalled pages (`recall_k > 0`), the projector asks the
+    /// recall index (brought up to date first) for pages relevant to the current input that
+    /// are older than the history the body keeps in detail. If the index is unusable, the
+    /// projection goes ahead without pages and its report says why (SPEC R2). The ledger is
+    /// never written (P10).
     ///
     /// # Errors
     /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] when the mandatory input alone does
-    /// not fit; invalid requests; ledger read errors.
-    pub fn project(&mut self, request: &ProjectionRequestBuilder) -> Result<Projection> {
-        let plain = request.build()?;
+    /// not fit; ledger read errors.
+    pub fn project(&mut self, request: &ProjectionRequest) -> Result<Projection> {
         self.refresh()?;
-        let first = self.project_built(&plain)?;
-        // History outranks recalled pages, so the first pass fixes what is kept in detail;
-        // pages must come from before it.
-        let detail_start = first.report.detail_start.unwrap_or(u64::MAX);
-        if plain.recall_k() == 0 || detail_start <= 1 {
-            return Ok(first);
-        }
-        let mut with_pages = request.clone();
-        match self.recall_pages(plain.input(), &first.report, plain.recall_k()) {
-            Ok(pages) if pages.is_empty() => return Ok(first),
-            Ok(pages) => with_pages.recalled(pages),
-            Err(e) => with_pages.recall_unavailable(e.to_string()),
+        let indexed_from = self.ledger.ledger_id().to_string();
+        let mut pages = IndexPages {
+            ledger: &*self.ledger,
+            recall: &mut self.recall,
+            recall_path: &self.recall_path,
+            used: false,
         };
-        self.project_built(&with_pages.build()?)
-    }
-
-    fn project_built(&mut self, request: &ProjectionRequest) -> Result<Projection> {
-        let history = LedgerHistory(&*self.ledger);
-        Ok(ctxlog_projection::project(
-            &history,
+        let projection = ctxlog_projection::project_with_pages(
+            &LedgerHistory(&*self.ledger),
+            &mut pages,
             request,
             &mut self.sizes,
-        )?)
-    }
-
-    /// Candidate pages for the second pass: relevant to `input`, older than the history
-    /// `first` keeps in detail, and not already in its body (pinned notes, earlier requests).
-    fn recall_pages(
-        &mut self,
-        input: &str,
-        first: &ctxlog_projection::Report,
-        k: usize,
-    ) -> Result<Vec<RecalledPage>> {
-        let older_than = first.detail_start.unwrap_or(u64::MAX);
-        let in_body = |seq: u64| {
-            first.pinned.contains(&seq) || first.kept.iter().any(|range| range.contains(seq))
-        };
-        let index = self.synced_index()?;
-        let hits = index.candidates(input, older_than, k.saturating_mul(CANDIDATES_PER_PAGE))?;
-        Ok(hits
-            .into_iter()
-            .filter(|hit| !in_body(hit.seq))
-            .map(|hit| RecalledPage {
-                seq: hit.seq,
-                page: hit.page,
-                kind: hit.kind,
-                char_start: hit.char_start,
-                char_end: hit.char_end,
-                text: hit.text,
-            })
-            .collect())
+        );
+        if pages.used {
+            self.check_indexed_ledger(&indexed_from)?;
+        }
+        Ok(projection?)
     }
 
     /// Searches the conversation's recall index (SPEC §6), bringing it up to date first.
@@ -274,7 +236,14 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     /// `ctxlog reindex`); ledger read errors.
     pub fn recall(&mut self, query: &str, options: &SearchOptions) -> Result<RecallResult> {
         self.refresh()?;
-        Ok(self.synced_index()?.search(query, options)?)
+        match self.synced_index()?.search(query, options) {
+            // Another process replaced the file (erasure) between catch-up and search.
+            Err(ctxlog_recall::Error::Replaced { .. }) => {
+                self.recall = None;
+                Ok(self.synced_index()?.search(query, options)?)
+            }
+            result => Ok(result?),
+        }
     }
 
     /// Answers a call of the recall tool (arguments as the model produced them); see
@@ -309,42 +278,91 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     }
 
     /// The recall index, opened on first use and brought up to date with the ledger.
-    ///
-    /// If the ledger was rewritten (erased) by another process while this handle was indexing
-    /// from its view, what it wrote may hold erased text: the index is deleted and built
-    /// again from the new ledger.
     fn synced_index(&mut self) -> Result<&mut RecallIndex> {
         let indexed_from = self.ledger.ledger_id().to_string();
-        let mut index = match self.recall.take() {
-            Some(index) => index,
-            None => RecallIndex::open(&self.recall_path, &indexed_from)?,
-        };
-        index.sync(&LedgerFeed(&*self.ledger))?;
+        catch_up_index(&mut self.recall, &self.recall_path, &*self.ledger)?;
+        if !self.check_indexed_ledger(&indexed_from)? {
+            catch_up_index(&mut self.recall, &self.recall_path, &*self.ledger)?;
+        }
+        let index = self.recall.take().ok_or_else(|| crate::Error::Internal {
+            reason: "recall index missing after catch-up".into(),
+        })?;
+        Ok(self.recall.insert(index))
+    }
+
+    /// After indexing from this handle's view of ledger `indexed_from`: if another process
+    /// rewrote (erased) the ledger meanwhile, what was written may hold erased text, so the
+    /// index is deleted (to be built again from the new ledger). False in that case.
+    fn check_indexed_ledger(&mut self, indexed_from: &str) -> Result<bool> {
         self.ledger.catch_up()?;
         if self.ledger.ledger_id() == indexed_from {
-            return Ok(self.recall.insert(index));
+            return Ok(true);
         }
-        drop(index);
         self.drop_recall_index()?;
         self.sizes = SizeCache::new();
-        let mut index = RecallIndex::open(&self.recall_path, self.ledger.ledger_id())?;
-        index.sync(&LedgerFeed(&*self.ledger))?;
-        Ok(self.recall.insert(index))
+        Ok(false)
     }
 }
 
-/// Deletes the recall index at `path` and any SQLite side files next to it.
-pub(crate) fn remove_recall_files(path: &Path) -> Result<()> {
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut name = path.to_path_buf().into_os_string();
-        name.push(suffix);
-        let path = PathBuf::from(name);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(crate::Error::Io { path, source: e });
-            }
-            _ => {}
+/// Opens the recall index at `path` if `slot` holds none, and catches it up with `ledger`.
+/// A handle whose file another process replaced (erasure) is reopened once.
+fn catch_up_index<'a, L: LedgerView + ?Sized>(
+    slot: &'a mut Option<RecallIndex>,
+    path: &Path,
+    ledger: &L,
+) -> Result<&'a RecallIndex> {
+    for attempt in 0..2 {
+        let mut index = match slot.take() {
+            Some(index) => index,
+            None => RecallIndex::open(path, ledger.ledger_id())?,
+        };
+        match index.catch_up(&LedgerFeed(ledger)) {
+            Ok(_) => return Ok(slot.insert(index)),
+            Err(ctxlog_recall::Error::Replaced { .. }) if attempt == 0 => continue,
+            Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
+    Err(crate::Error::Internal {
+        reason: "recall index replaced twice during one catch-up".into(),
+    })
+}
+
+/// The recall index as the projector's page source: caught up on first use only, so a
+/// projection whose history all fits never touches it.
+struct IndexPages<'a, L: ?Sized> {
+    ledger: &'a L,
+    recall: &'a mut Option<RecallIndex>,
+    recall_path: &'a Path,
+    /// Whether the index was caught up (the caller then checks the ledger was not rewritten).
+    used: bool,
+}
+
+impl<L: LedgerView + ?Sized> PageSource for IndexPages<'_, L> {
+    fn pages(
+        &mut self,
+        query: &str,
+        before: u64,
+        limit: usize,
+    ) -> std::result::Result<Vec<RecalledPage>, PageSourceError> {
+        self.used = true;
+        let index = catch_up_index(self.recall, self.recall_path, self.ledger)?;
+        let hits = index.candidates(query, before, limit)?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| RecalledPage {
+                seq: hit.seq,
+                page: hit.page,
+                kind: hit.kind,
+                char_start: hit.char_start,
+                char_end: hit.char_end,
+                text: hit.text,
+            })
+            .collect())
+    }
+}
+
+/// Deletes the recall index at `path` and any SQLite side files next to it, safely against
+/// other handles on it (in this process or others).
+pub(crate) fn remove_recall_files(path: &Path) -> Result<()> {
+    Ok(RecallIndex::delete_files(path)?)
 }

@@ -22,9 +22,7 @@
 //! | list | [`ListRequest`] | [`ListResponse`]: `{"conversations":[ConversationInfo…]}` |
 
 use ctxlog_ledger::{CommitReceipt, DEFAULT_ERASE_REASON, ErasureReport, Event, NewCommit};
-use ctxlog_projection::{
-    Count, Policy, Projection, ProjectionRequest, ProjectionRequestBuilder, Tokenizer, WireFormat,
-};
+use ctxlog_projection::{Count, Policy, Projection, ProjectionRequest, Tokenizer, WireFormat};
 use ctxlog_recall::RecallResult;
 use serde::{Deserialize, Serialize};
 
@@ -149,10 +147,6 @@ impl ProjectRequest {
     /// [`ctxlog_projection::Error::InvalidRequest`]/`InvalidBudget` for a request the
     /// projector refuses (class usage).
     pub fn to_projection(&self) -> Result<ProjectionRequest> {
-        Ok(self.to_builder()?.build()?)
-    }
-
-    pub(crate) fn to_builder(&self) -> Result<ProjectionRequestBuilder> {
         let mut request = ProjectionRequest::builder();
         request
             .format(self.format)
@@ -188,7 +182,7 @@ impl ProjectRequest {
         if !tools.is_empty() {
             request.tools(tools);
         }
-        Ok(request)
+        Ok(request.build()?)
     }
 }
 

@@ -332,11 +332,11 @@ impl Store {
     /// mandatory input alone does not fit; invalid requests (class usage); ledger errors.
     pub fn project(&self, request: &ProjectRequest) -> Result<Projection> {
         check_recall_k(request.recall)?;
-        let builder = request.to_builder()?;
-        match self.read(&request.conversation, |snapshot| snapshot.project(&builder)) {
+        let plain = request.to_projection()?;
+        match self.read(&request.conversation, |snapshot| snapshot.project(&plain)) {
             Err(Error::NotFound { .. }) => Ok(ctxlog_projection::project(
                 &SliceHistory::new(&[]),
-                &builder.build()?,
+                &plain,
                 &mut SizeCache::new(),
             )?),
             result => result,

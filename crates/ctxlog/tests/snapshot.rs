@@ -34,7 +34,7 @@ fn a_snapshot_sees_new_commits_after_refresh() {
     assert_eq!(hits[0].seq, 3);
     let mut request = ctxlog::projection::ProjectionRequest::builder();
     request.model("m").input("Which host?").max_bytes(1000);
-    let body = snapshot.project(&request).unwrap().body;
+    let body = snapshot.project(&request.build().unwrap()).unwrap().body;
     assert!(String::from_utf8(body).unwrap().contains("beta-7"));
 }
 
@@ -77,7 +77,7 @@ fn a_snapshot_opened_before_an_erase_never_brings_erased_text_back() {
             .model("m")
             .input("What is the secret code?")
             .recall_k(2);
-        let body = snap.project(&request).unwrap().body;
+        let body = snap.project(&request.build().unwrap()).unwrap().body;
         assert!(!String::from_utf8(body).unwrap().contains("ZEBRA"));
     }
     for entry in walk(dir.path()) {

@@ -180,14 +180,14 @@ impl<L: LedgerView + ?Sized> Handle<L> {
         Ok(self.ledger.events(start..=end)?)
     }
 
-    /// Sees the commits made since the handle was opened (or last refreshed). Projecting,
+    /// Sees the commits made since the handle was opened (or last caught up). Projecting,
     /// recalling and reindexing do this on their own first. If the ledger was rewritten (its
     /// id changed: erasure), the size cache and the open recall index belong to the old ledger
     /// and are dropped, so nothing erased is ever served or re-indexed from this handle.
     ///
     /// # Errors
     /// Ledger read errors, e.g. [`ctxlog_ledger::Error::Corrupt`].
-    pub fn refresh(&mut self) -> Result<()> {
+    pub fn catch_up(&mut self) -> Result<()> {
         let before = self.ledger.ledger_id().to_string();
         self.ledger.catch_up()?;
         if self.ledger.ledger_id() != before {
@@ -209,7 +209,7 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] when the mandatory input alone does
     /// not fit; ledger read errors.
     pub fn project(&mut self, request: &ProjectionRequest) -> Result<Projection> {
-        self.refresh()?;
+        self.catch_up()?;
         let indexed_from = self.ledger.ledger_id().to_string();
         let mut pages = IndexPages {
             ledger: &*self.ledger,
@@ -235,7 +235,7 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     /// [`ctxlog_recall::Error::Damaged`] when the index file is damaged (its message names
     /// `ctxlog reindex`); ledger read errors.
     pub fn recall(&mut self, query: &str, options: &SearchOptions) -> Result<RecallResult> {
-        self.refresh()?;
+        self.catch_up()?;
         match self.synced_index()?.search(query, options) {
             // Another process replaced the file (erasure) between catch-up and search.
             Err(ctxlog_recall::Error::Replaced { .. }) => {
@@ -250,7 +250,7 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     /// [`crate::ops::recall_tool_definition`] for its definition. Bad arguments and index
     /// failures become a tool error the model can read.
     pub fn recall_tool(&mut self, arguments: &serde_json::Value) -> ctxlog_recall::ToolOutput {
-        match self.refresh().and_then(|()| self.synced_index()) {
+        match self.catch_up().and_then(|()| self.synced_index()) {
             Ok(index) => index.handle_tool_call(arguments),
             Err(crate::Error::Recall(e)) if e.is_damaged() => {
                 ctxlog_recall::tool_error("index_damaged", &e.to_string())
@@ -265,7 +265,7 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     /// # Errors
     /// I/O or SQLite failures; ledger read errors.
     pub fn reindex(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<UpdateStats> {
-        self.refresh()?;
+        self.catch_up()?;
         self.recall = None;
         let mut index = RecallIndex::recreate(
             &self.recall_path,

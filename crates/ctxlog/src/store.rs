@@ -301,7 +301,7 @@ impl Store {
     /// [`Error::NotFound`]; ledger read errors.
     pub fn log(&self, request: &LogRequest) -> Result<LogResponse> {
         self.read(&request.conversation, |snapshot| {
-            snapshot.refresh()?;
+            snapshot.catch_up()?;
             let to = match request.limit {
                 Some(n) => request.from.saturating_add(n).saturating_sub(1),
                 None => u64::MAX,

@@ -25,7 +25,7 @@ fn a_snapshot_sees_new_commits_after_refresh() {
         2,
         "a snapshot is stable until refreshed"
     );
-    snapshot.refresh().unwrap();
+    snapshot.catch_up().unwrap();
     assert_eq!(snapshot.last_seq(), 4);
     let hits = snapshot
         .recall("staging host", &Default::default())

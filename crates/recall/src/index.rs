@@ -322,15 +322,6 @@ impl RecallIndex {
         self.catch_up_with_progress(source, &mut |_| {})
     }
 
-    /// The former name of [`RecallIndex::catch_up`].
-    ///
-    /// # Errors
-    /// As [`RecallIndex::catch_up`].
-    #[doc(hidden)]
-    pub fn sync(&mut self, source: &dyn LedgerSource) -> Result<UpdateStats> {
-        self.catch_up(source)
-    }
-
     /// Empties the index and indexes all of `source`, calling `progress` after each event.
     ///
     /// # Errors

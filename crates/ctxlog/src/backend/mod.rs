@@ -140,7 +140,7 @@ impl LedgerView for Ledger {
 
 impl LedgerView for Reader {
     fn catch_up(&mut self) -> ctxlog_ledger::Result<()> {
-        self.refresh()
+        Reader::refresh(self)
     }
 }
 

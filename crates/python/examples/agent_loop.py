@@ -20,11 +20,16 @@ import ctxlog
 # Until the operations layer allows that, the follow-up request carries this short input.
 CONTINUE = "(continue)"
 
+FORMATS: Dict[str, ctxlog.WireFormat] = {
+    "openai-chat": "openai-chat",
+    "anthropic-messages": "anthropic-messages",
+}
+
 Item = Tuple[str, Any]  # ("user"|"assistant"|"tool_call"|"tool_result", payload)
 Reply = Dict[str, Any]  # {"text": str} or {"tool": str, "arguments": dict}
 
 
-def shell_tool(format: str) -> Dict[str, Any]:
+def shell_tool(format: ctxlog.WireFormat) -> Dict[str, Any]:
     """A made-up `shell` tool's definition in the format's tool shape."""
     schema = {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}
     description = "Run a shell command in the project directory."
@@ -82,7 +87,11 @@ def run_tool(chat: ctxlog.Conversation, tool: str, arguments: Dict[str, Any]) ->
 
 
 def ask(
-    chat: ctxlog.Conversation, question: str, format: str, max_bytes: int, max_steps: int = 5
+    chat: ctxlog.Conversation,
+    question: str,
+    format: ctxlog.WireFormat,
+    max_bytes: int,
+    max_steps: int = 5,
 ) -> Tuple[str, List[Dict[str, Any]]]:
     """One user turn of the agent loop. Returns the final reply and each step's report."""
     reports: List[Dict[str, Any]] = []
@@ -112,7 +121,7 @@ def ask(
     raise RuntimeError(f"no final reply after {max_steps} steps")
 
 
-def main(root: str, format: str, max_bytes: int = 2500) -> List[str]:
+def main(root: str, format: ctxlog.WireFormat, max_bytes: int = 2500) -> List[str]:
     answers: List[str] = []
     with ctxlog.Store(root) as store:
         chat = store.conversation("agent")
@@ -129,11 +138,11 @@ def main(root: str, format: str, max_bytes: int = 2500) -> List[str]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--format", default="openai-chat")
+    parser.add_argument("--format", default="openai-chat", choices=FORMATS)
     parser.add_argument("--root", default=None)
     args = parser.parse_args()
     root: Optional[str] = args.root
     if root is None:
         root = tempfile.mkdtemp(prefix="ctxlog-agent-")
-    answers = main(root, args.format)
+    answers = main(root, FORMATS[args.format])
     print(json.dumps({"answers": answers}, ensure_ascii=False))

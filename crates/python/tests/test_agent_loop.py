@@ -14,7 +14,7 @@ import pytest
 import ctxlog
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
-FORMATS = ["openai-chat", "anthropic-messages"]
+FORMATS: List[ctxlog.WireFormat] = ["openai-chat", "anthropic-messages"]
 
 # TODO(issue 9): project with no input once the operations layer allows it (SPEC P11).
 CONTINUE = "(continue)"
@@ -26,13 +26,13 @@ def tool_results(body: Dict[str, Any]) -> List[Dict[str, Any]]:
     for message in body["messages"]:
         if message["role"] == "tool":
             found.append(message)
-        elif isinstance(message["content"], list):
+        elif isinstance(message.get("content"), list):
             found += [b for b in message["content"] if b["type"] == "tool_result"]
     return found
 
 
 @pytest.mark.parametrize("format", FORMATS)
-def test_tool_loop_projects_each_step(store: ctxlog.Store, format: str) -> None:
+def test_tool_loop_projects_each_step(store: ctxlog.Store, format: ctxlog.WireFormat) -> None:
     chat = store.conversation("agent")
     question = "How big is /srv?"
     first, _ = chat.project_dict(input=question, format=format, max_bytes=4000)
@@ -65,7 +65,7 @@ def test_tool_loop_projects_each_step(store: ctxlog.Store, format: str) -> None:
 
 
 @pytest.mark.parametrize("format", FORMATS)
-def test_recall_tool_definition_and_handler(store: ctxlog.Store, format: str) -> None:
+def test_recall_tool_definition_and_handler(store: ctxlog.Store, format: ctxlog.WireFormat) -> None:
     chat = store.conversation("agent")
     chat.commit(user="My project code is ZX-81.", assistant="Noted.")
     definition = chat.recall_tool_definition(format)
@@ -84,7 +84,7 @@ def test_recall_tool_definition_and_handler(store: ctxlog.Store, format: str) ->
 
 
 @pytest.mark.parametrize("format", FORMATS)
-def test_the_example_agent_loop_runs(tmp_path: Path, format: str) -> None:
+def test_the_example_agent_loop_runs(tmp_path: Path, format: ctxlog.WireFormat) -> None:
     out = subprocess.run(
         [sys.executable, str(EXAMPLE), "--format", format, "--root", str(tmp_path)],
         capture_output=True,

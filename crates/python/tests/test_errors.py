@@ -4,7 +4,7 @@ and a refused call changes nothing."""
 import threading
 import time
 from pathlib import Path
-from typing import List
+from typing import Callable, List
 
 import pytest
 
@@ -46,7 +46,10 @@ def test_bad_input_writes_nothing(root: Path, store: ctxlog.Store) -> None:
 
 def test_not_found(store: ctxlog.Store) -> None:
     nobody = store.conversation("nobody")
-    for call in [nobody.log, nobody.verify, nobody.reindex, lambda: nobody.recall("x")]:
+    calls: List[Callable[[], object]] = [
+        nobody.log, nobody.verify, nobody.reindex, lambda: nobody.recall("x"),
+    ]
+    for call in calls:
         with pytest.raises(ctxlog.NotFound):
             call()
     with pytest.raises(ctxlog.NotFound):
@@ -110,7 +113,10 @@ def test_corrupt_names_offset_and_seq(root: Path, store: ctxlog.Store) -> None:
 
     with ctxlog.Store(root) as again:
         chat = again.conversation("chat")
-        for call in [chat.log, chat.verify, lambda: chat.project(input="hi")]:
+        calls: List[Callable[[], object]] = [
+            chat.log, chat.verify, lambda: chat.project(input="hi"),
+        ]
+        for call in calls:
             with pytest.raises(ctxlog.Corrupt) as raised:
                 call()
             assert raised.value.seq == 3

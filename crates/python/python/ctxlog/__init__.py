@@ -13,6 +13,8 @@ operations as the ``ctxlog`` command line::
         body, report = chat.project(input="What is my code?", max_bytes=8192)
 """
 
+from typing import Any, Dict, Literal
+
 from ._ctxlog import (
     RECALL_DEFAULT_LIMIT,
     RECALL_MAX_LIMIT,
@@ -30,6 +32,15 @@ from ._ctxlog import (
     __version__,
 )
 
+#: The wire formats a body can be projected in.
+WireFormat = Literal["openai-chat", "anthropic-messages"]
+#: The tokenizers budgets and reports count with.
+TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
+#: The projection policies.
+PolicyName = Literal["turns", "agent"]
+#: A JSON object as Python sees it (requests' event dicts, responses, reports).
+JsonDict = Dict[str, Any]
+
 __all__ = [
     "RECALL_DEFAULT_LIMIT",
     "RECALL_MAX_LIMIT",
@@ -39,10 +50,14 @@ __all__ = [
     "Conversation",
     "Corrupt",
     "Error",
+    "JsonDict",
     "Locked",
     "MandatoryExceedsBudget",
     "NotFound",
+    "PolicyName",
     "Store",
+    "TokenizerName",
     "UsageError",
+    "WireFormat",
     "__version__",
 ]

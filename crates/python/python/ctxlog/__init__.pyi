@@ -2,7 +2,28 @@
 
 from os import PathLike
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union, final
+
+__all__ = [
+    "RECALL_DEFAULT_LIMIT",
+    "RECALL_MAX_LIMIT",
+    "BadInput",
+    "Busy",
+    "Conflict",
+    "Conversation",
+    "Corrupt",
+    "Error",
+    "JsonDict",
+    "Locked",
+    "MandatoryExceedsBudget",
+    "NotFound",
+    "PolicyName",
+    "Store",
+    "TokenizerName",
+    "UsageError",
+    "WireFormat",
+    "__version__",
+]
 
 __version__: str
 RECALL_DEFAULT_LIMIT: int
@@ -48,12 +69,13 @@ class Conflict(Error):
 class NotFound(Error):
     """The conversation does not exist (read-only operations never create one)."""
 
+@final
 class Store:
     """A set of conversations: the embedded file store at a directory."""
 
-    def __init__(
-        self, url: Union[str, "PathLike[str]"], *, writer_wait: Optional[float] = None
-    ) -> None: ...
+    def __new__(
+        cls, url: Union[str, "PathLike[str]"], *, writer_wait: Optional[float] = None
+    ) -> Store: ...
     def conversation(self, name: str) -> Conversation:
         """The conversation `name`; nothing is created until its first commit."""
     def list(self) -> List[JsonDict]:
@@ -70,6 +92,7 @@ class Store:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
+@final
 class Conversation:
     """One conversation of a store; safe to share between threads."""
 

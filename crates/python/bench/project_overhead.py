@@ -71,9 +71,9 @@ def main() -> None:
           f"(body {len(body)} bytes, {report['turns']['kept']} turns kept)\n")
     print("| caller | median µs |")
     print("|---|---:|")
-    print(f"| Rust `Store::project` | {rust:.1} |")
-    print(f"| Python `chat.project` | {py:.1} |")
-    print(f"| overhead (Python - Rust) | {py - rust:.1} ({py / rust:.2}×) |")
+    print(f"| Rust `Store::project` | {rust:.1f} |")
+    print(f"| Python `chat.project` | {py:.1f} |")
+    print(f"| overhead (Python - Rust) | {py - rust:.1f} ({py / rust:.2f}×) |")
 
 
 if __name__ == "__main__":

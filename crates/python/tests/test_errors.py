@@ -13,6 +13,8 @@ from conftest import ledger_files
 
 
 def test_usage_errors(store: ctxlog.Store) -> None:
+    with pytest.raises(ctxlog.UsageError, match="PostgreSQL"):
+        ctxlog.Store("postgres://db.example/ctxlog")
     for bad in ["a/b", "..", "", "x" * 65, "nul\0"]:
         with pytest.raises(ctxlog.UsageError):
             store.conversation(bad)

@@ -1,6 +1,7 @@
 """Threads share one Store: eight threads commit to eight conversations at once (the GIL is
 released during each call) and every commit lands, in order."""
 
+import sys
 import threading
 from typing import List
 
@@ -52,3 +53,33 @@ def test_one_conversation_shared_between_threads(store: ctxlog.Store) -> None:
         t.join()
     assert len(chat.log()) == 80
     assert chat.verify()["events"] == 80
+
+
+def test_the_gil_is_released_during_store_calls(store: ctxlog.Store) -> None:
+    """With a switch interval far longer than the test, another thread can only run while
+    the worker is inside a store call, if those calls release the GIL."""
+    chat = store.conversation("gil")
+    for i in range(50):
+        chat.commit(user=f"question {i}", assistant=f"answer {i}")
+    calls = 200
+    done: List[int] = []
+    started = threading.Event()
+
+    def worker() -> None:
+        started.set()
+        for _ in range(calls):
+            chat.project(input="next?", max_bytes=4000)
+            done.append(1)
+
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    try:
+        t = threading.Thread(target=worker)
+        t.start()
+        started.wait()
+        seen_while_working = len(done)
+        t.join()
+    finally:
+        sys.setswitchinterval(previous)
+    assert seen_while_working < calls
+    assert len(done) == calls

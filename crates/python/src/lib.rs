@@ -175,13 +175,11 @@ fn project_request(
 ) -> PyResult<ProjectRequest> {
     let tools = match tools {
         None => Vec::new(),
-        Some(tools) => json::from_py(tools)
-            .and_then(|v| serde_json::from_value(v).map_err(|e| errors::bad_input(e.to_string())))
-            .map_err(|e| {
-                usage(format!(
-                    "tools: expected a list of tool definition dicts: {e}"
-                ))
-            })?,
+        Some(tools) => serde_json::from_value(json::from_py(tools)?).map_err(|e| {
+            errors::bad_input(format!(
+                "tools: expected a list of tool definition dicts: {e}"
+            ))
+        })?,
     };
     Ok(ProjectRequest {
         conversation: conversation.to_string(),

@@ -134,3 +134,11 @@ def test_a_closed_store_refuses_calls(root: Path) -> None:
     assert store.closed
     with pytest.raises(ctxlog.UsageError, match="closed"):
         chat.commit(user="hi")
+
+
+def test_tools_must_be_a_list_of_dicts(store: ctxlog.Store) -> None:
+    chat = store.conversation("c")
+    with pytest.raises(ctxlog.BadInput, match="tools"):
+        chat.project(input="hi", tools={"not": "a list"})  # type: ignore[arg-type]
+    with pytest.raises(ctxlog.BadInput, match="tools"):
+        chat.project(input="hi", tools=["shell"])  # type: ignore[list-item]

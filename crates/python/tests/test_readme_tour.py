@@ -2,8 +2,13 @@
 a narrow budget, recall, project with recall, erase."""
 
 import json
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
 
 import ctxlog
+from conftest import REPO
 
 
 def test_the_tour(store: ctxlog.Store) -> None:
@@ -65,3 +70,16 @@ def test_body_as_a_dict_for_an_sdk(store: ctxlog.Store) -> None:
     assert report["turns"]["kept"] == 1
     raw, _ = chat.project(input="and now?", max_tokens=8000, reserve_output=1024)
     assert json.loads(raw) == body
+
+
+def test_the_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## From Python"):]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start:section.index("```", start)]
+    monkeypatch.chdir(tmp_path)
+    scope: Dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["report"]["bytes"] == len(scope["body"])
+    assert scope["hits"]["hits"][0]["seq"] == 1
+    assert (tmp_path / ".ctxlog" / "chat1" / "ledger.log").exists()

@@ -123,6 +123,28 @@ impl Error {
         }
     }
 
+    /// The bytes and tokens that the mandatory part of a projection needs, for an error of
+    /// class [`ErrorClass::OverBudget`] (front ends show them: an exception's attributes,
+    /// an HTTP 422 body).
+    pub fn needed(&self) -> Option<(u64, u64)> {
+        match self {
+            Error::Projection(ctxlog_projection::Error::MandatoryExceedsBudget {
+                needed_bytes,
+                needed_tokens,
+                ..
+            }) => Some((*needed_bytes, *needed_tokens)),
+            _ => None,
+        }
+    }
+
+    /// The byte offset and (when known) seq of the damaged record, for a corrupt ledger.
+    pub fn corrupt_at(&self) -> Option<(u64, Option<u64>)> {
+        match self.ledger_cause() {
+            Some(ctxlog_ledger::Error::Corrupt { offset, seq, .. }) => Some((*offset, *seq)),
+            _ => None,
+        }
+    }
+
     /// The ledger error behind this one, if any: directly, or as the source of a projection
     /// or recall failure.
     pub fn ledger_cause(&self) -> Option<&ctxlog_ledger::Error> {
@@ -165,3 +187,37 @@ fn projection_class(e: &ctxlog_projection::Error) -> ErrorClass {
 
 /// `Result` with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_budget_errors_name_what_the_mandatory_part_needs() {
+        let e = Error::Projection(ctxlog_projection::Error::MandatoryExceedsBudget {
+            needed_bytes: 140,
+            needed_tokens: 31,
+            max_bytes: Some(139),
+            max_tokens: None,
+            reserve_output: None,
+            input_token_limit: None,
+            tokenizer: ctxlog_projection::Tokenizer::default(),
+        });
+        assert_eq!(e.class(), ErrorClass::OverBudget);
+        assert_eq!(e.needed(), Some((140, 31)));
+        assert_eq!(e.corrupt_at(), None);
+    }
+
+    #[test]
+    fn corrupt_errors_name_offset_and_seq() {
+        let e = Error::Ledger(ctxlog_ledger::Error::Corrupt {
+            path: PathBuf::from("log"),
+            offset: 4096,
+            seq: Some(7),
+            reason: "checksum mismatch".into(),
+        });
+        assert_eq!(e.class(), ErrorClass::Corrupt);
+        assert_eq!(e.corrupt_at(), Some((4096, Some(7))));
+        assert_eq!(e.needed(), None);
+    }
+}

@@ -1,0 +1,173 @@
+"""Type stubs for ctxlog (the native module ctxlog._ctxlog, re-exported)."""
+
+from os import PathLike
+from types import TracebackType
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union, final
+
+__all__ = [
+    "RECALL_DEFAULT_LIMIT",
+    "RECALL_MAX_LIMIT",
+    "BadInput",
+    "Busy",
+    "Conflict",
+    "Conversation",
+    "Corrupt",
+    "Error",
+    "JsonDict",
+    "Locked",
+    "MandatoryExceedsBudget",
+    "NotFound",
+    "PolicyName",
+    "Store",
+    "TokenizerName",
+    "UsageError",
+    "WireFormat",
+    "__version__",
+]
+
+__version__: str
+RECALL_DEFAULT_LIMIT: int
+RECALL_MAX_LIMIT: int
+
+WireFormat = Literal["openai-chat", "anthropic-messages"]
+TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
+PolicyName = Literal["turns", "agent"]
+JsonDict = Dict[str, Any]
+
+class Error(Exception):
+    """Base class of every ctxlog error."""
+
+    error_class: str
+
+class UsageError(Error):
+    """The arguments are wrong (a bad name, budget, range or option); nothing was touched."""
+
+class BadInput(Error):
+    """The data given is wrong (an invalid turn, unknown event kind, a cap exceeded)."""
+
+class MandatoryExceedsBudget(Error):
+    """The system prompt and input alone exceed the budget; the ledger is unchanged."""
+
+    needed_bytes: int
+    needed_tokens: int
+
+class Locked(Error):
+    """Another writer (another process or Store) holds the conversation."""
+
+class Busy(Error):
+    """Other commits of this process held the writer past the store's writer_wait."""
+
+class Corrupt(Error):
+    """The ledger or an artifact is damaged; nothing was changed."""
+
+    offset: Optional[int]
+    seq: Optional[int]
+
+class Conflict(Error):
+    """The commit id was used before with different content."""
+
+class NotFound(Error):
+    """The conversation does not exist (read-only operations never create one)."""
+
+@final
+class Store:
+    """A set of conversations: the embedded file store at a directory."""
+
+    def __new__(
+        cls, url: Union[str, "PathLike[str]"], *, writer_wait: Optional[float] = None
+    ) -> Store: ...
+    def conversation(self, name: str) -> Conversation:
+        """The conversation `name`; nothing is created until its first commit."""
+    def list(self) -> List[JsonDict]:
+        """The store's conversations, newest activity first."""
+    def close(self) -> None:
+        """Releases the writer locks the store holds; later calls raise UsageError."""
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> Store: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class Conversation:
+    """One conversation of a store; safe to share between threads."""
+
+    @property
+    def name(self) -> str: ...
+    def commit(
+        self,
+        user: Optional[str] = None,
+        assistant: Optional[str] = None,
+        *,
+        events: Optional[Sequence[Mapping[str, Any]]] = None,
+        id: Optional[str] = None,
+    ) -> JsonDict:
+        """Commits one turn atomically and durably: {"first_seq", "last_seq", "replayed"}."""
+    def project(
+        self,
+        input: str,
+        *,
+        max_tokens: Optional[int] = None,
+        max_bytes: Optional[int] = None,
+        format: WireFormat = "openai-chat",
+        tokenizer: TokenizerName = "o200k",
+        reserve_output: Optional[int] = None,
+        recall: Optional[int] = None,
+        policy: PolicyName = "turns",
+        system: Optional[str] = None,
+        model: Optional[str] = None,
+        notice: bool = False,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        recall_tool: bool = False,
+    ) -> Tuple[bytes, JsonDict]:
+        """The exact request body for one model call, and its report."""
+    def project_dict(
+        self,
+        input: str,
+        *,
+        max_tokens: Optional[int] = None,
+        max_bytes: Optional[int] = None,
+        format: WireFormat = "openai-chat",
+        tokenizer: TokenizerName = "o200k",
+        reserve_output: Optional[int] = None,
+        recall: Optional[int] = None,
+        policy: PolicyName = "turns",
+        system: Optional[str] = None,
+        model: Optional[str] = None,
+        notice: bool = False,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        recall_tool: bool = False,
+    ) -> Tuple[JsonDict, JsonDict]:
+        """Like project, with the body parsed into a dict for an SDK."""
+    def recall(
+        self,
+        query: str = "",
+        *,
+        limit: int = ...,
+        seq: Optional[int] = None,
+        offset: int = 0,
+    ) -> JsonDict:
+        """Searches the history: {"query", "hits", "next_offset", "note"}."""
+    def erase(
+        self,
+        *,
+        seqs: Optional[Tuple[int, int]] = None,
+        commit_id: Optional[str] = None,
+        all: bool = False,
+        reason: Optional[str] = None,
+    ) -> JsonDict:
+        """Erases a seq range, a commit's turns, or the whole conversation, for real."""
+    def log(self, *, start: int = 1, limit: Optional[int] = None) -> List[JsonDict]:
+        """The events in seq order."""
+    def verify(self) -> JsonDict:
+        """Checks every record and artifact; raises Corrupt for damage."""
+    def reindex(self) -> JsonDict:
+        """Rebuilds the recall index from the ledger."""
+    def recall_tool_definition(self, format: WireFormat = "openai-chat") -> JsonDict:
+        """The recall tool's definition in the format's tool shape."""
+    def answer_recall_tool(self, arguments: Union[str, Mapping[str, Any]]) -> str:
+        """The recall tool's JSON result for the model's call arguments."""

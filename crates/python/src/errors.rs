@@ -1,0 +1,130 @@
+//! One Python exception per [`ctxlog::ErrorClass`], all under `ctxlog.Error`, with the
+//! details a caller acts on as attributes.
+
+use ctxlog::ErrorClass;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    ctxlog,
+    Error,
+    PyException,
+    "Base class of every ctxlog error."
+);
+create_exception!(
+    ctxlog,
+    UsageError,
+    Error,
+    "The arguments are wrong (a bad name, budget, range or option); nothing was touched."
+);
+create_exception!(
+    ctxlog,
+    BadInput,
+    Error,
+    "The data given is wrong (an invalid turn, unknown event kind, a cap exceeded); nothing was written."
+);
+create_exception!(
+    ctxlog,
+    MandatoryExceedsBudget,
+    Error,
+    "The system prompt and input alone exceed the budget; `needed_bytes` and `needed_tokens` say what they need. The ledger is unchanged."
+);
+create_exception!(
+    ctxlog,
+    Locked,
+    Error,
+    "Another writer (another process or Store) holds the conversation."
+);
+create_exception!(
+    ctxlog,
+    Busy,
+    Error,
+    "Other commits of this process held the conversation's writer past the store's writer_wait; retry."
+);
+create_exception!(
+    ctxlog,
+    Corrupt,
+    Error,
+    "The ledger or an artifact is damaged; `offset` and `seq` name the record (None when unknown). Nothing was changed."
+);
+create_exception!(
+    ctxlog,
+    Conflict,
+    Error,
+    "The commit id was used before with different content."
+);
+create_exception!(
+    ctxlog,
+    NotFound,
+    Error,
+    "The conversation does not exist (read-only operations never create one)."
+);
+
+/// Adds the exception classes to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("UsageError", py.get_type::<UsageError>())?;
+    m.add("BadInput", py.get_type::<BadInput>())?;
+    m.add(
+        "MandatoryExceedsBudget",
+        py.get_type::<MandatoryExceedsBudget>(),
+    )?;
+    m.add("Locked", py.get_type::<Locked>())?;
+    m.add("Busy", py.get_type::<Busy>())?;
+    m.add("Corrupt", py.get_type::<Corrupt>())?;
+    m.add("Conflict", py.get_type::<Conflict>())?;
+    m.add("NotFound", py.get_type::<NotFound>())?;
+    Ok(())
+}
+
+/// A usage error raised by the adapter itself (an argument Python accepted but ctxlog does
+/// not).
+pub fn usage(message: String) -> PyErr {
+    UsageError::new_err(message)
+}
+
+/// Bad data raised by the adapter itself (a value that is not JSON).
+pub fn bad_input(message: String) -> PyErr {
+    BadInput::new_err(message)
+}
+
+/// The exception for `e`: its class by [`ctxlog::Error::class`], its message the error's
+/// text, and `error_class` plus the class's details as attributes.
+pub fn into_py_err(py: Python<'_>, e: &ctxlog::Error) -> PyErr {
+    let message = e.to_string();
+    let (err, name) = match e.class() {
+        ErrorClass::Usage => (UsageError::new_err(message), "usage"),
+        ErrorClass::BadInput => (BadInput::new_err(message), "bad_input"),
+        ErrorClass::OverBudget => (MandatoryExceedsBudget::new_err(message), "over_budget"),
+        ErrorClass::Locked => (Locked::new_err(message), "locked"),
+        ErrorClass::Busy => (Busy::new_err(message), "busy"),
+        ErrorClass::Corrupt => (Corrupt::new_err(message), "corrupt"),
+        ErrorClass::Conflict => (Conflict::new_err(message), "conflict"),
+        ErrorClass::NotFound => (NotFound::new_err(message), "not_found"),
+        _ => (Error::new_err(message), "error"),
+    };
+    // Attributes are best effort: an exception without them still says everything in its
+    // message.
+    let _ = set_details(py, &err, e, name);
+    err
+}
+
+fn set_details(py: Python<'_>, err: &PyErr, e: &ctxlog::Error, name: &str) -> PyResult<()> {
+    let value = err.value(py);
+    value.setattr("error_class", name)?;
+    if let Some((bytes, tokens)) = e.needed() {
+        value.setattr("needed_bytes", bytes)?;
+        value.setattr("needed_tokens", tokens)?;
+    }
+    if e.class() == ErrorClass::Corrupt {
+        let (offset, seq) = match e.corrupt_at() {
+            Some((offset, seq)) => (Some(offset), seq),
+            None => (None, None),
+        };
+        value.setattr("offset", offset)?;
+        value.setattr("seq", seq)?;
+    }
+    Ok(())
+}

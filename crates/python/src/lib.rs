@@ -1,0 +1,489 @@
+//! `ctxlog` for Python: a PyO3 module over the operations layer ([`ctxlog::Store`] and
+//! [`ctxlog::ops`]), like the CLI and the HTTP server (SPEC I0, I5).
+//!
+//! The module is glue: each method turns its Python arguments into one typed request, calls
+//! the store's operation with the GIL released ([`Python::detach`]), and hands the response
+//! back as Python objects (dicts, by way of the response's documented JSON). No rule of the
+//! ledger, the projector or the recall index is written here. The Python package
+//! (`python/ctxlog/`) re-exports this module with its type stubs.
+//!
+//! ```python
+//! import ctxlog
+//! with ctxlog.Store("./.ctxlog") as store:
+//!     chat = store.conversation("chat1")
+//!     chat.commit(user="My code is ZX-81.", assistant="Noted.")
+//!     body, report = chat.project(input="What is my code?", max_bytes=8192)
+//! ```
+
+mod errors;
+mod json;
+
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use ctxlog::ops::{
+    CommitRequest, EraseRequest, EraseTarget, ListRequest, LogRequest, ProjectRequest,
+    RecallRequest, ReindexRequest, VerifyRequest,
+};
+use ctxlog::{ConversationName, Policy, Tokenizer, WireFormat};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString, PyTuple};
+
+use crate::errors::{into_py_err, usage};
+
+/// The store a Python `Store` and its conversations share; `None` once closed.
+struct Shared {
+    store: RwLock<Option<Arc<ctxlog::Store>>>,
+    location: String,
+}
+
+impl Shared {
+    /// The open store, or `UsageError` after `close()`.
+    fn get(&self) -> PyResult<Arc<ctxlog::Store>> {
+        let guard = self.store.read().unwrap_or_else(PoisonError::into_inner);
+        guard
+            .clone()
+            .ok_or_else(|| usage(format!("store {} is closed", self.location)))
+    }
+
+    fn close(&self) {
+        let mut guard = self.store.write().unwrap_or_else(PoisonError::into_inner);
+        guard.take();
+    }
+}
+
+/// Runs one store operation with the GIL released, turning its error into an exception.
+fn call<T: Send>(
+    py: Python<'_>,
+    shared: &Shared,
+    op: impl FnOnce(&ctxlog::Store) -> ctxlog::Result<T> + Send,
+) -> PyResult<T> {
+    let store = shared.get()?;
+    py.detach(|| op(&store)).map_err(|e| into_py_err(py, &e))
+}
+
+/// A set of conversations: the embedded file store at a directory (SPEC L9).
+///
+/// `Store(path)` opens (lazily: nothing is created until the first commit) the store at
+/// `path`, a directory. Safe to share between threads; every call releases the GIL. Used as
+/// a context manager, leaving the block closes it: the writer locks it holds on conversations
+/// are released and later calls raise `UsageError`.
+#[pyclass(frozen, name = "Store", module = "ctxlog")]
+struct PyStore {
+    shared: Arc<Shared>,
+}
+
+#[pymethods]
+impl PyStore {
+    /// Opens the store at `url`: a directory path (str or os.PathLike). `writer_wait`
+    /// (seconds) bounds how long a commit queues behind other commits of this process to
+    /// the same conversation before raising `Busy` [default: None, as long as it takes].
+    #[new]
+    #[pyo3(signature = (url, *, writer_wait = None))]
+    fn new(url: PathBuf, writer_wait: Option<f64>) -> PyResult<Self> {
+        let location = url.display().to_string();
+        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+            return Err(usage(
+                "this build of ctxlog has no PostgreSQL backend yet; give a directory".into(),
+            ));
+        }
+        let mut store = ctxlog::Store::open(&url);
+        if let Some(seconds) = writer_wait {
+            let wait = Duration::try_from_secs_f64(seconds)
+                .map_err(|e| usage(format!("writer_wait must be seconds >= 0: {e}")))?;
+            store.set_writer_wait(Some(wait));
+        }
+        Ok(PyStore {
+            shared: Arc::new(Shared {
+                store: RwLock::new(Some(Arc::new(store))),
+                location,
+            }),
+        })
+    }
+
+    /// The conversation `name` (1-64 characters from A-Z a-z 0-9 _ -). Nothing is created
+    /// until its first commit. Raises `UsageError` for an invalid name.
+    fn conversation(&self, name: &str) -> PyResult<PyConversation> {
+        self.shared.get()?;
+        let name = ConversationName::new(name).map_err(|e| usage(e.to_string()))?;
+        Ok(PyConversation {
+            shared: self.shared.clone(),
+            name: name.to_string(),
+        })
+    }
+
+    /// The store's conversations, newest activity first: a list of
+    /// `{"name", "events", "bytes", "last_activity_ms"}`.
+    fn list<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let list = call(py, &self.shared, |s| s.list(&ListRequest {}))?;
+        json::to_py(py, &list.conversations)
+    }
+
+    /// Closes the store: releases the writer locks it holds. Later calls raise `UsageError`.
+    /// Calls still running finish first.
+    fn close(&self) {
+        self.shared.close();
+    }
+
+    /// True once `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.shared.get().is_err()
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> bool {
+        self.shared.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ctxlog.Store({:?})", self.shared.location)
+    }
+}
+
+/// One conversation of a store. Cheap to create; safe to share between threads (commits to
+/// one conversation queue inside the process; reads run in parallel).
+#[pyclass(frozen, name = "Conversation", module = "ctxlog")]
+struct PyConversation {
+    shared: Arc<Shared>,
+    name: String,
+}
+
+/// The `project` keyword arguments, shared by `project` and `project_dict`.
+#[allow(clippy::too_many_arguments)]
+fn project_request(
+    conversation: &str,
+    input: String,
+    max_tokens: Option<u64>,
+    max_bytes: Option<u64>,
+    format: &str,
+    tokenizer: &str,
+    reserve_output: Option<u64>,
+    recall: Option<usize>,
+    policy: &str,
+    system: Option<String>,
+    model: Option<String>,
+    notice: bool,
+    tools: Option<&Bound<'_, PyAny>>,
+    recall_tool: bool,
+) -> PyResult<ProjectRequest> {
+    let tools = match tools {
+        None => Vec::new(),
+        Some(tools) => serde_json::from_value(json::from_py(tools)?).map_err(|e| {
+            errors::bad_input(format!(
+                "tools: expected a list of tool definition dicts: {e}"
+            ))
+        })?,
+    };
+    Ok(ProjectRequest {
+        conversation: conversation.to_string(),
+        input,
+        system,
+        model,
+        format: format
+            .parse::<WireFormat>()
+            .map_err(|e| usage(e.to_string()))?,
+        max_bytes,
+        max_tokens,
+        tokenizer: tokenizer
+            .parse::<Tokenizer>()
+            .map_err(|e| usage(e.to_string()))?,
+        reserve_output,
+        policy: policy.parse::<Policy>().map_err(|e| usage(e.to_string()))?,
+        recall,
+        notice,
+        tools,
+        recall_tool,
+    })
+}
+
+impl PyConversation {
+    fn project_raw(&self, py: Python<'_>, request: ProjectRequest) -> PyResult<ctxlog::Projection> {
+        call(py, &self.shared, move |s| s.project(&request))
+    }
+}
+
+#[pymethods]
+impl PyConversation {
+    /// The conversation's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Commits one turn (or part of one) atomically and durably, creating the conversation
+    /// on its first commit. Either the shorthand (`user=`, `assistant=`, one or both) or the
+    /// full form (`events=[{"kind": "user", "text": …}, {"kind": "tool_call", …}, …]`, the
+    /// CLI's event JSON as dicts). `id` makes the commit idempotent: the same id and content
+    /// again writes nothing and returns the original receipt; other content raises
+    /// `Conflict`. Returns `{"first_seq", "last_seq", "replayed"}`.
+    #[pyo3(signature = (user = None, assistant = None, *, events = None, id = None))]
+    fn commit<'py>(
+        &self,
+        py: Python<'py>,
+        user: Option<String>,
+        assistant: Option<String>,
+        events: Option<&Bound<'py, PyAny>>,
+        id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let turn = match events {
+            Some(events) => {
+                if user.is_some() || assistant.is_some() {
+                    return Err(usage(
+                        "give either user=/assistant= or events=, not both".into(),
+                    ));
+                }
+                serde_json::json!({ "events": json::from_py(events)? })
+            }
+            None => serde_json::json!({ "user": user, "assistant": assistant }),
+        };
+        let bytes = serde_json::to_vec(&turn).map_err(|e| errors::bad_input(e.to_string()))?;
+        let request = CommitRequest::from_json(&self.name, &bytes, id.as_deref())
+            .map_err(|e| into_py_err(py, &e))?;
+        let receipt = call(py, &self.shared, move |s| s.commit(&request))?;
+        json::to_py(py, &receipt)
+    }
+
+    /// The exact request body for one model call, and its report: `(body: bytes, report:
+    /// dict)`. `body` is byte for byte what `ctxlog project` prints for the same options.
+    /// Raises `MandatoryExceedsBudget` (with `needed_bytes`, `needed_tokens`) when the system
+    /// prompt and input alone do not fit; the ledger is never written.
+    #[pyo3(signature = (input, *, max_tokens = None, max_bytes = None, format = "openai-chat",
+        tokenizer = "o200k", reserve_output = None, recall = None, policy = "turns",
+        system = None, model = None, notice = false, tools = None, recall_tool = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn project<'py>(
+        &self,
+        py: Python<'py>,
+        input: String,
+        max_tokens: Option<u64>,
+        max_bytes: Option<u64>,
+        format: &str,
+        tokenizer: &str,
+        reserve_output: Option<u64>,
+        recall: Option<usize>,
+        policy: &str,
+        system: Option<String>,
+        model: Option<String>,
+        notice: bool,
+        tools: Option<&Bound<'py, PyAny>>,
+        recall_tool: bool,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyAny>)> {
+        let request = project_request(
+            &self.name,
+            input,
+            max_tokens,
+            max_bytes,
+            format,
+            tokenizer,
+            reserve_output,
+            recall,
+            policy,
+            system,
+            model,
+            notice,
+            tools,
+            recall_tool,
+        )?;
+        let projection = self.project_raw(py, request)?;
+        Ok((
+            PyBytes::new(py, &projection.body),
+            json::to_py(py, &projection.report)?,
+        ))
+    }
+
+    /// Like `project`, with the body parsed into a dict, ready for an SDK:
+    /// `client.chat.completions.create(**body)`. Returns `(body: dict, report: dict)`.
+    #[pyo3(signature = (input, *, max_tokens = None, max_bytes = None, format = "openai-chat",
+        tokenizer = "o200k", reserve_output = None, recall = None, policy = "turns",
+        system = None, model = None, notice = false, tools = None, recall_tool = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn project_dict<'py>(
+        &self,
+        py: Python<'py>,
+        input: String,
+        max_tokens: Option<u64>,
+        max_bytes: Option<u64>,
+        format: &str,
+        tokenizer: &str,
+        reserve_output: Option<u64>,
+        recall: Option<usize>,
+        policy: &str,
+        system: Option<String>,
+        model: Option<String>,
+        notice: bool,
+        tools: Option<&Bound<'py, PyAny>>,
+        recall_tool: bool,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let (body, report) = self.project(
+            py,
+            input,
+            max_tokens,
+            max_bytes,
+            format,
+            tokenizer,
+            reserve_output,
+            recall,
+            policy,
+            system,
+            model,
+            notice,
+            tools,
+            recall_tool,
+        )?;
+        Ok((json::loads(py, body.as_any())?, report))
+    }
+
+    /// Searches the conversation's history: `{"query", "hits": [...], "next_offset",
+    /// "note"}`. The query is taken literally; an empty one lists newest first. `seq` pages
+    /// through one event; `offset` is the previous result's `next_offset`.
+    #[pyo3(signature = (query = "", *, limit = ctxlog::RECALL_DEFAULT_LIMIT, seq = None, offset = 0))]
+    fn recall<'py>(
+        &self,
+        py: Python<'py>,
+        query: &str,
+        limit: usize,
+        seq: Option<u64>,
+        offset: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = RecallRequest {
+            conversation: self.name.clone(),
+            query: query.to_string(),
+            seq,
+            offset,
+            limit,
+        };
+        let result = call(py, &self.shared, move |s| s.recall(&request))?;
+        json::to_py(py, &result)
+    }
+
+    /// Erases data for real: `seqs=(a, b)` (widened to whole turns), `commit_id=` (the turns
+    /// of the commit with that id), or `all=True` (the whole conversation). Give exactly one.
+    /// `reason` goes into the tombstone. Returns what was erased (a dict).
+    #[pyo3(signature = (*, seqs = None, commit_id = None, all = false, reason = None))]
+    fn erase<'py>(
+        &self,
+        py: Python<'py>,
+        seqs: Option<(u64, u64)>,
+        commit_id: Option<String>,
+        all: bool,
+        reason: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let target = match (seqs, commit_id, all) {
+            (Some((from, to)), None, false) => EraseTarget::Seqs { from, to },
+            (None, Some(id), false) => EraseTarget::Commit { id },
+            (None, None, true) => EraseTarget::All,
+            _ => {
+                return Err(usage(
+                    "give exactly one of seqs=(a, b), commit_id= or all=True".into(),
+                ));
+            }
+        };
+        let request = EraseRequest {
+            conversation: self.name.clone(),
+            target,
+            reason: reason.unwrap_or_else(|| ctxlog::DEFAULT_ERASE_REASON.to_string()),
+        };
+        let response = call(py, &self.shared, move |s| s.erase(&request))?;
+        json::to_py(py, &response)
+    }
+
+    /// The conversation's events in seq order (an erased range reads as its tombstone), from
+    /// seq `start`, at most `limit` of them: a list of event dicts.
+    #[pyo3(signature = (*, start = 1, limit = None))]
+    fn log<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        limit: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = LogRequest {
+            conversation: self.name.clone(),
+            from: start,
+            limit,
+        };
+        let log = call(py, &self.shared, move |s| s.log(&request))?;
+        json::to_py(py, &log.events)
+    }
+
+    /// Checks every record, the sidecar index and the artifacts; writes nothing. Returns the
+    /// report (a dict); raises `Corrupt` (with `offset`, `seq`) for a damaged record or
+    /// artifact.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let request = VerifyRequest {
+            conversation: self.name.clone(),
+        };
+        let report = call(py, &self.shared, move |s| {
+            let report = s.verify(&request)?;
+            match ctxlog::ops::verify_problem(&report) {
+                Some(problem) => Err(problem),
+                None => Ok(report),
+            }
+        })?;
+        json::to_py(py, &report)
+    }
+
+    /// Deletes and rebuilds the recall index from the ledger (repairs a damaged one).
+    /// Returns `{"events_indexed", "pages_written", "indexed_through", "artifact_failures"}`.
+    fn reindex<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let request = ReindexRequest {
+            conversation: self.name.clone(),
+        };
+        let stats = call(py, &self.shared, move |s| s.reindex(&request, &mut |_| {}))?;
+        json::to_py(py, &stats)
+    }
+
+    /// The definition of ctxlog's recall tool in `format`'s tool shape (a dict), to offer
+    /// the model (or pass `recall_tool=True` to `project`).
+    #[pyo3(signature = (format = "openai-chat"))]
+    fn recall_tool_definition<'py>(
+        &self,
+        py: Python<'py>,
+        format: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let format = format
+            .parse::<WireFormat>()
+            .map_err(|e| usage(e.to_string()))?;
+        json::to_py(py, &ctxlog::ops::recall_tool_definition(format))
+    }
+
+    /// Answers the model's call of the recall tool: `arguments` as the model produced them
+    /// (the JSON string, or a dict). Returns the tool result's JSON text, to commit as the
+    /// `tool_result` and send back. Never raises for the model's mistakes: bad arguments
+    /// become a tool error the model can read.
+    fn answer_recall_tool(&self, py: Python<'_>, arguments: &Bound<'_, PyAny>) -> PyResult<String> {
+        let arguments = match arguments.cast::<PyString>() {
+            Ok(text) => {
+                let text = text.to_cow()?;
+                serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text.into_owned()))
+            }
+            Err(_) => json::from_py(arguments)?,
+        };
+        let store = self.shared.get()?;
+        let name = self.name.clone();
+        let output = py.detach(move || store.recall_tool(&name, &arguments));
+        Ok(output.json.to_string())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ctxlog.Conversation({:?})", self.name)
+    }
+}
+
+/// The native module, `ctxlog._ctxlog`; the package `ctxlog` re-exports it.
+#[pymodule]
+fn _ctxlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStore>()?;
+    m.add_class::<PyConversation>()?;
+    errors::register(m)?;
+    m.add("RECALL_DEFAULT_LIMIT", ctxlog::RECALL_DEFAULT_LIMIT)?;
+    m.add("RECALL_MAX_LIMIT", ctxlog::RECALL_MAX_LIMIT)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

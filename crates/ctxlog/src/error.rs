@@ -140,6 +140,78 @@ impl Error {
     }
 }
 
+/// What the mandatory part of a refused projection needs (SPEC P4), for front ends that
+/// report the figures beside the message (the server's 422 body).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Shortfall {
+    /// Bytes the mandatory part needs on the wire.
+    pub needed_bytes: u64,
+    /// Tokens the mandatory part needs, counted with `tokenizer`.
+    pub needed_tokens: u64,
+    /// The byte budget, if any.
+    pub max_bytes: Option<u64>,
+    /// The token budget as given (before the output reservation), if any.
+    pub max_tokens: Option<u64>,
+    /// What the input may use of the token budget (`max_tokens - reserve_output`), if any.
+    pub input_token_limit: Option<u64>,
+    /// The tokenizer the tokens were counted with.
+    pub tokenizer: ctxlog_projection::Tokenizer,
+}
+
+/// Where a ledger is damaged, without the file's path (for clients that must not learn
+/// server paths).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Corruption {
+    /// Byte offset of the first bad byte or record in the log.
+    pub offset: u64,
+    /// The seq that record should have had, when known.
+    pub seq: Option<u64>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl Error {
+    /// The figures of a [`ErrorClass::OverBudget`] error.
+    pub fn shortfall(&self) -> Option<Shortfall> {
+        match self {
+            Error::Projection(ctxlog_projection::Error::MandatoryExceedsBudget {
+                needed_bytes,
+                needed_tokens,
+                max_bytes,
+                max_tokens,
+                input_token_limit,
+                tokenizer,
+                ..
+            }) => Some(Shortfall {
+                needed_bytes: *needed_bytes,
+                needed_tokens: *needed_tokens,
+                max_bytes: *max_bytes,
+                max_tokens: *max_tokens,
+                input_token_limit: *input_token_limit,
+                tokenizer: *tokenizer,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The offset and seq of a corrupt ledger record, wherever the error surfaced.
+    pub fn corruption(&self) -> Option<Corruption> {
+        match self.ledger_cause()? {
+            ctxlog_ledger::Error::Corrupt {
+                offset,
+                seq,
+                reason,
+                ..
+            } => Some(Corruption {
+                offset: *offset,
+                seq: *seq,
+                reason: reason.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 fn ledger_class(e: &ctxlog_ledger::Error) -> ErrorClass {
     use ctxlog_ledger::Error as L;
     match e {
@@ -159,9 +231,49 @@ fn projection_class(e: &ctxlog_projection::Error) -> ErrorClass {
     match e {
         P::MandatoryExceedsBudget { .. } => ErrorClass::OverBudget,
         P::InvalidBudget { .. } | P::InvalidRequest { .. } => ErrorClass::Usage,
+        P::InvalidBody { .. } => ErrorClass::BadInput,
         _ => ErrorClass::Other,
     }
 }
 
 /// `Result` with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use crate::ops::ProjectRequest;
+
+    #[test]
+    fn over_budget_errors_carry_their_shortfall() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path());
+        let e = store
+            .project(&ProjectRequest {
+                conversation: "c".into(),
+                input: "a question that needs more than ten bytes".into(),
+                max_bytes: Some(10),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(e.class(), crate::ErrorClass::OverBudget);
+        let shortfall = e.shortfall().unwrap();
+        assert!(shortfall.needed_bytes > 10);
+        assert_eq!(shortfall.max_bytes, Some(10));
+        assert!(e.corruption().is_none());
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_request_is_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path());
+        let e = store
+            .count(&crate::ops::CountRequest {
+                body: b"not json".to_vec(),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(e.class(), crate::ErrorClass::BadInput);
+    }
+}

@@ -2,7 +2,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { conv: null, events: [], timer: null, seqOf: new Map() };
+const state = { conv: null, events: [], timer: null, seqOf: new Map(), ticket: 0 };
 
 function headers() {
   const h = { "content-type": "application/json" };
@@ -123,11 +123,15 @@ async function project() {
   };
   const err = $("projection-error");
   const kept = $("kept-turns");
+  // Only the newest request draws: answers may arrive out of order.
+  const ticket = ++state.ticket;
   try {
     const out = await api("POST", `/v1/conversations/${encodeURIComponent(state.conv)}/projection?report=true`, request);
+    if (ticket !== state.ticket) return;
     err.hidden = true;
     drawReport(out.report, budget);
   } catch (e) {
+    if (ticket !== state.ticket) return;
     err.hidden = false;
     const d = e.detail || {};
     err.textContent = d.class === "over_budget"
@@ -151,6 +155,9 @@ function drawReport(report, budget) {
     li.classList.toggle("kept", inRanges(seq, report.kept));
     li.classList.toggle("dropped", inRanges(seq, report.dropped));
   }
+  // Show where the kept history starts (the timeline is oldest first).
+  const firstKept = document.querySelector("#timeline li.kept");
+  if (firstKept) $("timeline").scrollTop = Math.max(0, firstKept.offsetTop - 60);
   const bar = $("tiers");
   const legend = $("tier-legend");
   bar.replaceChildren();
@@ -177,7 +184,7 @@ async function recall(event) {
     const result = await api("POST", `/v1/conversations/${encodeURIComponent(state.conv)}/recall`, { query: $("query").value, limit: 10 });
     $("recall-note").textContent = result.note;
     for (const h of result.hits) {
-      const prov = `seq ${h.seq} · ${h.kind}${h.tool ? " · " + h.tool : ""}${h.status ? " · " + h.status : ""} · page ${h.page + 1}/${h.pages} · chars ${h.char_start}–${h.char_end} · score ${Number(h.score).toFixed(2)}`;
+      const prov = `seq ${h.seq} · ${h.kind}${h.tool ? " · " + h.tool : ""}${h.status ? " · " + h.status : ""} · page ${h.page + 1}/${h.pages} · chars ${h.char_start}–${h.char_end} · score ${Number(h.score).toPrecision(3)}`;
       ol.append(el("li", { "data-seq": String(h.seq) }, el("div", { class: "prov" }, prov), el("div", {}, h.text.length > 400 ? h.text.slice(0, 400) + "…" : h.text)));
     }
   } catch (e) {

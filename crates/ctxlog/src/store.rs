@@ -463,11 +463,7 @@ impl Store {
             });
         }
         let handle = turn.handle.insert(handle);
-        let report =
-            self.exclusive(
-                &slot,
-                || Ok(handle.erase(&request.target, &request.reason)?),
-            )?;
+        let report = self.exclusive(&slot, || handle.erase(&request.target, &request.reason))?;
         Ok(report.into())
     }
 

@@ -202,6 +202,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let tokens = match (&options.tokens_file, std::env::var("CTXLOG_TOKENS")) {
         (Some(path), _) => Some(Tokens::from_file(path)?),

@@ -412,3 +412,36 @@ async fn corruption_is_500_with_offset_and_seq_and_no_path() {
             .contains(dir.path().to_str().unwrap())
     );
 }
+
+#[tokio::test]
+async fn a_writer_in_another_process_is_423_with_retry_after() {
+    let (dir, app) = open_app();
+    // Another store on the same directory stands for another process: it creates the
+    // conversation and keeps its writer (and the OS lock) open.
+    let other = ctxlog::Store::open(dir.path());
+    let mut holder = other.conversation("held").unwrap();
+    let turn = ctxlog::parse_commit(br#"{"user":"hello","assistant":"hi"}"#, None).unwrap();
+    holder.commit(&turn).unwrap();
+    let reply = post(
+        &app,
+        "/v1/conversations/held/commits",
+        r#"{"user":"blocked"}"#,
+    )
+    .await;
+    assert_eq!(
+        (reply.status.as_u16(), reply.class().as_str()),
+        (423, "locked")
+    );
+    assert_eq!(reply.headers["retry-after"], "1");
+    // Reads never wait for the writer.
+    let log = get(&app, "/v1/conversations/held/events").await;
+    assert_eq!(log.json()["last_seq"], 2);
+    drop(holder);
+    let reply = post(&app, "/v1/conversations/held/commits", r#"{"user":"now"}"#).await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+}

@@ -30,6 +30,7 @@ const RETRY_AFTER_SECS: &str = "1";
 /// | `over_budget` | 422 |
 /// | `locked` | 423 + `Retry-After` |
 /// | `corrupt` | 500 |
+/// | `index_damaged` | 500 (the recall index, a cache: `reindex` repairs it) |
 /// | `internal` | 500 (message generic; details in the server log) |
 /// | `busy` | 503 + `Retry-After` |
 #[derive(Debug)]
@@ -129,7 +130,18 @@ impl AppError {
             ),
             ErrorClass::Busy => AppError::new(S::SERVICE_UNAVAILABLE, "busy", e.to_string()),
             ErrorClass::Corrupt => corrupt(&e),
-            _ => AppError::internal(&e),
+            _ => match &e {
+                Error::Recall(recall) if recall.is_damaged() => {
+                    tracing::error!(error = %e, "recall index damaged");
+                    AppError::new(
+                        S::INTERNAL_SERVER_ERROR,
+                        "index_damaged",
+                        "the conversation's recall index is damaged (a disposable cache; the \
+                         ledger is intact): POST /v1/conversations/{name}/reindex rebuilds it",
+                    )
+                }
+                _ => AppError::internal(&e),
+            },
         }
     }
 }

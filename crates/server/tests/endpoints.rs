@@ -445,3 +445,41 @@ async fn a_writer_in_another_process_is_423_with_retry_after() {
         String::from_utf8_lossy(&reply.body)
     );
 }
+
+#[tokio::test]
+async fn a_damaged_recall_index_is_named_and_reindex_repairs_it() {
+    let (dir, app) = open_app();
+    commit_turn(&app, "idx", "the deployment window is Tuesday", "noted").await;
+    // No read has opened the index yet: put garbage where it goes.
+    std::fs::write(dir.path().join("idx/recall.sqlite"), vec![0x5a; 8192]).unwrap();
+    let damaged = post(
+        &app,
+        "/v1/conversations/idx/recall",
+        r#"{"query":"deployment"}"#,
+    )
+    .await;
+    let text = String::from_utf8_lossy(&damaged.body).to_string();
+    assert_eq!(
+        (damaged.status.as_u16(), damaged.class().as_str()),
+        (500, "index_damaged"),
+        "{text}"
+    );
+    assert!(
+        text.contains("reindex") && !text.contains(dir.path().to_str().unwrap()),
+        "{text}"
+    );
+    let repaired = post(&app, "/v1/conversations/idx/reindex", "").await;
+    assert_eq!(
+        repaired.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&repaired.body)
+    );
+    let found = post(
+        &app,
+        "/v1/conversations/idx/recall",
+        r#"{"query":"deployment"}"#,
+    )
+    .await;
+    assert_eq!(found.json()["hits"][0]["seq"], 1);
+}

@@ -189,8 +189,9 @@ pub struct ServeOptions {
     pub writer_wait: Duration,
 }
 
-/// How long shutdown waits for blocking work (a commit whose client went away) to finish.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(60);
+/// How long shutdown waits for open connections, and then for blocking work (a commit whose
+/// client went away), to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// `ctxlog serve`: logs to stderr, listens on `options.addr` and serves until SIGTERM or
 /// Ctrl-C, then finishes the requests in flight.
@@ -230,7 +231,24 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
             tenants = config.tokens.as_ref().map_or(0, |t| t.tenants().len()),
             "ctxlog serve: listening on http://{addr}/ (inspector at /, API under /v1)"
         );
-        run(listener, AppState::new(&config), shutdown_signal()).await?;
+        let (stopping, mut stopping_rx) = tokio::sync::watch::channel(false);
+        let shutdown = async move {
+            shutdown_signal().await;
+            let _ = stopping.send(true);
+        };
+        // Connections that stay open past the grace (a client that never finishes its
+        // request) do not hold the process: blocking work that started still completes below.
+        let grace = async move {
+            let _ = stopping_rx.wait_for(|stopping| *stopping).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            served = run(listener, AppState::new(&config), shutdown) => served?,
+            () = grace => tracing::warn!(
+                "ctxlog serve: connections still open {}s after the signal; closing them",
+                SHUTDOWN_GRACE.as_secs()
+            ),
+        }
         tracing::info!("ctxlog serve: stopped");
         anyhow::Ok(())
     });

@@ -265,6 +265,23 @@ impl Store {
         f(turn.get()?)
     }
 
+    /// Runs `f`, which may open the recall index of `name`, on a read handle. The index is
+    /// created by its first reader: while it does not exist, such reads run one at a time, or
+    /// two would both create its tables.
+    fn read_indexed<T>(&self, name: &str, f: impl FnOnce(&mut Snapshot) -> Result<T>) -> Result<T> {
+        let name = ConversationName::new(name)?;
+        if self.backend.recall_cache(&name).exists() {
+            return self.read(name.as_str(), f);
+        }
+        let slot = self.slot(&name);
+        let _files = slot
+            .files
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut turn = self.reader_turn(&slot, &name)?;
+        f(turn.get()?)
+    }
+
     /// Runs `f` with no read of `name` in flight, after closing the pooled read handles (they
     /// hold files that `f` deletes or replaces).
     fn exclusive<T>(&self, slot: &Slot, f: impl FnOnce() -> Result<T>) -> Result<T> {
@@ -355,7 +372,13 @@ impl Store {
     pub fn project(&self, request: &ProjectRequest) -> Result<Projection> {
         check_recall_k(request.recall)?;
         let builder = request.to_builder()?;
-        match self.read(&request.conversation, |snapshot| snapshot.project(&builder)) {
+        let project = |snapshot: &mut Snapshot| snapshot.project(&builder);
+        let result = if builder.build()?.recall_k() > 0 {
+            self.read_indexed(&request.conversation, project)
+        } else {
+            self.read(&request.conversation, project)
+        };
+        match result {
             Err(Error::NotFound { .. }) => Ok(ctxlog_projection::project(
                 &SliceHistory::new(&[]),
                 &builder.build()?,
@@ -398,7 +421,7 @@ impl Store {
             limit: request.limit,
             ..Default::default()
         };
-        self.read(&request.conversation, |snapshot| {
+        self.read_indexed(&request.conversation, |snapshot| {
             snapshot.recall(&request.query, &options)
         })
     }
@@ -410,7 +433,7 @@ impl Store {
         conversation: &str,
         arguments: &serde_json::Value,
     ) -> ctxlog_recall::ToolOutput {
-        self.read(conversation, |snapshot| Ok(snapshot.recall_tool(arguments)))
+        self.read_indexed(conversation, |snapshot| Ok(snapshot.recall_tool(arguments)))
             .unwrap_or_else(|e| {
                 ctxlog_recall::tool_error("conversation_unavailable", &e.to_string())
             })

@@ -71,7 +71,9 @@ fn handler(endpoint: &Endpoint) -> MethodRouter<AppState> {
         "/v1/conversations/{name}/erase" => on(filter, erase),
         "/v1/conversations/{name}/verify" => on(filter, verify),
         "/v1/conversations/{name}/reindex" => on(filter, reindex),
-        _ => on(filter, count),
+        "/v1/count" => on(filter, count),
+        // An entry without a handler answers like an unknown route: the OpenAPI test fails.
+        _ => on(filter, no_route),
     }
 }
 

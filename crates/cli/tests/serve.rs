@@ -42,13 +42,22 @@ fn refuses_to_listen_beyond_loopback_without_tokens() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("secret-but-short"));
 }
 
-#[cfg(unix)]
-#[test]
-fn serves_and_stops_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = ctxlog()
+/// Starts `ctxlog serve` on a free loopback port; returns the child, its stderr and address.
+fn start(
+    root: &std::path::Path,
+    tokens: Option<&str>,
+) -> (
+    std::process::Child,
+    BufReader<std::process::ChildStderr>,
+    String,
+) {
+    let mut cmd = ctxlog();
+    if let Some(tokens) = tokens {
+        cmd.env("CTXLOG_TOKENS", tokens);
+    }
+    let mut child = cmd
         .arg("--root")
-        .arg(dir.path())
+        .arg(root)
         .args(["serve", "--addr", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn()
@@ -65,12 +74,53 @@ fn serves_and_stops_on_sigterm() {
             break rest.split('/').next().unwrap().to_string();
         }
     };
-    let mut stream = TcpStream::connect(&addr).unwrap();
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    (child, stderr, addr)
+}
+
+/// One GET over a fresh connection; the whole reply.
+fn get(addr: &str, path: &str, token: Option<&str>) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut reply = String::new();
     stream.read_to_string(&mut reply).unwrap();
+    reply
+}
+
+#[cfg(unix)]
+#[test]
+fn tokens_from_the_environment_are_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "env-token-0123456789abcdef";
+    let (mut child, _stderr, addr) = start(dir.path(), Some(&format!("{token} team-a")));
+    assert!(get(&addr, "/v1/conversations", None).starts_with("HTTP/1.1 401"));
+    let wrong = get(
+        &addr,
+        "/v1/conversations",
+        Some("env-token-0123456789abcdeX"),
+    );
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    let ok = get(&addr, "/v1/conversations", Some(token));
+    assert!(
+        ok.starts_with("HTTP/1.1 200") && ok.ends_with(r#"{"conversations":[]}"#),
+        "{ok}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn serves_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, mut stderr, addr) = start(dir.path(), None);
+    let reply = get(&addr, "/healthz", None);
     assert!(
         reply.starts_with("HTTP/1.1 200") && reply.ends_with(r#"{"status":"ok"}"#),
         "{reply}"

@@ -95,6 +95,31 @@ pub enum Command {
     /// {"erased":{"from":A,"to":B},"requested":{…},"events":N,"artifacts_deleted":N,…};
     /// --all prints {"erased":"all","conversation":…}.
     Erase(EraseArgs),
+    /// Serve every operation as JSON over HTTP, and the web inspector at / (see docs/http-api.md).
+    ///
+    /// Without tokens the server uses the store at --root and must listen on loopback; with
+    /// --tokens FILE (or CTXLOG_TOKENS) each request needs `Authorization: Bearer TOKEN` and
+    /// each tenant gets its own store under <root>/tenants/<tenant>/. Stops on SIGTERM or
+    /// Ctrl-C after finishing the requests in flight.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen (port 0 picks a free port; the address is logged)
+    #[arg(long, default_value = "127.0.0.1:7474")]
+    pub addr: std::net::SocketAddr,
+    /// Bearer tokens: one `TOKEN TENANT` pair a line [default: $CTXLOG_TOKENS, pairs separated
+    /// by newlines or `;`; else none, loopback only]
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+    /// The largest request body accepted, in MiB (larger ones get 413)
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub body_limit_mib: u64,
+    /// How long a commit waits behind other commits to the same conversation before the
+    /// server answers 503 with Retry-After, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub writer_wait: u64,
 }
 
 #[derive(Debug, Args)]

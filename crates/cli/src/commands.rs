@@ -11,6 +11,7 @@ use ctxlog::{Event, EventBody, Store, VerifyReport};
 
 use crate::args::{
     Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, LogArgs, ProjectArgs, RecallArgs,
+    ServeArgs,
 };
 use crate::output::{self, Failure};
 
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Erase(args) => erase(&store, args),
         Command::List => list(&store, json),
         Command::Demo => crate::demo::run(&store, &cli.root),
+        Command::Serve(args) => serve(&cli.root, args),
     }
 }
 
@@ -342,6 +344,17 @@ fn list(store: &Store, json: bool) -> Result<(), Failure> {
         ));
     }
     output::stdout(out.as_bytes())
+}
+
+fn serve(root: &Path, args: ServeArgs) -> Result<(), Failure> {
+    ctxlog_server::serve(ctxlog_server::ServeOptions {
+        addr: args.addr,
+        root: root.to_path_buf(),
+        tokens_file: args.tokens,
+        body_limit: usize::try_from(args.body_limit_mib << 20).unwrap_or(usize::MAX),
+        writer_wait: std::time::Duration::from_secs(args.writer_wait),
+    })
+    .map_err(|e| Failure::other(format!("serve: {e:#}")))
 }
 
 #[cfg(test)]

@@ -41,6 +41,10 @@ pub fn run(store: &Store, root: &Path) -> Result<(), Failure> {
         out,
         "\nLook around:\n  ctxlog --root {root_arg} log {name}\n  ctxlog --root {root_arg} project {name} --input 'Which files?' --max-bytes 600 --report report.json\n  ctxlog --root {root_arg} recall {name} 'disk usage'"
     );
+    let _ = writeln!(
+        out,
+        "\nSee it in the inspector (budget slider, timeline, recall):\n  ctxlog --root {root_arg} serve\n  then open http://127.0.0.1:7474/ and choose \"{name}\""
+    );
     output::stdout(out.as_bytes())
 }
 

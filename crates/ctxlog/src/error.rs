@@ -123,28 +123,6 @@ impl Error {
         }
     }
 
-    /// The bytes and tokens that the mandatory part of a projection needs, for an error of
-    /// class [`ErrorClass::OverBudget`] (front ends show them: an exception's attributes,
-    /// an HTTP 422 body).
-    pub fn needed(&self) -> Option<(u64, u64)> {
-        match self {
-            Error::Projection(ctxlog_projection::Error::MandatoryExceedsBudget {
-                needed_bytes,
-                needed_tokens,
-                ..
-            }) => Some((*needed_bytes, *needed_tokens)),
-            _ => None,
-        }
-    }
-
-    /// The byte offset and (when known) seq of the damaged record, for a corrupt ledger.
-    pub fn corrupt_at(&self) -> Option<(u64, Option<u64>)> {
-        match self.ledger_cause() {
-            Some(ctxlog_ledger::Error::Corrupt { offset, seq, .. }) => Some((*offset, *seq)),
-            _ => None,
-        }
-    }
-
     /// The ledger error behind this one, if any: directly, or as the source of a projection
     /// or recall failure.
     pub fn ledger_cause(&self) -> Option<&ctxlog_ledger::Error> {
@@ -159,6 +137,78 @@ impl Error {
             cause = e.source();
         }
         None
+    }
+}
+
+/// What the mandatory part of a refused projection needs (SPEC P4), for front ends that
+/// report the figures beside the message (the server's 422 body).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Shortfall {
+    /// Bytes the mandatory part needs on the wire.
+    pub needed_bytes: u64,
+    /// Tokens the mandatory part needs, counted with `tokenizer`.
+    pub needed_tokens: u64,
+    /// The byte budget, if any.
+    pub max_bytes: Option<u64>,
+    /// The token budget as given (before the output reservation), if any.
+    pub max_tokens: Option<u64>,
+    /// What the input may use of the token budget (`max_tokens - reserve_output`), if any.
+    pub input_token_limit: Option<u64>,
+    /// The tokenizer the tokens were counted with.
+    pub tokenizer: ctxlog_projection::Tokenizer,
+}
+
+/// Where a ledger is damaged, without the file's path (for clients that must not learn
+/// server paths).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Corruption {
+    /// Byte offset of the first bad byte or record in the log.
+    pub offset: u64,
+    /// The seq that record should have had, when known.
+    pub seq: Option<u64>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl Error {
+    /// The figures of a [`ErrorClass::OverBudget`] error.
+    pub fn shortfall(&self) -> Option<Shortfall> {
+        match self {
+            Error::Projection(ctxlog_projection::Error::MandatoryExceedsBudget {
+                needed_bytes,
+                needed_tokens,
+                max_bytes,
+                max_tokens,
+                input_token_limit,
+                tokenizer,
+                ..
+            }) => Some(Shortfall {
+                needed_bytes: *needed_bytes,
+                needed_tokens: *needed_tokens,
+                max_bytes: *max_bytes,
+                max_tokens: *max_tokens,
+                input_token_limit: *input_token_limit,
+                tokenizer: *tokenizer,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The offset and seq of a corrupt ledger record, wherever the error surfaced.
+    pub fn corruption(&self) -> Option<Corruption> {
+        match self.ledger_cause()? {
+            ctxlog_ledger::Error::Corrupt {
+                offset,
+                seq,
+                reason,
+                ..
+            } => Some(Corruption {
+                offset: *offset,
+                seq: *seq,
+                reason: reason.clone(),
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -181,6 +231,7 @@ fn projection_class(e: &ctxlog_projection::Error) -> ErrorClass {
     match e {
         P::MandatoryExceedsBudget { .. } => ErrorClass::OverBudget,
         P::InvalidBudget { .. } | P::InvalidRequest { .. } => ErrorClass::Usage,
+        P::InvalidBody { .. } => ErrorClass::BadInput,
         _ => ErrorClass::Other,
     }
 }
@@ -190,34 +241,39 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use crate::ops::ProjectRequest;
 
     #[test]
-    fn over_budget_errors_name_what_the_mandatory_part_needs() {
-        let e = Error::Projection(ctxlog_projection::Error::MandatoryExceedsBudget {
-            needed_bytes: 140,
-            needed_tokens: 31,
-            max_bytes: Some(139),
-            max_tokens: None,
-            reserve_output: None,
-            input_token_limit: None,
-            tokenizer: ctxlog_projection::Tokenizer::default(),
-        });
-        assert_eq!(e.class(), ErrorClass::OverBudget);
-        assert_eq!(e.needed(), Some((140, 31)));
-        assert_eq!(e.corrupt_at(), None);
+    fn over_budget_errors_carry_their_shortfall() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path());
+        let e = store
+            .project(&ProjectRequest {
+                conversation: "c".into(),
+                input: "a question that needs more than ten bytes".into(),
+                max_bytes: Some(10),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(e.class(), crate::ErrorClass::OverBudget);
+        let shortfall = e.shortfall().unwrap();
+        assert!(shortfall.needed_bytes > 10);
+        assert_eq!(shortfall.max_bytes, Some(10));
+        assert!(e.corruption().is_none());
     }
 
     #[test]
-    fn corrupt_errors_name_offset_and_seq() {
-        let e = Error::Ledger(ctxlog_ledger::Error::Corrupt {
-            path: PathBuf::from("log"),
-            offset: 4096,
-            seq: Some(7),
-            reason: "checksum mismatch".into(),
-        });
-        assert_eq!(e.class(), ErrorClass::Corrupt);
-        assert_eq!(e.corrupt_at(), Some((4096, Some(7))));
-        assert_eq!(e.needed(), None);
+    fn a_body_that_is_not_a_request_is_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path());
+        let e = store
+            .count(&crate::ops::CountRequest {
+                body: b"not json".to_vec(),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(e.class(), crate::ErrorClass::BadInput);
     }
 }

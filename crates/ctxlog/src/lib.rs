@@ -44,7 +44,7 @@ mod name;
 pub mod ops;
 mod store;
 
-pub use error::{Error, ErrorClass, Result};
+pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
 pub use input::parse_commit;
 pub use name::ConversationName;

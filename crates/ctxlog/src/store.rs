@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use ctxlog_ledger::{CommitReceipt, Options, VerifyReport};
@@ -68,6 +68,10 @@ struct Slot {
     /// Signalled when the writer is handed back.
     writer_free: Condvar,
     readers: Mutex<Vec<Snapshot>>,
+    /// Reads hold it shared; operations that delete or replace files readers have open (the
+    /// recall index on reindex and erase, the whole directory on erase of all) hold it
+    /// exclusively, so no read runs on a file being replaced.
+    files: RwLock<()>,
 }
 
 #[derive(Default)]
@@ -253,8 +257,23 @@ impl Store {
     fn read<T>(&self, name: &str, f: impl FnOnce(&mut Snapshot) -> Result<T>) -> Result<T> {
         let name = ConversationName::new(name)?;
         let slot = self.slot(&name);
+        let _files = slot
+            .files
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut turn = self.reader_turn(&slot, &name)?;
         f(turn.get()?)
+    }
+
+    /// Runs `f` with no read of `name` in flight, after closing the pooled read handles (they
+    /// hold files that `f` deletes or replaces).
+    fn exclusive<T>(&self, slot: &Slot, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _files = slot
+            .files
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        lock(&slot.readers).clear();
+        f()
     }
 
     /// Commits one turn, creating the conversation on its first commit (SPEC L1–L5). If the
@@ -286,7 +305,10 @@ impl Store {
         let result = handle.commit(&request.commit);
         if result.is_err() && created && handle.last_seq() == 0 {
             if let Some(handle) = turn.handle.take() {
-                self.backend.discard_created(&name, handle.into_writer())?;
+                // A read may have opened the new files meanwhile: let it finish first.
+                self.exclusive(&slot, || {
+                    self.backend.discard_created(&name, handle.into_writer())
+                })?;
             }
         } else if handle.is_poisoned() {
             // A failed sync cannot be retried safely: the next commit reopens (SPEC L8).
@@ -404,7 +426,9 @@ impl Store {
         request: &ReindexRequest,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ReindexResponse> {
-        let stats = self.read(&request.conversation, |snapshot| snapshot.reindex(progress))?;
+        let name = ConversationName::new(&request.conversation)?;
+        let slot = self.slot(&name);
+        let stats = self.exclusive(&slot, || self.open_snapshot(&name)?.reindex(progress))?;
         Ok(ReindexResponse {
             events_indexed: stats.events_indexed,
             pages_written: stats.pages_written,
@@ -428,17 +452,19 @@ impl Store {
             None => self.open_writer(&name, false)?,
         };
         if request.target == EraseTarget::All {
-            // Read handles hold the recall index open: close them before the files go.
-            lock(&slot.readers).clear();
-            self.backend.erase_all(&name, handle.into_writer())?;
-            lock(&self.slots).remove(name.as_str());
+            // The slot stays: a commit queued behind this one must share its locks with the
+            // reads that come after it.
+            self.exclusive(&slot, || {
+                self.backend.erase_all(&name, handle.into_writer())
+            })?;
             return Ok(EraseResponse::All {
                 erased: AllMarker::All,
                 conversation: name.to_string(),
             });
         }
         let handle = turn.handle.insert(handle);
-        Ok(handle.erase(&request.target, &request.reason)?.into())
+        let report = self.exclusive(&slot, || handle.erase(&request.target, &request.reason))?;
+        Ok(report.into())
     }
 
     /// The store's conversations, newest activity first.

@@ -114,13 +114,13 @@ pub fn into_py_err(py: Python<'_>, e: &ctxlog::Error) -> PyErr {
 fn set_details(py: Python<'_>, err: &PyErr, e: &ctxlog::Error, name: &str) -> PyResult<()> {
     let value = err.value(py);
     value.setattr("error_class", name)?;
-    if let Some((bytes, tokens)) = e.needed() {
-        value.setattr("needed_bytes", bytes)?;
-        value.setattr("needed_tokens", tokens)?;
+    if let Some(shortfall) = e.shortfall() {
+        value.setattr("needed_bytes", shortfall.needed_bytes)?;
+        value.setattr("needed_tokens", shortfall.needed_tokens)?;
     }
     if e.class() == ErrorClass::Corrupt {
-        let (offset, seq) = match e.corrupt_at() {
-            Some((offset, seq)) => (Some(offset), seq),
+        let (offset, seq) = match e.corruption() {
+            Some(c) => (Some(c.offset), c.seq),
             None => (None, None),
         };
         value.setattr("offset", offset)?;

@@ -164,7 +164,17 @@ impl Backend for FileBackend {
         if !self.exists(name)? {
             return Err(self.not_found(name));
         }
-        Ok(Box::new(Reader::open_with(self.scoped(name.as_str()))?))
+        match Reader::open_with(self.scoped(name.as_str())) {
+            Ok(reader) => Ok(Box::new(reader)),
+            // Removed since the check above (erased, or created by a commit that was refused
+            // and so removed again): it does not exist.
+            Err(ctxlog_ledger::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Err(self.not_found(name))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn discard_created(

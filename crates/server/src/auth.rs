@@ -1,0 +1,146 @@
+//! Bearer tokens and tenants (SPEC I3).
+//!
+//! # Format
+//! A tokens file (`--tokens FILE`) or the `CTXLOG_TOKENS` variable holds one `TOKEN TENANT`
+//! pair a line (in the variable, `;` also separates pairs). Blank lines and lines starting
+//! with `#` are ignored. A tenant name follows the conversation-name rule
+//! (`[A-Za-z0-9_-]{1,64}`); a token is at least 16 visible ASCII characters. Several tokens
+//! may map to one tenant; one token may not map to two.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+
+/// The shortest token accepted: shorter ones are guessable.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Tokens mapped to tenants.
+#[derive(Clone, Default)]
+pub struct Tokens {
+    by_token: Vec<(Vec<u8>, String)>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the tokens themselves.
+        f.debug_struct("Tokens")
+            .field("tenants", &self.tenants())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tokens {
+    /// Parses `TOKEN TENANT` pairs (see the module's format).
+    ///
+    /// # Errors
+    /// A line that is not such a pair (named by its number, without echoing the token), a
+    /// short token, an invalid tenant name, a token given twice for different tenants, or no
+    /// pair at all.
+    pub fn parse(text: &str) -> anyhow::Result<Tokens> {
+        let mut seen: HashMap<&str, &str> = HashMap::new();
+        let mut by_token = Vec::new();
+        let pairs = text.lines().flat_map(|l| l.split(';')).enumerate();
+        for (i, line) in pairs {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let n = i + 1;
+            let mut fields = line.split_whitespace();
+            let (Some(token), Some(tenant), None) = (fields.next(), fields.next(), fields.next())
+            else {
+                bail!("tokens entry {n}: expected `TOKEN TENANT`");
+            };
+            if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                bail!(
+                    "tokens entry {n}: a token must be at least {MIN_TOKEN_LEN} visible ASCII characters"
+                );
+            }
+            ctxlog::ConversationName::new(tenant)
+                .map_err(|e| anyhow::anyhow!("tokens entry {n}: tenant: {e}"))?;
+            match seen.insert(token, tenant) {
+                Some(other) if other != tenant => {
+                    bail!("tokens entry {n}: this token is already given to another tenant")
+                }
+                Some(_) => continue,
+                None => by_token.push((token.as_bytes().to_vec(), tenant.to_string())),
+            }
+        }
+        if by_token.is_empty() {
+            bail!("no `TOKEN TENANT` pairs found");
+        }
+        Ok(Tokens { by_token })
+    }
+
+    /// Reads and parses a tokens file.
+    ///
+    /// # Errors
+    /// The file cannot be read, or [`Tokens::parse`] refuses it.
+    pub fn from_file(path: &Path) -> anyhow::Result<Tokens> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read tokens file {}", path.display()))?;
+        Tokens::parse(&text).with_context(|| format!("tokens file {}", path.display()))
+    }
+
+    /// The tenant a presented token belongs to. Every known token is compared in full, in
+    /// time independent of where they differ.
+    pub fn tenant(&self, presented: &[u8]) -> Option<&str> {
+        let mut found = None;
+        for (token, tenant) in &self.by_token {
+            if constant_time_eq(token, presented) {
+                found = Some(tenant.as_str());
+            }
+        }
+        found
+    }
+
+    /// The distinct tenants, sorted.
+    pub fn tenants(&self) -> Vec<&str> {
+        let mut tenants: Vec<&str> = self.by_token.iter().map(|(_, t)| t.as_str()).collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        tenants
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn parses_pairs_comments_and_semicolons() {
+        let t = Tokens::parse(
+            "# ops\naaaaaaaaaaaaaaaa alice\n\nbbbbbbbbbbbbbbbb bob;cccccccccccccccc bob",
+        )
+        .unwrap();
+        assert_eq!(t.tenant(b"aaaaaaaaaaaaaaaa"), Some("alice"));
+        assert_eq!(t.tenant(b"cccccccccccccccc"), Some("bob"));
+        assert_eq!(t.tenant(b"aaaaaaaaaaaaaaab"), None);
+        assert_eq!(t.tenants(), vec!["alice", "bob"]);
+    }
+
+    #[test]
+    fn refuses_bad_entries_without_echoing_tokens() {
+        for bad in [
+            "",
+            "short alice",
+            "aaaaaaaaaaaaaaaa",
+            "aaaaaaaaaaaaaaaa ../x",
+            "aaaaaaaaaaaaaaaa a b",
+            "aaaaaaaaaaaaaaaa a\naaaaaaaaaaaaaaaa b",
+        ] {
+            let e = format!("{:#}", Tokens::parse(bad).unwrap_err());
+            assert!(!e.contains("aaaaaaaaaaaaaaaa"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! `ctxlog serve`: the operations of [`ctxlog::Store`] as JSON over HTTP (SPEC I3), and the
+//! web inspector (SPEC I4).
+//!
+//! The server is a thin adapter: each handler parses its request into a [`ctxlog::ops`]
+//! request, runs the operation on a blocking thread, and sends the response (or an
+//! [`AppError`]). Rules live in the operations layer, never here.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use tower::ServiceExt;
+//! let dir = tempfile::tempdir().unwrap();
+//! let app = ctxlog_server::app(ctxlog_server::AppState::new(&ctxlog_server::Config::new(dir.path())));
+//! let request = axum::http::Request::get("/healthz").body(axum::body::Body::empty()).unwrap();
+//! assert_eq!(app.oneshot(request).await.unwrap().status(), 200);
+//! # }
+//! ```
+//!
+//! The contract (paths, statuses, examples) is in `docs/http-api.md` and the OpenAPI
+//! document served at `/openapi.json` ([`OPENAPI`]).
+
+mod auth;
+mod error;
+mod inspector;
+mod routes;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use ctxlog::Store;
+
+pub use auth::{MIN_TOKEN_LEN, Tokens};
+pub use error::AppError;
+pub use routes::{ENDPOINTS, Endpoint};
+
+/// The OpenAPI 3 document of the API, served at `/openapi.json`.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// The default request body limit: 64 MiB, the CLI's input limit (four times the ledger's
+/// default commit cap, so that the ledger names the cap a turn exceeds).
+pub const DEFAULT_BODY_LIMIT: usize = 64 << 20;
+
+/// How long a commit waits for the commits queued before it on the same conversation, by
+/// default, before it is answered 503 `busy`.
+pub const DEFAULT_WRITER_WAIT: Duration = Duration::from_secs(30);
+
+/// How the server is set up: where its stores are, who may call it, its limits.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The store directory. Without tokens it is the one store; with tokens each tenant's
+    /// store is `<root>/tenants/<tenant>/`.
+    pub root: PathBuf,
+    /// Bearer tokens mapped to tenants [default: none: no authentication, one store].
+    pub tokens: Option<Tokens>,
+    /// The largest request body accepted, in bytes; larger ones get 413
+    /// [default: [`DEFAULT_BODY_LIMIT`]].
+    pub body_limit: usize,
+    /// How long a commit waits in its conversation's queue before 503
+    /// [default: [`DEFAULT_WRITER_WAIT`]].
+    pub writer_wait: Duration,
+}
+
+impl Config {
+    /// A configuration over `root` with the defaults above.
+    pub fn new(root: impl AsRef<Path>) -> Config {
+        Config {
+            root: root.as_ref().to_path_buf(),
+            tokens: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            writer_wait: DEFAULT_WRITER_WAIT,
+        }
+    }
+}
+
+/// The server's shared state: the stores (one, or one per tenant) and the limits. Cheap to
+/// clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    tokens: Option<Tokens>,
+    /// The one store (no tokens) under the name "", or one per tenant.
+    stores: HashMap<String, Tenant>,
+    body_limit: usize,
+}
+
+/// The store a request runs against, and the directory to keep out of messages.
+#[derive(Clone, Debug)]
+pub(crate) struct Tenant {
+    pub(crate) store: Arc<Store>,
+    pub(crate) root: Arc<str>,
+}
+
+impl AppState {
+    /// Opens the stores `config` names (nothing is created on disk until a first commit).
+    pub fn new(config: &Config) -> AppState {
+        let open = |root: PathBuf| {
+            let mut store = Store::open(&root);
+            store.set_writer_wait(Some(config.writer_wait));
+            Tenant {
+                store: Arc::new(store),
+                root: root.display().to_string().into(),
+            }
+        };
+        let stores = match &config.tokens {
+            None => HashMap::from([(String::new(), open(config.root.clone()))]),
+            Some(tokens) => tokens
+                .tenants()
+                .into_iter()
+                .map(|t| (t.to_string(), open(config.root.join("tenants").join(t))))
+                .collect(),
+        };
+        AppState {
+            inner: Arc::new(Inner {
+                tokens: config.tokens.clone(),
+                stores,
+                body_limit: config.body_limit,
+            }),
+        }
+    }
+
+    /// The tenant of a request's `Authorization` header value (none when the server has no
+    /// tokens), or 401.
+    pub(crate) fn tenant(&self, authorization: Option<&[u8]>) -> Result<Tenant, AppError> {
+        let name = match &self.inner.tokens {
+            None => "",
+            Some(tokens) => {
+                let header = authorization.ok_or_else(|| {
+                    AppError::unauthorized("missing `Authorization: Bearer TOKEN` header")
+                })?;
+                let token = header.strip_prefix(b"Bearer ").ok_or_else(|| {
+                    AppError::unauthorized("expected `Authorization: Bearer TOKEN`")
+                })?;
+                tokens
+                    .tenant(token.trim_ascii())
+                    .ok_or_else(|| AppError::unauthorized("unknown token"))?
+            }
+        };
+        self.inner
+            .stores
+            .get(name)
+            .cloned()
+            .ok_or_else(|| AppError::internal(&"a token's tenant has no store"))
+    }
+}
+
+/// The application: every route of the API and the inspector over `state`.
+pub fn app(state: AppState) -> Router {
+    let body_limit = state.inner.body_limit;
+    routes::router(state).layer(DefaultBodyLimit::max(body_limit))
+}
+
+/// Serves `app(state)` on `listener` until `shutdown` completes, then stops accepting and
+/// finishes the requests in flight (a commit that started is completed and answered).
+///
+/// # Errors
+/// Accepting connections failed.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// What `ctxlog serve` was asked for.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The store directory.
+    pub root: PathBuf,
+    /// A tokens file; without one, `CTXLOG_TOKENS` is read (see [`Tokens`]).
+    pub tokens_file: Option<PathBuf>,
+    /// The request body limit in bytes.
+    pub body_limit: usize,
+    /// The commit queue wait.
+    pub writer_wait: Duration,
+}
+
+/// How long shutdown waits for open connections, and then for blocking work (a commit whose
+/// client went away), to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// `ctxlog serve`: logs to stderr, listens on `options.addr` and serves until SIGTERM or
+/// Ctrl-C, then finishes the requests in flight.
+///
+/// # Errors
+/// Authentication is missing for an address beyond loopback; the tokens cannot be read; the
+/// address cannot be bound.
+pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+    let tokens = match (&options.tokens_file, std::env::var("CTXLOG_TOKENS")) {
+        (Some(path), _) => Some(Tokens::from_file(path)?),
+        (None, Ok(text)) => Some(Tokens::parse(&text).context("CTXLOG_TOKENS")?),
+        (None, Err(_)) => None,
+    };
+    check_exposure(options.addr, tokens.is_some())?;
+    let config = Config {
+        root: options.root.clone(),
+        tokens,
+        body_limit: options.body_limit,
+        writer_wait: options.writer_wait,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(options.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.addr))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(
+            %addr,
+            tenants = config.tokens.as_ref().map_or(0, |t| t.tenants().len()),
+            "ctxlog serve: listening on http://{addr}/ (inspector at /, API under /v1)"
+        );
+        let (stopping, mut stopping_rx) = tokio::sync::watch::channel(false);
+        let shutdown = async move {
+            shutdown_signal().await;
+            let _ = stopping.send(true);
+        };
+        // Connections that stay open past the grace (a client that never finishes its
+        // request) do not hold the process: blocking work that started still completes below.
+        let grace = async move {
+            let _ = stopping_rx.wait_for(|stopping| *stopping).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            served = run(listener, AppState::new(&config), shutdown) => served?,
+            () = grace => tracing::warn!(
+                "ctxlog serve: connections still open {}s after the signal; closing them",
+                SHUTDOWN_GRACE.as_secs()
+            ),
+        }
+        tracing::info!("ctxlog serve: stopped");
+        anyhow::Ok(())
+    });
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    result
+}
+
+/// Refuses to serve beyond loopback without authentication (SPEC I3).
+///
+/// # Errors
+/// `addr` is not a loopback address and `authenticated` is false.
+pub fn check_exposure(addr: SocketAddr, authenticated: bool) -> anyhow::Result<()> {
+    if !authenticated && !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "refusing to listen on {addr} without authentication: give --tokens FILE (or \
+             CTXLOG_TOKENS) with `TOKEN TENANT` lines, or listen on 127.0.0.1"
+        );
+    }
+    Ok(())
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("ctxlog serve: shutting down; finishing requests in flight");
+}

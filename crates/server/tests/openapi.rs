@@ -1,0 +1,65 @@
+//! The OpenAPI document and the router agree (SPEC I3): every documented operation is routed,
+//! every route is documented, and no other method is answered on a documented path.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use axum::body::Body;
+use common::{call, open_app};
+use ctxlog_server::{ENDPOINTS, OPENAPI};
+
+fn documented() -> BTreeSet<(String, String)> {
+    let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+    let mut ops = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            ops.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    ops
+}
+
+#[test]
+fn document_lists_exactly_the_routes() {
+    let routed: BTreeSet<(String, String)> = ENDPOINTS
+        .iter()
+        .map(|e| (e.method.to_string(), e.path.to_string()))
+        .collect();
+    assert_eq!(documented(), routed);
+}
+
+#[test]
+fn every_referenced_component_exists() {
+    let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+    for r in OPENAPI.split("\"$ref\": \"#/").skip(1) {
+        let path = &r[..r.find('"').unwrap()];
+        let mut node = &doc;
+        for part in path.split('/') {
+            node = &node[part];
+        }
+        assert!(!node.is_null(), "dangling $ref {path}");
+    }
+}
+
+#[tokio::test]
+async fn every_documented_operation_is_routed_and_other_methods_are_405() {
+    let (_dir, app) = open_app();
+    for (method, path) in documented() {
+        let uri = path.replace("{name}", "probe");
+        let reply = call(&app, &method, &uri, &[], Body::empty()).await;
+        let text = String::from_utf8_lossy(&reply.body).to_string();
+        assert!(
+            !text.contains("no such route"),
+            "{method} {path} is not routed"
+        );
+        assert_ne!(reply.status, 405, "{method} {path}");
+        let other = if method == "GET" { "POST" } else { "GET" };
+        if !documented().contains(&(other.to_string(), path.clone())) {
+            let reply = call(&app, other, &uri, &[], Body::empty()).await;
+            assert_eq!(reply.status, 405, "{other} {path}");
+        }
+    }
+}

@@ -14,13 +14,13 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::event::{EventBody, EventKind, SystemMarker};
-use crate::files::{io_err, new_ledger_id, now_ms, open_file};
+use crate::files::{io_err, new_ledger_id, now_ms};
 use crate::format::{
     self, FLAG_END_OF_COMMIT, LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, RecordHeader, names,
 };
 use crate::scan::{Tail, Window};
 use crate::state::LedgerState;
-use crate::storage::{OpenMode, Storage};
+use crate::storage::Storage;
 use crate::tombstone::{is_placeholder, lead_range, widen};
 
 /// The longest `reason` an erasure accepts, in bytes.
@@ -254,7 +254,7 @@ impl Eraser<'_> {
     fn mark_pending(&self) -> Result<()> {
         let st = self.state.storage().as_ref();
         let name = names::ERASE_PENDING;
-        open_file(st, name, OpenMode::Create)?;
+        crate::files::create_fresh(st, name)?;
         if self.syncs() {
             st.sync_dir("").map_err(io_err(st, ""))?;
         }
@@ -354,7 +354,7 @@ impl Eraser<'_> {
     ) -> Result<(u64, BTreeSet<String>)> {
         let st = self.state.storage().as_ref();
         let io = |e| io_err(st, tmp)(e);
-        let mut f = open_file(st, tmp, OpenMode::Create)?;
+        let mut f = crate::files::create_fresh(st, tmp)?;
         f.set_len(0).map_err(io)?;
         let header = LogHeader {
             ledger_id,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::files::{io_err, new_ledger_id, now_ms, open_file};
+use crate::files::{io_err, new_ledger_id, now_ms};
 use crate::format::{LOG_HEADER_LEN, LogHeader, names};
 use crate::options::SyncMode;
 use crate::scan::{self, ScanStart, Tail};
@@ -129,7 +129,7 @@ fn write_fresh_log(st: &dyn Storage, sync: SyncMode) -> Result<()> {
         created_ms: now_ms(),
     };
     let io = |name: &str| io_err(st, name);
-    let mut f = open_file(st, &tmp, OpenMode::Create)?;
+    let mut f = crate::files::create_fresh(st, &tmp)?;
     f.set_len(0).map_err(io(&tmp))?;
     f.write_at(0, &header.encode()).map_err(io(&tmp))?;
     if sync == SyncMode::PerCommit {
@@ -174,7 +174,7 @@ fn save_aside(st: &dyn Storage, offset: u64, bytes: &[u8]) -> Result<PathBuf> {
     let name = format!("{}/tail-{offset}-{}.bin", names::RECOVERED, now_ms());
     let io = |n: &str| io_err(st, n);
     crate::artifact::ensure_dir(st, names::RECOVERED, true, &mut false)?;
-    let mut f = open_file(st, &name, OpenMode::Create)?;
+    let mut f = crate::files::create_fresh(st, &name)?;
     f.set_len(0).map_err(io(&name))?;
     f.write_at(0, bytes).map_err(io(&name))?;
     f.sync().map_err(io(&name))?;

@@ -314,7 +314,7 @@ pub(crate) fn rebuild(st: &dyn Storage, ledger_id: &[u8; 16]) -> Result<()> {
     for kind in WRITE_ORDER {
         let s = spec(kind);
         let tmp = format!("{}.tmp", s.name);
-        let mut f = open_file(st, &tmp, OpenMode::Create)?;
+        let mut f = crate::files::create_fresh(st, &tmp)?;
         f.set_len(0).map_err(io_err(st, &tmp))?;
         f.write_at(0, &s.header(ledger_id))
             .map_err(io_err(st, &tmp))?;

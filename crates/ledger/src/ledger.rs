@@ -76,6 +76,7 @@ impl Ledger {
             .ok_or_else(|| Error::Locked {
                 path: st.location(),
             })?;
+        recovery::remove_stale_temporaries(st)?;
         let recreated = recovery::recreate_if_torn_at_creation(st, options.sync)?;
         recovery::create_log_if_missing(st, options.sync)?;
         if options.check_on_open {

@@ -70,6 +70,35 @@ pub(crate) fn check_whole_log(st: &dyn Storage) -> Result<()> {
     Ok(())
 }
 
+/// Removes the temporary files that killed processes left: `artifacts/.tmp-*` (a commit
+/// killed before its artifact's rename) and `*.tmp` in the conversation directory (a log or
+/// sidecar replacement killed before its rename). Only the writer calls this, holding the
+/// lock, so none of them is in use. An `artifacts/` that is not a real directory (a symlink)
+/// is left alone: nothing is ever removed through it.
+pub(crate) fn remove_stale_temporaries(st: &dyn Storage) -> Result<()> {
+    let mut stale: Vec<String> = Vec::new();
+    if st
+        .is_dir(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+    {
+        let entries = st
+            .list(names::ARTIFACTS)
+            .map_err(io_err(st, names::ARTIFACTS))?;
+        stale.extend(
+            entries
+                .into_iter()
+                .filter(|n| n.starts_with(".tmp-"))
+                .map(|n| format!("{}/{n}", names::ARTIFACTS)),
+        );
+    }
+    let top = st.list("").map_err(io_err(st, ""))?;
+    stale.extend(top.into_iter().filter(|n| n.ends_with(".tmp")));
+    for name in &stale {
+        st.remove(name).map_err(io_err(st, name))?;
+    }
+    Ok(())
+}
+
 /// Creates `ledger.log` with a fresh header, atomically (temporary file, sync, rename).
 pub(crate) fn create_log_if_missing(st: &dyn Storage, sync: SyncMode) -> Result<()> {
     if st.exists(names::LOG).map_err(io_err(st, names::LOG))? {

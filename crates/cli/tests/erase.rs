@@ -175,3 +175,29 @@ fn erase_all_removes_the_directory() {
     assert_eq!(files_with(env.root(), MARKER), Vec::<String>::new());
     env.ok(&["verify", "other"], b"");
 }
+
+/// Regression (issue 9, SPEC E6): `erase --seqs 3-4 --reason 'GDPR ticket 42'` then
+/// `erase --seqs 3-4` rewrote the tombstone's reason and time. Erasing an erased range now
+/// changes no stored byte and says so (`"already_erased":true`, `"events":0`).
+#[test]
+fn erasing_an_erased_range_again_changes_nothing() {
+    let env = Env::new();
+    for i in 0..3 {
+        env.commit("c", &format!("question {i}"), &format!("answer {i}"));
+    }
+    let first = json(&env.ok(
+        &["erase", "c", "--seqs", "3-4", "--reason", "GDPR ticket 42"],
+        b"",
+    ));
+    assert_eq!(first["already_erased"], false, "{first}");
+    let before = snapshot(&env.conv_dir("c"));
+    let again = json(&env.ok(&["erase", "c", "--seqs", "3-4"], b""));
+    assert_eq!(again["already_erased"], true, "{again}");
+    assert_eq!(again["events"], 0, "{again}");
+    assert!(
+        snapshot(&env.conv_dir("c")) == before,
+        "stored bytes changed"
+    );
+    let log = String::from_utf8(env.ok(&["log", "c"], b"")).unwrap();
+    assert!(log.contains("GDPR ticket 42"), "{log}");
+}

@@ -127,6 +127,10 @@ pub(crate) fn recreate_if_torn_at_creation(
     if len >= LOG_HEADER_LEN as u64 {
         return Ok(None);
     }
+    // A sidecar with an intact entry proves commits were acknowledged: this is not a
+    // creation cut short but a log that lost them. Fail closed rather than start afresh.
+    let acked = crate::sidecar::acknowledged(st, None).map_err(io_err(st, names::EVENT_INDEX))?;
+    crate::sidecar::check_acknowledged(st, acked, 0, 0)?;
     let mut partial = vec![0u8; len as usize];
     log.read_at(0, &mut partial)
         .map_err(io_err(st, names::LOG))?;

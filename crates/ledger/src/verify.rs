@@ -91,11 +91,25 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     let mut hb = [0u8; LOG_HEADER_LEN];
     log.read_at(0, &mut hb).map_err(io_err(st, names::LOG))?;
     let header = LogHeader::decode(&hb).map_err(|r| corrupt(0, None, r))?;
+    // As the writer's open does: what the sidecars prove was acknowledged, read before the
+    // log's length, so that a commit acknowledged while this runs is within that length.
+    let acked = crate::sidecar::acknowledged(st, Some(&header.ledger_id))
+        .map_err(io_err(st, names::EVENT_INDEX))?;
+    let file_len = log.len().map_err(io_err(st, names::LOG))?;
     let start = ScanStart {
         offset: LOG_HEADER_LEN as u64,
         ..ScanStart::default()
     };
     let found = scan::scan(log.as_ref(), file_len, start).map_err(io_err(st, names::LOG))?;
+    if let Tail::Corrupt {
+        offset,
+        seq,
+        reason,
+    } = found.tail()
+    {
+        return Err(corrupt(offset, Some(seq), reason));
+    }
+    crate::sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;
     let mut report = VerifyReport {
         ledger_id: crate::hex::encode(&header.ledger_id),
         events: found.entries.len() as u64,

@@ -29,6 +29,11 @@ pub struct VerifyReport {
     pub torn_tail_bytes: u64,
     /// Why those bytes are a torn tail.
     pub torn_tail_reason: Option<String>,
+    /// Bytes past the last complete commit that a writer was still appending while verify
+    /// ran (the log's length changed under it, or a writer held the lock): a commit in
+    /// progress, neither torn nor checked. Verify checks the log up to what was committed
+    /// when it started.
+    pub in_progress_bytes: u64,
     /// Distinct artifacts referenced by events.
     pub artifacts: u64,
     /// Referenced artifacts that are missing, refused or do not match their hash.
@@ -123,8 +128,12 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     match found.tail() {
         Tail::Clean => {}
         Tail::Torn { offset, reason } => {
-            report.torn_tail_bytes = file_len - offset;
-            report.torn_tail_reason = Some(reason);
+            if tail_in_progress(st, log.as_ref(), file_len) {
+                report.in_progress_bytes = file_len - offset;
+            } else {
+                report.torn_tail_bytes = file_len - offset;
+                report.torn_tail_reason = Some(reason);
+            }
         }
         Tail::Corrupt {
             offset,
@@ -154,6 +163,29 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
         .map(|name| format!("{}/{name}", names::RECOVERED))
         .collect();
     Ok(report)
+}
+
+/// True when the incomplete tail verify saw (at log length `seen`) is a commit a writer is
+/// appending, not a torn write. The log's length moving shows it at once. Otherwise the
+/// writer lock decides: the writer's open cuts any torn tail before it appends, so while a
+/// writer holds the lock an incomplete tail can only be its commit in progress, and when
+/// none does (the lock is free; verify holds it only for that instant and never creates the
+/// lock file) the tail is torn and stays put until the next open cuts it.
+fn tail_in_progress(st: &dyn Storage, log: &dyn StorageFile, seen: u64) -> bool {
+    if log.len().map_or(true, |len| len != seen) {
+        return true;
+    }
+    if !st.exists(names::LOCK).unwrap_or(false) {
+        return false;
+    }
+    match st.try_lock(None) {
+        Ok(Some(guard)) => {
+            drop(guard);
+            log.len().map_or(true, |len| len != seen)
+        }
+        Ok(None) => true,
+        Err(_) => false,
+    }
 }
 
 /// Decodes every event body and checks erased ranges are covered; returns the artifacts

@@ -308,6 +308,6 @@ fn the_writers_open_removes_temporary_artifacts_left_by_killed_commits() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, [kept.name.clone()]);
+    assert_eq!(left, std::slice::from_ref(&kept.name));
     assert_eq!(ledger.artifact(&kept).unwrap(), b"kept");
 }

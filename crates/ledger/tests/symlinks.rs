@@ -166,3 +166,19 @@ fn creating_a_fresh_file_never_follows_a_planted_symlink() {
     assert!(st.create_dir("artifacts/sub").is_err());
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 }
+
+/// The writer lock file is never created or opened through a symlink either.
+#[test]
+fn a_symlink_at_the_lock_file_is_refused() {
+    let (tmp, conv, victim) = setup();
+    std::fs::create_dir_all(&conv).unwrap();
+    let target = tmp.path().join("would-be-created");
+    plant(&target, &conv.join("lock"));
+    let err = Ledger::open(&conv, &Options::default()).err().unwrap();
+    assert!(err.to_string().contains("symlink"), "{err}");
+    assert!(
+        !target.exists(),
+        "a file was created outside the conversation"
+    );
+    assert_untouched(&victim);
+}

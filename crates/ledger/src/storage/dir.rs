@@ -211,7 +211,12 @@ impl Storage for DirStorage {
             .write(true)
             .create(true)
             .truncate(false)
-            .open(self.path(crate::format::names::LOCK))?;
+            .custom_flags(O_NOFOLLOW)
+            .open(self.path(crate::format::names::LOCK))
+            .map_err(|e| match e.raw_os_error() {
+                Some(ELOOP) => symlink_refused(&self.path(crate::format::names::LOCK)),
+                _ => e,
+            })?;
         let deadline = wait.map(|w| Instant::now() + w);
         loop {
             match file.try_lock() {

@@ -201,3 +201,28 @@ fn erasing_an_erased_range_again_changes_nothing() {
     let log = String::from_utf8(env.ok(&["log", "c"], b"")).unwrap();
     assert!(log.contains("GDPR ticket 42"), "{log}");
 }
+
+/// Regression (issue 8, item 2): with the conversation directory a symlink, `erase --all`
+/// printed `{"erased":"all"}` and the ledger stayed in the target. It fails now, saying why,
+/// prints nothing on stdout, and the target is left as it was.
+#[test]
+fn erase_all_through_a_symlinked_conversation_fails_and_leaves_the_target() {
+    let env = Env::new();
+    env.commit("real", &format!("remember {MARKER}"), "ok");
+    let target = env.conv_dir("real");
+    let before = snapshot(&target);
+    std::os::unix::fs::symlink(&target, env.conv_dir("c")).unwrap();
+    let out = env.run(&["erase", "c", "--all"], b"");
+    assert_ne!(
+        code(&out),
+        0,
+        "erase --all through a symlink reported success"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    assert!(snapshot(&target) == before);
+}

@@ -214,6 +214,12 @@ fn verify_text(report: &VerifyReport) -> String {
             report.torn_tail_reason.as_deref().unwrap_or("incomplete")
         ));
     }
+    if report.in_progress_bytes > 0 {
+        text.push_str(&format!(
+            "in progress: {} bytes after the last complete commit are a commit a writer is appending; checked up to the last commit complete when verify started\n",
+            report.in_progress_bytes
+        ));
+    }
     if !report.recovered.is_empty() {
         text.push_str(&format!(
             "recovered: {} torn tail(s) cut by earlier opens, kept for forensics: {}\n",

@@ -49,3 +49,38 @@ fn every_reader_of_a_corrupt_record_exits_5() {
     }
     assert!(before == ledger_files(), "a ledger file was changed");
 }
+
+/// Regression (issue 8, item 3): `truncate -s 700 ledger.log` on a 5-commit ledger made
+/// `verify` exit 0 ("torn tail … the next writer cuts them"), `log` show 8 events and the next
+/// commit get seq 9, which `ledger.idx` had recorded as committed. The sidecars prove seqs
+/// 9-10 were acknowledged: every command exits 5 naming them, and nothing changes.
+#[test]
+fn a_log_truncated_inside_acknowledged_commits_exits_5_everywhere() {
+    let env = Env::new();
+    for i in 0..5 {
+        env.commit("chat", &format!("question {i}"), &format!("answer {i}"));
+    }
+    let log = env.conv_dir("chat").join("ledger.log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    file.set_len(len - 40).unwrap();
+    drop(file);
+    let before = snapshot(&env.conv_dir("chat"));
+    for (args, stdin) in [
+        (&["verify", "chat"][..], &b""[..]),
+        (&["log", "chat"], b""),
+        (&["commit", "chat"], br#"{"user":"next","assistant":"x"}"#),
+    ] {
+        let out = env.run(args, stdin);
+        assert_eq!(code(&out), 5, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("seqs 9-10"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        snapshot(&env.conv_dir("chat")) == before,
+        "a refused command changed files"
+    );
+}

@@ -175,3 +175,54 @@ fn erase_all_removes_the_directory() {
     assert_eq!(files_with(env.root(), MARKER), Vec::<String>::new());
     env.ok(&["verify", "other"], b"");
 }
+
+/// Regression (issue 9, SPEC E6): `erase --seqs 3-4 --reason 'GDPR ticket 42'` then
+/// `erase --seqs 3-4` rewrote the tombstone's reason and time. Erasing an erased range now
+/// changes no stored byte and says so (`"already_erased":true`, `"events":0`).
+#[test]
+fn erasing_an_erased_range_again_changes_nothing() {
+    let env = Env::new();
+    for i in 0..3 {
+        env.commit("c", &format!("question {i}"), &format!("answer {i}"));
+    }
+    let first = json(&env.ok(
+        &["erase", "c", "--seqs", "3-4", "--reason", "GDPR ticket 42"],
+        b"",
+    ));
+    assert_eq!(first["already_erased"], false, "{first}");
+    let before = snapshot(&env.conv_dir("c"));
+    let again = json(&env.ok(&["erase", "c", "--seqs", "3-4"], b""));
+    assert_eq!(again["already_erased"], true, "{again}");
+    assert_eq!(again["events"], 0, "{again}");
+    assert!(
+        snapshot(&env.conv_dir("c")) == before,
+        "stored bytes changed"
+    );
+    let log = String::from_utf8(env.ok(&["log", "c"], b"")).unwrap();
+    assert!(log.contains("GDPR ticket 42"), "{log}");
+}
+
+/// Regression (issue 8, item 2): with the conversation directory a symlink, `erase --all`
+/// printed `{"erased":"all"}` and the ledger stayed in the target. It fails now, saying why,
+/// prints nothing on stdout, and the target is left as it was.
+#[test]
+fn erase_all_through_a_symlinked_conversation_fails_and_leaves_the_target() {
+    let env = Env::new();
+    env.commit("real", &format!("remember {MARKER}"), "ok");
+    let target = env.conv_dir("real");
+    let before = snapshot(&target);
+    std::os::unix::fs::symlink(&target, env.conv_dir("c")).unwrap();
+    let out = env.run(&["erase", "c", "--all"], b"");
+    assert_ne!(
+        code(&out),
+        0,
+        "erase --all through a symlink reported success"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    assert!(snapshot(&target) == before);
+}

@@ -142,6 +142,10 @@ impl Conversation {
         };
         // Checked before the recall index is touched, so a refused erasure changes nothing.
         self.ledger.check_erase(&(from..=to), reason)?;
+        if self.ledger.is_erased(&(from..=to))? {
+            // Nothing to erase: the ledger writes nothing, and the recall index stays.
+            return Ok(self.ledger.erase(from..=to, reason)?);
+        }
         self.drop_recall_index()?;
         let report = self.ledger.erase(from..=to, reason)?;
         self.drop_recall_index()?;

@@ -293,7 +293,7 @@ pub struct SeqSpan {
 ///
 /// # Format
 /// A range: `{"erased":{"from","to"},"requested":{"from","to"},"events","artifacts_deleted",
-/// "recovered_deleted","ledger_id"}`; a whole conversation: `{"erased":"all","conversation"}`.
+/// "recovered_deleted","ledger_id","already_erased"}`; a whole conversation: `{"erased":"all","conversation"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum EraseResponse {
@@ -309,8 +309,12 @@ pub enum EraseResponse {
         artifacts_deleted: u64,
         /// Torn tails deleted from `recovered/`.
         recovered_deleted: u64,
-        /// The ledger's new id.
+        /// The ledger's new id (unchanged when `already_erased`).
         ledger_id: String,
+        /// True when earlier erasures already covered the range: nothing changed, and their
+        /// tombstones keep their reason and time (SPEC E6). Absent in older output: false.
+        #[serde(default)]
+        already_erased: bool,
     },
     /// A whole conversation.
     All {
@@ -344,6 +348,7 @@ impl From<ErasureReport> for EraseResponse {
             artifacts_deleted: r.artifacts_deleted,
             recovered_deleted: r.recovered_deleted,
             ledger_id: r.ledger_id,
+            already_erased: r.already_erased,
         }
     }
 }

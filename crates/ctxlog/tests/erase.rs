@@ -102,3 +102,38 @@ fn erase_all_goes_through_trash_and_sweeps_what_a_crash_left() {
         .collect();
     assert!(left.is_empty(), "nothing may remain: {left:?}");
 }
+
+/// Regression (issue 8, items 1 and 2): with the conversation directory a symlink to a
+/// directory elsewhere, `erase --all` removed the link, reported success and left the ledger
+/// in the target. A conversation directory that is a symlink is refused for writing (commit
+/// and erase fail with a clear error), and the target is left byte for byte as it was.
+#[test]
+fn a_symlinked_conversation_directory_is_refused_for_writing_and_erasure() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    {
+        let other = Store::open(elsewhere.path());
+        let mut conv = other.conversation("c").unwrap();
+        conv.commit_json(br#"{"user":"secret walrus","assistant":"ok"}"#, None)
+            .unwrap();
+    }
+    let target = elsewhere.path().join("c");
+    let log_before = std::fs::read(target.join("ledger.log")).unwrap();
+    std::fs::create_dir_all(dir.path()).unwrap();
+    std::os::unix::fs::symlink(&target, dir.path().join("c")).unwrap();
+    let store = Store::open(dir.path());
+
+    let err = erase_all(&store, "c").expect_err("erasing through a symlink must fail");
+    assert!(err.to_string().contains("symlink"), "{err}");
+    let err = store
+        .conversation("c")
+        .and_then(|mut c| c.commit_json(br#"{"user":"more","assistant":"x"}"#, None))
+        .expect_err("committing through a symlink must fail");
+    assert!(err.to_string().contains("symlink"), "{err}");
+    assert!(std::fs::read(target.join("ledger.log")).unwrap() == log_before);
+    assert!(
+        std::fs::symlink_metadata(dir.path().join("c"))
+            .unwrap()
+            .is_symlink()
+    );
+}

@@ -102,17 +102,19 @@ pub(crate) fn write(
     }
     let tmp = format!("{}/.tmp-{name}", names::ARTIFACTS);
     let io = |p: &str| crate::files::io_err(st, p);
-    ensure_dir(st, names::ARTIFACTS, sync, sync_failed)?;
     // Never write through an `artifacts/` that leads elsewhere: the commit would reference
     // an artifact that every read then refuses (SPEC L6).
     let io_dir = crate::files::io_err(st, names::ARTIFACTS);
-    if !st.resolves_inside(names::ARTIFACTS, "").map_err(io_dir)? {
+    let exists = st.exists(names::ARTIFACTS).map_err(io_dir)?;
+    let io_dir = crate::files::io_err(st, names::ARTIFACTS);
+    if exists && !st.resolves_inside(names::ARTIFACTS, "").map_err(io_dir)? {
         return Err(Error::BadArtifactRef {
             name,
             why: "artifacts/ resolves outside the conversation directory",
         });
     }
-    let mut file = crate::files::open_file(st, &tmp, OpenMode::Create)?;
+    ensure_dir(st, names::ARTIFACTS, sync, sync_failed)?;
+    let mut file = crate::files::create_fresh(st, &tmp)?;
     file.set_len(0).map_err(io(&tmp))?;
     file.write_at(0, content).map_err(io(&tmp))?;
     if sync && let Err(e) = file.sync() {
@@ -128,7 +130,7 @@ pub(crate) fn write(
     Ok(r)
 }
 
-/// Creates `dir` if missing; when it was created and `sync` is set, syncs the conversation
+/// Creates `dir` if missing (refusing a symlink or file of that name); when it was created and `sync` is set, syncs the conversation
 /// directory so the new entry survives a crash.
 pub(crate) fn ensure_dir(
     st: &dyn Storage,
@@ -137,9 +139,11 @@ pub(crate) fn ensure_dir(
     sync_failed: &mut bool,
 ) -> Result<()> {
     let io = crate::files::io_err;
-    if st.exists(dir).map_err(io(st, dir))? {
+    if st.is_dir(dir).map_err(io(st, dir))? {
         return Ok(());
     }
+    // Anything else of that name (a symlink, even to a directory, or a file) makes
+    // `create_dir` fail: nothing is ever written through it.
     st.create_dir(dir).map_err(io(st, dir))?;
     if sync && let Err(e) = st.sync_dir("") {
         *sync_failed = true;

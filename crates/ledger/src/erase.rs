@@ -14,13 +14,13 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::event::{EventBody, EventKind, SystemMarker};
-use crate::files::{io_err, new_ledger_id, now_ms, open_file};
+use crate::files::{io_err, new_ledger_id, now_ms};
 use crate::format::{
     self, FLAG_END_OF_COMMIT, LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, RecordHeader, names,
 };
 use crate::scan::{Tail, Window};
 use crate::state::LedgerState;
-use crate::storage::{OpenMode, Storage};
+use crate::storage::Storage;
 use crate::tombstone::{is_placeholder, lead_range, widen};
 
 /// The longest `reason` an erasure accepts, in bytes.
@@ -48,8 +48,12 @@ pub struct ErasureReport {
     pub artifacts_deleted: u64,
     /// Files deleted from `recovered/` (all of them: they may hold erased bytes).
     pub recovered_deleted: u64,
-    /// The ledger's new id (every cache built from the old log is now stale).
+    /// The ledger's new id (every cache built from the old log is now stale); unchanged
+    /// when `already_erased`.
     pub ledger_id: String,
+    /// True when earlier erasures already covered the whole (widened) range: nothing was
+    /// written or deleted, and their tombstones keep their reason and time (SPEC E6).
+    pub already_erased: bool,
 }
 
 /// One record of the old log, as pass 2 needs it.
@@ -144,6 +148,47 @@ pub(crate) fn check(state: &LedgerState, range: &RangeInclusive<u64>, reason: &s
     check_dirs_inside(state.storage().as_ref())
 }
 
+/// The widened range when earlier tombstones already cover all of it: erasing it again
+/// must change nothing (a tombstone is an audit record, never rewritten; SPEC E6).
+pub(crate) fn already_erased(
+    state: &LedgerState,
+    range: &RangeInclusive<u64>,
+) -> Result<Option<(u64, u64)>> {
+    let leads = tombstones(state)?;
+    let (from, to) = widen(
+        *range.start(),
+        *range.end(),
+        state.user_seqs(),
+        &leads,
+        state.last_seq(),
+    );
+    let covered: u64 = leads
+        .iter()
+        .filter(|(a, b)| from <= *a && *b <= to)
+        .map(|(a, b)| b - a + 1)
+        .sum();
+    Ok((covered == to - from + 1).then_some((from, to)))
+}
+
+/// The leading tombstones already in the log: `(from, to)` ranges. The seqs a tombstone
+/// covers are stepped over unread (anything inside its range is absorbed by it anyway),
+/// so an erased range costs one read, not one per placeholder.
+fn tombstones(state: &LedgerState) -> Result<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
+    let mut seq = 1;
+    while seq <= state.last_seq() {
+        if state.kind(seq) == Some(EventKind::System)
+            && let Some((from, to)) = lead_range(seq, &state.raw_event(seq)?.body)
+        {
+            out.push((from, to));
+            seq = to.saturating_add(1);
+            continue;
+        }
+        seq += 1;
+    }
+    Ok(out)
+}
+
 /// Erases `range` from the writer's `state` (see [`crate::Ledger::erase`]). Sets `poisoned`
 /// while the state's log has been replaced but not yet reloaded.
 pub(crate) fn erase(
@@ -194,8 +239,20 @@ impl Eraser<'_> {
     fn run(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
         check(self.state, &range, reason)?;
         let (req_from, req_to) = (*range.start(), *range.end());
-        let leads = self.tombstones()?;
+        let leads = tombstones(self.state)?;
         self.check_leads(&leads)?;
+        if let Some((from, to)) = already_erased(self.state, &range)? {
+            return Ok(ErasureReport {
+                from,
+                to,
+                requested: (req_from, req_to),
+                events: 0,
+                artifacts_deleted: 0,
+                recovered_deleted: 0,
+                ledger_id: crate::hex::encode(self.state.header().ledger_id.as_slice()),
+                already_erased: true,
+            });
+        }
         let (from, to) = widen(
             req_from,
             req_to,
@@ -246,6 +303,7 @@ impl Eraser<'_> {
             artifacts_deleted,
             recovered_deleted,
             ledger_id: crate::hex::encode(&ledger_id),
+            already_erased: false,
         })
     }
 
@@ -254,7 +312,7 @@ impl Eraser<'_> {
     fn mark_pending(&self) -> Result<()> {
         let st = self.state.storage().as_ref();
         let name = names::ERASE_PENDING;
-        open_file(st, name, OpenMode::Create)?;
+        crate::files::create_fresh(st, name)?;
         if self.syncs() {
             st.sync_dir("").map_err(io_err(st, ""))?;
         }
@@ -304,25 +362,6 @@ impl Eraser<'_> {
         Ok(referenced)
     }
 
-    /// The leading tombstones already in the log: `(from, to)` ranges. The seqs a tombstone
-    /// covers are stepped over unread (anything inside its range is absorbed by it anyway),
-    /// so an erased range costs one read, not one per placeholder.
-    fn tombstones(&self) -> Result<Vec<(u64, u64)>> {
-        let mut out = Vec::new();
-        let mut seq = 1;
-        while seq <= self.state.last_seq() {
-            if self.state.kind(seq) == Some(EventKind::System)
-                && let Some((from, to)) = lead_range(seq, &self.state.raw_event(seq)?.body)
-            {
-                out.push((from, to));
-                seq = to.saturating_add(1);
-                continue;
-            }
-            seq += 1;
-        }
-        Ok(out)
-    }
-
     /// Refuses (before anything is written) a tombstone that claims seqs past the end of the
     /// log: the rewrite would end inside its run, i.e. with an incomplete commit that the
     /// next open cuts. `verify` reports such a log as corrupt.
@@ -354,7 +393,7 @@ impl Eraser<'_> {
     ) -> Result<(u64, BTreeSet<String>)> {
         let st = self.state.storage().as_ref();
         let io = |e| io_err(st, tmp)(e);
-        let mut f = open_file(st, tmp, OpenMode::Create)?;
+        let mut f = crate::files::create_fresh(st, tmp)?;
         f.set_len(0).map_err(io)?;
         let header = LogHeader {
             ledger_id,

@@ -25,6 +25,15 @@ pub(crate) fn open_file(
         .ok_or_else(|| io_err(storage, name)(io::ErrorKind::NotFound.into()))
 }
 
+/// Creates `name` afresh for writing: whatever is there (a stale temporary file, or a symlink
+/// planted to redirect the write) is removed first (unlinking never follows a symlink), then
+/// the file is created exclusively ([`OpenMode::CreateNew`]), so a symlink planted in between
+/// makes this fail rather than write through it.
+pub(crate) fn create_fresh(storage: &dyn Storage, name: &str) -> Result<Box<dyn StorageFile>> {
+    storage.remove(name).map_err(io_err(storage, name))?;
+    open_file(storage, name, OpenMode::CreateNew)
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -76,6 +76,7 @@ impl Ledger {
             .ok_or_else(|| Error::Locked {
                 path: st.location(),
             })?;
+        recovery::remove_stale_temporaries(st)?;
         let recreated = recovery::recreate_if_torn_at_creation(st, options.sync)?;
         recovery::create_log_if_missing(st, options.sync)?;
         if options.check_on_open {
@@ -180,6 +181,15 @@ impl Ledger {
         crate::erase::check(&self.state, range, reason)
     }
 
+    /// True when earlier erasures already cover all of `range` (after widening it to whole
+    /// turns, as [`Ledger::erase`] does): erasing it again changes nothing (SPEC E6).
+    ///
+    /// # Errors
+    /// Log corruption or I/O while reading the tombstones.
+    pub fn is_erased(&self, range: &RangeInclusive<u64>) -> Result<bool> {
+        Ok(crate::erase::already_erased(&self.state, range)?.is_some())
+    }
+
     /// Erases `range` (SPEC E1): rewrites the log without its content, atomically, and deletes
     /// every file that could still hold erased bytes.
     ///
@@ -200,6 +210,10 @@ impl Ledger {
     /// marker's removal is finished by the next writer open ([`Ledger::open`] sees the
     /// marker and deletes what is still unreferenced), so erased artifacts and recovered
     /// tails do not outlive an interrupted erasure.
+    ///
+    /// A range that earlier erasures already cover entirely changes nothing (no byte is
+    /// written; a tombstone keeps its reason and time): the report says
+    /// `already_erased`, with no events erased and the ledger id unchanged.
     ///
     /// ```
     /// use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::files::{io_err, new_ledger_id, now_ms, open_file};
+use crate::files::{io_err, new_ledger_id, now_ms};
 use crate::format::{LOG_HEADER_LEN, LogHeader, names};
 use crate::options::SyncMode;
 use crate::scan::{self, ScanStart, Tail};
@@ -70,6 +70,35 @@ pub(crate) fn check_whole_log(st: &dyn Storage) -> Result<()> {
     Ok(())
 }
 
+/// Removes the temporary files that killed processes left: `artifacts/.tmp-*` (a commit
+/// killed before its artifact's rename) and `*.tmp` in the conversation directory (a log or
+/// sidecar replacement killed before its rename). Only the writer calls this, holding the
+/// lock, so none of them is in use. An `artifacts/` that is not a real directory (a symlink)
+/// is left alone: nothing is ever removed through it.
+pub(crate) fn remove_stale_temporaries(st: &dyn Storage) -> Result<()> {
+    let mut stale: Vec<String> = Vec::new();
+    if st
+        .is_dir(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+    {
+        let entries = st
+            .list(names::ARTIFACTS)
+            .map_err(io_err(st, names::ARTIFACTS))?;
+        stale.extend(
+            entries
+                .into_iter()
+                .filter(|n| n.starts_with(".tmp-"))
+                .map(|n| format!("{}/{n}", names::ARTIFACTS)),
+        );
+    }
+    let top = st.list("").map_err(io_err(st, ""))?;
+    stale.extend(top.into_iter().filter(|n| n.ends_with(".tmp")));
+    for name in &stale {
+        st.remove(name).map_err(io_err(st, name))?;
+    }
+    Ok(())
+}
+
 /// Creates `ledger.log` with a fresh header, atomically (temporary file, sync, rename).
 pub(crate) fn create_log_if_missing(st: &dyn Storage, sync: SyncMode) -> Result<()> {
     if st.exists(names::LOG).map_err(io_err(st, names::LOG))? {
@@ -98,6 +127,10 @@ pub(crate) fn recreate_if_torn_at_creation(
     if len >= LOG_HEADER_LEN as u64 {
         return Ok(None);
     }
+    // A sidecar with an intact entry proves commits were acknowledged: this is not a
+    // creation cut short but a log that lost them. Fail closed rather than start afresh.
+    let acked = crate::sidecar::acknowledged(st, None).map_err(io_err(st, names::EVENT_INDEX))?;
+    crate::sidecar::check_acknowledged(st, acked, 0, 0)?;
     let mut partial = vec![0u8; len as usize];
     log.read_at(0, &mut partial)
         .map_err(io_err(st, names::LOG))?;
@@ -129,7 +162,7 @@ fn write_fresh_log(st: &dyn Storage, sync: SyncMode) -> Result<()> {
         created_ms: now_ms(),
     };
     let io = |name: &str| io_err(st, name);
-    let mut f = open_file(st, &tmp, OpenMode::Create)?;
+    let mut f = crate::files::create_fresh(st, &tmp)?;
     f.set_len(0).map_err(io(&tmp))?;
     f.write_at(0, &header.encode()).map_err(io(&tmp))?;
     if sync == SyncMode::PerCommit {
@@ -174,7 +207,7 @@ fn save_aside(st: &dyn Storage, offset: u64, bytes: &[u8]) -> Result<PathBuf> {
     let name = format!("{}/tail-{offset}-{}.bin", names::RECOVERED, now_ms());
     let io = |n: &str| io_err(st, n);
     crate::artifact::ensure_dir(st, names::RECOVERED, true, &mut false)?;
-    let mut f = open_file(st, &name, OpenMode::Create)?;
+    let mut f = crate::files::create_fresh(st, &name)?;
     f.set_len(0).map_err(io(&name))?;
     f.write_at(0, bytes).map_err(io(&name))?;
     f.sync().map_err(io(&name))?;

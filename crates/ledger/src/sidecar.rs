@@ -306,6 +306,124 @@ fn load_seq_list(
     Ok((increasing && in_range).then_some(seqs))
 }
 
+// ---- what the sidecars prove was acknowledged --------------------------------------------
+
+/// The most a sidecar proves was acknowledged: a writer appends sidecar entries only after
+/// the log's sync, so an intact entry means its commit was in the log, durable, before any
+/// caller was told (with [`crate::SyncMode::PerCommit`]). A torn write can only cut what was
+/// never acknowledged: a log that ends before such a commit lost acknowledged data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Acknowledged {
+    /// The last seq an intact sidecar entry records as committed.
+    pub last_seq: u64,
+    /// The sidecar that records it.
+    pub source: &'static str,
+}
+
+/// How many trailing `commits.idx` entries [`acknowledged`] steps back over.
+const MAX_COMMIT_WALKBACK: u64 = 64;
+
+/// What the sidecars stamped with `ledger_id` (any id when `None`: the log header is gone)
+/// prove was acknowledged: the last intact end-of-commit entry of `ledger.idx` and the last
+/// intact entry of `commits.idx` (each read from the end, bounded). `None` when neither has
+/// one. Read it *before* the log's length: whatever it claims is then within that length
+/// unless the log lost it (a concurrent writer appends sidecars only after the log).
+pub(crate) fn acknowledged(
+    st: &dyn Storage,
+    ledger_id: Option<&[u8; 16]>,
+) -> io::Result<Option<Acknowledged>> {
+    let mut best: Option<Acknowledged> = None;
+    let events = spec(Kind::Events);
+    if let Some((file, n)) = open_for_claims(st, events, ledger_id)? {
+        let floor = n.saturating_sub(MAX_INDEX_WALKBACK);
+        for seq in (floor + 1..=n).rev() {
+            let b = read_event_entry(file.as_ref(), seq)?;
+            if EventEntry::decode(&b).is_some_and(|e| e.flags & FLAG_END_OF_COMMIT != 0) {
+                best = Some(Acknowledged {
+                    last_seq: seq,
+                    source: events.name,
+                });
+                break;
+            }
+        }
+    }
+    let commits = spec(Kind::Commits);
+    if let Some((file, n)) = open_for_claims(st, commits, ledger_id)? {
+        let floor = n.saturating_sub(MAX_COMMIT_WALKBACK);
+        for i in (floor..n).rev() {
+            let mut b = vec![0u8; COMMIT_ENTRY_LEN];
+            file.read_at(commits.offset_of(i), &mut b)?;
+            if let Some(c) = CommitEntry::decode(&b) {
+                if best.is_none_or(|a| c.last_seq > a.last_seq) {
+                    best = Some(Acknowledged {
+                        last_seq: c.last_seq,
+                        source: commits.name,
+                    });
+                }
+                break;
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// Opens a sidecar read-only when its header matches `ledger_id` (or only its magic, when
+/// `None`); returns it with its count of whole entries.
+fn open_for_claims(
+    st: &dyn Storage,
+    s: &Sidecar,
+    ledger_id: Option<&[u8; 16]>,
+) -> io::Result<Option<(Box<dyn StorageFile>, u64)>> {
+    if let Some(id) = ledger_id {
+        return s.open_checked(st, OpenMode::Read, id);
+    }
+    let Some(file) = st.open(s.name, OpenMode::Read)? else {
+        return Ok(None);
+    };
+    let len = file.len()?;
+    if len < INDEX_HEADER_LEN as u64 {
+        return Ok(None);
+    }
+    let mut magic = [0u8; 8];
+    file.read_at(0, &mut magic)?;
+    if magic != s.magic {
+        return Ok(None);
+    }
+    Ok(Some((
+        file,
+        (len - INDEX_HEADER_LEN as u64) / s.entry_len as u64,
+    )))
+}
+
+/// Fails closed when `acked` proves that commits past `last_seq` (the log's last complete
+/// commit, ending at `good_end`) had been acknowledged: the log lost them (truncated, or
+/// damaged where a torn write cannot reach). Cutting the tail would lose them silently and
+/// hand their seqs to new commits; nothing is cut, and the error names the missing seqs.
+pub(crate) fn check_acknowledged(
+    st: &dyn Storage,
+    acked: Option<Acknowledged>,
+    last_seq: u64,
+    good_end: u64,
+) -> Result<()> {
+    match acked {
+        Some(a) if a.last_seq > last_seq => Err(crate::error::Error::Corrupt {
+            path: st.location().join(names::LOG),
+            offset: good_end,
+            seq: Some(last_seq + 1),
+            reason: format!(
+                "seqs {}-{} were acknowledged as committed ({} records them) but the log's \
+                 complete commits end at seq {last_seq}: acknowledged commits were cut or \
+                 damaged (a torn write can only cut what was never acknowledged); nothing is \
+                 cut and no seq is reused",
+                last_seq + 1,
+                a.last_seq,
+                a.source
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 // ---- the writer: rebuild, trim, append ----------------------------------------------------
 
 /// Replaces every sidecar with an empty one stamped with `ledger_id` (temporary file and
@@ -314,7 +432,7 @@ pub(crate) fn rebuild(st: &dyn Storage, ledger_id: &[u8; 16]) -> Result<()> {
     for kind in WRITE_ORDER {
         let s = spec(kind);
         let tmp = format!("{}.tmp", s.name);
-        let mut f = open_file(st, &tmp, OpenMode::Create)?;
+        let mut f = crate::files::create_fresh(st, &tmp)?;
         f.set_len(0).map_err(io_err(st, &tmp))?;
         f.write_at(0, &s.header(ledger_id))
             .map_err(io_err(st, &tmp))?;

@@ -29,6 +29,11 @@ pub struct VerifyReport {
     pub torn_tail_bytes: u64,
     /// Why those bytes are a torn tail.
     pub torn_tail_reason: Option<String>,
+    /// Bytes past the last complete commit that a writer was still appending while verify
+    /// ran (the log's length changed under it, or a writer held the lock): a commit in
+    /// progress, neither torn nor checked. Verify checks the log up to what was committed
+    /// when it started.
+    pub in_progress_bytes: u64,
     /// Distinct artifacts referenced by events.
     pub artifacts: u64,
     /// Referenced artifacts that are missing, refused or do not match their hash.
@@ -91,11 +96,25 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     let mut hb = [0u8; LOG_HEADER_LEN];
     log.read_at(0, &mut hb).map_err(io_err(st, names::LOG))?;
     let header = LogHeader::decode(&hb).map_err(|r| corrupt(0, None, r))?;
+    // As the writer's open does: what the sidecars prove was acknowledged, read before the
+    // log's length, so that a commit acknowledged while this runs is within that length.
+    let acked = crate::sidecar::acknowledged(st, Some(&header.ledger_id))
+        .map_err(io_err(st, names::EVENT_INDEX))?;
+    let file_len = log.len().map_err(io_err(st, names::LOG))?;
     let start = ScanStart {
         offset: LOG_HEADER_LEN as u64,
         ..ScanStart::default()
     };
     let found = scan::scan(log.as_ref(), file_len, start).map_err(io_err(st, names::LOG))?;
+    if let Tail::Corrupt {
+        offset,
+        seq,
+        reason,
+    } = found.tail()
+    {
+        return Err(corrupt(offset, Some(seq), reason));
+    }
+    crate::sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;
     let mut report = VerifyReport {
         ledger_id: crate::hex::encode(&header.ledger_id),
         events: found.entries.len() as u64,
@@ -109,8 +128,12 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     match found.tail() {
         Tail::Clean => {}
         Tail::Torn { offset, reason } => {
-            report.torn_tail_bytes = file_len - offset;
-            report.torn_tail_reason = Some(reason);
+            if tail_in_progress(st, log.as_ref(), file_len) {
+                report.in_progress_bytes = file_len - offset;
+            } else {
+                report.torn_tail_bytes = file_len - offset;
+                report.torn_tail_reason = Some(reason);
+            }
         }
         Tail::Corrupt {
             offset,
@@ -140,6 +163,29 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
         .map(|name| format!("{}/{name}", names::RECOVERED))
         .collect();
     Ok(report)
+}
+
+/// True when the incomplete tail verify saw (at log length `seen`) is a commit a writer is
+/// appending, not a torn write. The log's length moving shows it at once. Otherwise the
+/// writer lock decides: the writer's open cuts any torn tail before it appends, so while a
+/// writer holds the lock an incomplete tail can only be its commit in progress, and when
+/// none does (the lock is free; verify holds it only for that instant and never creates the
+/// lock file) the tail is torn and stays put until the next open cuts it.
+fn tail_in_progress(st: &dyn Storage, log: &dyn StorageFile, seen: u64) -> bool {
+    if log.len().map_or(true, |len| len != seen) {
+        return true;
+    }
+    if !st.exists(names::LOCK).unwrap_or(false) {
+        return false;
+    }
+    match st.try_lock(None) {
+        Ok(Some(guard)) => {
+            drop(guard);
+            log.len().map_or(true, |len| len != seen)
+        }
+        Ok(None) => true,
+        Err(_) => false,
+    }
 }
 
 /// Decodes every event body and checks erased ranges are covered; returns the artifacts

@@ -288,3 +288,26 @@ fn a_reference_to_a_tampered_artifact_is_refused_at_commit() {
     assert!(matches!(err, Error::InvalidCommit { .. }), "{err:?}");
     assert_eq!(snapshot_dir(tmp.path()), before);
 }
+
+/// Regression (issue 8): a commit killed between creating `artifacts/.tmp-<name>` and its
+/// rename left the temporary file for good (52 files after 691 kills). The writer's open
+/// holds the lock, so no temporary file is in use: it removes them all, and nothing else.
+#[test]
+fn the_writers_open_removes_temporary_artifacts_left_by_killed_commits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    let kept = ledger.put_artifact(b"kept").unwrap();
+    drop(ledger);
+    let arts = tmp.path().join("artifacts");
+    for i in 0..3 {
+        std::fs::write(arts.join(format!(".tmp-sha256-{i:064}")), b"partial").unwrap();
+    }
+    let (ledger, _) = Ledger::open(tmp.path(), &Options::default()).unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(&arts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, std::slice::from_ref(&kept.name));
+    assert_eq!(ledger.artifact(&kept).unwrap(), b"kept");
+}

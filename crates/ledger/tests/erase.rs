@@ -736,3 +736,33 @@ fn erase_never_deletes_files_outside_the_directory_through_a_symlink() {
         assert!(victim.path().join("precious.txt").exists(), "{linked}");
     }
 }
+
+/// Regression (issue 9, SPEC E6): erasing an already-erased range rewrote the tombstone's
+/// reason and time. A tombstone is an audit record: erasing a range that earlier erasures
+/// already cover changes no byte of the directory, and the report says so
+/// (`already_erased`, no events erased, the ledger id unchanged).
+#[test]
+fn erasing_an_erased_range_changes_nothing_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    for i in 0..4 {
+        ledger.commit(&turn(i)).unwrap();
+    }
+    let first = ledger.erase(3..=4, "GDPR ticket 42").unwrap();
+    assert!(!first.already_erased);
+    let before = snapshot_dir(dir.path());
+    for (range, reason) in [(3..=4, ""), (4..=4, "again"), (3..=3, "GDPR ticket 43")] {
+        let again = ledger.erase(range.clone(), reason).unwrap();
+        assert!(
+            snapshot_dir(dir.path()) == before,
+            "{range:?} changed the directory"
+        );
+        assert!(again.already_erased, "{range:?}");
+        assert_eq!((again.from, again.to, again.events), (3, 4, 0));
+        assert_eq!(again.ledger_id, first.ledger_id);
+    }
+    // A range reaching past the erased one is a new erasure.
+    let wider = ledger.erase(3..=6, "more").unwrap();
+    assert!(!wider.already_erased);
+    assert_eq!(wider.events, 2);
+}

@@ -125,9 +125,7 @@ fn readers_take_no_lock_and_see_complete_commits_only() {
     let log = tmp.path().join("ledger.log");
     let mut bytes = std::fs::read(&log).unwrap();
     let len = bytes.len();
-    ledger.commit(&turn(3)).unwrap();
-    let full = std::fs::read(&log).unwrap();
-    bytes.extend_from_slice(&full[len..len + (full.len() - len) / 2]);
+    // The sidecars as they are mid-write: a writer appends to them only after the log.
     let copy = tempfile::tempdir().unwrap();
     for name in [
         "ledger.log",
@@ -138,6 +136,9 @@ fn readers_take_no_lock_and_see_complete_commits_only() {
     ] {
         std::fs::copy(tmp.path().join(name), copy.path().join(name)).unwrap();
     }
+    ledger.commit(&turn(3)).unwrap();
+    let full = std::fs::read(&log).unwrap();
+    bytes.extend_from_slice(&full[len..len + (full.len() - len) / 2]);
     std::fs::write(copy.path().join("ledger.log"), &bytes).unwrap();
     let partial = Reader::open(copy.path()).unwrap();
     assert_eq!(partial.last_seq(), 4);

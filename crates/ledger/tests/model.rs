@@ -3,7 +3,7 @@
 //!
 //! Guarantee: after every step the ledger's events equal a plain `Vec` model of what was
 //! acknowledged (minus commits whose bytes a simulated crash removed, which must vanish
-//! whole), receipts and conflicts agree with the model's id table, and failures change
+//! whole, and only after open refused to lose them silently), receipts and conflicts agree with the model's id table, and failures change
 //! nothing. Property-tested with proptest against the in-memory backend with fault injection.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -169,7 +169,19 @@ impl World {
         f(&mut log);
         let len = log.len() as u64;
         self.mem.set_file_bytes("ledger.log", log);
+        let acked = self.model.len();
         self.model.retain(|a| a.end <= len);
+        if self.model.len() < acked {
+            // Acknowledged commits were cut: the sidecars prove it, and open fails closed
+            // rather than lose them silently and reuse their seqs (issue 8, item 3)...
+            let s: Arc<dyn Storage> = Arc::new(self.faulty.clone());
+            let err = Ledger::open_with(s, &Options::default()).err().unwrap();
+            assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+            // ...until an operator accepts the loss by deleting the sidecars.
+            for name in ["ledger.idx", "turns.idx", "notes.idx", "commits.idx"] {
+                self.mem.remove(name).unwrap();
+            }
+        }
         self.reopen();
     }
 

@@ -3,8 +3,10 @@
 //! Guarantee (SPEC L1, L2): whatever prefix of the last commit reached the disk, open keeps
 //! exactly the earlier commits, cuts the partial commit entirely (commits are atomic), saves
 //! the cut bytes under `recovered/` byte for byte, and reports it. Checked at every byte
-//! offset inside a multi-event commit, in memory and on disk, with the sidecar index both
-//! lagging behind and running ahead of the log. A log cut inside its 64-byte file header
+//! offset inside a multi-event commit, in memory and on disk, with the sidecar index lagging
+//! behind the log. With the sidecar index running ahead of the log (recording the torn commit
+//! as committed, which proves it was acknowledged), nothing is cut: reader, verify and writer
+//! fail closed naming the missing seqs (issue 8, item 3). A log cut inside its 64-byte file header
 //! (possible only without syncs: a creation cut short) holds no record; the writer saves the
 //! bytes aside, reports them and creates the log afresh. A log with a whole header is never
 //! re-created: a bad header there fails closed.
@@ -87,6 +89,28 @@ fn check_cut(images: &Images, keep: usize, sidecars_after: bool) {
         m.set_file_bytes(name, bytes.clone());
     }
     let s: Arc<dyn Storage> = Arc::new(m.clone());
+    if sidecars_after {
+        // The sidecars record the torn commit as committed: it had been acknowledged (they
+        // are written after the log's sync), so this is not a torn write but lost data.
+        // Reader, verify and writer all fail closed and name the missing seqs; nothing is cut.
+        let log = m.file_bytes("ledger.log").unwrap();
+        let is_lost = |e: ctxlog_ledger::Error| {
+            matches!(&e, ctxlog_ledger::Error::Corrupt { seq: Some(4), reason, .. }
+                if reason.contains("seqs 4-7"))
+        };
+        assert!(
+            is_lost(Reader::open_with(s.clone()).err().unwrap()),
+            "keep={keep}"
+        );
+        assert!(is_lost(verify_with(s.clone()).unwrap_err()), "keep={keep}");
+        let opened = Ledger::open_with(s.clone(), &Options::default());
+        assert!(is_lost(opened.err().unwrap()), "keep={keep}");
+        assert!(
+            m.file_bytes("ledger.log").unwrap() == log,
+            "keep={keep}: log changed"
+        );
+        return;
+    }
     // A reader never cuts, and sees only the complete commits.
     let reader = Reader::open_with(s.clone()).unwrap();
     assert_eq!(reader.last_seq(), 3, "keep={keep}");
@@ -141,6 +165,15 @@ fn complete_or_absent_last_commit_is_not_a_torn_tail() {
             "ledger.log",
             images.after_log[..images.before_log.len() + keep].to_vec(),
         );
+        // The sidecars as they were when that log was whole.
+        let side = if keep == 0 {
+            &images.before_sidecars
+        } else {
+            &images.after_sidecars
+        };
+        for (name, bytes) in side {
+            m.set_file_bytes(name, bytes.clone());
+        }
         let (ledger, report) = Ledger::open_with(Arc::new(m), &Options::default()).unwrap();
         assert!(report.is_clean());
         assert_eq!(ledger.last_seq(), want);

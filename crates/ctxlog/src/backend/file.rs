@@ -100,6 +100,26 @@ impl FileBackend {
         self.root.exists(&log).map_err(self.io(&log))
     }
 
+    /// Refuses a conversation whose directory entry exists but is not a real directory (a
+    /// symlink, even to a directory): writing or erasing through it would change files
+    /// outside the store, and an erasure would remove the link and leave the data.
+    fn check_real_dir(&self, name: &ConversationName) -> Result<()> {
+        let n = name.as_str();
+        let exists = self.root.exists(n).map_err(self.io(n))?;
+        if exists && !self.root.is_dir(n).map_err(self.io(n))? {
+            let why = format!(
+                "{} is a symlink or not a directory: ctxlog refuses to write or erase a \
+                 conversation through it",
+                self.path.join(n).display()
+            );
+            return Err(self.io(n)(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                why,
+            )));
+        }
+        Ok(())
+    }
+
     fn not_found(&self, name: &ConversationName) -> Error {
         Error::NotFound {
             name: name.to_string(),
@@ -148,6 +168,7 @@ impl Backend for FileBackend {
     }
 
     fn open_writer(&self, name: &ConversationName, create: bool) -> Result<OpenedWriter> {
+        self.check_real_dir(name)?;
         let existed = self.exists(name)?;
         if !existed && !create {
             return Err(self.not_found(name));
@@ -223,6 +244,7 @@ impl Backend for FileBackend {
     /// sidecars, artifacts, recovered tails, recall index). Trash a crash left mid-removal
     /// is swept by the next `erase_all` in the store.
     fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()> {
+        self.check_real_dir(name)?;
         let trash = format!("{TRASH_PREFIX}{name}-{}", std::process::id());
         self.root
             .rename(name.as_str(), &trash)

@@ -53,6 +53,12 @@ pub trait LedgerWriter: LedgerView {
     /// # Errors
     /// [`ctxlog_ledger::Error::BadRange`] for a range or reason the erasure would refuse.
     fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> ctxlog_ledger::Result<()>;
+    /// True when earlier erasures already cover all of `range` (widened to whole turns):
+    /// erasing it again changes nothing (SPEC E6).
+    ///
+    /// # Errors
+    /// Log corruption or I/O.
+    fn is_erased(&self, range: &RangeInclusive<u64>) -> ctxlog_ledger::Result<bool>;
     /// Erases `range` (widened to whole turns) for `reason` (SPEC E1).
     ///
     /// # Errors
@@ -153,6 +159,9 @@ impl LedgerWriter for Ledger {
     }
     fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> ctxlog_ledger::Result<()> {
         Ledger::check_erase(self, range, reason)
+    }
+    fn is_erased(&self, range: &RangeInclusive<u64>) -> ctxlog_ledger::Result<bool> {
+        Ledger::is_erased(self, range)
     }
     fn erase(
         &mut self,

@@ -95,6 +95,11 @@ impl LedgerState {
             })?;
         let file_len = log.len().map_err(io_err(st, names::LOG))?;
         let header = read_header(st, log.as_ref(), file_len)?;
+        // What the sidecars prove was acknowledged, read before the log's length (a writer
+        // appends them only after the log), then checked against what the log holds.
+        let acked = sidecar::acknowledged(st, Some(&header.ledger_id))
+            .map_err(io_err(st, names::EVENT_INDEX))?;
+        let file_len = log.len().map_err(io_err(st, names::LOG))?;
         let trusted = sidecar::load(st, mode, &header.ledger_id, log.as_ref(), file_len)
             .map_err(io_err(st, names::EVENT_INDEX))?;
         let start = trusted.as_ref().map_or(
@@ -119,6 +124,7 @@ impl LedgerState {
                 reason: reason.clone(),
             });
         }
+        sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;
         let state = LedgerState::assemble(storage.clone(), log, header, trusted, found);
         Ok(Loaded {
             state,

@@ -2,14 +2,21 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{LockGuard, OpenMode, Storage, StorageFile};
 
-/// A real directory on disk.
+/// `O_NOFOLLOW` (Linux, x86_64 and aarch64; std does not export it).
+const O_NOFOLLOW: i32 = 0o400_000;
+/// `ELOOP`: what opening a symlink with `O_NOFOLLOW` fails with.
+const ELOOP: i32 = 40;
+
+/// A real directory on disk. It never writes through a symlink it did not create: files are
+/// opened with `O_NOFOLLOW`, new ones with `O_EXCL` too, and a symlink where a directory is
+/// expected is refused by [`Storage::create_dir`].
 #[derive(Clone, Debug)]
 pub struct DirStorage {
     root: PathBuf,
@@ -23,6 +30,28 @@ impl DirStorage {
         }
     }
 
+    /// Fails when `dir`, or a directory between the root and it, exists but is a symlink or
+    /// not a directory: creating files under it would write elsewhere.
+    fn check_no_symlinked_dirs(&self, dir: &str) -> io::Result<()> {
+        let mut at = self.root.clone();
+        for part in dir.split('/').filter(|p| !p.is_empty()) {
+            at.push(part);
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.is_dir() => {}
+                Ok(m) if m.is_symlink() => return Err(symlink_refused(&at)),
+                Ok(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        format!("{} is not a directory", at.display()),
+                    ));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         if name.is_empty() {
             self.root.clone()
@@ -30,6 +59,17 @@ impl DirStorage {
             self.root.join(name)
         }
     }
+}
+
+/// The error for a symlink found where ctxlog creates or writes a file or directory.
+fn symlink_refused(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{} is a symlink: ctxlog never follows a symlink in a conversation directory",
+            path.display()
+        ),
+    )
 }
 
 #[derive(Debug)]
@@ -75,10 +115,23 @@ impl Storage for DirStorage {
             OpenMode::Create => {
                 opts.write(true).create(true);
             }
+            OpenMode::CreateNew => {
+                opts.write(true).create_new(true);
+            }
         }
+        opts.custom_flags(O_NOFOLLOW);
+        let creates = matches!(mode, OpenMode::Create | OpenMode::CreateNew);
         match opts.open(self.path(name)) {
             Ok(file) => Ok(Some(Box::new(DiskFile { file }))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound && mode != OpenMode::Create => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !creates => Ok(None),
+            Err(e) if e.raw_os_error() == Some(ELOOP) => Err(symlink_refused(&self.path(name))),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "{} already exists (a symlink or file planted where a new file is made)",
+                    self.path(name).display()
+                ),
+            )),
             Err(e) => Err(e),
         }
     }
@@ -102,6 +155,7 @@ impl Storage for DirStorage {
     /// created: a new conversation directory is otherwise an unsynced entry of the store's
     /// root, and a power loss could take it, with every acknowledged commit inside it.
     fn create_dir(&self, dir: &str) -> io::Result<()> {
+        self.check_no_symlinked_dirs(dir)?;
         let path = self.path(dir);
         let mut missing = Vec::new();
         let mut at = Some(path.as_path());
@@ -157,7 +211,12 @@ impl Storage for DirStorage {
             .write(true)
             .create(true)
             .truncate(false)
-            .open(self.path(crate::format::names::LOCK))?;
+            .custom_flags(O_NOFOLLOW)
+            .open(self.path(crate::format::names::LOCK))
+            .map_err(|e| match e.raw_os_error() {
+                Some(ELOOP) => symlink_refused(&self.path(crate::format::names::LOCK)),
+                _ => e,
+            })?;
         let deadline = wait.map(|w| Instant::now() + w);
         loop {
             match file.try_lock() {

@@ -233,8 +233,11 @@ impl Storage for MemStorage {
         let mut st = lock_poisonless(&self.state);
         let parent = parent_of(&name);
         let data = match st.files.get(&name) {
+            Some(_) if mode == OpenMode::CreateNew => {
+                return Err(io::ErrorKind::AlreadyExists.into());
+            }
             Some(d) => d.clone(),
-            None if mode == OpenMode::Create => {
+            None if matches!(mode, OpenMode::Create | OpenMode::CreateNew) => {
                 if !parent.is_empty() && !st.dirs.contains(parent) {
                     return Err(io::ErrorKind::NotFound.into());
                 }

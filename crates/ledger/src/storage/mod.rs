@@ -51,6 +51,10 @@ pub enum OpenMode {
     Write,
     /// Read and write; created empty if missing.
     Create,
+    /// Read and write; created, and an error (`AlreadyExists`) if anything is there already
+    /// (`O_EXCL`: a planted symlink is never followed). For temporary and new files; remove a
+    /// stale one first ([`Storage::remove`] never follows a symlink).
+    CreateNew,
 }
 
 /// A held writer lock; released when dropped.
@@ -61,7 +65,8 @@ pub trait Storage: Send + Sync {
     /// Where this storage lives, for error messages (`<dir>` or `mem:<name>`).
     fn location(&self) -> PathBuf;
     /// Opens `name` (relative, `/`-separated). `Ok(None)` when it is missing and `mode` is not
-    /// [`OpenMode::Create`].
+    /// [`OpenMode::Create`] or [`OpenMode::CreateNew`]. The disk backend never follows a
+    /// symlink at `name` itself (`O_NOFOLLOW`): opening one is an error.
     fn open(&self, name: &str, mode: OpenMode) -> io::Result<Option<Box<dyn StorageFile>>>;
     /// True when `name` exists.
     fn exists(&self, name: &str) -> io::Result<bool>;
@@ -70,7 +75,8 @@ pub trait Storage: Send + Sync {
     /// Removes `name` if present.
     fn remove(&self, name: &str) -> io::Result<()>;
     /// Creates the directory `dir` (and the root) if missing. The disk backend makes the new
-    /// directory entries durable (it syncs their parents).
+    /// directory entries durable (it syncs their parents), and refuses (an error) when `dir`
+    /// or a directory between the root and it is a symlink or not a directory.
     fn create_dir(&self, dir: &str) -> io::Result<()>;
     /// Makes renames and creations inside `dir` (`""` = root) durable.
     fn sync_dir(&self, dir: &str) -> io::Result<()>;

@@ -53,7 +53,10 @@ struct Attempt {
     token: String,
     events: usize,
     acked: Option<(u64, u64)>,
+    /// An acknowledged erasure removed it.
     erased: bool,
+    /// An erasure of it was killed: it may or may not have happened (whole, either way).
+    erase_killed: bool,
 }
 
 struct Rng(u64);
@@ -105,7 +108,8 @@ fn tempfile_dir() -> Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!("ctxlog-crash-loop-{}-{nanos}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("ctxlog-crash-loop-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
 }
@@ -158,7 +162,7 @@ impl Loop<'_> {
             let output = format!("{token} ").repeat(2_000 + self.rng.below(4_000) as usize);
             let turn = serde_json::json!({"events": [
                 {"kind": "user", "text": format!("run {token}")},
-                {"kind": "tool_call", "call_id": "c1", "tool": "sh", "arguments": {}},
+                {"kind": "tool_call", "call_id": "c1", "tool": "sh", "arguments": {"cmd": format!("gen {token}")}},
                 {"kind": "tool_result", "call_id": "c1", "tool": "sh", "status": "ok", "text": output},
                 {"kind": "assistant", "text": format!("done {token}")},
             ]});
@@ -168,7 +172,9 @@ impl Loop<'_> {
             (turn.to_string(), 2)
         };
         let id = format!("id-{token}");
-        let child = self.command(&["commit", &self.conv.clone(), "--id", &id]).spawn()?;
+        let child = self
+            .command(&["commit", &self.conv.clone(), "--id", &id])
+            .spawn()?;
         let out = self.kill_at_random(child, json.as_bytes())?;
         let acked = match out {
             Some((0, stdout)) => Some(receipt(&stdout)?),
@@ -177,7 +183,13 @@ impl Loop<'_> {
         if acked.is_some() {
             self.summary.commits_acked += 1;
         }
-        self.attempts.push(Attempt { token, events, acked, erased: false });
+        self.attempts.push(Attempt {
+            token,
+            events,
+            acked,
+            erased: false,
+            erase_killed: false,
+        });
         Ok(())
     }
 
@@ -186,17 +198,25 @@ impl Loop<'_> {
             return Ok(());
         };
         let range = format!("{a}-{b}");
-        let child = self.command(&["erase", &self.conv.clone(), "--seqs", &range]).spawn()?;
-        if let Some((0, _)) = self.kill_at_random(child, b"")? {
-            self.summary.erasures_acked += 1;
-            self.attempts[i].erased = true;
-            self.erased_tokens.push(self.attempts[i].token.clone());
+        let child = self
+            .command(&["erase", &self.conv.clone(), "--seqs", &range])
+            .spawn()?;
+        match self.kill_at_random(child, b"")? {
+            Some((0, _)) => {
+                self.summary.erasures_acked += 1;
+                self.attempts[i].erased = true;
+                self.erased_tokens.push(self.attempts[i].token.clone());
+            }
+            Some(_) => {}
+            None => self.attempts[i].erase_killed = true,
         }
         Ok(())
     }
 
     fn recall(&mut self) -> Result<()> {
-        let child = self.command(&["recall", &self.conv.clone(), "question answer"]).spawn()?;
+        let child = self
+            .command(&["recall", &self.conv.clone(), "question answer"])
+            .spawn()?;
         self.kill_at_random(child, b"")?;
         Ok(())
     }
@@ -209,8 +229,15 @@ impl Loop<'_> {
             use std::io::Write;
             let _ = s.write_all(stdin);
         }
+        // One round in four runs to completion: it measures the typical run time and is
+        // acknowledged; the others are killed at a uniform moment within 1.5 typical runs.
         let window = self.typical.as_micros() as u64 * 3 / 2;
-        let deadline = started + Duration::from_micros(self.rng.below(window.max(1)));
+        let delay = if self.rng.below(4) == 0 {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_micros(self.rng.below(window.max(1)))
+        };
+        let deadline = started + delay;
         loop {
             if let Some(status) = child.try_wait()? {
                 let took = started.elapsed();
@@ -241,15 +268,15 @@ impl Loop<'_> {
     }
 
     fn fail(&mut self, round: u64, what: String) {
-        self.summary.failures.push(format!("round {round} ({}): {what}", self.conv));
+        self.summary
+            .failures
+            .push(format!("round {round} ({}): {what}", self.conv));
     }
 
     fn check(&mut self, round: u64) -> Result<()> {
         let conv = self.conv.clone();
-        if !self.root.join(&conv).exists() {
-            if self.attempts.iter().any(|a| a.acked.is_some()) {
-                self.fail(round, "conversation directory missing".into());
-            }
+        if !self.attempts.iter().any(|a| a.acked.is_some()) {
+            // Nothing acknowledged yet: a killed first commit may leave no conversation.
             return Ok(());
         }
         let (code, _, err) = self.run_to_end(&["verify", &conv])?;
@@ -280,14 +307,25 @@ impl Loop<'_> {
                 continue;
             }
             if !have.is_empty() && have.len() != a.events {
-                problems.push(format!("partial commit {}: {} of {} events", a.token, have.len(), a.events));
+                problems.push(format!(
+                    "partial commit {}: {} of {} events",
+                    a.token,
+                    have.len(),
+                    a.events
+                ));
             }
             if let Some((first, last)) = a.acked {
                 self.summary.acked_checks += 1;
+                if a.erase_killed && have.is_empty() {
+                    continue; // the killed erasure had completed
+                }
                 let seqs: BTreeSet<u64> = have.iter().filter_map(|e| e["seq"].as_u64()).collect();
                 let want: BTreeSet<u64> = (first..=last).collect();
                 if seqs != want {
-                    problems.push(format!("acknowledged {} at {first}-{last}, log has {seqs:?}", a.token));
+                    problems.push(format!(
+                        "acknowledged {} at {first}-{last}, log has {seqs:?}",
+                        a.token
+                    ));
                 }
             }
         }
@@ -316,7 +354,9 @@ pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
@@ -348,11 +388,16 @@ fn parse_args() -> Result<Config> {
             "--seed" => cfg.seed = value()?.parse()?,
             "--ctxlog" => cfg.ctxlog = PathBuf::from(value()?),
             "--per-conversation" => cfg.rounds_per_conversation = value()?.parse()?,
-            other => bail!("unknown argument {other} (--rounds N, --seed N, --ctxlog PATH, --per-conversation N)"),
+            other => bail!(
+                "unknown argument {other} (--rounds N, --seed N, --ctxlog PATH, --per-conversation N)"
+            ),
         }
     }
     if !cfg.ctxlog.exists() {
-        bail!("no ctxlog binary at {} (build it: cargo build --release -p ctxlog-cli, or pass --ctxlog PATH)", cfg.ctxlog.display());
+        bail!(
+            "no ctxlog binary at {} (build it: cargo build --release -p ctxlog-cli, or pass --ctxlog PATH)",
+            cfg.ctxlog.display()
+        );
     }
     Ok(cfg)
 }
@@ -362,12 +407,23 @@ fn main() -> Result<()> {
     let cfg = parse_args()?;
     let started = Instant::now();
     let s = run(&cfg)?;
-    println!("crash loop: ctxlog = {}, seed = {}", cfg.ctxlog.display(), cfg.seed);
-    println!("| rounds | kills (SIGKILL while running) | commits acked | erasures acked | acked-commit checks | failures | time |");
+    println!(
+        "crash loop: ctxlog = {}, seed = {}",
+        cfg.ctxlog.display(),
+        cfg.seed
+    );
+    println!(
+        "| rounds | kills (SIGKILL while running) | commits acked | erasures acked | acked-commit checks | failures | time |"
+    );
     println!("|---|---|---|---|---|---|---|");
     println!(
         "| {} | {} | {} | {} | {} | {} | {:.1} s |",
-        s.rounds, s.kills, s.commits_acked, s.erasures_acked, s.acked_checks, s.failures.len(),
+        s.rounds,
+        s.kills,
+        s.commits_acked,
+        s.erasures_acked,
+        s.acked_checks,
+        s.failures.len(),
         started.elapsed().as_secs_f64()
     );
     for f in s.failures.iter().take(50) {

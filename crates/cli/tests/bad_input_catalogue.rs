@@ -36,7 +36,7 @@ struct Case {
     args: Vec<OsString>,
     stdin: Vec<u8>,
     want: Want,
-    /// A known defect (issue 8): the case is reported, and asserted only by the ignored test.
+    /// A known defect: the case is reported in the table with this note and not asserted.
     defect: Option<&'static str>,
 }
 
@@ -120,6 +120,10 @@ fn catalogue(files: &Path) -> Vec<Case> {
         commit(
             "commit: unknown tool status",
             &tool_turn(r#"{"kind":"tool_result","call_id":"c1","tool":"sh","status":"meh","text":"x"}"#),
+        ),
+        commit(
+            "commit: tool_result names another tool than its call",
+            &tool_turn(r#"{"kind":"tool_result","call_id":"c1","tool":"rm","status":"ok","text":"x"}"#),
         ),
         commit(
             "commit: exit_code beyond i64",
@@ -237,13 +241,6 @@ fn catalogue(files: &Path) -> Vec<Case> {
         literal("recall: SQL UNION", "x' UNION SELECT * FROM meta --"),
         literal("recall: only punctuation", "\"*():^{}-+"),
     ];
-    for c in &mut cases {
-        if c.name == "commit: exit_code beyond i64" {
-            c.defect = Some(
-                "refused, but the message calls the integer \"floating point 1e+20\" (issue 8, item 7)",
-            );
-        }
-    }
     cases
 }
 
@@ -372,7 +369,7 @@ fn every_bad_input_is_refused_with_one_line_and_no_bytes_changed() {
 }
 
 #[test]
-#[ignore = "defect: an integer exit_code beyond i64 is refused as \"floating point 1e+20\" (issue 8, item 7)"]
+/// Issue 8, item 7 (fixed): the message names the number as an integer.
 fn exit_code_beyond_i64_is_named_as_an_integer() {
     let (env, _files) = store();
     let c = commit(
@@ -386,7 +383,7 @@ fn exit_code_beyond_i64_is_named_as_an_integer() {
 }
 
 #[test]
-#[ignore = "defect: a tool_result naming a different tool than its call is accepted (issue 8, item 7)"]
+/// Issue 8, item 7 (fixed).
 fn tool_result_naming_another_tool_is_refused() {
     let (env, _files) = store();
     let before = snapshot(env.root());

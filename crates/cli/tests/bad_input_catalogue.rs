@@ -98,7 +98,7 @@ fn catalogue(files: &Path) -> Vec<Case> {
     invalid_utf8_name
         .args
         .push(OsString::from_vec(b"ch\xffat".to_vec()));
-    let mut cases = vec![
+    let cases = vec![
         // commit: the turn JSON
         commit("commit: malformed JSON", b"{\"user\":"),
         commit("commit: JSON array, not an object", b"[1,2]"),

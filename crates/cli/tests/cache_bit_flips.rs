@@ -59,7 +59,7 @@ fn build() -> (Env, Baseline) {
         br#"{"events":[{"kind":"note","text":"Always answer in French.","pinned":true}]}"#,
     );
     env.ok(
-        &["commit", CONV],
+        &["commit", CONV, "--id", "tool-turn"],
         br#"{"events":[{"kind":"user","text":"list the files"},{"kind":"tool_call","call_id":"c1","tool":"sh","arguments":{"cmd":"ls"}},{"kind":"tool_result","call_id":"c1","tool":"sh","status":"ok","text":"a.txt b.txt zebra.md"},{"kind":"assistant","text":"Three files."}]}"#,
     );
     for i in 0..2 {

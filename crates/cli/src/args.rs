@@ -199,9 +199,11 @@ fn result_limit(s: &str) -> Result<usize, String> {
 pub struct ProjectArgs {
     /// The conversation name.
     pub conversation: String,
-    /// The current user input (mandatory content).
+    /// The current user input (mandatory content). Leave it out to continue an agent loop:
+    /// right after a tool result is committed, the open turn is mandatory and the body ends
+    /// with its tool results [default: none]
     #[arg(long)]
-    pub input: String,
+    pub input: Option<String>,
     /// The system prompt (mandatory content) [default: none]
     #[arg(long)]
     pub system: Option<String>,

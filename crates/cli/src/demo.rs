@@ -56,7 +56,7 @@ impl Demo<'_> {
             conversation: self.name.to_string(),
             model: Some("gpt-4o".into()),
             system: Some(SYSTEM.into()),
-            input: QUESTION.into(),
+            input: Some(QUESTION.into()),
             max_bytes,
             recall,
             ..Default::default()

@@ -18,7 +18,7 @@
 //! // A narrow request keeps only the newest turn ...
 //! let narrow = store.project(&ProjectRequest {
 //!     conversation: "support-42".into(),
-//!     input: "What is my project code?".into(),
+//!     input: Some("What is my project code?".into()),
 //!     max_bytes: Some(200),
 //!     ..Default::default()
 //! })?;

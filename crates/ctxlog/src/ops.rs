@@ -111,8 +111,11 @@ pub struct ProjectRequest {
     /// The conversation's name. A conversation with no commits yet projects the mandatory
     /// input alone (the first model call of a new chat) and creates nothing.
     pub conversation: String,
-    /// The current user input (mandatory).
-    pub input: String,
+    /// The current user input (mandatory) [default: none]. Without it (or with an empty one,
+    /// or for `anthropic-messages` a whitespace-only one), the projection continues the open
+    /// turn of an agent loop: the newest turn must end in tool results, and the body ends
+    /// with them (SPEC P11); otherwise the request is refused (class usage).
+    pub input: Option<String>,
     /// The system prompt (mandatory) [default: none].
     pub system: Option<String>,
     /// The model name, written as given [default: [`default_model`] of the format].
@@ -151,10 +154,12 @@ impl ProjectRequest {
         request
             .format(self.format)
             .model(self.model.as_deref().unwrap_or(default_model(self.format)))
-            .input(self.input.clone())
             .tokenizer(self.tokenizer)
             .policy(self.policy)
             .notice(self.notice);
+        if let Some(input) = self.given_input() {
+            request.input(input);
+        }
         if let Some(system) = &self.system {
             request.system(system.clone());
         }
@@ -183,6 +188,19 @@ impl ProjectRequest {
             request.tools(tools);
         }
         Ok(request.build()?)
+    }
+}
+
+impl ProjectRequest {
+    /// The input the body carries: none when it is left out, empty, or (for
+    /// `anthropic-messages`, which rejects blank text) whitespace only.
+    fn given_input(&self) -> Option<&str> {
+        let input = self.input.as_deref()?;
+        let blank = match self.format {
+            WireFormat::AnthropicMessages => input.trim().is_empty(),
+            _ => input.is_empty(),
+        };
+        (!blank).then_some(input)
     }
 }
 

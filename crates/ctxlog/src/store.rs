@@ -40,7 +40,7 @@ const POOLED_READERS: usize = 4;
 /// assert_eq!((receipt.first_seq, receipt.last_seq), (1, 2));
 /// let projection = store.project(&ProjectRequest {
 ///     conversation: "demo".into(),
-///     input: "and now?".into(),
+///     input: Some("and now?".into()),
 ///     max_bytes: Some(4096),
 ///     ..Default::default()
 /// })?;

@@ -56,6 +56,7 @@ mod error;
 mod history;
 mod json;
 pub mod naive;
+mod open_turn;
 mod options;
 mod pages;
 mod parts;

@@ -29,7 +29,7 @@ pub fn project_naive<H: History + ?Sized>(
 ) -> Result<Vec<u8>> {
     let budget = Budget::new(request);
     let fixed = fixed_parts(&budget, history)?;
-    let turn_count = read(history.turn_count())?;
+    let turn_count = fixed.history_turns;
     let mut units: Vec<(HistoryUnit, Vec<Msg>, u64)> = Vec::new();
     if !read(history.preamble())?.is_empty() {
         let first = read(history.preamble())?.first().map_or(0, |e| e.seq);

@@ -36,14 +36,16 @@ pub struct RecalledPage {
 /// Everything one projection needs besides the history: build it with
 /// [`ProjectionRequest::builder`].
 ///
-/// A built request is valid: it has a model and a non-empty input, and its budget is
-/// satisfiable in principle (no zero limit, the output reservation below the token limit).
+/// A built request is valid: it has a model, an input that is non-empty when given, and a
+/// budget satisfiable in principle (no zero limit, the output reservation below the token
+/// limit). A request without input continues the open turn of an agent loop (SPEC P11):
+/// projecting it fails unless the newest turn ends in tool results.
 #[derive(Clone, Debug)]
 pub struct ProjectionRequest {
     pub(crate) format: WireFormat,
     pub(crate) model: String,
     pub(crate) system: Option<String>,
-    pub(crate) input: String,
+    pub(crate) input: Option<String>,
     pub(crate) max_bytes: Option<u64>,
     pub(crate) max_tokens: Option<u64>,
     pub(crate) tokenizer: Tokenizer,
@@ -74,9 +76,9 @@ impl ProjectionRequest {
     pub fn system(&self) -> Option<&str> {
         self.system.as_deref()
     }
-    /// The current user input.
-    pub fn input(&self) -> &str {
-        &self.input
+    /// The current user input; `None` continues the open turn (SPEC P11).
+    pub fn input(&self) -> Option<&str> {
+        self.input.as_deref()
     }
     /// The byte budget, if any.
     pub fn max_bytes(&self) -> Option<u64> {
@@ -190,7 +192,9 @@ impl ProjectionRequestBuilder {
         self.system = Some(system.into());
         self
     }
-    /// The current user input (mandatory content). Required, non-empty.
+    /// The current user input (mandatory content), non-empty. Default: none, and the
+    /// projection continues the open turn, which must end in tool results (SPEC P11): that
+    /// turn is then mandatory and the body ends with its results.
     pub fn input(&mut self, input: impl Into<String>) -> &mut Self {
         self.input = Some(input.into());
         self
@@ -264,7 +268,7 @@ impl ProjectionRequestBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidRequest`] without a model or with an empty input (for
+    /// [`Error::InvalidRequest`] without a model or with an empty input given (for
     /// `anthropic-messages`, also a whitespace-only input, which Anthropic rejects);
     /// [`Error::InvalidBudget`] for a zero limit or reservation, or a reservation that leaves
     /// no input tokens.
@@ -276,14 +280,14 @@ impl ProjectionRequestBuilder {
             .ok_or_else(|| {
                 invalid_request("a model name is required (both wire formats carry a model field)")
             })?;
-        let input = self
-            .input
-            .clone()
-            .filter(|i| !i.is_empty())
-            .ok_or_else(|| {
-                invalid_request("the current input is required and must not be empty")
-            })?;
-        if self.format == WireFormat::AnthropicMessages && is_blank(&input) {
+        let input = self.input.clone();
+        if input.as_deref() == Some("") {
+            return Err(invalid_request(
+                "the current input must not be empty when given (leave it out to continue \
+                 the open turn after a tool result)",
+            ));
+        }
+        if self.format == WireFormat::AnthropicMessages && input.as_deref().is_some_and(is_blank) {
             return Err(invalid_request(
                 "the current input is whitespace only, which anthropic-messages rejects \
                  (text content blocks must contain non-whitespace text)",

@@ -12,6 +12,7 @@ use crate::budget::{Budget, Cost, TierSums};
 use crate::cache::SizeCache;
 use crate::error::{Error, Result};
 use crate::history::{History, SeqRange, read};
+use crate::open_turn::{open_turn, recall_query};
 use crate::pages::{Offered, PageSource, Settled, offered, page_text};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
 use crate::report::{
@@ -53,6 +54,12 @@ pub(crate) struct FixedParts {
     pub input_msgs: Vec<Msg>,
     pub input: Cost,
     pub mandatory: Size,
+    /// The seqs of the open turn standing in for the input (SPEC P11), if the request has none.
+    pub open: Option<SeqRange>,
+    /// The turns the history walk may keep: all, or all but the open turn.
+    pub history_turns: usize,
+    /// What recalled pages should be relevant to.
+    pub query: String,
 }
 
 pub(crate) fn fixed_parts<H: History + ?Sized>(
@@ -65,7 +72,12 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
     let mut prefix_msgs = system_msgs;
     prefix_msgs.extend(pinned_msgs);
     let prefix = budget.cost(&prefix_msgs);
-    let (input_msgs, input) = budget.render(&input_items(budget.req));
+    let turn_count = read(history.turn_count())?;
+    let open_events = open_turn(history, budget.req, turn_count)?;
+    let open = open_events.as_deref().and_then(SeqRange::of);
+    let history_turns = turn_count - usize::from(open_events.is_some());
+    let (input_msgs, input) = budget.render(&input_items(budget.req, open_events.as_deref()));
+    let query = recall_query(budget.req, open_events.as_deref());
     let mandatory = budget.total(prefix.then(input, budget.tokenizer));
     Ok(FixedParts {
         pinned,
@@ -76,6 +88,9 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
         input_msgs,
         input,
         mandatory,
+        open,
+        history_turns,
+        query,
     })
 }
 
@@ -89,7 +104,7 @@ pub(crate) fn project<H: History + ?Sized>(
     let budget = Budget::new(req);
     let fixed = fixed_parts(&budget, history)?;
     budget.check_mandatory(fixed.mandatory)?;
-    let turn_count = read(history.turn_count())?;
+    let turn_count = fixed.history_turns;
     let walk = walk(&budget, history, cache, &fixed, turn_count)?;
     assemble(&budget, history, fixed, walk, turn_count, pages)
 }
@@ -300,14 +315,23 @@ fn assemble<H: History + ?Sized>(
         history_msgs.extend(msgs);
     }
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
-    let oldest_kept = walk.units.first().map(|u| u.seqs.first);
+    let oldest_kept = walk
+        .units
+        .first()
+        .map(|u| u.seqs.first)
+        .or(fixed.open.map(|o| o.first));
     let base = fixed.prefix.then(notice_cost, tok);
-    let kept_range = match (walk.units.first(), walk.units.last()) {
-        (Some(a), Some(b)) => vec![SeqRange::new(a.seqs.first, b.seqs.last)],
+    let newest_kept = fixed
+        .open
+        .map(|o| o.last)
+        .or(walk.units.last().map(|u| u.seqs.last));
+    let kept_range = match (oldest_kept, newest_kept) {
+        (Some(a), Some(b)) => vec![SeqRange::new(a, b)],
         _ => Vec::new(),
     };
     let pinned: Vec<u64> = fixed.pinned.iter().map(|e| e.seq).collect();
     let settled = Settled {
+        query: &fixed.query,
         detail_start: oldest_kept,
         pinned: &pinned,
         kept: &kept_range,
@@ -349,6 +373,7 @@ fn assemble<H: History + ?Sized>(
         .iter()
         .filter(|u| matches!(u.unit, HistoryUnit::Turn(_)))
         .count();
+    let open_turns = usize::from(fixed.open.is_some());
     let mut drops = Vec::new();
     let dropped = dropped_history(history, &walk.units, turn_count)?;
     if let Some(range) = dropped {
@@ -375,8 +400,8 @@ fn assemble<H: History + ?Sized>(
         budget: budget.budget_report(),
         mandatory: fixed.mandatory,
         turns: TurnCounts {
-            total: turn_count,
-            kept: kept_turns,
+            total: turn_count + open_turns,
+            kept: kept_turns + open_turns,
             dropped: turn_count - kept_turns,
         },
         kept: kept_range,

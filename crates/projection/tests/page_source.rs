@@ -97,7 +97,7 @@ fn two_passes(
     };
     let mut with_pages = request.clone();
     let limit = plain.recall_k() * CANDIDATES_PER_PAGE;
-    match source.pages(plain.input(), detail_start, limit) {
+    match source.pages(plain.input().unwrap_or_default(), detail_start, limit) {
         Ok(pages) => {
             let pages: Vec<_> = pages.into_iter().filter(|p| !in_body(p.seq)).collect();
             if pages.is_empty() {

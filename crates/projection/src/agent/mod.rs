@@ -46,7 +46,8 @@ use ctxlog_event::Event;
 use crate::budget::Budget;
 use crate::cache::SizeCache;
 use crate::error::{Error, Result};
-use crate::history::{History, read};
+use crate::history::{History, SeqRange, read};
+use crate::open_turn::{open_turn, recall_query};
 use crate::pages::{PageSource, Settled, offered};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
 use crate::report::Projection;
@@ -71,9 +72,12 @@ pub(crate) fn project<H: History + ?Sized>(
     let pinned = pinned_notes(history)?;
     let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
     let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
-    let (input_msgs, input_cost) = budget.render(&input_items(budget.req));
     let turn_count = read(history.turn_count())?;
-    let events = all_events(history, turn_count)?;
+    // Without input, the open turn ends the body as messages and stays out of the context.
+    let open = open_turn(history, req, turn_count)?;
+    let (input_msgs, input_cost) = budget.render(&input_items(budget.req, open.as_deref()));
+    let context_turns = turn_count - usize::from(open.is_some());
+    let events = all_events(history, context_turns)?;
     let mut entries = build_entries(&events);
     let mut layout = AgentLayout {
         budget: &budget,
@@ -109,9 +113,12 @@ pub(crate) fn project<H: History + ?Sized>(
     let applied = applied.ok_or_else(|| Error::Internal {
         reason: "agent context does not fit after every drop".into(),
     })?;
-    let (kept, dropped) = seq_ranges(&entries);
+    let (mut kept, dropped) = seq_ranges(&entries);
+    kept.extend(open.as_deref().and_then(SeqRange::of));
     let pinned_seqs: Vec<u64> = pinned.iter().map(|e| e.seq).collect();
+    let query = recall_query(req, open.as_deref());
     let settled = Settled {
+        query: &query,
         detail_start: oldest_detail(&entries),
         pinned: &pinned_seqs,
         kept: &kept,

@@ -51,6 +51,12 @@ impl<'r> Budget<'r> {
         }
     }
 
+    /// [`total`](Self::total), plus the room held back for recalled pages (the recall
+    /// reserve): what a body without pages must leave free.
+    pub fn total_reserved(&self, chain: Cost) -> Size {
+        self.total(chain)
+    }
+
     /// Whether a body of this size meets the budget.
     pub fn fits(&self, size: Size) -> bool {
         self.req.max_bytes.is_none_or(|max| size.bytes <= max)

@@ -53,6 +53,7 @@ pub mod agent;
 mod budget;
 mod cache;
 mod error;
+mod expand;
 mod history;
 mod json;
 pub mod naive;

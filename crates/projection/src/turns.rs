@@ -11,6 +11,7 @@ use ctxlog_event::Event;
 use crate::budget::{Budget, Cost, TierSums};
 use crate::cache::SizeCache;
 use crate::error::{Error, Result};
+use crate::expand::{Piece, expand_results};
 use crate::history::{History, SeqRange, read};
 use crate::open_turn::{open_turn, recall_query};
 use crate::pages::{Offered, PageSource, Settled, offered, page_text};
@@ -56,6 +57,8 @@ pub(crate) struct FixedParts {
     pub mandatory: Size,
     /// The seqs of the open turn standing in for the input (SPEC P11), if the request has none.
     pub open: Option<SeqRange>,
+    /// The open turn's events (taken when the body is assembled).
+    pub open_events: Option<Vec<Event>>,
     /// The turns the history walk may keep: all, or all but the open turn.
     pub history_turns: usize,
     /// What recalled pages should be relevant to.
@@ -89,6 +92,7 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
         input,
         mandatory,
         open,
+        open_events,
         history_turns,
         query,
     })
@@ -280,6 +284,14 @@ fn measure(
     }
 }
 
+/// The events of a unit.
+fn unit_events<H: History + ?Sized>(history: &H, unit: HistoryUnit) -> Result<Vec<Event>> {
+    match unit {
+        HistoryUnit::Turn(i) => read(history.turn(i)),
+        HistoryUnit::Preamble => read(history.preamble()),
+    }
+}
+
 /// Loads (if needed) and renders the events of a unit.
 pub(crate) fn unit_msgs<H: History + ?Sized>(
     budget: &Budget<'_>,
@@ -296,7 +308,7 @@ pub(crate) fn unit_msgs<H: History + ?Sized>(
 fn assemble<H: History + ?Sized>(
     budget: &Budget<'_>,
     history: &H,
-    fixed: FixedParts,
+    mut fixed: FixedParts,
     mut walk: Walk,
     turn_count: usize,
     source: Option<&mut dyn PageSource>,
@@ -304,23 +316,52 @@ fn assemble<H: History + ?Sized>(
     let tok = budget.tokenizer;
     walk.units.truncate(walk.kept);
     walk.units.reverse();
-    let mut history_cost = Cost::default();
-    let mut history_msgs = Vec::new();
+    let mut pieces = Vec::with_capacity(walk.units.len() + 1);
     for measured in &mut walk.units {
-        history_cost = history_cost.then(measured.cost, tok);
+        let events = unit_events(history, measured.unit)?;
         let msgs = match measured.msgs.take() {
             Some(m) => m,
-            None => unit_msgs(budget, history, measured.unit)?,
+            None => render(budget.format, &turn_items(&events)),
         };
-        history_msgs.extend(msgs);
+        pieces.push(Piece {
+            events,
+            msgs,
+            cost: measured.cost,
+        });
+    }
+    let open = fixed.open_events.is_some();
+    if let Some(events) = fixed.open_events.take() {
+        pieces.push(Piece {
+            events,
+            msgs: std::mem::take(&mut fixed.input_msgs),
+            cost: fixed.input,
+        });
     }
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
+    let base = fixed.prefix.then(notice_cost, tok);
+    let input_cost = fixed.input;
+    let clips = expand_results(budget, history, &mut pieces, &|costs: &[Cost]| {
+        let mut chain = costs.iter().fold(base, |c, next| c.then(*next, tok));
+        if !open {
+            chain = chain.then(input_cost, tok);
+        }
+        budget.total_reserved(chain)
+    })?;
+    if open && let Some(piece) = pieces.pop() {
+        fixed.input = piece.cost;
+        fixed.input_msgs = piece.msgs;
+    }
+    let mut history_cost = Cost::default();
+    let mut history_msgs = Vec::new();
+    for piece in pieces {
+        history_cost = history_cost.then(piece.cost, tok);
+        history_msgs.extend(piece.msgs);
+    }
     let oldest_kept = walk
         .units
         .first()
         .map(|u| u.seqs.first)
         .or(fixed.open.map(|o| o.first));
-    let base = fixed.prefix.then(notice_cost, tok);
     let newest_kept = fixed
         .open
         .map(|o| o.last)
@@ -409,7 +450,7 @@ fn assemble<H: History + ?Sized>(
         pinned,
         detail_start: oldest_kept,
         tiers: sums.finish(total),
-        clips: Vec::new(),
+        clips,
         drops,
         notice: notice_text,
         recall: pages.report,

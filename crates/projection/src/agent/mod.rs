@@ -77,7 +77,8 @@ pub(crate) fn project<H: History + ?Sized>(
     let open = open_turn(history, req, turn_count)?;
     let (input_msgs, input_cost) = budget.render(&input_items(budget.req, open.as_deref()));
     let context_turns = turn_count - usize::from(open.is_some());
-    let events = all_events(history, context_turns)?;
+    let mut events = all_events(history, context_turns)?;
+    latest_result_in_full(history, &mut events)?;
     let mut entries = build_entries(&events);
     let mut layout = AgentLayout {
         budget: &budget,
@@ -154,6 +155,23 @@ pub(crate) fn project<H: History + ?Sized>(
         },
     );
     Ok(Projection { body, report })
+}
+
+/// The latest result's whole text from its artifact, if it has one (SPEC P12): it is sent in
+/// full when the budget allows, else clipped like any result.
+fn latest_result_in_full<H: History + ?Sized>(history: &H, events: &mut [Event]) -> Result<()> {
+    let Some(latest) = events
+        .iter()
+        .rposition(|e| e.kind() == ctxlog_event::EventKind::ToolResult)
+    else {
+        return Ok(());
+    };
+    if let Some(full) = read(history.artifact_text(&events[latest]))?
+        && let ctxlog_event::EventBody::ToolResult { text, .. } = &mut events[latest].body
+    {
+        *text = full;
+    }
+    Ok(())
 }
 
 fn all_events<H: History + ?Sized>(history: &H, turn_count: usize) -> Result<Vec<Event>> {

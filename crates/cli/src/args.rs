@@ -28,6 +28,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Writers (commit, erase) wait up to SECS for another process's writer to let go,
+    /// instead of exiting 4 at once; still exit 4 once the wait is over [default: no wait]
+    #[arg(long, global = true, value_name = "SECS", value_parser = wait_secs)]
+    pub wait: Option<std::time::Duration>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -114,6 +119,14 @@ pub struct EraseArgs {
     /// Why, recorded in the tombstone (at most 1024 bytes)
     #[arg(long, default_value = ctxlog::DEFAULT_ERASE_REASON)]
     pub reason: String,
+}
+
+/// A wait in seconds: a non-negative number, fractions allowed.
+fn wait_secs(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+        .ok_or_else(|| format!("expected a number of seconds, got {s:?}"))
 }
 
 /// `A-B` or `A`: seqs from 1, first <= last.
@@ -234,6 +247,12 @@ pub struct ProjectArgs {
     /// [default: 0 for turns, 2 for agent]
     #[arg(long, value_name = "K", value_parser = recall_k)]
     pub recall: Option<usize>,
+    /// Room held back for recalled pages so recent turns cannot starve recall: a share
+    /// (25% or 0.25) or N (bytes of --max-bytes, tokens of --max-tokens)
+    /// [default: 25% when pages may be included (--recall > 0, agent's default), else none;
+    /// held back only when a page would otherwise be left out for room]
+    #[arg(long, value_name = "SHARE|N")]
+    pub recall_reserve: Option<ctxlog::RecallReserve>,
     /// Add a short notice saying which turns were left out and how to recall them
     #[arg(long)]
     pub notice: bool,
@@ -251,9 +270,10 @@ pub struct ProjectArgs {
 
 #[derive(Debug, Args)]
 pub struct CountArgs {
-    /// The body's wire format: openai-chat or anthropic-messages
-    #[arg(long, default_value = "openai-chat")]
-    pub format: WireFormat,
+    /// The body's wire format: openai-chat or anthropic-messages [default: told from the
+    /// body's shape; a body that could be either needs it]
+    #[arg(long)]
+    pub format: Option<WireFormat>,
     /// o200k or cl100k
     #[arg(long, default_value = "o200k")]
     pub tokenizer: Tokenizer,

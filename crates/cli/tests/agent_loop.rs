@@ -254,3 +254,52 @@ fn a_blank_input_continues_the_open_turn_for_anthropic() {
     let body: Value = serde_json::from_slice(&body).unwrap();
     check_anthropic(&body, &["u1".to_string()]);
 }
+
+/// Recall is not starved (SPEC P13): with pages asked for, a share of the budget is held back
+/// for them, so the page that answers is included although recent turns could fill it all.
+#[test]
+fn with_recall_2_and_1500_tokens_the_answering_page_is_included() {
+    let env = Env::new();
+    env.commit(
+        "starve",
+        "Remember this: the deploy password is hunter7-blue.",
+        "Noted, I will remember the deploy password.",
+    );
+    for i in 0..30 {
+        env.commit(
+            "starve",
+            &format!("Status of build {i}? {}", "Please be thorough. ".repeat(8)),
+            &format!(
+                "Build {i} is green. {}",
+                "All checks passed on every target. ".repeat(6)
+            ),
+        );
+    }
+    let report = env.root().join("starve.json");
+    let body = env.ok(
+        &[
+            "project",
+            "starve",
+            "--input",
+            "What is the deploy password?",
+            "--recall",
+            "2",
+            "--max-tokens",
+            "1500",
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert!(
+        String::from_utf8(body).unwrap().contains("hunter7-blue"),
+        "{report}"
+    );
+    assert!(!report["recall"]["included"].as_array().unwrap().is_empty());
+    assert_eq!(
+        report["budget"]["recall_reserve"]["tokens"], 375,
+        "{report}"
+    );
+    assert!(report["turns"]["kept"].as_u64().unwrap() > 0);
+}

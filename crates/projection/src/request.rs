@@ -12,6 +12,57 @@ use crate::wire::is_blank;
 /// from a token budget.
 pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u64 = 4096;
 
+/// The name of ctxlog's recall tool. Notices and context text point the model at it only when
+/// the request's tools offer a tool of this name (SPEC P13).
+pub const RECALL_TOOL_NAME: &str = "recall";
+
+/// The share of a budget a request with recalled pages holds back for them when the caller
+/// does not say ([`ProjectionRequestBuilder::recall_reserve`]): a quarter.
+pub const DEFAULT_RECALL_RESERVE: f64 = 0.25;
+
+/// Room held back for recalled pages (SPEC P13), so that recent history cannot take the whole
+/// budget and starve recall. When a page was left out for want of room, the body is built
+/// again with history (and growing tool results) fitted to the budget less the reserve, and
+/// recalled pages free to use all of it; that body is kept if it includes more pages.
+///
+/// Parsed (`FromStr`) from `25%` or `0.25` (a fraction) or `N` (N bytes of a byte budget and
+/// N tokens of a token budget).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecallReserve {
+    /// This share (0 to 1) of `max_bytes` and of the input token limit.
+    Fraction(f64),
+    /// This many bytes (under a byte budget) and tokens (under a token budget).
+    Amount(u64),
+}
+
+impl std::str::FromStr for RecallReserve {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let bad = || format!("expected a share like 25% or 0.25, or a whole number, got {s:?}");
+        if let Some(pct) = s.strip_suffix('%') {
+            let v: f64 = pct.trim().parse().map_err(|_| bad())?;
+            return RecallReserve::fraction(v / 100.0).ok_or_else(bad);
+        }
+        if s.contains('.') {
+            let v: f64 = s.trim().parse().map_err(|_| bad())?;
+            return RecallReserve::fraction(v).ok_or_else(bad);
+        }
+        s.trim()
+            .parse()
+            .map(RecallReserve::Amount)
+            .map_err(|_| bad())
+    }
+}
+
+impl RecallReserve {
+    fn fraction(v: f64) -> Option<RecallReserve> {
+        (0.0..=1.0)
+            .contains(&v)
+            .then_some(RecallReserve::Fraction(v))
+    }
+}
+
 /// A page of old content offered for inclusion, as the recall index returned it (SPEC R6).
 ///
 /// The caller ranks the candidates (best first) against the current input; the projector
@@ -56,6 +107,7 @@ pub struct ProjectionRequest {
     pub(crate) recalled: Vec<RecalledPage>,
     pub(crate) tools: Vec<serde_json::Value>,
     pub(crate) recall_unavailable: Option<String>,
+    pub(crate) recall_reserve: Option<RecallReserve>,
 }
 
 impl ProjectionRequest {
@@ -118,6 +170,41 @@ impl ProjectionRequest {
         self.recall_unavailable.as_deref()
     }
 
+    /// The room held back for recalled pages as given (`None`: the default, a
+    /// [`DEFAULT_RECALL_RESERVE`] share when `recall_k > 0`, else none).
+    pub fn recall_reserve(&self) -> Option<RecallReserve> {
+        self.recall_reserve
+    }
+
+    /// The bytes and tokens held back for recalled pages: zero when `recall_k` is 0.
+    pub fn recall_reserve_size(&self) -> crate::Size {
+        if self.recall_k == 0 {
+            return crate::Size::default();
+        }
+        match self
+            .recall_reserve
+            .unwrap_or(RecallReserve::Fraction(DEFAULT_RECALL_RESERVE))
+        {
+            RecallReserve::Fraction(f) => crate::Size {
+                bytes: self.max_bytes.map_or(0, |b| (b as f64 * f) as u64),
+                tokens: self
+                    .input_token_limit()
+                    .map_or(0, |t| (t as f64 * f) as u64),
+            },
+            RecallReserve::Amount(n) => crate::Size {
+                bytes: if self.max_bytes.is_some() { n } else { 0 },
+                tokens: if self.max_tokens.is_some() { n } else { 0 },
+            },
+        }
+    }
+
+    /// This request with no room held back for recalled pages.
+    pub(crate) fn without_recall_reserve(&self) -> ProjectionRequest {
+        let mut r = self.clone();
+        r.recall_reserve = Some(RecallReserve::Amount(0));
+        r
+    }
+
     /// The output reservation as given (`None`: not asked for).
     pub fn reserve_output(&self) -> Option<u64> {
         self.reserve_output
@@ -125,21 +212,44 @@ impl ProjectionRequest {
 
     /// The output limit actually applied: the reservation subtracted from the token budget
     /// and written as the format's output-limit field. For `anthropic-messages` it defaults
-    /// to [`DEFAULT_ANTHROPIC_MAX_TOKENS`]; for `openai-chat` it is the reservation if given
+    /// to [`default_anthropic_max_tokens`] (a quarter of a token budget, at most
+    /// [`DEFAULT_ANTHROPIC_MAX_TOKENS`]); for `openai-chat` it is the reservation if given
     /// (written as `max_completion_tokens`), else nothing is reserved or written.
     pub fn output_limit(&self) -> Option<u64> {
         match self.format {
             WireFormat::OpenAiChat => self.reserve_output,
-            WireFormat::AnthropicMessages => {
-                Some(self.reserve_output.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS))
-            }
+            WireFormat::AnthropicMessages => Some(
+                self.reserve_output
+                    .unwrap_or(default_anthropic_max_tokens(self.max_tokens)),
+            ),
         }
+    }
+
+    /// Whether the request's tools offer ctxlog's recall tool ([`RECALL_TOOL_NAME`], in
+    /// either format's tool shape).
+    pub fn offers_recall_tool(&self) -> bool {
+        self.tools.iter().any(|t| {
+            t.get("name")
+                .or_else(|| t.get("function").and_then(|f| f.get("name")))
+                == Some(&serde_json::Value::from(RECALL_TOOL_NAME))
+        })
     }
 
     /// What the input may use of the token budget: `max_tokens - output_limit`.
     pub fn input_token_limit(&self) -> Option<u64> {
         let max = self.max_tokens?;
         Some(max.saturating_sub(self.output_limit().unwrap_or(0)))
+    }
+}
+
+/// The `max_tokens` an `anthropic-messages` body carries when the request reserves no output:
+/// [`DEFAULT_ANTHROPIC_MAX_TOKENS`] without a token budget; under one, a quarter of it (at
+/// least 1), capped at that default, so that a plausible budget (`max_tokens` 1500 reserves
+/// 375) never fails for want of input room.
+pub fn default_anthropic_max_tokens(max_tokens: Option<u64>) -> u64 {
+    match max_tokens {
+        None => DEFAULT_ANTHROPIC_MAX_TOKENS,
+        Some(max) => (max / 4).clamp(1, DEFAULT_ANTHROPIC_MAX_TOKENS),
     }
 }
 
@@ -173,6 +283,7 @@ pub struct ProjectionRequestBuilder {
     recalled: Vec<RecalledPage>,
     tools: Vec<serde_json::Value>,
     recall_unavailable: Option<String>,
+    recall_reserve: Option<RecallReserve>,
 }
 
 impl ProjectionRequestBuilder {
@@ -264,6 +375,16 @@ impl ProjectionRequestBuilder {
         self
     }
 
+    /// Room held back for recalled pages (SPEC P13): when a page was left out for want of
+    /// room, the body is built again with history fitted to the budget less this (pages may
+    /// use all of it), and kept if it includes more pages. Default:
+    /// [`DEFAULT_RECALL_RESERVE`] (a quarter of the budget) whenever pages may be included
+    /// (`recall_k > 0`, so by default with the agent policy), none otherwise.
+    pub fn recall_reserve(&mut self, reserve: RecallReserve) -> &mut Self {
+        self.recall_reserve = Some(reserve);
+        self
+    }
+
     /// Validates and returns the request.
     ///
     /// # Errors
@@ -308,6 +429,7 @@ impl ProjectionRequestBuilder {
             recalled: self.recalled.clone(),
             tools: self.tools.clone(),
             recall_unavailable: self.recall_unavailable.clone(),
+            recall_reserve: self.recall_reserve,
         };
         check_budget(&request)?;
         Ok(request)

@@ -36,11 +36,16 @@ struct MeasuredUnit {
     msgs: Option<Vec<Msg>>,
 }
 
-/// The text of the omission notice for `turns` dropped turns covering `seqs`.
-pub(crate) fn notice_text(turns: usize, seqs: SeqRange) -> String {
+/// The text of the omission notice for `turns` dropped turns covering `seqs`; it names the
+/// recall tool only when the request offers it (SPEC P13).
+pub(crate) fn notice_text(turns: usize, seqs: SeqRange, recall_tool: bool) -> String {
+    let how = if recall_tool {
+        " They are stored and can be recalled with the recall tool (by query, or by seq=N)."
+    } else {
+        " They are stored by the application."
+    };
     format!(
-        "[ctxlog] {turns} earlier turn(s), seq {}-{}, are not included in this request. They are \
-         stored and can be recalled with the recall tool (by query, or by seq=N).",
+        "[ctxlog] {turns} earlier turn(s), seq {}-{}, are not included in this request.{how}",
         seqs.first, seqs.last
     )
 }
@@ -209,7 +214,11 @@ fn notice_for<H: History + ?Sized>(
         return Ok(None);
     }
     let seqs = dropped_turn_range(history, kept_turns, turn_count)?;
-    let text = notice_text(turn_count - kept_turns, seqs);
+    let text = notice_text(
+        turn_count - kept_turns,
+        seqs,
+        budget.req.offers_recall_tool(),
+    );
     let (msgs, cost) = budget.render(&[Item::text(Role::System, text.clone())]);
     Ok(Some((text, msgs, cost)))
 }
@@ -345,7 +354,7 @@ fn assemble<H: History + ?Sized>(
         if !open {
             chain = chain.then(input_cost, tok);
         }
-        budget.total_reserved(chain)
+        budget.total(chain)
     })?;
     if open && let Some(piece) = pieces.pop() {
         fixed.input = piece.cost;
@@ -404,7 +413,7 @@ fn assemble<H: History + ?Sized>(
     msgs.extend(fixed.input_msgs);
     let body = budget.envelope.write(msgs);
     let total = budget.total(pages.chain);
-    if body.len() as u64 != total.bytes || !budget.fits(total) {
+    if body.len() as u64 != total.bytes || !budget.fits_all(total) {
         return Err(Error::Internal {
             reason: format!("assembled {} bytes, accounted {}", body.len(), total.bytes),
         });
@@ -454,6 +463,7 @@ fn assemble<H: History + ?Sized>(
         drops,
         notice: notice_text,
         recall: pages.report,
+        notes: Vec::new(),
     };
     Ok(Projection { body, report })
 }
@@ -524,7 +534,7 @@ pub(crate) fn choose_pages(
         }
         let (m, c) = budget.render(&[Item::text(Role::User, page_text(page))]);
         let with = cost.then(c, tok);
-        if !budget.fits(budget.total(before.then(with, tok).then(after, tok))) {
+        if !budget.fits_all(budget.total(before.then(with, tok).then(after, tok))) {
             report.skipped.push(skip("budget"));
             continue;
         }

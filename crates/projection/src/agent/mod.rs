@@ -133,7 +133,7 @@ pub(crate) fn project<H: History + ?Sized>(
     msgs.extend(layout.context_msgs(&entries, &pages));
     msgs.extend(input_msgs);
     let body = budget.envelope.write(msgs);
-    if body.len() as u64 != total.bytes || !budget.fits(total) {
+    if body.len() as u64 != total.bytes || !budget.fits_all(total) {
         return Err(Error::Internal {
             reason: format!("agent body {} bytes, accounted {}", body.len(), total.bytes),
         });

@@ -36,7 +36,7 @@ pub fn run(store: &Store, root: &Path) -> Result<(), Failure> {
         "\n5. `ctxlog verify {name}`: {} events, {} bytes, every checksum good, {} artifact(s).",
         report.events, report.bytes, report.artifacts
     );
-    let root_arg = root.display();
+    let root_arg = shell_quoted(&root.display().to_string());
     let _ = writeln!(
         out,
         "\nLook around:\n  ctxlog --root {root_arg} log {name}\n  ctxlog --root {root_arg} project {name} --input 'Which files?' --max-bytes 600 --report report.json\n  ctxlog --root {root_arg} recall {name} 'disk usage'"
@@ -257,4 +257,13 @@ fn narrow_recall_widen(conv: &Demo<'_>, sizes: Sizes, out: &mut String) -> Resul
         sizes.mandatory
     );
     Ok(())
+}
+
+/// `text` as one shell word: as is when it holds only safe characters, else single-quoted.
+fn shell_quoted(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+=:@%,".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
 }

@@ -73,6 +73,8 @@ fn builder(policy: Policy, format: WireFormat, max_bytes: u64) -> ProjectionRequ
         .input("How big is the cache?")
         .policy(policy)
         .recall_k(2)
+        // The two-pass emulation below predates the recall reserve (SPEC P13).
+        .recall_reserve(ctxlog_projection::RecallReserve::Amount(0))
         .notice(true)
         .max_bytes(max_bytes);
     b

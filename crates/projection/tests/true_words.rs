@@ -17,7 +17,7 @@ fn events() -> Vec<ctxlog_event::Event> {
     let mut bodies = Vec::new();
     for i in 0..6 {
         bodies.push(EventBody::User {
-            text: format!("question {i} {}", "words ".repeat(40)),
+            text: format!("question {i}"),
         });
         bodies.push(EventBody::Assistant {
             text: format!("answer {i} {}", "words ".repeat(40)),

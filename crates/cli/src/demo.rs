@@ -156,11 +156,18 @@ fn budget_table(conv: &Demo<'_>, out: &mut String) -> Result<Sizes, Failure> {
     );
     let mut budgets = vec![mandatory];
     let mut budget = full.report.bytes;
-    // Find the size with each number of kept turns by narrowing from the full body.
+    let mut kept = full.report.turns.kept;
+    // Narrow from the full body. Stored tool output grows into free room (SPEC P12), so a
+    // body may fill its budget: until a turn is dropped, step down by an eighth of the room.
     while budget > mandatory {
         budgets.push(budget);
         let projection = conv.project(Some(budget - 1), None)?;
-        budget = projection.report.bytes;
+        budget = if projection.report.turns.kept < kept {
+            projection.report.bytes
+        } else {
+            (budget - 1 - (budget - 1 - mandatory) / 8).max(mandatory)
+        };
+        kept = projection.report.turns.kept;
     }
     budgets.sort_unstable();
     budgets.dedup();

@@ -28,6 +28,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Writers (commit, erase) wait up to SECS for another process's writer to let go,
+    /// instead of exiting 4 at once; still exit 4 once the wait is over [default: no wait]
+    #[arg(long, global = true, value_name = "SECS", value_parser = wait_secs)]
+    pub wait: Option<std::time::Duration>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -141,6 +146,14 @@ pub struct EraseArgs {
     pub reason: String,
 }
 
+/// A wait in seconds: a non-negative number, fractions allowed.
+fn wait_secs(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+        .ok_or_else(|| format!("expected a number of seconds, got {s:?}"))
+}
+
 /// `A-B` or `A`: seqs from 1, first <= last.
 fn seq_range(s: &str) -> Result<(u64, u64), String> {
     let seq = |t: &str| match t.trim().parse::<u64>() {
@@ -224,9 +237,11 @@ fn result_limit(s: &str) -> Result<usize, String> {
 pub struct ProjectArgs {
     /// The conversation name.
     pub conversation: String,
-    /// The current user input (mandatory content).
+    /// The current user input (mandatory content). Leave it out to continue an agent loop:
+    /// right after a tool result is committed, the open turn is mandatory and the body ends
+    /// with its tool results [default: none]
     #[arg(long)]
-    pub input: String,
+    pub input: Option<String>,
     /// The system prompt (mandatory content) [default: none]
     #[arg(long)]
     pub system: Option<String>,
@@ -257,6 +272,12 @@ pub struct ProjectArgs {
     /// [default: 0 for turns, 2 for agent]
     #[arg(long, value_name = "K", value_parser = recall_k)]
     pub recall: Option<usize>,
+    /// Room held back for recalled pages so recent turns cannot starve recall: a share
+    /// (25% or 0.25) or N (bytes of --max-bytes, tokens of --max-tokens)
+    /// [default: 25% when pages may be included (--recall > 0, agent's default), else none;
+    /// held back only when a page would otherwise be left out for room]
+    #[arg(long, value_name = "SHARE|N")]
+    pub recall_reserve: Option<ctxlog::RecallReserve>,
     /// Add a short notice saying which turns were left out and how to recall them
     #[arg(long)]
     pub notice: bool,
@@ -274,9 +295,10 @@ pub struct ProjectArgs {
 
 #[derive(Debug, Args)]
 pub struct CountArgs {
-    /// The body's wire format: openai-chat or anthropic-messages
-    #[arg(long, default_value = "openai-chat")]
-    pub format: WireFormat,
+    /// The body's wire format: openai-chat or anthropic-messages [default: told from the
+    /// body's shape; a body that could be either needs it]
+    #[arg(long)]
+    pub format: Option<WireFormat>,
     /// o200k or cl100k
     #[arg(long, default_value = "o200k")]
     pub tokenizer: Tokenizer,

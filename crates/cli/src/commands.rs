@@ -18,7 +18,9 @@ use crate::output::{self, Failure};
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<(), Failure> {
     let json = cli.json;
-    let store = Store::open(&cli.root);
+    let mut options = ctxlog::Options::default();
+    options.lock_wait(cli.wait);
+    let store = Store::with_options(&cli.root, options);
     match cli.command {
         Command::Commit(args) => commit(&store, args),
         Command::Log(args) => log(&store, args, json),
@@ -261,11 +263,15 @@ fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
         reserve_output: args.reserve_output,
         policy: args.policy,
         recall: args.recall,
+        recall_reserve: args.recall_reserve,
         notice: args.notice,
         tools,
         recall_tool: args.recall_tool,
     };
     let projection = store.project(&request)?;
+    for note in &projection.report.notes {
+        eprintln!("ctxlog: note: {note}");
+    }
     if let Some(path) = &args.report {
         let mut report = serde_json::to_vec_pretty(&projection.report)
             .map_err(|e| Failure::other(e.to_string()))?;

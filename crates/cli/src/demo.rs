@@ -36,7 +36,7 @@ pub fn run(store: &Store, root: &Path) -> Result<(), Failure> {
         "\n5. `ctxlog verify {name}`: {} events, {} bytes, every checksum good, {} artifact(s).",
         report.events, report.bytes, report.artifacts
     );
-    let root_arg = root.display();
+    let root_arg = shell_quoted(&root.display().to_string());
     let _ = writeln!(
         out,
         "\nLook around:\n  ctxlog --root {root_arg} log {name}\n  ctxlog --root {root_arg} project {name} --input 'Which files?' --max-bytes 600 --report report.json\n  ctxlog --root {root_arg} recall {name} 'disk usage'"
@@ -60,7 +60,7 @@ impl Demo<'_> {
             conversation: self.name.to_string(),
             model: Some("gpt-4o".into()),
             system: Some(SYSTEM.into()),
-            input: QUESTION.into(),
+            input: Some(QUESTION.into()),
             max_bytes,
             recall,
             ..Default::default()
@@ -160,11 +160,18 @@ fn budget_table(conv: &Demo<'_>, out: &mut String) -> Result<Sizes, Failure> {
     );
     let mut budgets = vec![mandatory];
     let mut budget = full.report.bytes;
-    // Find the size with each number of kept turns by narrowing from the full body.
+    let mut kept = full.report.turns.kept;
+    // Narrow from the full body. Stored tool output grows into free room (SPEC P12), so a
+    // body may fill its budget: until a turn is dropped, step down by an eighth of the room.
     while budget > mandatory {
         budgets.push(budget);
         let projection = conv.project(Some(budget - 1), None)?;
-        budget = projection.report.bytes;
+        budget = if projection.report.turns.kept < kept {
+            projection.report.bytes
+        } else {
+            (budget - 1 - (budget - 1 - mandatory) / 8).max(mandatory)
+        };
+        kept = projection.report.turns.kept;
     }
     budgets.sort_unstable();
     budgets.dedup();
@@ -261,4 +268,13 @@ fn narrow_recall_widen(conv: &Demo<'_>, sizes: Sizes, out: &mut String) -> Resul
         sizes.mandatory
     );
     Ok(())
+}
+
+/// `text` as one shell word: as is when it holds only safe characters, else single-quoted.
+fn shell_quoted(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+=:@%,".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
 }

@@ -54,6 +54,20 @@ impl<L: LedgerRead + ?Sized> History for LedgerHistory<'_, L> {
         self.read(1, end)
     }
 
+    /// Read through [`LedgerRead::artifact`], which refuses references outside the
+    /// conversation and checks the content hash.
+    fn artifact_text(&self, event: &Event) -> Result<Option<String>, Self::Error> {
+        let ctxlog_ledger::EventBody::ToolResult {
+            artifact: Some(artifact),
+            ..
+        } = &event.body
+        else {
+            return Ok(None);
+        };
+        let bytes = self.0.artifact(artifact)?;
+        Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
     /// Note seqs come from the ledger's note index, so only the notes themselves are read.
     fn notes(&self) -> Result<Vec<Event>, Self::Error> {
         self.0

@@ -252,7 +252,7 @@ mod tests {
         let e = store
             .project(&ProjectRequest {
                 conversation: "c".into(),
-                input: "a question that needs more than ten bytes".into(),
+                input: Some("a question that needs more than ten bytes".into()),
                 max_bytes: Some(10),
                 ..Default::default()
             })

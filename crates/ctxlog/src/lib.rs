@@ -18,7 +18,7 @@
 //! // A narrow request keeps only the newest turn ...
 //! let narrow = store.project(&ProjectRequest {
 //!     conversation: "support-42".into(),
-//!     input: "What is my project code?".into(),
+//!     input: Some("What is my project code?".into()),
 //!     max_bytes: Some(200),
 //!     ..Default::default()
 //! })?;
@@ -55,7 +55,9 @@ pub use ctxlog_ledger::{
     ArtifactRef, CommitReceipt, DEFAULT_ERASE_REASON, ErasureReport, Event, EventBody, EventKind,
     MAX_ERASE_REASON_BYTES, NewCommit, Options, SyncMode, SystemMarker, ToolStatus, VerifyReport,
 };
-pub use ctxlog_projection::{Count, Policy, Projection, Report, Tokenizer, WireFormat};
+pub use ctxlog_projection::{
+    Count, DEFAULT_RECALL_RESERVE, Policy, Projection, RecallReserve, Report, Tokenizer, WireFormat,
+};
 pub use ctxlog_recall::{DEFAULT_LIMIT as RECALL_DEFAULT_LIMIT, MAX_LIMIT as RECALL_MAX_LIMIT};
 pub use ctxlog_recall::{Hit, Progress, RecallResult, ToolOutput};
 

@@ -22,7 +22,9 @@
 //! | list | [`ListRequest`] | [`ListResponse`]: `{"conversations":[ConversationInfo…]}` |
 
 use ctxlog_ledger::{CommitReceipt, DEFAULT_ERASE_REASON, ErasureReport, Event, NewCommit};
-use ctxlog_projection::{Count, Policy, Projection, ProjectionRequest, Tokenizer, WireFormat};
+use ctxlog_projection::{
+    Count, Policy, Projection, ProjectionRequest, RecallReserve, Tokenizer, WireFormat,
+};
 use ctxlog_recall::RecallResult;
 use serde::{Deserialize, Serialize};
 
@@ -111,8 +113,11 @@ pub struct ProjectRequest {
     /// The conversation's name. A conversation with no commits yet projects the mandatory
     /// input alone (the first model call of a new chat) and creates nothing.
     pub conversation: String,
-    /// The current user input (mandatory).
-    pub input: String,
+    /// The current user input (mandatory) [default: none]. Without it (or with an empty one,
+    /// or for `anthropic-messages` a whitespace-only one), the projection continues the open
+    /// turn of an agent loop: the newest turn must end in tool results, and the body ends
+    /// with them (SPEC P11); otherwise the request is refused (class usage).
+    pub input: Option<String>,
     /// The system prompt (mandatory) [default: none].
     pub system: Option<String>,
     /// The model name, written as given [default: [`default_model`] of the format].
@@ -132,6 +137,12 @@ pub struct ProjectRequest {
     pub policy: Policy,
     /// Relevant older pages to include [default: 0 for `turns`, 2 for `agent`].
     pub recall: Option<usize>,
+    /// Room held back for recalled pages, so recent turns cannot starve recall (SPEC P13)
+    /// [default: [`ctxlog_projection::DEFAULT_RECALL_RESERVE`], a quarter of the budget,
+    /// whenever pages may be included (`recall` > 0, the agent policy's default); none
+    /// otherwise; held back only when a page would otherwise be left out for room]. JSON: `{"fraction":0.25}` or
+    /// `{"amount":N}` (N bytes of a byte budget, N tokens of a token budget).
+    pub recall_reserve: Option<RecallReserve>,
     /// Add a notice saying which turns were left out and how to recall them [default: false].
     pub notice: bool,
     /// Tool definitions to send, in the format's own shape, counted in the budget.
@@ -151,10 +162,12 @@ impl ProjectRequest {
         request
             .format(self.format)
             .model(self.model.as_deref().unwrap_or(default_model(self.format)))
-            .input(self.input.clone())
             .tokenizer(self.tokenizer)
             .policy(self.policy)
             .notice(self.notice);
+        if let Some(input) = self.given_input() {
+            request.input(input);
+        }
         if let Some(system) = &self.system {
             request.system(system.clone());
         }
@@ -169,6 +182,9 @@ impl ProjectRequest {
         }
         if let Some(k) = self.recall {
             request.recall_k(k);
+        }
+        if let Some(reserve) = self.recall_reserve {
+            request.recall_reserve(reserve);
         }
         let mut tools = self.tools.clone();
         if let Some(i) = tools.iter().position(|t| !t.is_object()) {
@@ -186,17 +202,80 @@ impl ProjectRequest {
     }
 }
 
+impl ProjectRequest {
+    /// The input the body carries: none when it is left out, empty, or (for
+    /// `anthropic-messages`, which rejects blank text) whitespace only.
+    fn given_input(&self) -> Option<&str> {
+        let input = self.input.as_deref()?;
+        let blank = match self.format {
+            WireFormat::AnthropicMessages => input.trim().is_empty(),
+            _ => input.is_empty(),
+        };
+        (!blank).then_some(input)
+    }
+}
+
 /// Count the bytes and tokens of a request body.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountRequest {
     /// The body, as sent.
     pub body: Vec<u8>,
-    /// Its wire format [default: `openai-chat`].
+    /// Its wire format [default: detected from the body's shape ([`detect_format`]); a body
+    /// that could be either is refused (class usage) and needs the format].
     #[serde(default)]
-    pub format: WireFormat,
+    pub format: Option<WireFormat>,
     /// The tokenizer [default: `o200k`].
     #[serde(default)]
     pub tokenizer: Tokenizer,
+}
+
+/// The wire format a request body has, told from its shape, or `None` when it could be
+/// either (or is not a request body).
+///
+/// * Anthropic requires `max_tokens`: a body without it is `openai-chat`.
+/// * `openai-chat` only: a `system`, `developer` or `tool` message, `tool_calls`,
+///   `max_completion_tokens`, or a tool of `"type":"function"`.
+/// * `anthropic-messages` only: a top-level `system`, or a `tool_use`/`tool_result` block.
+///
+/// A body with `max_tokens` and marks of one format only is that format; with marks of both,
+/// or of neither (a plain `{"model","max_tokens","messages":[…user/assistant…]}` is valid for
+/// both), it is ambiguous.
+pub fn detect_format(body: &[u8]) -> Option<WireFormat> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let top = value.as_object()?;
+    let messages = top.get("messages")?.as_array()?;
+    if !top.contains_key("max_tokens") {
+        return Some(WireFormat::OpenAiChat);
+    }
+    let openai = top.contains_key("max_completion_tokens")
+        || messages.iter().any(|m| {
+            matches!(
+                m.get("role").and_then(|r| r.as_str()),
+                Some("system" | "developer" | "tool")
+            ) || m.get("tool_calls").is_some()
+        })
+        || top
+            .get("tools")
+            .and_then(|t| t.as_array())
+            .is_some_and(|tools| tools.iter().any(|t| t.get("function").is_some()));
+    let anthropic = top.contains_key("system")
+        || messages.iter().any(|m| {
+            m.get("content")
+                .and_then(|c| c.as_array())
+                .is_some_and(|blocks| {
+                    blocks.iter().any(|b| {
+                        matches!(
+                            b.get("type").and_then(|t| t.as_str()),
+                            Some("tool_use" | "tool_result")
+                        )
+                    })
+                })
+        });
+    match (openai, anthropic) {
+        (true, false) => Some(WireFormat::OpenAiChat),
+        (false, true) => Some(WireFormat::AnthropicMessages),
+        _ => None,
+    }
 }
 
 /// Search a conversation's history (SPEC §6).

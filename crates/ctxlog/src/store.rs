@@ -40,7 +40,7 @@ const POOLED_READERS: usize = 4;
 /// assert_eq!((receipt.first_seq, receipt.last_seq), (1, 2));
 /// let projection = store.project(&ProjectRequest {
 ///     conversation: "demo".into(),
-///     input: "and now?".into(),
+///     input: Some("and now?".into()),
 ///     max_bytes: Some(4096),
 ///     ..Default::default()
 /// })?;
@@ -347,7 +347,8 @@ impl Store {
     }
 
     /// The exact request body for one model call (SPEC §5). A conversation with no commits
-    /// yet projects the mandatory input alone, and nothing is created.
+    /// yet projects the mandatory input alone, nothing is created, and `report.notes` says
+    /// that the conversation has no commits (a typo in its name looks like this).
     ///
     /// # Errors
     /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] (class over budget) when the
@@ -356,23 +357,43 @@ impl Store {
         check_recall_k(request.recall)?;
         let plain = request.to_projection()?;
         match self.read(&request.conversation, |snapshot| snapshot.project(&plain)) {
-            Err(Error::NotFound { .. }) => Ok(ctxlog_projection::project(
-                &SliceHistory::new(&[]),
-                &plain,
-                &mut SizeCache::new(),
-            )?),
+            Err(Error::NotFound { .. }) => {
+                let mut projection = ctxlog_projection::project(
+                    &SliceHistory::new(&[]),
+                    &plain,
+                    &mut SizeCache::new(),
+                )?;
+                projection
+                    .report
+                    .notes
+                    .push(no_commits_note(&request.conversation));
+                Ok(projection)
+            }
             result => result,
         }
     }
 
-    /// Bytes and tokens of a request body (SPEC P3), counted as the projector counts.
+    /// Bytes and tokens of a request body (SPEC P3), counted as the projector counts, by the
+    /// rule of its format: the one given, or the one its shape shows
+    /// ([`crate::ops::detect_format`]).
     ///
     /// # Errors
+    /// [`Error::InvalidRequest`] when no format is given and the shape could be either;
     /// [`ctxlog_projection::Error`] for a body that is not such a request.
     pub fn count(&self, request: &CountRequest) -> Result<Count> {
+        let format = match request.format {
+            Some(format) => format,
+            None => {
+                crate::ops::detect_format(&request.body).ok_or_else(|| Error::InvalidRequest {
+                    reason: "cannot tell the body's wire format from its shape (it could be \
+                             openai-chat or anthropic-messages); give the format (--format)"
+                        .into(),
+                })?
+            }
+        };
         Ok(ctxlog_projection::count(
             &request.body,
-            request.format,
+            format,
             request.tokenizer,
         )?)
     }
@@ -480,6 +501,14 @@ impl Store {
         });
         Ok(ListResponse { conversations })
     }
+}
+
+/// The report note for a projection of a conversation with no commits (maybe a typo).
+pub(crate) fn no_commits_note(name: &str) -> String {
+    format!(
+        "conversation {name:?} has no commits yet: the body holds no history (check the name \
+         if you expected some)"
+    )
 }
 
 /// At most [`ctxlog_recall::MAX_LIMIT`] recalled pages, like the recall limit.

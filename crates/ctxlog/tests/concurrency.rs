@@ -64,7 +64,7 @@ fn eight_threads_commit_to_four_conversations_while_others_read() {
                 for round in 0..COMMITS_PER_THREAD {
                     let projection = store.project(&ProjectRequest {
                         conversation: name.clone(),
-                        input: "what happened?".into(),
+                        input: Some("what happened?".into()),
                         max_bytes: Some(2_000),
                         ..Default::default()
                     });

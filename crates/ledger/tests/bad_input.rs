@@ -123,15 +123,13 @@ fn each_invalid_commit_is_refused_and_changes_no_byte() {
     );
 }
 
+/// Before the first user message only notes and an assistant greeting (SPEC P11) may come:
+/// tool calls and results need a turn.
 #[test]
-fn nothing_but_notes_may_come_before_the_first_user_message() {
+fn only_notes_and_a_greeting_may_come_before_the_first_user_message() {
     let (_m, s) = mem();
     let (mut ledger, _) = Ledger::open_with(s, &Options::default()).unwrap();
-    for c in [
-        commit(vec![assistant("hi")]),
-        commit(vec![call("c1")]),
-        commit(vec![result("c1", "x")]),
-    ] {
+    for c in [commit(vec![call("c1")]), commit(vec![result("c1", "x")])] {
         assert!(matches!(
             ledger.commit(&c),
             Err(Error::InvalidCommit { .. })
@@ -145,7 +143,14 @@ fn nothing_but_notes_may_come_before_the_first_user_message() {
             .first_seq,
         1
     );
-    assert_eq!(ledger.commit(&turn(1)).unwrap().first_seq, 2);
+    assert_eq!(
+        ledger
+            .commit(&commit(vec![assistant("Hi! How can I help?")]))
+            .unwrap()
+            .first_seq,
+        2
+    );
+    assert_eq!(ledger.commit(&turn(1)).unwrap().first_seq, 3);
 }
 
 #[test]

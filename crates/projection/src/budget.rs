@@ -28,6 +28,8 @@ pub(crate) struct Budget<'r> {
     pub tokenizer: Tokenizer,
     pub envelope: Envelope,
     envelope_size: Cost,
+    /// Held back for recalled pages by [`fits`](Self::fits) (SPEC P13); can be given up.
+    reserve: std::cell::Cell<Size>,
 }
 
 impl<'r> Budget<'r> {
@@ -40,7 +42,14 @@ impl<'r> Budget<'r> {
             tokenizer: req.tokenizer,
             envelope,
             envelope_size,
+            reserve: std::cell::Cell::new(req.recall_reserve_size()),
         }
+    }
+
+    /// Gives up the room held back for recalled pages (when even the mandatory part would
+    /// not fit beside it).
+    pub fn drop_reserve(&self) {
+        self.reserve.set(Size::default());
     }
 
     /// The whole body's size for a chain of messages inside the envelope.
@@ -51,8 +60,18 @@ impl<'r> Budget<'r> {
         }
     }
 
-    /// Whether a body of this size meets the budget.
+    /// Whether a body of this size leaves the room held back for recalled pages free: what
+    /// history and growing results are fitted to.
     pub fn fits(&self, size: Size) -> bool {
+        let reserve = self.reserve.get();
+        self.fits_all(Size {
+            bytes: size.bytes + reserve.bytes,
+            tokens: size.tokens + reserve.tokens,
+        })
+    }
+
+    /// Whether a body of this size meets the budget (recalled pages may use all of it).
+    pub fn fits_all(&self, size: Size) -> bool {
         self.req.max_bytes.is_none_or(|max| size.bytes <= max)
             && self
                 .req
@@ -76,7 +95,10 @@ impl<'r> Budget<'r> {
 
     /// Fails with [`Error::MandatoryExceedsBudget`] unless `mandatory` fits.
     pub fn check_mandatory(&self, mandatory: Size) -> Result<()> {
-        if self.fits(mandatory) {
+        if self.fits_all(mandatory) {
+            if !self.fits(mandatory) {
+                self.drop_reserve();
+            }
             return Ok(());
         }
         Err(Error::MandatoryExceedsBudget {
@@ -97,6 +119,7 @@ impl<'r> Budget<'r> {
             reserve_output: self.req.reserve_output,
             output_limit: self.req.output_limit(),
             input_token_limit: self.req.input_token_limit(),
+            recall_reserve: self.reserve.get(),
         }
     }
 }

@@ -64,6 +64,16 @@ pub trait History {
     /// there is no user event.
     fn preamble(&self) -> Result<Vec<Event>, Self::Error>;
 
+    /// The whole text of a tool result whose output is stored as an artifact (the event holds
+    /// a head/tail excerpt of it), or `None` when the event has no artifact or the history
+    /// cannot read artifacts. The projector sends it, or as much of it as fits (SPEC P12).
+    ///
+    /// The default returns `None`: results are sent as their events hold them.
+    fn artifact_text(&self, event: &Event) -> Result<Option<String>, Self::Error> {
+        let _ = event;
+        Ok(None)
+    }
+
     /// Every `note` event of the conversation, in seq order. Used to find pinned notes and
     /// explicit supersessions, which are mandatory wherever they were written (SPEC P4, P6).
     ///

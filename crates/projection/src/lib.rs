@@ -53,9 +53,11 @@ pub mod agent;
 mod budget;
 mod cache;
 mod error;
+mod expand;
 mod history;
 mod json;
 pub mod naive;
+mod open_turn;
 mod options;
 mod pages;
 mod parts;
@@ -76,7 +78,9 @@ pub use report::{
     TierSize, TurnCounts,
 };
 pub use request::{
-    DEFAULT_ANTHROPIC_MAX_TOKENS, ProjectionRequest, ProjectionRequestBuilder, RecalledPage,
+    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_RECALL_RESERVE, ProjectionRequest,
+    ProjectionRequestBuilder, RECALL_TOOL_NAME, RecallReserve, RecalledPage,
+    default_anthropic_max_tokens,
 };
 pub use tokens::{Count, count};
 pub use wire::INTERRUPTED_RESULT;
@@ -125,6 +129,29 @@ pub fn project_with_pages<H: History + ?Sized>(
 }
 
 fn project_by_policy<H: History + ?Sized>(
+    history: &H,
+    request: &ProjectionRequest,
+    cache: &mut SizeCache,
+    mut pages: Option<&mut dyn PageSource>,
+) -> Result<Projection> {
+    let first: Option<&mut dyn PageSource> = match &mut pages {
+        Some(p) => Some(&mut **p),
+        None => None,
+    };
+    let plain = project_once(history, &request.without_recall_reserve(), cache, first)?;
+    // Pages left out for want of room while history took it all: hold the reserve back for
+    // them (SPEC P13), and keep that body if it does include more pages.
+    if request.recall_reserve_size() == Size::default() || !plain.report.recall.starved() {
+        return Ok(plain);
+    }
+    let reserved = project_once(history, request, cache, pages)?;
+    if reserved.report.recall.included.len() > plain.report.recall.included.len() {
+        return Ok(reserved);
+    }
+    Ok(plain)
+}
+
+fn project_once<H: History + ?Sized>(
     history: &H,
     request: &ProjectionRequest,
     cache: &mut SizeCache,

@@ -27,9 +27,28 @@ pub fn project_naive<H: History + ?Sized>(
     history: &H,
     request: &ProjectionRequest,
 ) -> Result<Vec<u8>> {
+    let (body, included, starved) = naive_once(history, &request.without_recall_reserve())?;
+    // As `project`: with pages left out for want of room, the reserve is held back for them,
+    // and that body is kept if it includes more pages (SPEC P13).
+    if starved && request.recall_reserve_size() != Size::default() {
+        let (reserved, more, _) = naive_once(history, request)?;
+        if more > included {
+            return Ok(reserved);
+        }
+    }
+    Ok(body)
+}
+
+/// The naive body, how many pages it includes, and whether a page was left out for room
+/// while fewer than `recall_k` were included.
+fn naive_once<H: History + ?Sized>(
+    history: &H,
+    request: &ProjectionRequest,
+) -> Result<(Vec<u8>, usize, bool)> {
     let budget = Budget::new(request);
     let fixed = fixed_parts(&budget, history)?;
-    let turn_count = read(history.turn_count())?;
+    budget.check_mandatory(fixed.mandatory)?;
+    let turn_count = fixed.history_turns;
     let mut units: Vec<(HistoryUnit, Vec<Msg>, u64)> = Vec::new();
     if !read(history.preamble())?.is_empty() {
         let first = read(history.preamble())?.first().map_or(0, |e| e.seq);
@@ -56,7 +75,11 @@ pub fn project_naive<H: History + ?Sized>(
         if notice && request.notice && dropped_turns > 0 {
             let first = read(history.turn_seqs(0))?.first;
             let last = read(history.turn_seqs(dropped_turns - 1))?.last;
-            let text = notice_text(dropped_turns, SeqRange::new(first, last));
+            let text = notice_text(
+                dropped_turns,
+                SeqRange::new(first, last),
+                request.offers_recall_tool(),
+            );
             msgs.extend(render(request.format, &[Item::text(Role::System, text)]));
         }
         let all = msgs
@@ -109,6 +132,7 @@ pub fn project_naive<H: History + ?Sized>(
     let oldest_kept = units.get(from).map(|u| u.2);
     let mut pages: Vec<Msg> = Vec::new();
     let mut included = 0;
+    let mut starved = false;
     for page in &request.recalled {
         if included >= request.recall_k || oldest_kept.is_some_and(|o| page.seq >= o) {
             continue;
@@ -118,10 +142,16 @@ pub fn project_naive<H: History + ?Sized>(
             request.format,
             &[Item::text(Role::User, page_text(page))],
         ));
-        if budget.fits(measure(&build(from, notice, &with)?)?) {
+        if budget.fits_all(measure(&build(from, notice, &with)?)?) {
             pages = with;
             included += 1;
+        } else {
+            starved = true;
         }
     }
-    build(from, notice, &pages)
+    Ok((
+        build(from, notice, &pages)?,
+        included,
+        starved && included < request.recall_k,
+    ))
 }

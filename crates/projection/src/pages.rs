@@ -57,6 +57,9 @@ impl PageSource for StaticPages {
 
 /// What a body already holds once its detail is settled: recalled pages never repeat it.
 pub(crate) struct Settled<'a> {
+    /// What the pages should be relevant to: the current input (or, continuing an open turn,
+    /// its user message).
+    pub query: &'a str,
     /// The first seq kept in detail; pages come from before it.
     pub detail_start: Option<u64>,
     /// Seqs of the pinned notes in the body.
@@ -105,7 +108,7 @@ pub(crate) fn offered(
         return none;
     }
     let limit = request.recall_k.saturating_mul(CANDIDATES_PER_PAGE);
-    match source.pages(&request.input, before, limit) {
+    match source.pages(settled.query, before, limit) {
         Ok(pages) => Offered {
             pages: pages
                 .into_iter()

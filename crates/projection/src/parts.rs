@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::history::{History, read};
 use crate::options::WireFormat;
 use crate::request::ProjectionRequest;
-use crate::wire::{Item, Role, note_text};
+use crate::wire::{Item, Role, note_text, turn_items};
 
 /// The system prompt as a message item (OpenAI only; Anthropic carries it in the envelope).
 pub(crate) fn system_items(req: &ProjectionRequest) -> Vec<Item> {
@@ -21,9 +21,13 @@ pub(crate) fn system_items(req: &ProjectionRequest) -> Vec<Item> {
     }
 }
 
-/// The current input as a message item.
-pub(crate) fn input_items(req: &ProjectionRequest) -> Vec<Item> {
-    vec![Item::text(Role::User, req.input.clone())]
+/// The current input as a message item; without input, the open turn's items (SPEC P11).
+pub(crate) fn input_items(req: &ProjectionRequest, open: Option<&[Event]>) -> Vec<Item> {
+    match (&req.input, open) {
+        (Some(input), _) => vec![Item::text(Role::User, input.clone())],
+        (None, Some(events)) => turn_items(events),
+        (None, None) => Vec::new(),
+    }
 }
 
 /// The pinned notes in force: notes marked pinned that no later note explicitly supersedes

@@ -22,13 +22,14 @@ pub struct Projection {
 /// {"format":"openai-chat","tokenizer":"o200k","policy":"turns",
 ///  "bytes":308,"tokens":71,"tokens_exact":true,
 ///  "budget":{"max_bytes":308,"max_tokens":null,"reserve_output":null,
-///            "output_limit":null,"input_token_limit":null},
+///            "output_limit":null,"input_token_limit":null,
+///            "recall_reserve":{"bytes":0,"tokens":0}},
 ///  "mandatory":{"bytes":140,"tokens":30},
 ///  "turns":{"total":2,"kept":2,"dropped":0},
 ///  "kept":[{"first":1,"last":4}],"dropped":[],"pinned":[],"detail_start":1,
 ///  "tiers":[{"tier":"envelope","bytes":40,"tokens":3,"items":1}, …],
 ///  "clips":[],"drops":[],"notice":null,
-///  "recall":{"k":0,"included":[],"skipped":[],"unavailable":null}}
+///  "recall":{"k":0,"included":[],"skipped":[],"unavailable":null},"notes":[]}
 /// ```
 ///
 /// * `bytes` is the body's length; `tokens` follows [`crate::tokens`]' rule for the format
@@ -78,6 +79,9 @@ pub struct Report {
     pub notice: Option<String>,
     /// Recalled pages: included, skipped, or why recall was unavailable.
     pub recall: RecallReport,
+    /// Things the caller should know that are not errors, one sentence each (the facade adds
+    /// e.g. that the conversation has no commits yet, which a typo in its name looks like).
+    pub notes: Vec<String>,
 }
 
 /// A budget as applied.
@@ -93,6 +97,10 @@ pub struct BudgetReport {
     pub output_limit: Option<u64>,
     /// `max_tokens - output_limit`: the tokens the body may use, if a token limit was given.
     pub input_token_limit: Option<u64>,
+    /// The room held back for recalled pages (SPEC P13): history used at most the budget
+    /// less this. Zero when it was not needed: no page may be included, or no page was left
+    /// out for room without it, or holding it back did not bring in more pages.
+    pub recall_reserve: Size,
 }
 
 /// A size in bytes and tokens.
@@ -195,6 +203,13 @@ pub struct RecallReport {
     pub skipped: Vec<SkippedPage>,
     /// Why no recall was possible, as the caller said (for example a damaged index).
     pub unavailable: Option<String>,
+}
+
+impl RecallReport {
+    /// Whether a page was left out for want of room while fewer than `k` were included.
+    pub fn starved(&self) -> bool {
+        self.included.len() < self.k && self.skipped.iter().any(|s| s.reason == "budget")
+    }
 }
 
 /// A recalled page's identity.

@@ -12,6 +12,57 @@ use crate::wire::is_blank;
 /// from a token budget.
 pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u64 = 4096;
 
+/// The name of ctxlog's recall tool. Notices and context text point the model at it only when
+/// the request's tools offer a tool of this name (SPEC P13).
+pub const RECALL_TOOL_NAME: &str = "recall";
+
+/// The share of a budget a request with recalled pages holds back for them when the caller
+/// does not say ([`ProjectionRequestBuilder::recall_reserve`]): a quarter.
+pub const DEFAULT_RECALL_RESERVE: f64 = 0.25;
+
+/// Room held back for recalled pages (SPEC P13), so that recent history cannot take the whole
+/// budget and starve recall. When a page was left out for want of room, the body is built
+/// again with history (and growing tool results) fitted to the budget less the reserve, and
+/// recalled pages free to use all of it; that body is kept if it includes more pages.
+///
+/// Parsed (`FromStr`) from `25%` or `0.25` (a fraction) or `N` (N bytes of a byte budget and
+/// N tokens of a token budget).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecallReserve {
+    /// This share (0 to 1) of `max_bytes` and of the input token limit.
+    Fraction(f64),
+    /// This many bytes (under a byte budget) and tokens (under a token budget).
+    Amount(u64),
+}
+
+impl std::str::FromStr for RecallReserve {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let bad = || format!("expected a share like 25% or 0.25, or a whole number, got {s:?}");
+        if let Some(pct) = s.strip_suffix('%') {
+            let v: f64 = pct.trim().parse().map_err(|_| bad())?;
+            return RecallReserve::fraction(v / 100.0).ok_or_else(bad);
+        }
+        if s.contains('.') {
+            let v: f64 = s.trim().parse().map_err(|_| bad())?;
+            return RecallReserve::fraction(v).ok_or_else(bad);
+        }
+        s.trim()
+            .parse()
+            .map(RecallReserve::Amount)
+            .map_err(|_| bad())
+    }
+}
+
+impl RecallReserve {
+    fn fraction(v: f64) -> Option<RecallReserve> {
+        (0.0..=1.0)
+            .contains(&v)
+            .then_some(RecallReserve::Fraction(v))
+    }
+}
+
 /// A page of old content offered for inclusion, as the recall index returned it (SPEC R6).
 ///
 /// The caller ranks the candidates (best first) against the current input; the projector
@@ -36,14 +87,16 @@ pub struct RecalledPage {
 /// Everything one projection needs besides the history: build it with
 /// [`ProjectionRequest::builder`].
 ///
-/// A built request is valid: it has a model and a non-empty input, and its budget is
-/// satisfiable in principle (no zero limit, the output reservation below the token limit).
+/// A built request is valid: it has a model, an input that is non-empty when given, and a
+/// budget satisfiable in principle (no zero limit, the output reservation below the token
+/// limit). A request without input continues the open turn of an agent loop (SPEC P11):
+/// projecting it fails unless the newest turn ends in tool results.
 #[derive(Clone, Debug)]
 pub struct ProjectionRequest {
     pub(crate) format: WireFormat,
     pub(crate) model: String,
     pub(crate) system: Option<String>,
-    pub(crate) input: String,
+    pub(crate) input: Option<String>,
     pub(crate) max_bytes: Option<u64>,
     pub(crate) max_tokens: Option<u64>,
     pub(crate) tokenizer: Tokenizer,
@@ -54,6 +107,7 @@ pub struct ProjectionRequest {
     pub(crate) recalled: Vec<RecalledPage>,
     pub(crate) tools: Vec<serde_json::Value>,
     pub(crate) recall_unavailable: Option<String>,
+    pub(crate) recall_reserve: Option<RecallReserve>,
 }
 
 impl ProjectionRequest {
@@ -74,9 +128,9 @@ impl ProjectionRequest {
     pub fn system(&self) -> Option<&str> {
         self.system.as_deref()
     }
-    /// The current user input.
-    pub fn input(&self) -> &str {
-        &self.input
+    /// The current user input; `None` continues the open turn (SPEC P11).
+    pub fn input(&self) -> Option<&str> {
+        self.input.as_deref()
     }
     /// The byte budget, if any.
     pub fn max_bytes(&self) -> Option<u64> {
@@ -116,6 +170,41 @@ impl ProjectionRequest {
         self.recall_unavailable.as_deref()
     }
 
+    /// The room held back for recalled pages as given (`None`: the default, a
+    /// [`DEFAULT_RECALL_RESERVE`] share when `recall_k > 0`, else none).
+    pub fn recall_reserve(&self) -> Option<RecallReserve> {
+        self.recall_reserve
+    }
+
+    /// The bytes and tokens held back for recalled pages: zero when `recall_k` is 0.
+    pub fn recall_reserve_size(&self) -> crate::Size {
+        if self.recall_k == 0 {
+            return crate::Size::default();
+        }
+        match self
+            .recall_reserve
+            .unwrap_or(RecallReserve::Fraction(DEFAULT_RECALL_RESERVE))
+        {
+            RecallReserve::Fraction(f) => crate::Size {
+                bytes: self.max_bytes.map_or(0, |b| (b as f64 * f) as u64),
+                tokens: self
+                    .input_token_limit()
+                    .map_or(0, |t| (t as f64 * f) as u64),
+            },
+            RecallReserve::Amount(n) => crate::Size {
+                bytes: if self.max_bytes.is_some() { n } else { 0 },
+                tokens: if self.max_tokens.is_some() { n } else { 0 },
+            },
+        }
+    }
+
+    /// This request with no room held back for recalled pages.
+    pub(crate) fn without_recall_reserve(&self) -> ProjectionRequest {
+        let mut r = self.clone();
+        r.recall_reserve = Some(RecallReserve::Amount(0));
+        r
+    }
+
     /// The output reservation as given (`None`: not asked for).
     pub fn reserve_output(&self) -> Option<u64> {
         self.reserve_output
@@ -123,21 +212,44 @@ impl ProjectionRequest {
 
     /// The output limit actually applied: the reservation subtracted from the token budget
     /// and written as the format's output-limit field. For `anthropic-messages` it defaults
-    /// to [`DEFAULT_ANTHROPIC_MAX_TOKENS`]; for `openai-chat` it is the reservation if given
+    /// to [`default_anthropic_max_tokens`] (a quarter of a token budget, at most
+    /// [`DEFAULT_ANTHROPIC_MAX_TOKENS`]); for `openai-chat` it is the reservation if given
     /// (written as `max_completion_tokens`), else nothing is reserved or written.
     pub fn output_limit(&self) -> Option<u64> {
         match self.format {
             WireFormat::OpenAiChat => self.reserve_output,
-            WireFormat::AnthropicMessages => {
-                Some(self.reserve_output.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS))
-            }
+            WireFormat::AnthropicMessages => Some(
+                self.reserve_output
+                    .unwrap_or(default_anthropic_max_tokens(self.max_tokens)),
+            ),
         }
+    }
+
+    /// Whether the request's tools offer ctxlog's recall tool ([`RECALL_TOOL_NAME`], in
+    /// either format's tool shape).
+    pub fn offers_recall_tool(&self) -> bool {
+        self.tools.iter().any(|t| {
+            t.get("name")
+                .or_else(|| t.get("function").and_then(|f| f.get("name")))
+                == Some(&serde_json::Value::from(RECALL_TOOL_NAME))
+        })
     }
 
     /// What the input may use of the token budget: `max_tokens - output_limit`.
     pub fn input_token_limit(&self) -> Option<u64> {
         let max = self.max_tokens?;
         Some(max.saturating_sub(self.output_limit().unwrap_or(0)))
+    }
+}
+
+/// The `max_tokens` an `anthropic-messages` body carries when the request reserves no output:
+/// [`DEFAULT_ANTHROPIC_MAX_TOKENS`] without a token budget; under one, a quarter of it (at
+/// least 1), capped at that default, so that a plausible budget (`max_tokens` 1500 reserves
+/// 375) never fails for want of input room.
+pub fn default_anthropic_max_tokens(max_tokens: Option<u64>) -> u64 {
+    match max_tokens {
+        None => DEFAULT_ANTHROPIC_MAX_TOKENS,
+        Some(max) => (max / 4).clamp(1, DEFAULT_ANTHROPIC_MAX_TOKENS),
     }
 }
 
@@ -171,6 +283,7 @@ pub struct ProjectionRequestBuilder {
     recalled: Vec<RecalledPage>,
     tools: Vec<serde_json::Value>,
     recall_unavailable: Option<String>,
+    recall_reserve: Option<RecallReserve>,
 }
 
 impl ProjectionRequestBuilder {
@@ -190,7 +303,9 @@ impl ProjectionRequestBuilder {
         self.system = Some(system.into());
         self
     }
-    /// The current user input (mandatory content). Required, non-empty.
+    /// The current user input (mandatory content), non-empty. Default: none, and the
+    /// projection continues the open turn, which must end in tool results (SPEC P11): that
+    /// turn is then mandatory and the body ends with its results.
     pub fn input(&mut self, input: impl Into<String>) -> &mut Self {
         self.input = Some(input.into());
         self
@@ -260,11 +375,21 @@ impl ProjectionRequestBuilder {
         self
     }
 
+    /// Room held back for recalled pages (SPEC P13): when a page was left out for want of
+    /// room, the body is built again with history fitted to the budget less this (pages may
+    /// use all of it), and kept if it includes more pages. Default:
+    /// [`DEFAULT_RECALL_RESERVE`] (a quarter of the budget) whenever pages may be included
+    /// (`recall_k > 0`, so by default with the agent policy), none otherwise.
+    pub fn recall_reserve(&mut self, reserve: RecallReserve) -> &mut Self {
+        self.recall_reserve = Some(reserve);
+        self
+    }
+
     /// Validates and returns the request.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidRequest`] without a model or with an empty input (for
+    /// [`Error::InvalidRequest`] without a model or with an empty input given (for
     /// `anthropic-messages`, also a whitespace-only input, which Anthropic rejects);
     /// [`Error::InvalidBudget`] for a zero limit or reservation, or a reservation that leaves
     /// no input tokens.
@@ -276,14 +401,14 @@ impl ProjectionRequestBuilder {
             .ok_or_else(|| {
                 invalid_request("a model name is required (both wire formats carry a model field)")
             })?;
-        let input = self
-            .input
-            .clone()
-            .filter(|i| !i.is_empty())
-            .ok_or_else(|| {
-                invalid_request("the current input is required and must not be empty")
-            })?;
-        if self.format == WireFormat::AnthropicMessages && is_blank(&input) {
+        let input = self.input.clone();
+        if input.as_deref() == Some("") {
+            return Err(invalid_request(
+                "the current input must not be empty when given (leave it out to continue \
+                 the open turn after a tool result)",
+            ));
+        }
+        if self.format == WireFormat::AnthropicMessages && input.as_deref().is_some_and(is_blank) {
             return Err(invalid_request(
                 "the current input is whitespace only, which anthropic-messages rejects \
                  (text content blocks must contain non-whitespace text)",
@@ -304,6 +429,7 @@ impl ProjectionRequestBuilder {
             recalled: self.recalled.clone(),
             tools: self.tools.clone(),
             recall_unavailable: self.recall_unavailable.clone(),
+            recall_reserve: self.recall_reserve,
         };
         check_budget(&request)?;
         Ok(request)

@@ -11,7 +11,9 @@ use ctxlog_event::Event;
 use crate::budget::{Budget, Cost, TierSums};
 use crate::cache::SizeCache;
 use crate::error::{Error, Result};
+use crate::expand::{Piece, expand_results};
 use crate::history::{History, SeqRange, read};
+use crate::open_turn::{open_turn, recall_query};
 use crate::pages::{Offered, PageSource, Settled, offered, page_text};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
 use crate::report::{
@@ -34,11 +36,16 @@ struct MeasuredUnit {
     msgs: Option<Vec<Msg>>,
 }
 
-/// The text of the omission notice for `turns` dropped turns covering `seqs`.
-pub(crate) fn notice_text(turns: usize, seqs: SeqRange) -> String {
+/// The text of the omission notice for `turns` dropped turns covering `seqs`; it names the
+/// recall tool only when the request offers it (SPEC P13).
+pub(crate) fn notice_text(turns: usize, seqs: SeqRange, recall_tool: bool) -> String {
+    let how = if recall_tool {
+        " They are stored and can be recalled with the recall tool (by query, or by seq=N)."
+    } else {
+        " They are stored by the application."
+    };
     format!(
-        "[ctxlog] {turns} earlier turn(s), seq {}-{}, are not included in this request. They are \
-         stored and can be recalled with the recall tool (by query, or by seq=N).",
+        "[ctxlog] {turns} earlier turn(s), seq {}-{}, are not included in this request.{how}",
         seqs.first, seqs.last
     )
 }
@@ -53,6 +60,14 @@ pub(crate) struct FixedParts {
     pub input_msgs: Vec<Msg>,
     pub input: Cost,
     pub mandatory: Size,
+    /// The seqs of the open turn standing in for the input (SPEC P11), if the request has none.
+    pub open: Option<SeqRange>,
+    /// The open turn's events (taken when the body is assembled).
+    pub open_events: Option<Vec<Event>>,
+    /// The turns the history walk may keep: all, or all but the open turn.
+    pub history_turns: usize,
+    /// What recalled pages should be relevant to.
+    pub query: String,
 }
 
 pub(crate) fn fixed_parts<H: History + ?Sized>(
@@ -65,7 +80,12 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
     let mut prefix_msgs = system_msgs;
     prefix_msgs.extend(pinned_msgs);
     let prefix = budget.cost(&prefix_msgs);
-    let (input_msgs, input) = budget.render(&input_items(budget.req));
+    let turn_count = read(history.turn_count())?;
+    let open_events = open_turn(history, budget.req, turn_count)?;
+    let open = open_events.as_deref().and_then(SeqRange::of);
+    let history_turns = turn_count - usize::from(open_events.is_some());
+    let (input_msgs, input) = budget.render(&input_items(budget.req, open_events.as_deref()));
+    let query = recall_query(budget.req, open_events.as_deref());
     let mandatory = budget.total(prefix.then(input, budget.tokenizer));
     Ok(FixedParts {
         pinned,
@@ -76,6 +96,10 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
         input_msgs,
         input,
         mandatory,
+        open,
+        open_events,
+        history_turns,
+        query,
     })
 }
 
@@ -89,7 +113,7 @@ pub(crate) fn project<H: History + ?Sized>(
     let budget = Budget::new(req);
     let fixed = fixed_parts(&budget, history)?;
     budget.check_mandatory(fixed.mandatory)?;
-    let turn_count = read(history.turn_count())?;
+    let turn_count = fixed.history_turns;
     let walk = walk(&budget, history, cache, &fixed, turn_count)?;
     assemble(&budget, history, fixed, walk, turn_count, pages)
 }
@@ -190,7 +214,11 @@ fn notice_for<H: History + ?Sized>(
         return Ok(None);
     }
     let seqs = dropped_turn_range(history, kept_turns, turn_count)?;
-    let text = notice_text(turn_count - kept_turns, seqs);
+    let text = notice_text(
+        turn_count - kept_turns,
+        seqs,
+        budget.req.offers_recall_tool(),
+    );
     let (msgs, cost) = budget.render(&[Item::text(Role::System, text.clone())]);
     Ok(Some((text, msgs, cost)))
 }
@@ -265,6 +293,14 @@ fn measure(
     }
 }
 
+/// The events of a unit.
+fn unit_events<H: History + ?Sized>(history: &H, unit: HistoryUnit) -> Result<Vec<Event>> {
+    match unit {
+        HistoryUnit::Turn(i) => read(history.turn(i)),
+        HistoryUnit::Preamble => read(history.preamble()),
+    }
+}
+
 /// Loads (if needed) and renders the events of a unit.
 pub(crate) fn unit_msgs<H: History + ?Sized>(
     budget: &Budget<'_>,
@@ -281,7 +317,7 @@ pub(crate) fn unit_msgs<H: History + ?Sized>(
 fn assemble<H: History + ?Sized>(
     budget: &Budget<'_>,
     history: &H,
-    fixed: FixedParts,
+    mut fixed: FixedParts,
     mut walk: Walk,
     turn_count: usize,
     source: Option<&mut dyn PageSource>,
@@ -289,25 +325,63 @@ fn assemble<H: History + ?Sized>(
     let tok = budget.tokenizer;
     walk.units.truncate(walk.kept);
     walk.units.reverse();
-    let mut history_cost = Cost::default();
-    let mut history_msgs = Vec::new();
+    let mut pieces = Vec::with_capacity(walk.units.len() + 1);
     for measured in &mut walk.units {
-        history_cost = history_cost.then(measured.cost, tok);
+        let events = unit_events(history, measured.unit)?;
         let msgs = match measured.msgs.take() {
             Some(m) => m,
-            None => unit_msgs(budget, history, measured.unit)?,
+            None => render(budget.format, &turn_items(&events)),
         };
-        history_msgs.extend(msgs);
+        pieces.push(Piece {
+            events,
+            msgs,
+            cost: measured.cost,
+        });
+    }
+    let open = fixed.open_events.is_some();
+    if let Some(events) = fixed.open_events.take() {
+        pieces.push(Piece {
+            events,
+            msgs: std::mem::take(&mut fixed.input_msgs),
+            cost: fixed.input,
+        });
     }
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
-    let oldest_kept = walk.units.first().map(|u| u.seqs.first);
     let base = fixed.prefix.then(notice_cost, tok);
-    let kept_range = match (walk.units.first(), walk.units.last()) {
-        (Some(a), Some(b)) => vec![SeqRange::new(a.seqs.first, b.seqs.last)],
+    let input_cost = fixed.input;
+    let clips = expand_results(budget, history, &mut pieces, &|costs: &[Cost]| {
+        let mut chain = costs.iter().fold(base, |c, next| c.then(*next, tok));
+        if !open {
+            chain = chain.then(input_cost, tok);
+        }
+        budget.total(chain)
+    })?;
+    if open && let Some(piece) = pieces.pop() {
+        fixed.input = piece.cost;
+        fixed.input_msgs = piece.msgs;
+    }
+    let mut history_cost = Cost::default();
+    let mut history_msgs = Vec::new();
+    for piece in pieces {
+        history_cost = history_cost.then(piece.cost, tok);
+        history_msgs.extend(piece.msgs);
+    }
+    let oldest_kept = walk
+        .units
+        .first()
+        .map(|u| u.seqs.first)
+        .or(fixed.open.map(|o| o.first));
+    let newest_kept = fixed
+        .open
+        .map(|o| o.last)
+        .or(walk.units.last().map(|u| u.seqs.last));
+    let kept_range = match (oldest_kept, newest_kept) {
+        (Some(a), Some(b)) => vec![SeqRange::new(a, b)],
         _ => Vec::new(),
     };
     let pinned: Vec<u64> = fixed.pinned.iter().map(|e| e.seq).collect();
     let settled = Settled {
+        query: &fixed.query,
         detail_start: oldest_kept,
         pinned: &pinned,
         kept: &kept_range,
@@ -339,7 +413,7 @@ fn assemble<H: History + ?Sized>(
     msgs.extend(fixed.input_msgs);
     let body = budget.envelope.write(msgs);
     let total = budget.total(pages.chain);
-    if body.len() as u64 != total.bytes || !budget.fits(total) {
+    if body.len() as u64 != total.bytes || !budget.fits_all(total) {
         return Err(Error::Internal {
             reason: format!("assembled {} bytes, accounted {}", body.len(), total.bytes),
         });
@@ -349,6 +423,7 @@ fn assemble<H: History + ?Sized>(
         .iter()
         .filter(|u| matches!(u.unit, HistoryUnit::Turn(_)))
         .count();
+    let open_turns = usize::from(fixed.open.is_some());
     let mut drops = Vec::new();
     let dropped = dropped_history(history, &walk.units, turn_count)?;
     if let Some(range) = dropped {
@@ -375,8 +450,8 @@ fn assemble<H: History + ?Sized>(
         budget: budget.budget_report(),
         mandatory: fixed.mandatory,
         turns: TurnCounts {
-            total: turn_count,
-            kept: kept_turns,
+            total: turn_count + open_turns,
+            kept: kept_turns + open_turns,
             dropped: turn_count - kept_turns,
         },
         kept: kept_range,
@@ -384,10 +459,11 @@ fn assemble<H: History + ?Sized>(
         pinned,
         detail_start: oldest_kept,
         tiers: sums.finish(total),
-        clips: Vec::new(),
+        clips,
         drops,
         notice: notice_text,
         recall: pages.report,
+        notes: Vec::new(),
     };
     Ok(Projection { body, report })
 }
@@ -458,7 +534,7 @@ pub(crate) fn choose_pages(
         }
         let (m, c) = budget.render(&[Item::text(Role::User, page_text(page))]);
         let with = cost.then(c, tok);
-        if !budget.fits(budget.total(before.then(with, tok).then(after, tok))) {
+        if !budget.fits_all(budget.total(before.then(with, tok).then(after, tok))) {
             report.skipped.push(skip("budget"));
             continue;
         }

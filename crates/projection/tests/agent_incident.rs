@@ -299,7 +299,11 @@ fn the_agent_context_carries_an_omission_notice_counted_in_the_budget() {
             .system("You are a careful build agent.")
             .input("Continue.")
             .policy(Policy::Agent)
-            .notice(true);
+            .notice(true)
+            // The notice names the recall tool only when the request offers it (SPEC P13).
+            .tools(vec![
+                json!({"type":"function","function":{"name":"recall"}}),
+            ]);
         if let Some(n) = budget {
             b.max_bytes(n);
         }

@@ -408,7 +408,7 @@ proptest! {
         let mut req = request(&shape, &events, None, None);
         let agent = |req: &ProjectionRequest, max: Option<u64>| {
             let mut b = ProjectionRequest::builder();
-            b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input())
+            b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input().unwrap())
                 .policy(Policy::Agent).recalled(req.recalled().to_vec()).recall_k(2).notice(shape.notice);
             if let Some(m) = max { b.max_bytes(m); }
             b.build().unwrap()
@@ -438,7 +438,7 @@ proptest! {
         let mut cache = SizeCache::new();
         for budget in mandatory_tokens.saturating_sub(2).max(1)..=full.report.tokens + 2 {
             let mut b = ProjectionRequest::builder();
-            b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input())
+            b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input().unwrap())
                 .policy(Policy::Agent).max_tokens(budget + 7).reserve_output(7).notice(shape.notice);
             match project(&history, &b.build().unwrap(), &mut cache) {
                 Ok(p) => {

@@ -73,6 +73,8 @@ fn builder(policy: Policy, format: WireFormat, max_bytes: u64) -> ProjectionRequ
         .input("How big is the cache?")
         .policy(policy)
         .recall_k(2)
+        // The two-pass emulation below predates the recall reserve (SPEC P13).
+        .recall_reserve(ctxlog_projection::RecallReserve::Amount(0))
         .notice(true)
         .max_bytes(max_bytes);
     b
@@ -97,7 +99,7 @@ fn two_passes(
     };
     let mut with_pages = request.clone();
     let limit = plain.recall_k() * CANDIDATES_PER_PAGE;
-    match source.pages(plain.input(), detail_start, limit) {
+    match source.pages(plain.input().unwrap_or_default(), detail_start, limit) {
         Ok(pages) => {
             let pages: Vec<_> = pages.into_iter().filter(|p| !in_body(p.seq)).collect();
             if pages.is_empty() {

@@ -195,15 +195,20 @@ fn the_omission_notice_says_how_many_turns_which_seqs_and_how_to_recall() {
         text: "first answer, at length. ".repeat(20),
     };
     let history = SliceHistory::new(&events);
+    // The notice names the recall tool only when the request offers it (SPEC P13).
+    let recall_tool = || vec![json!({"type":"function","function":{"name":"recall"}})];
     let full = project(
         &history,
-        &request(WireFormat::OpenAiChat).build().unwrap(),
+        &request(WireFormat::OpenAiChat)
+            .tools(recall_tool())
+            .build()
+            .unwrap(),
         &mut SizeCache::new(),
     )
     .unwrap();
     let with_notice = |budget: u64| {
         let mut b = request(WireFormat::OpenAiChat);
-        b.notice(true).max_bytes(budget);
+        b.notice(true).max_bytes(budget).tools(recall_tool());
         project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap()
     };
     assert_eq!(

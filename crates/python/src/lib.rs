@@ -159,7 +159,7 @@ struct PyConversation {
 #[allow(clippy::too_many_arguments)]
 fn project_request(
     conversation: &str,
-    input: String,
+    input: Option<String>,
     max_tokens: Option<u64>,
     max_bytes: Option<u64>,
     format: &str,
@@ -200,6 +200,7 @@ fn project_request(
         notice,
         tools,
         recall_tool,
+        recall_reserve: None,
     })
 }
 
@@ -254,14 +255,14 @@ impl PyConversation {
     /// dict)`. `body` is byte for byte what `ctxlog project` prints for the same options.
     /// Raises `MandatoryExceedsBudget` (with `needed_bytes`, `needed_tokens`) when the system
     /// prompt and input alone do not fit; the ledger is never written.
-    #[pyo3(signature = (input, *, max_tokens = None, max_bytes = None, format = "openai-chat",
+    #[pyo3(signature = (input = None, *, max_tokens = None, max_bytes = None, format = "openai-chat",
         tokenizer = "o200k", reserve_output = None, recall = None, policy = "turns",
         system = None, model = None, notice = false, tools = None, recall_tool = false))]
     #[allow(clippy::too_many_arguments)]
     fn project<'py>(
         &self,
         py: Python<'py>,
-        input: String,
+        input: Option<String>,
         max_tokens: Option<u64>,
         max_bytes: Option<u64>,
         format: &str,
@@ -300,14 +301,14 @@ impl PyConversation {
 
     /// Like `project`, with the body parsed into a dict, ready for an SDK:
     /// `client.chat.completions.create(**body)`. Returns `(body: dict, report: dict)`.
-    #[pyo3(signature = (input, *, max_tokens = None, max_bytes = None, format = "openai-chat",
+    #[pyo3(signature = (input = None, *, max_tokens = None, max_bytes = None, format = "openai-chat",
         tokenizer = "o200k", reserve_output = None, recall = None, policy = "turns",
         system = None, model = None, notice = false, tools = None, recall_tool = false))]
     #[allow(clippy::too_many_arguments)]
     fn project_dict<'py>(
         &self,
         py: Python<'py>,
-        input: String,
+        input: Option<String>,
         max_tokens: Option<u64>,
         max_bytes: Option<u64>,
         format: &str,

@@ -365,8 +365,9 @@ async fn reindex(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CountQuery {
+    /// Detected from the body when left out (an ambiguous body needs it).
     #[serde(default)]
-    format: WireFormat,
+    format: Option<WireFormat>,
     #[serde(default)]
     tokenizer: Tokenizer,
 }

@@ -22,7 +22,7 @@ fn main() -> Result<()> {
     let store = ctxlog::Store::open(root);
     let request = ProjectRequest {
         conversation: conversation.clone(),
-        input: input.clone(),
+        input: Some(input.clone()),
         max_bytes: Some(max_bytes.parse().context("MAX_BYTES")?),
         ..Default::default()
     };

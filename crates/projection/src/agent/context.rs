@@ -9,9 +9,14 @@ use crate::pages::{Offered, page_text};
 use crate::report::{PageRef, RecallReport, Size, SkippedPage, Tier};
 use crate::wire::{Item, Msg, Role};
 
-/// The first line of the context message.
+/// The first line of the context message when the request offers the recall tool.
 const HEADER: &str = "[ctxlog agent context] The conversation so far, oldest first, one entry per \
 event. Text marked \"recall seq=N\" was shortened; fetch it with the recall tool.";
+
+/// The first line of the context message when it does not (SPEC P13: no tool is named that
+/// the model cannot call).
+const HEADER_NO_TOOL: &str = "[ctxlog agent context] The conversation so far, oldest first, one \
+entry per event. Text marked \"recall seq=N\" was shortened.";
 
 /// The layout of an agent body: the costs of the messages around the context message, and
 /// whether the context carries the omission notice.
@@ -52,10 +57,14 @@ impl Omitted {
 }
 
 /// The omission notice of the agent context for the entries left out.
-fn agent_notice_text(omitted: Omitted) -> String {
+fn agent_notice_text(omitted: Omitted, recall_tool: bool) -> String {
+    let how = if recall_tool {
+        " They are stored and can be recalled with the recall tool (by query, or by seq=N)."
+    } else {
+        " They are stored by the application."
+    };
     format!(
-        "[ctxlog] {} earlier event(s) between seq {} and {} are left out of this context. They \
-         are stored and can be recalled with the recall tool (by query, or by seq=N).",
+        "[ctxlog] {} earlier event(s) between seq {} and {} are left out of this context.{how}",
         omitted.count, omitted.first, omitted.last
     )
 }
@@ -63,11 +72,17 @@ fn agent_notice_text(omitted: Omitted) -> String {
 impl AgentLayout<'_, '_> {
     /// The notice line for `omitted`, if the notice is on and something is left out.
     pub fn notice_line(&self, omitted: Omitted) -> Option<String> {
-        (self.notice && omitted.count > 0).then(|| agent_notice_text(omitted))
+        (self.notice && omitted.count > 0)
+            .then(|| agent_notice_text(omitted, self.budget.req.offers_recall_tool()))
     }
 
     pub fn context_text(&self, entries: &[Entry], pages: &[String]) -> String {
-        let mut text = HEADER.to_owned();
+        let mut text = if self.budget.req.offers_recall_tool() {
+            HEADER
+        } else {
+            HEADER_NO_TOOL
+        }
+        .to_owned();
         let notice = self.notice_line(Omitted::of(entries));
         for part in notice
             .iter()
@@ -99,7 +114,7 @@ impl AgentLayout<'_, '_> {
     /// tokens (only under a token budget) by counting the rendered body.
     pub fn fits(&self, entries: &[Entry], pages: &[String]) -> bool {
         if self.budget.req.max_tokens.is_some() {
-            return self.budget.fits(self.exact(entries, pages));
+            return self.budget.fits_all(self.exact(entries, pages));
         }
         let base = self
             .budget
@@ -112,7 +127,7 @@ impl AgentLayout<'_, '_> {
                 .map(|p| 2 + escaped_len(p) as i64)
                 .sum::<i64>();
         let bytes = base.bytes as i64 + parts;
-        self.budget.fits(Size {
+        self.budget.fits_all(Size {
             bytes: bytes.max(0) as u64,
             tokens: 0,
         })

@@ -46,7 +46,8 @@ use ctxlog_event::Event;
 use crate::budget::Budget;
 use crate::cache::SizeCache;
 use crate::error::{Error, Result};
-use crate::history::{History, read};
+use crate::history::{History, SeqRange, read};
+use crate::open_turn::{open_turn, recall_query};
 use crate::pages::{PageSource, Settled, offered};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
 use crate::report::Projection;
@@ -71,9 +72,13 @@ pub(crate) fn project<H: History + ?Sized>(
     let pinned = pinned_notes(history)?;
     let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
     let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
-    let (input_msgs, input_cost) = budget.render(&input_items(budget.req));
     let turn_count = read(history.turn_count())?;
-    let events = all_events(history, turn_count)?;
+    // Without input, the open turn ends the body as messages and stays out of the context.
+    let open = open_turn(history, req, turn_count)?;
+    let (input_msgs, input_cost) = budget.render(&input_items(budget.req, open.as_deref()));
+    let context_turns = turn_count - usize::from(open.is_some());
+    let mut events = all_events(history, context_turns)?;
+    latest_result_in_full(history, &mut events)?;
     let mut entries = build_entries(&events);
     let mut layout = AgentLayout {
         budget: &budget,
@@ -109,9 +114,12 @@ pub(crate) fn project<H: History + ?Sized>(
     let applied = applied.ok_or_else(|| Error::Internal {
         reason: "agent context does not fit after every drop".into(),
     })?;
-    let (kept, dropped) = seq_ranges(&entries);
+    let (mut kept, dropped) = seq_ranges(&entries);
+    kept.extend(open.as_deref().and_then(SeqRange::of));
     let pinned_seqs: Vec<u64> = pinned.iter().map(|e| e.seq).collect();
+    let query = recall_query(req, open.as_deref());
     let settled = Settled {
+        query: &query,
         detail_start: oldest_detail(&entries),
         pinned: &pinned_seqs,
         kept: &kept,
@@ -125,7 +133,7 @@ pub(crate) fn project<H: History + ?Sized>(
     msgs.extend(layout.context_msgs(&entries, &pages));
     msgs.extend(input_msgs);
     let body = budget.envelope.write(msgs);
-    if body.len() as u64 != total.bytes || !budget.fits(total) {
+    if body.len() as u64 != total.bytes || !budget.fits_all(total) {
         return Err(Error::Internal {
             reason: format!("agent body {} bytes, accounted {}", body.len(), total.bytes),
         });
@@ -147,6 +155,23 @@ pub(crate) fn project<H: History + ?Sized>(
         },
     );
     Ok(Projection { body, report })
+}
+
+/// The latest result's whole text from its artifact, if it has one (SPEC P12): it is sent in
+/// full when the budget allows, else clipped like any result.
+fn latest_result_in_full<H: History + ?Sized>(history: &H, events: &mut [Event]) -> Result<()> {
+    let Some(latest) = events
+        .iter()
+        .rposition(|e| e.kind() == ctxlog_event::EventKind::ToolResult)
+    else {
+        return Ok(());
+    };
+    if let Some(full) = read(history.artifact_text(&events[latest]))?
+        && let ctxlog_event::EventBody::ToolResult { text, .. } = &mut events[latest].body
+    {
+        *text = full;
+    }
+    Ok(())
 }
 
 fn all_events<H: History + ?Sized>(history: &H, turn_count: usize) -> Result<Vec<Event>> {

@@ -96,6 +96,7 @@ impl AgentLayout<'_, '_> {
             drops,
             notice,
             recall: o.recall,
+            notes: Vec::new(),
         }
     }
 }

@@ -109,7 +109,7 @@ class Conversation:
         """Commits one turn atomically and durably: {"first_seq", "last_seq", "replayed"}."""
     def project(
         self,
-        input: str,
+        input: Optional[str] = None,
         *,
         max_tokens: Optional[int] = None,
         max_bytes: Optional[int] = None,
@@ -124,10 +124,11 @@ class Conversation:
         tools: Optional[Sequence[Mapping[str, Any]]] = None,
         recall_tool: bool = False,
     ) -> Tuple[bytes, JsonDict]:
-        """The exact request body for one model call, and its report."""
+        """The exact request body for one model call, and its report. Without input, the
+        open turn (ending in tool results) is projected: the agent loop's next call."""
     def project_dict(
         self,
-        input: str,
+        input: Optional[str] = None,
         *,
         max_tokens: Optional[int] = None,
         max_bytes: Optional[int] = None,

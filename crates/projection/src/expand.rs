@@ -1,0 +1,109 @@
+//! Room is used (SPEC P12): tool results stored as artifacts go in full when the budget
+//! allows, newest first, clipped to a head/tail excerpt with the recall handle only as far as
+//! needed.
+//!
+//! The ledger keeps a head/tail excerpt of a large output in the event and the whole output
+//! in an artifact. Once a `turns` body is settled (which turns it keeps), the room left under
+//! the budget is spent on the kept results whose artifact holds more than their event: the
+//! newest first (the open turn's, then the newest kept turn's, …), each replaced by the
+//! artifact's text, or by the longest head/tail excerpt of it that fits, marked
+//! `[… N chars clipped; recall seq=Q]`.
+
+use ctxlog_event::{Event, EventBody};
+
+use crate::budget::{Budget, Cost};
+use crate::error::Result;
+use crate::history::{History, read};
+use crate::report::Clip;
+use crate::wire::{Msg, turn_items};
+
+/// One body piece whose results may grow: its events, rendered messages and cost.
+pub(crate) struct Piece {
+    pub events: Vec<Event>,
+    pub msgs: Vec<Msg>,
+    pub cost: Cost,
+}
+
+/// `text` cut to its first and last `keep / 2` characters (of `chars`) around the marker.
+fn excerpt(text: &str, chars: usize, keep: usize, seq: u64) -> String {
+    let head: String = text.chars().take(keep / 2).collect();
+    let tail: String = text.chars().skip(chars - (keep - keep / 2)).collect();
+    format!(
+        "{head}\n[… {} chars clipped; recall seq={seq}]\n{tail}",
+        chars - keep
+    )
+}
+
+/// Grows the results of `pieces` (body order; the newest last) while the body fits:
+/// `total(cost of pieces)` is the body's size for given piece costs. Returns what was clipped.
+pub(crate) fn expand_results<H: History + ?Sized>(
+    budget: &Budget<'_>,
+    history: &H,
+    pieces: &mut [Piece],
+    total: &dyn Fn(&[Cost]) -> crate::report::Size,
+) -> Result<Vec<Clip>> {
+    let mut clips = Vec::new();
+    for p in (0..pieces.len()).rev() {
+        for e in (0..pieces[p].events.len()).rev() {
+            let Some(full) = read(history.artifact_text(&pieces[p].events[e]))? else {
+                continue;
+            };
+            let EventBody::ToolResult { text, .. } = &pieces[p].events[e].body else {
+                continue;
+            };
+            if full.chars().count() <= text.chars().count() || full == *text {
+                continue;
+            }
+            let seq = pieces[p].events[e].seq;
+            let chars = full.chars().count();
+            let try_text =
+                |pieces: &[Piece], candidate: &str| -> (Vec<Event>, Vec<Msg>, Cost, bool) {
+                    let mut events = pieces[p].events.clone();
+                    if let EventBody::ToolResult { text, .. } = &mut events[e].body {
+                        *text = candidate.to_owned();
+                    }
+                    let (msgs, cost) = budget.render(&turn_items(&events));
+                    let mut costs: Vec<Cost> = pieces.iter().map(|q| q.cost).collect();
+                    costs[p] = cost;
+                    let fits = budget.fits(total(&costs));
+                    (events, msgs, cost, fits)
+                };
+            let whole = try_text(pieces, &full);
+            if whole.3 {
+                set(&mut pieces[p], whole);
+                continue;
+            }
+            // The longest excerpt that fits, if it is longer than the stored one.
+            let (mut lo, mut hi) = (0usize, chars);
+            let mut best = None;
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                let candidate = excerpt(&full, chars, mid, seq);
+                let tried = try_text(pieces, &candidate);
+                if tried.3 {
+                    lo = mid;
+                    best = Some((mid, tried));
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            let stored = text.chars().count();
+            if let Some((kept, tried)) = best.filter(|(kept, _)| *kept > stored) {
+                set(&mut pieces[p], tried);
+                clips.push(Clip {
+                    seq,
+                    chars: chars as u64,
+                    kept_chars: kept as u64,
+                    recall: format!("recall seq={seq}"),
+                });
+            }
+        }
+    }
+    Ok(clips)
+}
+
+fn set(piece: &mut Piece, (events, msgs, cost, _): (Vec<Event>, Vec<Msg>, Cost, bool)) {
+    piece.events = events;
+    piece.msgs = msgs;
+    piece.cost = cost;
+}

@@ -83,7 +83,7 @@ impl<L: ?Sized> Handle<L> {
     /// Closes and deletes the recall index file (and any SQLite side files next to it).
     fn drop_recall_index(&mut self) -> Result<()> {
         self.recall = None;
-        remove_recall_files(&self.recall_path)
+        Ok(RecallIndex::delete_files(&self.recall_path)?)
     }
 }
 
@@ -363,10 +363,4 @@ impl<L: LedgerView + ?Sized> PageSource for IndexPages<'_, L> {
             })
             .collect())
     }
-}
-
-/// Deletes the recall index at `path` and any SQLite side files next to it, safely against
-/// other handles on it (in this process or others).
-pub(crate) fn remove_recall_files(path: &Path) -> Result<()> {
-    Ok(RecallIndex::delete_files(path)?)
 }

@@ -35,6 +35,8 @@
 //! # Ok(()) }
 //! ```
 
+// Layers, lowest first; a module uses only those above it in this list: error, name, input,
+// adapters, backend, ops, handle, store.
 mod adapters;
 pub mod backend;
 mod error;

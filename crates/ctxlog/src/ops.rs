@@ -229,6 +229,14 @@ pub struct CountRequest {
     pub tokenizer: Tokenizer,
 }
 
+/// True when `body` is a JSON object with a `messages` array (the shape both formats share).
+pub(crate) fn looks_like_a_request(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("messages").map(serde_json::Value::is_array))
+        .unwrap_or(false)
+}
+
 /// The wire format a request body has, told from its shape, or `None` when it could be
 /// either (or is not a request body).
 ///

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use ctxlog_ledger::{CommitReceipt, Options, VerifyReport};
-use ctxlog_projection::{Count, Projection, SizeCache, SliceHistory};
+use ctxlog_projection::{Count, Projection, SizeCache, SliceHistory, WireFormat};
 use ctxlog_recall::{Progress, RecallResult, SearchOptions};
 
 use crate::backend::{Backend, FileBackend};
@@ -383,6 +383,8 @@ impl Store {
     pub fn count(&self, request: &CountRequest) -> Result<Count> {
         let format = match request.format {
             Some(format) => format,
+            // Not a request body at all: the counter says what is wrong with it (bad input).
+            None if !crate::ops::looks_like_a_request(&request.body) => WireFormat::OpenAiChat,
             None => {
                 crate::ops::detect_format(&request.body).ok_or_else(|| Error::InvalidRequest {
                     reason: "cannot tell the body's wire format from its shape (it could be \

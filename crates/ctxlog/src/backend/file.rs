@@ -252,7 +252,7 @@ impl Backend for FileBackend {
         drop(writer);
         self.root.sync_dir("").map_err(self.io(""))?;
         if self.cache_dir.is_some() {
-            crate::handle::remove_recall_files(&self.recall_cache(name))?;
+            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
         }
         self.sweep_trash()
     }

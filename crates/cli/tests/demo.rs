@@ -37,7 +37,8 @@ fn the_look_around_lines_work_as_printed() {
         .unwrap()
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| !l.is_empty())
         .collect();
     assert_eq!(lines.len(), 3, "{out}");
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_ctxlog"));

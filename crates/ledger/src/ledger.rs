@@ -11,11 +11,10 @@ use serde::Serialize;
 use crate::commit::Preparer;
 use crate::erase::ErasureReport;
 use crate::error::{Error, Result};
-use crate::event::{ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker};
+use crate::event::{ArtifactRef, EventBody, NewCommit, SystemMarker};
 use crate::files::io_err;
 use crate::format::{CommitEntry, names};
 use crate::options::{Options, SyncMode};
-use crate::reader::LedgerRead;
 use crate::recovery::{self, RecoveryReport};
 use crate::scan::Tail;
 use crate::state::LedgerState;
@@ -384,29 +383,4 @@ fn load_and_recover(
     Ok((state, report))
 }
 
-impl LedgerRead for Ledger {
-    fn ledger_id(&self) -> &str {
-        self.state.ledger_id()
-    }
-    fn last_seq(&self) -> u64 {
-        self.state.last_seq()
-    }
-    fn kind(&self, seq: u64) -> Option<EventKind> {
-        self.state.kind(seq)
-    }
-    fn user_seqs(&self) -> &[u64] {
-        self.state.user_seqs()
-    }
-    fn note_seqs(&self) -> &[u64] {
-        self.state.note_seqs()
-    }
-    fn record_len(&self, seq: u64) -> Option<u64> {
-        self.state.record_len(seq)
-    }
-    fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
-        self.state.events(range)
-    }
-    fn artifact(&self, r: &ArtifactRef) -> Result<Vec<u8>> {
-        self.state.artifact(r)
-    }
-}
+delegate_ledger_read!(Ledger);

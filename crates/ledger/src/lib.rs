@@ -52,6 +52,42 @@
 //!    directory, writing nothing), `reader` ([`LedgerRead`], [`Reader`]).
 //! 6. `ledger`: [`Ledger`], the one writer, which ties them together.
 
+/// Implements [`LedgerRead`] for a handle by delegating to its `state` field (a
+/// `state::LedgerState`): the writer and the reader read the same way.
+macro_rules! delegate_ledger_read {
+    ($handle:ty) => {
+        impl $crate::LedgerRead for $handle {
+            fn ledger_id(&self) -> &str {
+                self.state.ledger_id()
+            }
+            fn last_seq(&self) -> u64 {
+                self.state.last_seq()
+            }
+            fn kind(&self, seq: u64) -> Option<$crate::EventKind> {
+                self.state.kind(seq)
+            }
+            fn user_seqs(&self) -> &[u64] {
+                self.state.user_seqs()
+            }
+            fn note_seqs(&self) -> &[u64] {
+                self.state.note_seqs()
+            }
+            fn record_len(&self, seq: u64) -> Option<u64> {
+                self.state.record_len(seq)
+            }
+            fn events(
+                &self,
+                range: std::ops::RangeInclusive<u64>,
+            ) -> $crate::Result<Vec<$crate::Event>> {
+                self.state.events(range)
+            }
+            fn artifact(&self, r: &$crate::ArtifactRef) -> $crate::Result<Vec<u8>> {
+                self.state.artifact(r)
+            }
+        }
+    };
+}
+
 mod artifact;
 mod commit;
 mod digest;

@@ -63,32 +63,7 @@ pub trait LedgerRead {
     }
 }
 
-impl LedgerRead for Reader {
-    fn ledger_id(&self) -> &str {
-        self.state.ledger_id()
-    }
-    fn last_seq(&self) -> u64 {
-        self.state.last_seq()
-    }
-    fn kind(&self, seq: u64) -> Option<EventKind> {
-        self.state.kind(seq)
-    }
-    fn user_seqs(&self) -> &[u64] {
-        self.state.user_seqs()
-    }
-    fn note_seqs(&self) -> &[u64] {
-        self.state.note_seqs()
-    }
-    fn record_len(&self, seq: u64) -> Option<u64> {
-        self.state.record_len(seq)
-    }
-    fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
-        self.state.events(range)
-    }
-    fn artifact(&self, r: &ArtifactRef) -> Result<Vec<u8>> {
-        self.state.artifact(r)
-    }
-}
+delegate_ledger_read!(Reader);
 
 /// A read-only view of a conversation. Takes no lock, never writes, never blocks the writer,
 /// and sees only complete commits (an incomplete tail is ignored, not cut). Fails closed with

@@ -1,35 +1,17 @@
 //! The recall query sanitizer (`ctxlog_recall::text::Terms::parse` + `quote`, SPEC R3) on
-//! arbitrary text. The FTS5 expression is built exactly as the index builds it (quoted terms
-//! OR-ed, CJK runs as quoted phrases, a lone CJK gram as a quoted prefix) and run against an
+//! arbitrary text. The FTS5 expression is the index's own (`text::match_expression`: quoted
+//! terms OR-ed, CJK runs as quoted phrases, a lone CJK gram as a quoted prefix), run against an
 //! in-memory FTS5 table with the index's schema; the same query also goes through a real
 //! `RecallIndex::search`. Guarantee checked: SQLite never reports a syntax error, nothing
 //! panics, and the search returns `Ok`.
 #![no_main]
 
-use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
 use ctxlog_event::{Event, EventBody};
-use ctxlog_recall::text::{Terms, quote};
+use ctxlog_recall::text::{Terms, match_expression};
 use ctxlog_recall::{MemorySource, RecallIndex, SearchOptions};
 use libfuzzer_sys::fuzz_target;
-
-fn expression(terms: &Terms) -> String {
-    let mut parts: Vec<String> = terms.words.iter().map(|w| quote(w)).collect();
-    let mut grams = HashSet::new();
-    for run in &terms.cjk {
-        if run.len() > 1 {
-            parts.push(quote(&run.join(" ")));
-        }
-        for g in run {
-            if grams.insert(g.as_str()) {
-                let prefix = if run.len() == 1 { "*" } else { "" };
-                parts.push(format!("{}{prefix}", quote(g)));
-            }
-        }
-    }
-    parts.join(" OR ")
-}
 
 struct World {
     mem: rusqlite::Connection,
@@ -77,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = Terms::parse_keeping_stop_words(&query);
     let w = world().lock().unwrap_or_else(|e| e.into_inner());
     if !terms.is_empty() {
-        let expr = expression(&terms);
+        let expr = match_expression(&terms);
         for e in [expr.clone(), format!("{{body cjk}} : ({expr})")] {
             let r: rusqlite::Result<i64> = w.mem.query_row(
                 "SELECT count(*) FROM pages_fts WHERE pages_fts MATCH ?1",

@@ -1,7 +1,6 @@
 //! Searching: literal queries, BM25 ranking with context, supersession and recency, paging.
 //! Every hit read is checked against its row's checksum before it reaches a caller.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use ctxlog_event::EventKind;
@@ -11,7 +10,7 @@ use crate::error::Result;
 use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
 use crate::rank::{Candidate, Ranking, credit_authors, credit_episodes, lift_superseding};
 use crate::store::damaged;
-use crate::text::{Terms, quote};
+use crate::text::{Terms, match_expression};
 
 /// Default number of hits per call.
 pub const DEFAULT_LIMIT: usize = 5;
@@ -342,29 +341,7 @@ fn kinds_filter(opts: &SearchOptions) -> String {
     }
 }
 
-/// The FTS5 expression for `terms`: every word and CJK gram quoted, OR-ed; each multi-gram
-/// CJK run also as a quoted phrase (so exact runs score higher); a one-character CJK run as a
-/// quoted prefix. Only quoted strings, `OR` and that `*` appear: no user text is syntax.
-pub(crate) fn match_expression(terms: &Terms) -> String {
-    let mut parts: Vec<String> = terms.words.iter().map(|w| quote(w)).collect();
-    let mut grams = HashSet::new();
-    for run in &terms.cjk {
-        if run.len() > 1 {
-            parts.push(quote(&run.join(" ")));
-        }
-        for g in run {
-            if grams.insert(g.as_str()) {
-                // A lone character also matches the bigrams it starts (a prefix query on a
-                // term this function quoted itself).
-                let prefix = if run.len() == 1 { "*" } else { "" };
-                parts.push(format!("{}{prefix}", quote(g)));
-            }
-        }
-    }
-    parts.join(" OR ")
-}
-
-/// [`match_expression`] restricted to a page's own text: the body and CJK bigram columns
+/// [`match_expression`](crate::text::match_expression) restricted to a page's own text: the body and CJK bigram columns
 /// (FTS5 column filter `{body cjk} : (…)`), so neither the neighbours' context nor the date
 /// metadata can make the match.
 pub(crate) fn own_text_expression(terms: &Terms) -> String {

@@ -1,6 +1,8 @@
 //! Text handling shared by indexing and querying: pages, words, stop words, CJK grams and
 //! update language.
 
+use std::collections::HashSet;
+
 /// Characters per page (Unicode scalar values).
 pub const PAGE_CHARS: usize = 2048;
 /// Characters a page repeats from the end of the previous page.
@@ -399,6 +401,28 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
+}
+
+/// The FTS5 expression for `terms`: every word and CJK gram quoted, OR-ed; each multi-gram
+/// CJK run also as a quoted phrase (so exact runs score higher); a one-character CJK run as a
+/// quoted prefix. Only quoted strings, `OR` and that `*` appear: no user text is syntax.
+pub fn match_expression(terms: &Terms) -> String {
+    let mut parts: Vec<String> = terms.words.iter().map(|w| quote(w)).collect();
+    let mut grams = HashSet::new();
+    for run in &terms.cjk {
+        if run.len() > 1 {
+            parts.push(quote(&run.join(" ")));
+        }
+        for g in run {
+            if grams.insert(g.as_str()) {
+                // A lone character also matches the bigrams it starts (a prefix query on a
+                // term this function quoted itself).
+                let prefix = if run.len() == 1 { "*" } else { "" };
+                parts.push(format!("{}{prefix}", quote(g)));
+            }
+        }
+    }
+    parts.join(" OR ")
 }
 
 #[cfg(test)]

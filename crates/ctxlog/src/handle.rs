@@ -7,6 +7,7 @@
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ctxlog_ledger::{CommitReceipt, ErasureReport, Event, NewCommit, RecoveryReport};
 use ctxlog_projection::{
@@ -17,6 +18,7 @@ use ctxlog_recall::{IndexConfig, Progress, RecallIndex, RecallResult, SearchOpti
 use crate::adapters::{LedgerFeed, LedgerHistory};
 use crate::backend::{LedgerView, LedgerWriter};
 use crate::ops::EraseTarget;
+use crate::redact::Redactor;
 use crate::{ConversationName, Result};
 
 /// An open conversation over a ledger handle `L` (a [`LedgerWriter`] or a [`LedgerView`]).
@@ -31,6 +33,8 @@ pub struct Handle<L: ?Sized> {
     sizes: SizeCache,
     /// The recall index, opened on first use.
     recall: Option<RecallIndex>,
+    /// What commits are redacted with before they are written (SPEC E5) [default: nothing].
+    redactor: Option<Arc<Redactor>>,
 }
 
 /// A conversation opened for writing; holds the writer lock until dropped.
@@ -62,7 +66,15 @@ impl<L: ?Sized> Handle<L> {
             recall_path,
             sizes: SizeCache::new(),
             recall: None,
+            redactor: None,
         }
+    }
+
+    /// Redacts every commit of this handle with `redactor` before it is written (the store
+    /// sets its own on the handles it opens).
+    pub fn set_redactor(&mut self, redactor: Option<Arc<Redactor>>) -> &mut Self {
+        self.redactor = redactor;
+        self
     }
 
     /// The conversation's name.
@@ -88,13 +100,17 @@ impl<L: ?Sized> Handle<L> {
 }
 
 impl Conversation {
-    /// Appends `commit` atomically and durably (per the store's sync policy).
+    /// Appends `commit` atomically and durably (per the store's sync policy), redacted first
+    /// when the handle has a redactor (so an idempotent replay is compared redacted too).
     ///
     /// # Errors
     /// Invalid turns, caps, id conflicts, I/O ([`ctxlog_ledger::Ledger::commit`]); nothing is
     /// written on error.
     pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
-        Ok(self.ledger.commit(commit)?)
+        match &self.redactor {
+            Some(redactor) => Ok(self.ledger.commit(&redactor.redact_commit(commit))?),
+            None => Ok(self.ledger.commit(commit)?),
+        }
     }
 
     /// Parses a turn in one of the accepted JSON shapes ([`crate::parse_commit`]) and commits it.

@@ -36,20 +36,25 @@
 //! ```
 
 // Layers, lowest first; a module uses only those above it in this list: error, name, input,
-// adapters, backend, ops, handle, store.
+// redact, adapters, backend, retention, config, ops, handle, store.
 mod adapters;
 pub mod backend;
+mod config;
 mod error;
 mod handle;
 mod input;
 mod name;
 pub mod ops;
+pub mod redact;
+mod retention;
 mod store;
 
+pub use config::{CONFIG_FILE, RetentionConfig, StoreConfig};
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
 pub use input::parse_commit;
 pub use name::ConversationName;
+pub use redact::{RedactionConfig, Redactor};
 pub use store::Store;
 
 // The types that requests and responses are made of, so that front ends name them here.

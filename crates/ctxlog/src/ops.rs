@@ -20,6 +20,7 @@
 //! | reindex | [`ReindexRequest`] | [`ReindexResponse`] |
 //! | erase | [`EraseRequest`] | [`EraseResponse`] |
 //! | list | [`ListRequest`] | [`ListResponse`]: `{"conversations":[ConversationInfo…]}` |
+//! | gc | [`GcRequest`] | [`GcResponse`]: `{"dry_run","conversations":[GcConversation…],…}` |
 
 use ctxlog_ledger::{CommitReceipt, DEFAULT_ERASE_REASON, ErasureReport, Event, NewCommit};
 use ctxlog_projection::{
@@ -29,6 +30,7 @@ use ctxlog_recall::RecallResult;
 use serde::{Deserialize, Serialize};
 
 pub use crate::backend::ConversationInfo;
+pub use crate::retention::{Removal, RetentionPolicy};
 pub use ctxlog_ledger::VerifyReport;
 
 use crate::{Error, Result};
@@ -449,6 +451,65 @@ pub struct ListRequest {}
 pub struct ListResponse {
     /// One entry per conversation.
     pub conversations: Vec<ConversationInfo>,
+}
+
+/// Apply a retention policy (SPEC E2): whole turns it selects are erased, each run under a
+/// tombstone whose reason starts with `retention:`.
+///
+/// # Format
+/// `{"conversation":"chat1","older_than":"90d","keep_turns":10,"max_bytes":N,
+/// "include_pinned":false,"dry_run":true}`; every field is optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GcRequest {
+    /// The conversation [default: none: every conversation of the store].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
+    /// The rules; each one given replaces the store's configured one
+    /// ([`crate::StoreConfig`]'s `[retention]`). At least one rule must result.
+    #[serde(flatten)]
+    pub policy: RetentionPolicy,
+    /// Report what would be removed and write nothing [default: false].
+    pub dry_run: bool,
+}
+
+/// What a retention policy removed (or, in a dry run, would remove).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcResponse {
+    /// True when nothing was written.
+    pub dry_run: bool,
+    /// The policy applied (the request's rules over the configured ones).
+    pub policy: RetentionPolicy,
+    /// One entry per conversation looked at, by name.
+    pub conversations: Vec<GcConversation>,
+    /// Seqs removed in all of them.
+    pub seqs_removed: u64,
+    /// Bytes of ledger freed in all of them.
+    pub bytes_freed: u64,
+}
+
+/// What a retention policy removed from one conversation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcConversation {
+    /// The conversation's name.
+    pub conversation: String,
+    /// The ranges erased, each under one tombstone, oldest first.
+    pub removed: Vec<Removal>,
+    /// Seqs removed (covered by the new tombstones).
+    pub seqs_removed: u64,
+    /// Turns removed.
+    pub turns_removed: u64,
+    /// Turns (or leading notes) kept because they hold a pinned note.
+    pub pinned_kept: u64,
+    /// The ledger's size before, in bytes.
+    pub bytes_before: u64,
+    /// Its size after (estimated from record sizes in a dry run).
+    pub bytes_after: u64,
+    /// `bytes_before - bytes_after`.
+    pub bytes_freed: u64,
+    /// Set when `max_bytes` could not be met without removing exempt or newest content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What the response of [`CommitRequest`] is.

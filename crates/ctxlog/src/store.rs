@@ -18,11 +18,13 @@ use ctxlog_recall::{Progress, RecallResult, SearchOptions};
 
 use crate::backend::{Backend, FileBackend};
 use crate::ops::{
-    AllMarker, CommitRequest, CountRequest, EraseRequest, EraseResponse, EraseTarget, ListRequest,
-    ListResponse, LogRequest, LogResponse, ProjectRequest, RecallRequest, ReindexRequest,
-    ReindexResponse, VerifyRequest,
+    AllMarker, CommitRequest, CountRequest, EraseRequest, EraseResponse, EraseTarget,
+    GcConversation, GcRequest, GcResponse, ListRequest, ListResponse, LogRequest, LogResponse,
+    ProjectRequest, RecallRequest, ReindexRequest, ReindexResponse, VerifyRequest,
 };
-use crate::{Conversation, ConversationName, Error, Result, Snapshot};
+use crate::redact::{RedactionConfig, Redactor};
+use crate::retention::RetentionPolicy;
+use crate::{Conversation, ConversationName, Error, Result, Snapshot, StoreConfig};
 
 /// Read handles kept per conversation for reuse (more may be open at once; extra ones are
 /// closed when done).
@@ -51,6 +53,11 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     writer_wait: Option<Duration>,
+    /// Applied to every commit before it is written (SPEC E5).
+    redactor: Arc<Redactor>,
+    /// The configured retention policy, and whether opening a writer applies it (SPEC E2).
+    retention: RetentionPolicy,
+    retain_on_open: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -141,13 +148,37 @@ impl Store {
         Store::with_backend(Arc::new(FileBackend::new(root, options)))
     }
 
-    /// A store over any backend.
+    /// A store over any backend, with the default [`StoreConfig`]: the built-in secret shapes
+    /// and secret-named environment values (read now) are redacted; no retention policy.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Store {
         Store {
             backend,
             slots: Mutex::new(HashMap::new()),
             writer_wait: None,
+            redactor: Arc::new(Redactor::new(&RedactionConfig::default()).unwrap_or_default()),
+            retention: RetentionPolicy::default(),
+            retain_on_open: false,
         }
+    }
+
+    /// Applies a configuration ([`StoreConfig`], e.g. [`StoreConfig::for_root`]): redaction
+    /// (the environment is read now) and the retention policy. Writers already open keep the
+    /// redaction they had.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for a pattern or a rule that does not check out.
+    pub fn configure(&mut self, config: &StoreConfig) -> Result<&mut Store> {
+        let policy = config.retention.policy();
+        policy.check()?;
+        self.redactor = Arc::new(Redactor::new(&config.redaction)?);
+        self.retention = policy;
+        self.retain_on_open = config.retention.on_open;
+        Ok(self)
+    }
+
+    /// What this store redacts commits with.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// How long a commit waits for other commits of this process to the same conversation
@@ -186,12 +217,14 @@ impl Store {
 
     fn open_writer(&self, name: &ConversationName, create: bool) -> Result<Conversation> {
         let opened = self.backend.open_writer(name, create)?;
-        Ok(Conversation::new(
+        let mut handle = Conversation::new(
             name.clone(),
             opened.writer,
             opened.recovery,
             self.backend.recall_cache(name),
-        ))
+        );
+        handle.set_redactor(Some(self.redactor.clone()));
+        Ok(handle)
     }
 
     fn open_snapshot(&self, name: &ConversationName) -> Result<Snapshot> {
@@ -293,12 +326,17 @@ impl Store {
             None => {
                 let opened = self.backend.open_writer(&name, true)?;
                 created = opened.created;
-                Conversation::new(
+                let mut handle = Conversation::new(
                     name.clone(),
                     opened.writer,
                     opened.recovery,
                     self.backend.recall_cache(&name),
-                )
+                );
+                handle.set_redactor(Some(self.redactor.clone()));
+                if self.retain_on_open && !created && !self.retention.is_empty() {
+                    self.retain(&slot, &mut handle, &self.retention)?;
+                }
+                handle
             }
         };
         let handle = turn.handle.insert(handle);
@@ -502,6 +540,117 @@ impl Store {
                 .then_with(|| a.name.cmp(&b.name))
         });
         Ok(ListResponse { conversations })
+    }
+}
+
+impl Store {
+    /// Applies a retention policy (SPEC E2) to one conversation or to all of them: the whole
+    /// turns it selects are erased through the erasure path, each contiguous run under one
+    /// tombstone whose reason is `retention: ` and the rules that selected it. Pinned notes
+    /// are exempt unless the policy includes them; earlier tombstones are never rewritten
+    /// (SPEC E6). A dry run reads only and reports what would go.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] when no rule results or a rule is invalid (nothing changed);
+    /// [`Error::NotFound`] for a named conversation that does not exist; as [`Store::erase`].
+    /// When one conversation of a store-wide run fails, the ones before it stay collected.
+    pub fn gc(&self, request: &GcRequest) -> Result<GcResponse> {
+        let policy = self.retention.overridden_by(&request.policy);
+        policy.check()?;
+        if policy.is_empty() {
+            return Err(Error::InvalidRequest {
+                reason:
+                    "no retention rule: give older_than, keep_turns or max_bytes (--older-than, \
+                         --keep-turns, --max-bytes), or a [retention] table in ctxlog.toml"
+                        .into(),
+            });
+        }
+        let names = match &request.conversation {
+            Some(name) => vec![ConversationName::new(name)?],
+            None => {
+                let mut names = Vec::new();
+                for info in self.backend.list()? {
+                    names.push(ConversationName::new(&info.name)?);
+                }
+                names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+                names
+            }
+        };
+        let mut response = GcResponse {
+            dry_run: request.dry_run,
+            policy: policy.clone(),
+            ..Default::default()
+        };
+        for name in names {
+            let report = if request.dry_run {
+                self.read(name.as_str(), |snapshot| {
+                    snapshot.catch_up()?;
+                    let now = crate::retention::now_ms();
+                    let plan = crate::retention::plan(snapshot.ledger(), &policy, now)?;
+                    let after = plan.bytes_after_estimate;
+                    Ok(gc_report(name.as_str(), plan, after, &policy))
+                })?
+            } else {
+                let slot = self.slot(&name);
+                let mut turn = self.writer_turn(&slot, &name)?;
+                let handle = match turn.handle.take() {
+                    Some(handle) => handle,
+                    None => self.open_writer(&name, false)?,
+                };
+                let handle = turn.handle.insert(handle);
+                self.retain(&slot, handle, &policy)?
+            };
+            response.seqs_removed += report.seqs_removed;
+            response.bytes_freed += report.bytes_freed;
+            response.conversations.push(report);
+        }
+        Ok(response)
+    }
+
+    /// Erases what `policy` selects in the conversation behind `handle` (its writer).
+    fn retain(
+        &self,
+        slot: &Slot,
+        handle: &mut Conversation,
+        policy: &RetentionPolicy,
+    ) -> Result<GcConversation> {
+        let plan = crate::retention::plan(handle.ledger(), policy, crate::retention::now_ms())?;
+        for removal in &plan.removals {
+            let target = EraseTarget::Seqs {
+                from: removal.from,
+                to: removal.to,
+            };
+            self.exclusive(slot, || handle.erase(&target, &removal.reason))?;
+        }
+        let after = crate::retention::ledger_bytes(handle.ledger());
+        Ok(gc_report(handle.name().as_str(), plan, after, policy))
+    }
+}
+
+/// One conversation's part of a [`GcResponse`]; `after` is the ledger's size after (measured,
+/// or the plan's estimate in a dry run).
+fn gc_report(
+    name: &str,
+    plan: crate::retention::Plan,
+    after: u64,
+    policy: &RetentionPolicy,
+) -> GcConversation {
+    let note = policy.max_bytes.filter(|&max| after > max).map(|max| {
+        format!(
+            "the ledger stays over max_bytes ({after} > {max}): what is left is pinned, already \
+             erased, or the tombstones of what was removed"
+        )
+    });
+    GcConversation {
+        conversation: name.to_string(),
+        seqs_removed: plan.removals.iter().map(|r| r.to - r.from + 1).sum(),
+        turns_removed: plan.removals.iter().map(|r| r.turns).sum(),
+        removed: plan.removals,
+        pinned_kept: plan.pinned_kept,
+        bytes_before: plan.bytes_before,
+        bytes_after: after,
+        bytes_freed: plan.bytes_before.saturating_sub(after),
+        note,
     }
 }
 

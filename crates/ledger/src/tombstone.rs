@@ -88,7 +88,7 @@ impl Coverage {
 
 /// Widens `from..=to` to whole turns and over earlier tombstones. An end inside an earlier
 /// erased range snaps to that range's bound (the range is already whole); an end in live
-/// content moves to the bound of its turn (a turn runs from a user event to the event before
+/// content moves to the bound of its turn, or of the erased range next to it (a turn runs from a user event to the event before
 /// the next one; events before the first user event belong to no turn and are not widened).
 /// Earlier ranges inside the result are absorbed.
 pub(crate) fn widen(
@@ -99,21 +99,30 @@ pub(crate) fn widen(
     last_seq: u64,
 ) -> (u64, u64) {
     let erased_range = |s: u64| leads.iter().find(|(a, b)| *a <= s && s <= *b).copied();
+    // A live end widens to its turn's bound, but never into an earlier erased range: that
+    // range already ends (or starts) a turn, and its tombstone is an audit record that an
+    // erasure next to it must leave as written (SPEC E6).
     let mut from = match erased_range(from) {
         Some((a, _)) => a,
-        None => user_seqs
-            .iter()
-            .rev()
-            .find(|&&s| s <= from)
-            .copied()
-            .unwrap_or(from),
+        None => {
+            let turn = user_seqs.iter().rev().find(|&&s| s <= from).copied();
+            let after_erased = leads.iter().filter(|(_, b)| *b < from).map(|(_, b)| b + 1).max();
+            match (turn, after_erased) {
+                (Some(t), Some(e)) => t.max(e),
+                (t, e) => t.or(e).unwrap_or(from),
+            }
+        }
     };
     let mut to = match erased_range(to) {
         Some((_, b)) => b,
-        None => match user_seqs.iter().find(|&&s| s > to) {
-            Some(&next) => next - 1,
-            None => last_seq,
-        },
+        None => {
+            let next_turn = user_seqs.iter().find(|&&s| s > to).copied();
+            let next_erased = leads.iter().filter(|(a, _)| *a > to).map(|(a, _)| *a).min();
+            match next_turn.into_iter().chain(next_erased).min() {
+                Some(next) => next - 1,
+                None => last_seq,
+            }
+        }
     };
     loop {
         let before = (from, to);
@@ -148,6 +157,10 @@ mod tests {
         // an end inside an earlier range does not reach back to the turn before it
         assert_eq!(widen(4, 4, &[1, 7], &[(3, 6)], 8), (3, 6));
         assert_eq!(widen(4, 7, &[1, 7], &[(3, 6)], 8), (3, 8));
+        // a live end next to an earlier range stops at it: that tombstone stays as written
+        assert_eq!(widen(2, 2, &[1, 7], &[(3, 6)], 8), (1, 2));
+        assert_eq!(widen(1, 1, &[4], &[(2, 3)], 6), (1, 1));
+        assert_eq!(widen(4, 4, &[4], &[(1, 3)], 6), (4, 6));
     }
 
     #[test]

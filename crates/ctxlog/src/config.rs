@@ -1,0 +1,154 @@
+//! A store's configuration file, `ctxlog.toml` at the store root (or a file named with
+//! `--config`): redaction (SPEC E5) and retention (SPEC E2).
+//!
+//! # Format
+//!
+//! ```toml
+//! [redaction]                 # see RedactionConfig; every key optional
+//! builtin = true              # built-in key shapes [default: true]
+//! env = true                  # values of *KEY*/*TOKEN*/*SECRET*/*PASSWORD* variables [default: true]
+//! env_vars = ["DATABASE_URL"] # more variables whose values are redacted [default: none]
+//! patterns = [{ name = "ticket", regex = "TCK-[0-9]{6}" }]
+//!
+//! [retention]                 # the policy `gc` applies when its request names no rule
+//! older_than = "90d"          # [default: none]
+//! keep_turns = 100            # [default: none]
+//! max_bytes = 10_000_000      # [default: none]
+//! include_pinned = false      # [default: false]
+//! on_open = false             # also apply it when the store opens a conversation to write [default: false]
+//! ```
+//!
+//! An unknown key is refused, so a typo never silently turns a rule off.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::redact::RedactionConfig;
+use crate::retention::RetentionPolicy;
+use crate::{Error, Result};
+
+/// The configuration file's name at the store root.
+pub const CONFIG_FILE: &str = "ctxlog.toml";
+
+/// A store's configuration (see the module docs for the file format).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// What is redacted before anything is written [default: built-in shapes and
+    /// secret-named environment values].
+    pub redaction: RedactionConfig,
+    /// The retention policy [default: none].
+    pub retention: RetentionConfig,
+}
+
+/// The `[retention]` table: a policy, and whether it is applied on open.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// See [`RetentionPolicy::older_than`].
+    pub older_than: Option<String>,
+    /// See [`RetentionPolicy::keep_turns`].
+    pub keep_turns: Option<u64>,
+    /// See [`RetentionPolicy::max_bytes`].
+    pub max_bytes: Option<u64>,
+    /// See [`RetentionPolicy::include_pinned`].
+    pub include_pinned: bool,
+    /// Apply the policy each time the store opens a conversation's writer (its first commit
+    /// through this store) [default: false].
+    pub on_open: bool,
+}
+
+impl RetentionConfig {
+    /// The policy this table states.
+    pub fn policy(&self) -> RetentionPolicy {
+        RetentionPolicy {
+            older_than: self.older_than.clone(),
+            keep_turns: self.keep_turns,
+            max_bytes: self.max_bytes,
+            include_pinned: self.include_pinned,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Parses a configuration; `origin` names it in errors.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for invalid TOML, unknown keys, or rules that do not check
+    /// out (an unparsable age, a pattern that does not compile).
+    pub fn from_toml(text: &str, origin: &str) -> Result<StoreConfig> {
+        let config: StoreConfig = toml::from_str(text).map_err(|e| Error::InvalidRequest {
+            reason: format!("{origin}: {}", e.message()),
+        })?;
+        config
+            .retention
+            .policy()
+            .check()
+            .and_then(|()| crate::redact::Redactor::with_env(&config.redaction, Vec::new()))
+            .map_err(|e| Error::InvalidRequest {
+                reason: format!("{origin}: {e}"),
+            })?;
+        Ok(config)
+    }
+
+    /// Reads the configuration file at `path`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when it cannot be read; as [`StoreConfig::from_toml`].
+    pub fn load(path: &Path) -> Result<StoreConfig> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        StoreConfig::from_toml(&text, &path.display().to_string())
+    }
+
+    /// The configuration of the store at `root`: its `ctxlog.toml` if there is one, else
+    /// the defaults.
+    ///
+    /// # Errors
+    /// As [`StoreConfig::load`].
+    pub fn for_root(root: &Path) -> Result<StoreConfig> {
+        let path = root.join(CONFIG_FILE);
+        match path.try_exists() {
+            Ok(true) => StoreConfig::load(&path),
+            _ => Ok(StoreConfig::default()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_example_and_refuses_typos() {
+        let text = r#"
+[redaction]
+builtin = true
+env = true
+env_vars = ["DATABASE_URL"]
+patterns = [{ name = "ticket", regex = "TCK-[0-9]{6}" }]
+
+[retention]
+older_than = "90d"
+keep_turns = 100
+max_bytes = 10_000_000
+include_pinned = false
+on_open = false
+"#;
+        let config = StoreConfig::from_toml(text, "t").unwrap();
+        assert_eq!(config.retention.keep_turns, Some(100));
+        assert_eq!(config.redaction.patterns[0].name, "ticket");
+        for bad in [
+            "[retention]\nolder_then = \"9d\"",
+            "[retention]\nolder_than = \"soon\"",
+            "[redaction]\npatterns = [{ name = \"x\", regex = \"(\" }]",
+            "[retention\n",
+        ] {
+            let err = StoreConfig::from_toml(bad, "ctxlog.toml").unwrap_err();
+            assert!(err.to_string().starts_with("ctxlog.toml: "), "{err}");
+        }
+    }
+}

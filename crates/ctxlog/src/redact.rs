@@ -1,0 +1,467 @@
+//! Redaction (SPEC E5): secrets are replaced by a marker before a commit reaches the ledger,
+//! so a redacted secret is never in the ledger, its artifacts or the recall index (all three
+//! are written from the redacted events).
+//!
+//! What is looked for ([`RedactionConfig`]):
+//!
+//! * **built-in shapes** (on by default, [`BUILTIN_KINDS`]): OpenAI keys (`sk-…`,
+//!   `sk-proj-…`), Anthropic keys (`sk-ant-…`), AWS access key ids (`AKIA…`, `ASIA…`),
+//!   GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`), Slack tokens
+//!   (`xox[abposr]-…`), Google API keys (`AIza…`), and PEM private key blocks;
+//! * **environment values** (on by default): the value of every environment variable whose
+//!   name contains `KEY`, `TOKEN`, `SECRET` or `PASSWORD` (any case), when it is 8 characters
+//!   or more, read once when the store is configured;
+//! * **named variables**: the values of more environment variables, named in the config;
+//! * **configured patterns**: regular expressions (`regex` crate syntax), each with a name.
+//!
+//! Every match of every rule is found first; then the longest matches win (a tie goes to the
+//! rule listed first: configured patterns, then named variables, then the built-ins, then
+//! the environment scan) and overlapping shorter ones are dropped. Each secret becomes
+//! `[redacted:KIND]`, where KIND names the rule (`openai-key`, `env:NAME`, a pattern's name):
+//! never any of the secret's characters.
+//!
+//! Redaction applies to user and assistant text, notes, tool results (before a large one
+//! becomes an artifact) and every string inside a tool call's arguments. It runs before the
+//! idempotency check, so a replayed commit is compared in its redacted form; it is
+//! deterministic for a given configuration and environment.
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use ctxlog_ledger::{EventBody, NewCommit};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The shortest environment value that is redacted: shorter ones are too likely to be common
+/// words.
+pub const MIN_ENV_VALUE_CHARS: usize = 8;
+
+/// Substrings of an environment variable's name that mark its value as a secret.
+pub const SECRET_NAME_PARTS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
+
+/// The built-in shapes: marker kind and regular expression, most specific first.
+pub const BUILTIN_KINDS: [(&str, &str); 9] = [
+    (
+        "private-key",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+    ),
+    ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai-key", r"\bsk-proj-[A-Za-z0-9_-]{20,}"),
+    ("openai-key", r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}"),
+    (
+        "aws-access-key",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b",
+    ),
+    ("github-token", r"\bgh[pousr]_[A-Za-z0-9]{36,}"),
+    ("github-token", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("google-api-key", r"\bAIza[0-9A-Za-z_-]{35}"),
+];
+
+/// Which secrets a store redacts. The defaults redact the built-in shapes and secret-named
+/// environment values.
+///
+/// # Format
+/// The `[redaction]` table of `ctxlog.toml` (see [`crate::StoreConfig`]):
+///
+/// ```toml
+/// [redaction]
+/// builtin = true              # built-in key shapes [default: true]
+/// env = true                  # values of *KEY*/*TOKEN*/*SECRET*/*PASSWORD* variables [default: true]
+/// env_vars = ["DATABASE_URL"] # more variables whose values are redacted [default: none]
+///
+/// [[redaction.patterns]]
+/// name = "ticket"             # the marker says [redacted:ticket]
+/// regex = "TCK-[0-9]{6}"
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedactionConfig {
+    /// Redact the built-in shapes ([`BUILTIN_KINDS`]) [default: true].
+    pub builtin: bool,
+    /// Redact the values of environment variables whose names contain one of
+    /// [`SECRET_NAME_PARTS`] [default: true].
+    pub env: bool,
+    /// More environment variables whose values (of [`MIN_ENV_VALUE_CHARS`] or more) are
+    /// redacted [default: none].
+    pub env_vars: Vec<String>,
+    /// Configured patterns [default: none].
+    pub patterns: Vec<PatternConfig>,
+}
+
+impl Default for RedactionConfig {
+    fn default() -> Self {
+        RedactionConfig {
+            builtin: true,
+            env: true,
+            env_vars: Vec::new(),
+            patterns: Vec::new(),
+        }
+    }
+}
+
+impl RedactionConfig {
+    /// Nothing redacted at all.
+    pub fn off() -> RedactionConfig {
+        RedactionConfig {
+            builtin: false,
+            env: false,
+            env_vars: Vec::new(),
+            patterns: Vec::new(),
+        }
+    }
+}
+
+/// A configured pattern: what the marker calls it, and the regular expression.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatternConfig {
+    /// The marker's kind: 1-40 characters from `a-z 0-9 - _`.
+    pub name: String,
+    /// The expression, in the `regex` crate's syntax.
+    pub regex: String,
+}
+
+/// One compiled rule.
+#[derive(Clone, Debug)]
+enum Rule {
+    Pattern { kind: String, regex: Regex },
+    Literal { kind: String, value: String },
+}
+
+impl Rule {
+    fn kind(&self) -> &str {
+        match self {
+            Rule::Pattern { kind, .. } | Rule::Literal { kind, .. } => kind,
+        }
+    }
+
+    /// Every match of this rule in `text`, as byte ranges.
+    fn find(&self, text: &str, out: &mut Vec<(usize, usize)>) {
+        match self {
+            Rule::Pattern { regex, .. } => {
+                out.extend(regex.find_iter(text).map(|m| (m.start(), m.end())));
+            }
+            Rule::Literal { value, .. } => {
+                out.extend(
+                    text.match_indices(value.as_str())
+                        .map(|(i, s)| (i, i + s.len())),
+                );
+            }
+        }
+    }
+}
+
+/// The compiled form of a [`RedactionConfig`], with the environment read once.
+#[derive(Clone, Debug, Default)]
+pub struct Redactor {
+    rules: Vec<Rule>,
+}
+
+fn builtin_rules() -> &'static [Rule] {
+    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        BUILTIN_KINDS
+            .iter()
+            .filter_map(|(kind, re)| {
+                Regex::new(re).ok().map(|regex| Rule::Pattern {
+                    kind: (*kind).to_string(),
+                    regex,
+                })
+            })
+            .collect()
+    })
+}
+
+impl Redactor {
+    /// Compiles `config`, reading the environment of this process now.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for a pattern that does not compile, matches the empty
+    /// string, or has an invalid name.
+    pub fn new(config: &RedactionConfig) -> Result<Redactor> {
+        Redactor::with_env(config, std::env::vars())
+    }
+
+    /// Compiles `config` with `env` as the environment (for tests and embedding).
+    ///
+    /// # Errors
+    /// As [`Redactor::new`].
+    pub fn with_env(
+        config: &RedactionConfig,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Redactor> {
+        let mut rules = Vec::new();
+        for p in &config.patterns {
+            rules.push(compile_pattern(p)?);
+        }
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        for name in &config.env_vars {
+            if let Some((_, value)) = env.iter().find(|(n, _)| n == name) {
+                push_literal(&mut rules, name, value);
+            }
+        }
+        if config.builtin {
+            rules.extend(builtin_rules().iter().cloned());
+        }
+        if config.env {
+            for (name, value) in &env {
+                let upper = name.to_ascii_uppercase();
+                if SECRET_NAME_PARTS.iter().any(|part| upper.contains(part)) {
+                    push_literal(&mut rules, name, value);
+                }
+            }
+        }
+        Ok(Redactor { rules })
+    }
+
+    /// True when no rule is configured: commits are written as given.
+    pub fn is_off(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// `text` with every secret replaced by its marker (borrowed when nothing matched).
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if self.rules.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        // (start, end, rule index), found by every rule.
+        let mut found: Vec<(usize, usize, usize)> = Vec::new();
+        let mut spans = Vec::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            spans.clear();
+            rule.find(text, &mut spans);
+            found.extend(spans.iter().filter(|(a, b)| b > a).map(|&(a, b)| (a, b, i)));
+        }
+        if found.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        // Longest first; a tie goes to the rule listed first, then to the earlier match.
+        found.sort_by_key(|&(a, b, i)| (std::cmp::Reverse(b - a), i, a));
+        let mut chosen: Vec<(usize, usize, usize)> = Vec::new();
+        for m in found {
+            if chosen.iter().all(|c| m.1 <= c.0 || c.1 <= m.0) {
+                chosen.push(m);
+            }
+        }
+        chosen.sort_by_key(|c| c.0);
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for (a, b, i) in chosen {
+            out.push_str(&text[at..a]);
+            out.push_str("[redacted:");
+            out.push_str(self.rules[i].kind());
+            out.push(']');
+            at = b;
+        }
+        out.push_str(&text[at..]);
+        Cow::Owned(out)
+    }
+
+    /// `commit` with every text (and every string inside tool arguments) redacted.
+    pub fn redact_commit<'a>(&self, commit: &'a NewCommit) -> Cow<'a, NewCommit> {
+        if self.rules.is_empty() {
+            return Cow::Borrowed(commit);
+        }
+        let mut events = Vec::with_capacity(commit.events.len());
+        let mut changed = false;
+        for event in &commit.events {
+            let redacted = self.redact_event(event);
+            changed |= redacted != *event;
+            events.push(redacted);
+        }
+        if !changed {
+            return Cow::Borrowed(commit);
+        }
+        Cow::Owned(NewCommit {
+            id: commit.id.clone(),
+            events,
+        })
+    }
+
+    fn redact_event(&self, event: &EventBody) -> EventBody {
+        let mut event = event.clone();
+        match &mut event {
+            EventBody::User { text }
+            | EventBody::Assistant { text }
+            | EventBody::ToolResult { text, .. }
+            | EventBody::Note { text, .. } => self.redact_in_place(text),
+            EventBody::ToolCall { arguments, .. } => self.redact_json(arguments),
+            EventBody::System { .. } => {}
+        }
+        event
+    }
+
+    fn redact_in_place(&self, text: &mut String) {
+        if let Cow::Owned(redacted) = self.redact(text) {
+            *text = redacted;
+        }
+    }
+
+    /// Redacts every string inside `value` (object keys too: a secret is a secret anywhere).
+    fn redact_json(&self, value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(s) => self.redact_in_place(s),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            serde_json::Value::Object(map) => {
+                let entries = std::mem::take(map);
+                for (key, mut v) in entries {
+                    self.redact_json(&mut v);
+                    map.insert(self.redact(&key).into_owned(), v);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn push_literal(rules: &mut Vec<Rule>, name: &str, value: &str) {
+    if value.chars().count() >= MIN_ENV_VALUE_CHARS {
+        rules.push(Rule::Literal {
+            kind: format!("env:{name}"),
+            value: value.to_string(),
+        });
+    }
+}
+
+fn compile_pattern(p: &PatternConfig) -> Result<Rule> {
+    let bad = |why: String| Error::InvalidRequest {
+        reason: format!("redaction pattern {:?}: {why}", p.name),
+    };
+    let name_ok = (1..=40).contains(&p.name.len())
+        && p.name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !name_ok {
+        return Err(bad(
+            "the name must be 1-40 characters from a-z 0-9 - _".into()
+        ));
+    }
+    let regex = Regex::new(&p.regex).map_err(|e| {
+        bad(format!(
+            "invalid regex: {}",
+            e.to_string().lines().last().unwrap_or("")
+        ))
+    })?;
+    if regex.is_match("") {
+        return Err(bad("the regex matches the empty string".into()));
+    }
+    Ok(Rule::Pattern {
+        kind: p.name.clone(),
+        regex,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain() -> Redactor {
+        Redactor::with_env(&RedactionConfig::default(), Vec::new()).unwrap()
+    }
+
+    #[test]
+    fn builtin_shapes_become_their_markers() {
+        let r = plain();
+        let cases = [
+            ("key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx12 ok", "openai-key"),
+            ("key sk-AbCdEfGhIjKlMnOpQrStUvWx12 ok", "openai-key"),
+            ("key sk-ant-api03-AbCdEfGhIjKlMnOpQrSt ok", "anthropic-key"),
+            ("key AKIAIOSFODNN7EXAMPLE ok", "aws-access-key"),
+            (
+                "key ghp_0123456789abcdefghij0123456789abcdef ok",
+                "github-token",
+            ),
+            (
+                "key github_pat_11ABCDEFG0123456789_abcdefghij ok",
+                "github-token",
+            ),
+        ];
+        for (text, kind) in cases {
+            assert_eq!(
+                r.redact(text),
+                format!("key [redacted:{kind}] ok"),
+                "{text}"
+            );
+        }
+        let pem = "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIB\nxyz\n-----END RSA PRIVATE KEY-----\nb";
+        assert_eq!(r.redact(pem), "a\n[redacted:private-key]\nb");
+        assert!(matches!(r.redact("nothing secret here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn longest_match_wins_and_markers_hold_no_secret_characters() {
+        let env = vec![(
+            "MY_API_KEY".to_string(),
+            "sk-ant-".to_string() + &"x".repeat(30),
+        )];
+        let r = Redactor::with_env(&RedactionConfig::default(), env).unwrap();
+        let secret = format!("sk-ant-{}", "x".repeat(30));
+        // The anthropic shape and the env literal match the same span: the shape is listed
+        // first. A longer overlapping env value wins over a shorter shape.
+        assert_eq!(r.redact(&secret), "[redacted:anthropic-key]");
+        let env = vec![("DB_PASSWORD".to_string(), "hunter2hunter2".to_string())];
+        let r = Redactor::with_env(&RedactionConfig::default(), env).unwrap();
+        assert_eq!(
+            r.redact("pw=hunter2hunter2."),
+            "pw=[redacted:env:DB_PASSWORD]."
+        );
+        let short = vec![("A_TOKEN".to_string(), "short".to_string())];
+        let r = Redactor::with_env(&RedactionConfig::default(), short).unwrap();
+        assert_eq!(r.redact("short"), "short");
+    }
+
+    #[test]
+    fn configured_patterns_and_named_variables() {
+        let config = RedactionConfig {
+            builtin: false,
+            env: false,
+            env_vars: vec!["DATABASE_URL".into()],
+            patterns: vec![PatternConfig {
+                name: "ticket".into(),
+                regex: "TCK-[0-9]{6}".into(),
+            }],
+        };
+        let env = vec![
+            (
+                "DATABASE_URL".to_string(),
+                "postgres://u:p@h/db".to_string(),
+            ),
+            ("OTHER_TOKEN".to_string(), "not-redacted-here".to_string()),
+        ];
+        let r = Redactor::with_env(&config, env).unwrap();
+        assert_eq!(
+            r.redact("TCK-123456 at postgres://u:p@h/db, not-redacted-here"),
+            "[redacted:ticket] at [redacted:env:DATABASE_URL], not-redacted-here"
+        );
+        for bad in [("Bad Name", "x"), ("ok", "("), ("empty", "a*")] {
+            let config = RedactionConfig {
+                patterns: vec![PatternConfig {
+                    name: bad.0.into(),
+                    regex: bad.1.into(),
+                }],
+                ..RedactionConfig::off()
+            };
+            assert!(Redactor::with_env(&config, Vec::new()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tool_arguments_are_redacted_everywhere_inside() {
+        let r = plain();
+        let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";
+        let commit = NewCommit {
+            id: None,
+            events: vec![EventBody::ToolCall {
+                call_id: "c".into(),
+                tool: "t".into(),
+                arguments: serde_json::json!({"env": [{"k": format!("x {key}")}], key: 1}),
+            }],
+        };
+        let out = serde_json::to_string(&*r.redact_commit(&commit)).unwrap();
+        assert!(!out.contains(key), "{out}");
+        assert!(out.contains("[redacted:openai-key]"), "{out}");
+    }
+}

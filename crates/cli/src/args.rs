@@ -33,8 +33,35 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SECS", value_parser = wait_secs)]
     pub wait: Option<std::time::Duration>,
 
+    /// The store's configuration file (redaction and retention, docs/lifecycle.md)
+    /// [default: <root>/ctxlog.toml when it exists, else the defaults]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub redaction: RedactionArgs,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Redaction flags: they override the configuration file's `[redaction]` table.
+#[derive(Debug, Args)]
+pub struct RedactionArgs {
+    /// Do not redact the built-in key shapes (OpenAI, Anthropic, AWS, GitHub, PEM, …)
+    /// [default: redacted]
+    #[arg(long, global = true)]
+    pub no_redact_builtin: bool,
+    /// Do not redact the values of environment variables named *KEY*, *TOKEN*, *SECRET*,
+    /// *PASSWORD* [default: redacted]
+    #[arg(long, global = true)]
+    pub no_redact_env: bool,
+    /// Also redact the value of this environment variable (repeatable)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub redact_var: Vec<String>,
+    /// Also redact matches of REGEX, marked [redacted:NAME] (repeatable)
+    #[arg(long, global = true, value_name = "NAME=REGEX")]
+    pub redact_pattern: Vec<ctxlog::redact::PatternConfig>,
 }
 
 const EXAMPLES: &str = "\
@@ -100,6 +127,16 @@ pub enum Command {
     /// {"erased":{"from":A,"to":B},"requested":{…},"events":N,"artifacts_deleted":N,…};
     /// --all prints {"erased":"all","conversation":…}.
     Erase(EraseArgs),
+    /// Apply a retention policy: erase whole old turns (see docs/lifecycle.md).
+    ///
+    /// Rules: --older-than (by each turn's newest stored time), --keep-turns, --max-bytes (the
+    /// ledger file's size); flags override the [retention] table of the configuration file.
+    /// Turns holding a pinned note are kept unless --include-pinned. Each removed range is
+    /// erased like `erase` does, under a tombstone whose reason is `retention: <rules>`;
+    /// earlier tombstones are left as written. Prints {"dry_run","policy","conversations":
+    /// [{"conversation","removed":[{"from","to","turns","reason"}],"seqs_removed",
+    /// "turns_removed","pinned_kept","bytes_before","bytes_after","bytes_freed"}],…}.
+    Gc(GcArgs),
     /// Serve every operation as JSON over HTTP, and the web inspector at / (see docs/http-api.md).
     ///
     /// Without tokens the server uses the store at --root and must listen on loopback; with
@@ -144,6 +181,31 @@ pub struct EraseArgs {
     /// Why, recorded in the tombstone (at most 1024 bytes)
     #[arg(long, default_value = ctxlog::DEFAULT_ERASE_REASON)]
     pub reason: String,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["conversation", "all"]))]
+pub struct GcArgs {
+    /// The conversation name
+    pub conversation: Option<String>,
+    /// Every conversation of the store
+    #[arg(long)]
+    pub all: bool,
+    /// Remove turns older than this, e.g. 90d, 12h, 2weeks
+    #[arg(long, value_name = "AGE")]
+    pub older_than: Option<String>,
+    /// Keep only the newest N turns
+    #[arg(long, value_name = "N")]
+    pub keep_turns: Option<u64>,
+    /// Remove the oldest turns until the ledger file is at most N bytes
+    #[arg(long, value_name = "N")]
+    pub max_bytes: Option<u64>,
+    /// Remove turns holding pinned notes too [default: they are kept]
+    #[arg(long)]
+    pub include_pinned: bool,
+    /// Print what would be removed; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// A wait in seconds: a non-negative number, fractions allowed.

@@ -4,14 +4,14 @@ use std::io::Read;
 use std::path::Path;
 
 use ctxlog::ops::{
-    CommitRequest, CountRequest, EraseRequest, EraseTarget, ListRequest, LogRequest,
+    CommitRequest, CountRequest, EraseRequest, EraseTarget, GcRequest, ListRequest, LogRequest,
     ProjectRequest, RecallRequest, ReindexRequest, VerifyRequest,
 };
 use ctxlog::{Event, EventBody, Store, VerifyReport};
 
 use crate::args::{
-    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, LogArgs, ProjectArgs, RecallArgs,
-    ServeArgs,
+    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, GcArgs, LogArgs, ProjectArgs,
+    RecallArgs, RedactionArgs, ServeArgs,
 };
 use crate::output::{self, Failure};
 
@@ -20,7 +20,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let json = cli.json;
     let mut options = ctxlog::Options::default();
     options.lock_wait(cli.wait);
-    let store = Store::with_options(&cli.root, options);
+    let config = store_config(&cli.root, cli.config.as_deref(), cli.redaction)?;
+    let mut store = Store::with_options(&cli.root, options);
+    store.configure(&config)?;
     match cli.command {
         Command::Commit(args) => commit(&store, args),
         Command::Log(args) => log(&store, args, json),
@@ -32,8 +34,24 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Erase(args) => erase(&store, args),
         Command::List => list(&store, json),
         Command::Demo => crate::demo::run(&store, &cli.root),
-        Command::Serve(args) => serve(&cli.root, args),
+        Command::Gc(args) => gc(&store, args),
+        Command::Serve(args) => serve(&cli.root, config, args),
     }
+}
+
+/// The configuration file (or the defaults), with the redaction flags over it.
+fn store_config(
+    root: &Path,
+    file: Option<&Path>,
+    flags: RedactionArgs,
+) -> Result<ctxlog::StoreConfig, Failure> {
+    let mut config = ctxlog::StoreConfig::find(root, file)?;
+    let redaction = &mut config.redaction;
+    redaction.builtin &= !flags.no_redact_builtin;
+    redaction.env &= !flags.no_redact_env;
+    redaction.env_vars.extend(flags.redact_var);
+    redaction.patterns.extend(flags.redact_pattern);
+    Ok(config)
 }
 
 fn commit(store: &Store, args: CommitArgs) -> Result<(), Failure> {
@@ -340,6 +358,18 @@ fn erase(store: &Store, args: EraseArgs) -> Result<(), Failure> {
     output::json_line(&response)
 }
 
+fn gc(store: &Store, args: GcArgs) -> Result<(), Failure> {
+    let response = store.gc(&GcRequest {
+        conversation: args.conversation.filter(|_| !args.all),
+        older_than: args.older_than,
+        keep_turns: args.keep_turns,
+        max_bytes: args.max_bytes,
+        include_pinned: args.include_pinned,
+        dry_run: args.dry_run,
+    })?;
+    output::json_line(&response)
+}
+
 fn list(store: &Store, json: bool) -> Result<(), Failure> {
     let list = store.list(&ListRequest {})?;
     if json {
@@ -358,10 +388,11 @@ fn list(store: &Store, json: bool) -> Result<(), Failure> {
     output::stdout(out.as_bytes())
 }
 
-fn serve(root: &Path, args: ServeArgs) -> Result<(), Failure> {
+fn serve(root: &Path, config: ctxlog::StoreConfig, args: ServeArgs) -> Result<(), Failure> {
     ctxlog_server::serve(ctxlog_server::ServeOptions {
         addr: args.addr,
         root: root.to_path_buf(),
+        config,
         tokens_file: args.tokens,
         body_limit: usize::try_from(args.body_limit_mib << 20).unwrap_or(usize::MAX),
         writer_wait: std::time::Duration::from_secs(args.writer_wait),

@@ -104,6 +104,18 @@ impl StoreConfig {
         StoreConfig::from_toml(&text, &path.display().to_string())
     }
 
+    /// The configuration a front end uses: the file `explicit` names (which must exist), else
+    /// [`StoreConfig::for_root`].
+    ///
+    /// # Errors
+    /// As [`StoreConfig::load`].
+    pub fn find(root: &Path, explicit: Option<&Path>) -> Result<StoreConfig> {
+        match explicit {
+            Some(path) => StoreConfig::load(path),
+            None => StoreConfig::for_root(root),
+        }
+    }
+
     /// The configuration of the store at `root`: its `ctxlog.toml` if there is one, else
     /// the defaults.
     ///

@@ -465,12 +465,33 @@ pub struct GcRequest {
     /// The conversation [default: none: every conversation of the store].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conversation: Option<String>,
-    /// The rules; each one given replaces the store's configured one
-    /// ([`crate::StoreConfig`]'s `[retention]`). At least one rule must result.
-    #[serde(flatten)]
-    pub policy: RetentionPolicy,
+    /// Remove turns whose newest event is older than this, e.g. `90d`, `12h`
+    /// ([`RetentionPolicy::older_than`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub older_than: Option<String>,
+    /// Keep only the newest N turns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_turns: Option<u64>,
+    /// Remove the oldest turns until the ledger file is at most N bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// Remove turns holding pinned notes too [default: false].
+    pub include_pinned: bool,
     /// Report what would be removed and write nothing [default: false].
     pub dry_run: bool,
+}
+
+impl GcRequest {
+    /// The request's rules. Each rule given replaces the store's configured one
+    /// ([`crate::StoreConfig`]'s `[retention]`); at least one rule must result.
+    pub fn policy(&self) -> RetentionPolicy {
+        RetentionPolicy {
+            older_than: self.older_than.clone(),
+            keep_turns: self.keep_turns,
+            max_bytes: self.max_bytes,
+            include_pinned: self.include_pinned,
+        }
+    }
 }
 
 /// What a retention policy removed (or, in a dry run, would remove).

@@ -124,6 +124,21 @@ pub struct PatternConfig {
     pub regex: String,
 }
 
+impl std::str::FromStr for PatternConfig {
+    type Err = String;
+
+    /// `NAME=REGEX`, the command line's form (checked when the store is configured).
+    fn from_str(s: &str) -> std::result::Result<PatternConfig, String> {
+        match s.split_once('=') {
+            Some((name, regex)) if !name.is_empty() && !regex.is_empty() => Ok(PatternConfig {
+                name: name.to_string(),
+                regex: regex.to_string(),
+            }),
+            _ => Err(format!("expected NAME=REGEX, got {s:?}")),
+        }
+    }
+}
+
 /// One compiled rule.
 #[derive(Clone, Debug)]
 enum Rule {

@@ -164,7 +164,8 @@ pub(crate) fn plan<L: LedgerView + ?Sized>(
     let rules = rule_names(policy)?;
     let removable = |u: &Unit| !u.erased && (!u.pinned || policy.include_pinned);
     if let Some(age) = policy.age()? {
-        let cutoff = now_ms.saturating_sub(age.as_millis() as i64);
+        let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = now_ms.saturating_sub(age_ms);
         for u in units
             .iter_mut()
             .filter(|u| removable(u) && u.rule.is_none())

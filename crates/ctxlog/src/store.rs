@@ -555,7 +555,7 @@ impl Store {
     /// [`Error::NotFound`] for a named conversation that does not exist; as [`Store::erase`].
     /// When one conversation of a store-wide run fails, the ones before it stay collected.
     pub fn gc(&self, request: &GcRequest) -> Result<GcResponse> {
-        let policy = self.retention.overridden_by(&request.policy);
+        let policy = self.retention.overridden_by(&request.policy());
         policy.check()?;
         if policy.is_empty() {
             return Err(Error::InvalidRequest {

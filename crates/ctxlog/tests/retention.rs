@@ -40,7 +40,10 @@ fn gc(
 ) -> ctxlog::Result<ctxlog::ops::GcResponse> {
     store.gc(&GcRequest {
         conversation: conv.map(str::to_string),
-        policy,
+        older_than: policy.older_than,
+        keep_turns: policy.keep_turns,
+        max_bytes: policy.max_bytes,
+        include_pinned: policy.include_pinned,
         dry_run,
     })
 }
@@ -264,6 +267,17 @@ fn a_dry_run_changes_no_byte_of_the_store() {
     assert!(dry.bytes_freed > 0);
     drop(store);
     assert_eq!(before, snapshot(dir.path()), "a dry run wrote something");
+}
+
+#[test]
+fn a_gc_request_refuses_unknown_fields() {
+    let err = serde_json::from_str::<GcRequest>(r#"{"keep_turn":3}"#).unwrap_err();
+    assert!(
+        err.to_string().contains("unknown field `keep_turn`"),
+        "{err}"
+    );
+    let ok: GcRequest = serde_json::from_str(r#"{"keep_turns":3,"dry_run":true}"#).unwrap();
+    assert_eq!((ok.keep_turns, ok.dry_run), (Some(3), true));
 }
 
 #[test]

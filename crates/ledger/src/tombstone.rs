@@ -106,7 +106,11 @@ pub(crate) fn widen(
         Some((a, _)) => a,
         None => {
             let turn = user_seqs.iter().rev().find(|&&s| s <= from).copied();
-            let after_erased = leads.iter().filter(|(_, b)| *b < from).map(|(_, b)| b + 1).max();
+            let after_erased = leads
+                .iter()
+                .filter(|(_, b)| *b < from)
+                .map(|(_, b)| b + 1)
+                .max();
             match (turn, after_erased) {
                 (Some(t), Some(e)) => t.max(e),
                 (t, e) => t.or(e).unwrap_or(from),

@@ -33,7 +33,7 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use ctxlog::Store;
+use ctxlog::{Store, StoreConfig};
 
 pub use auth::{MIN_TOKEN_LEN, Tokens};
 pub use error::AppError;
@@ -64,6 +64,8 @@ pub struct Config {
     /// How long a commit waits in its conversation's queue before 503
     /// [default: [`DEFAULT_WRITER_WAIT`]].
     pub writer_wait: Duration,
+    /// Redaction and retention, for every tenant's store [default: [`StoreConfig`]'s].
+    pub store: StoreConfig,
 }
 
 impl Config {
@@ -74,6 +76,7 @@ impl Config {
             tokens: None,
             body_limit: DEFAULT_BODY_LIMIT,
             writer_wait: DEFAULT_WRITER_WAIT,
+            store: StoreConfig::default(),
         }
     }
 }
@@ -102,10 +105,24 @@ pub(crate) struct Tenant {
 
 impl AppState {
     /// Opens the stores `config` names (nothing is created on disk until a first commit).
+    ///
+    /// # Errors
+    /// A store configuration that does not check out (a redaction pattern that does not
+    /// compile, an invalid retention rule).
+    pub fn try_new(config: &Config) -> ctxlog::Result<AppState> {
+        let mut probe = Store::open(&config.root);
+        probe.configure(&config.store)?;
+        Ok(AppState::new(config))
+    }
+
+    /// Opens the stores `config` names (nothing is created on disk until a first commit). A
+    /// store configuration that does not check out leaves the stores at the defaults
+    /// ([`AppState::try_new`] refuses it instead).
     pub fn new(config: &Config) -> AppState {
         let open = |root: PathBuf| {
             let mut store = Store::open(&root);
             store.set_writer_wait(Some(config.writer_wait));
+            let _ = store.configure(&config.store);
             Tenant {
                 store: Arc::new(store),
                 root: root.display().to_string().into(),
@@ -187,6 +204,8 @@ pub struct ServeOptions {
     pub body_limit: usize,
     /// The commit queue wait.
     pub writer_wait: Duration,
+    /// Redaction and retention for every store served.
+    pub config: StoreConfig,
 }
 
 /// How long shutdown waits for open connections, and then for blocking work (a commit whose
@@ -216,7 +235,9 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         tokens,
         body_limit: options.body_limit,
         writer_wait: options.writer_wait,
+        store: options.config.clone(),
     };
+    let state = AppState::try_new(&config).context("the store configuration")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -243,7 +264,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
         tokio::select! {
-            served = run(listener, AppState::new(&config), shutdown) => served?,
+            served = run(listener, state, shutdown) => served?,
             () = grace => tracing::warn!(
                 "ctxlog serve: connections still open {}s after the signal; closing them",
                 SHUTDOWN_GRACE.as_secs()

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Extension, Json, Router};
 use ctxlog::ops::{
-    CommitRequest, CountRequest, EraseRequest, ListRequest, LogRequest, ProjectRequest,
+    CommitRequest, CountRequest, EraseRequest, GcRequest, ListRequest, LogRequest, ProjectRequest,
     RecallRequest, ReindexRequest, VerifyRequest,
 };
 use ctxlog::{Store, Tokenizer, WireFormat};
@@ -48,6 +48,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ep("POST", "/v1/conversations/{name}/erase"),
     ep("POST", "/v1/conversations/{name}/verify"),
     ep("POST", "/v1/conversations/{name}/reindex"),
+    ep("POST", "/v1/conversations/{name}/gc"),
+    ep("POST", "/v1/gc"),
     ep("POST", "/v1/count"),
 ];
 
@@ -71,6 +73,8 @@ fn handler(endpoint: &Endpoint) -> MethodRouter<AppState> {
         "/v1/conversations/{name}/erase" => on(filter, erase),
         "/v1/conversations/{name}/verify" => on(filter, verify),
         "/v1/conversations/{name}/reindex" => on(filter, reindex),
+        "/v1/conversations/{name}/gc" => on(filter, gc),
+        "/v1/gc" => on(filter, gc_all),
         "/v1/count" => on(filter, count),
         // An entry without a handler answers like an unknown route: the OpenAPI test fails.
         _ => on(filter, no_route),
@@ -360,6 +364,37 @@ async fn reindex(
     let request: ReindexRequest = request_for(&name, &body)?;
     let stats = blocking(tenant, move |s| s.reindex(&request, &mut |_| {})).await?;
     Ok(Json(stats).into_response())
+}
+
+async fn gc(
+    Extension(tenant): Extension<Tenant>,
+    Path(name): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Response, AppError> {
+    let request: GcRequest = request_for(&name, &body)?;
+    let result = blocking(tenant, move |s| s.gc(&request)).await?;
+    Ok(Json(result).into_response())
+}
+
+/// Retention over every conversation of the caller's store (its tenant's only).
+async fn gc_all(
+    Extension(tenant): Extension<Tenant>,
+    RawBody(body): RawBody,
+) -> Result<Response, AppError> {
+    let request: GcRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        GcRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| AppError::bad_request(format!("request body: {e}")))?
+    };
+    if request.conversation.is_some() {
+        return Err(AppError::bad_request(
+            "request body: /v1/gc covers every conversation; for one, POST \
+             /v1/conversations/{name}/gc",
+        ));
+    }
+    let result = blocking(tenant, move |s| s.gc(&request)).await?;
+    Ok(Json(result).into_response())
 }
 
 #[derive(Deserialize)]

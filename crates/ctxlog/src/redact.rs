@@ -41,23 +41,26 @@ pub const MIN_ENV_VALUE_CHARS: usize = 8;
 /// Substrings of an environment variable's name that mark its value as a secret.
 pub const SECRET_NAME_PARTS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
 
-/// The built-in shapes: marker kind and regular expression, most specific first.
+/// The built-in shapes: marker kind and regular expression, most specific first. The
+/// prefixed shapes match also when glued to other text (`x=sk-…`, `xxxsk-…`): a secret
+/// inside a longer token must not slip through. AWS key ids stand alone (word bounds), as
+/// `AKIA` plus 16 capitals occurs inside longer encoded strings.
 pub const BUILTIN_KINDS: [(&str, &str); 9] = [
     (
         "private-key",
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
     ),
-    ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
-    ("openai-key", r"\bsk-proj-[A-Za-z0-9_-]{20,}"),
-    ("openai-key", r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}"),
+    ("anthropic-key", r"sk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai-key", r"sk-proj-[A-Za-z0-9_-]{20,}"),
+    ("openai-key", r"sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}"),
     (
         "aws-access-key",
         r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b",
     ),
-    ("github-token", r"\bgh[pousr]_[A-Za-z0-9]{36,}"),
-    ("github-token", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
-    ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    ("google-api-key", r"\bAIza[0-9A-Za-z_-]{35}"),
+    ("github-token", r"gh[pousr]_[A-Za-z0-9]{36,}"),
+    ("github-token", r"github_pat_[A-Za-z0-9_]{22,}"),
+    ("slack-token", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("google-api-key", r"AIza[0-9A-Za-z_-]{35}"),
 ];
 
 /// Which secrets a store redacts. The defaults redact the built-in shapes and secret-named
@@ -404,6 +407,11 @@ mod tests {
         let pem = "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIB\nxyz\n-----END RSA PRIVATE KEY-----\nb";
         assert_eq!(r.redact(pem), "a\n[redacted:private-key]\nb");
         assert!(matches!(r.redact("nothing secret here"), Cow::Borrowed(_)));
+        // Glued to other characters (as in a dump with no separators), still found.
+        assert_eq!(
+            r.redact("xxxxsk-proj-AbCdEfGhIjKlMnOpQrStUvWx12yyyy"),
+            "xxxx[redacted:openai-key]"
+        );
     }
 
     #[test]

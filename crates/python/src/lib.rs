@@ -23,7 +23,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use ctxlog::ops::{
-    CommitRequest, EraseRequest, EraseTarget, ListRequest, LogRequest, ProjectRequest,
+    CommitRequest, EraseRequest, EraseTarget, GcRequest, ListRequest, LogRequest, ProjectRequest,
     RecallRequest, ReindexRequest, VerifyRequest,
 };
 use ctxlog::{ConversationName, Policy, Tokenizer, WireFormat};
@@ -79,9 +79,25 @@ impl PyStore {
     /// Opens the store at `url`: a directory path (str or os.PathLike). `writer_wait`
     /// (seconds) bounds how long a commit queues behind other commits of this process to
     /// the same conversation before raising `Busy` [default: None, as long as it takes].
+    ///
+    /// Redaction and retention come from `config` (a `ctxlog.toml` path) [default:
+    /// `<url>/ctxlog.toml` when it exists, else the defaults: built-in key shapes and
+    /// secret-named environment values redacted]; `redact_builtin` and `redact_env` switch
+    /// those off or on, `redact_vars` names more environment variables whose values are
+    /// redacted, `redact_patterns` maps marker names to regular expressions (see
+    /// docs/lifecycle.md). Raises `UsageError` for a configuration that does not check out.
     #[new]
-    #[pyo3(signature = (url, *, writer_wait = None))]
-    fn new(url: PathBuf, writer_wait: Option<f64>) -> PyResult<Self> {
+    #[pyo3(signature = (url, *, writer_wait = None, config = None, redact_builtin = None,
+        redact_env = None, redact_vars = None, redact_patterns = None))]
+    fn new(
+        url: PathBuf,
+        writer_wait: Option<f64>,
+        config: Option<PathBuf>,
+        redact_builtin: Option<bool>,
+        redact_env: Option<bool>,
+        redact_vars: Option<Vec<String>>,
+        redact_patterns: Option<std::collections::BTreeMap<String, String>>,
+    ) -> PyResult<Self> {
         let location = url.display().to_string();
         if location.starts_with("postgres://") || location.starts_with("postgresql://") {
             return Err(usage(
@@ -94,12 +110,51 @@ impl PyStore {
                 .map_err(|e| usage(format!("writer_wait must be seconds >= 0: {e}")))?;
             store.set_writer_wait(Some(wait));
         }
+        let mut settings = ctxlog::StoreConfig::find(&url, config.as_deref())
+            .map_err(|e| usage(e.to_string()))?;
+        let redaction = &mut settings.redaction;
+        redaction.builtin = redact_builtin.unwrap_or(redaction.builtin);
+        redaction.env = redact_env.unwrap_or(redaction.env);
+        redaction.env_vars.extend(redact_vars.unwrap_or_default());
+        for (name, regex) in redact_patterns.unwrap_or_default() {
+            redaction
+                .patterns
+                .push(ctxlog::redact::PatternConfig { name, regex });
+        }
+        store
+            .configure(&settings)
+            .map_err(|e| usage(e.to_string()))?;
         Ok(PyStore {
             shared: Arc::new(Shared {
                 store: RwLock::new(Some(Arc::new(store))),
                 location,
             }),
         })
+    }
+
+    /// Applies a retention policy to every conversation (see `Conversation.gc`); returns
+    /// `{"dry_run", "policy", "conversations": [...], "seqs_removed", "bytes_freed"}`.
+    #[pyo3(signature = (*, older_than = None, keep_turns = None, max_bytes = None,
+        include_pinned = false, dry_run = false))]
+    fn gc<'py>(
+        &self,
+        py: Python<'py>,
+        older_than: Option<String>,
+        keep_turns: Option<u64>,
+        max_bytes: Option<u64>,
+        include_pinned: bool,
+        dry_run: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = GcRequest {
+            conversation: None,
+            older_than,
+            keep_turns,
+            max_bytes,
+            include_pinned,
+            dry_run,
+        };
+        let response = call(py, &self.shared, move |s| s.gc(&request))?;
+        json::to_py(py, &response)
     }
 
     /// The conversation `name` (1-64 characters from A-Z a-z 0-9 _ -). Nothing is created
@@ -392,6 +447,35 @@ impl PyConversation {
             reason: reason.unwrap_or_else(|| ctxlog::DEFAULT_ERASE_REASON.to_string()),
         };
         let response = call(py, &self.shared, move |s| s.erase(&request))?;
+        json::to_py(py, &response)
+    }
+
+    /// Applies a retention policy: whole turns older than `older_than` (e.g. "90d"), all but
+    /// the newest `keep_turns`, or the oldest until the ledger is at most `max_bytes`, are
+    /// erased under tombstones whose reason starts with "retention:". Turns holding a pinned
+    /// note stay unless `include_pinned`. Rules left out come from the store's
+    /// configuration; at least one must result (else `UsageError`). `dry_run=True` reports
+    /// and writes nothing. Returns the store-wide response dict for this one conversation.
+    #[pyo3(signature = (*, older_than = None, keep_turns = None, max_bytes = None,
+        include_pinned = false, dry_run = false))]
+    fn gc<'py>(
+        &self,
+        py: Python<'py>,
+        older_than: Option<String>,
+        keep_turns: Option<u64>,
+        max_bytes: Option<u64>,
+        include_pinned: bool,
+        dry_run: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = GcRequest {
+            conversation: Some(self.name.clone()),
+            older_than,
+            keep_turns,
+            max_bytes,
+            include_pinned,
+            dry_run,
+        };
+        let response = call(py, &self.shared, move |s| s.gc(&request))?;
         json::to_py(py, &response)
     }
 

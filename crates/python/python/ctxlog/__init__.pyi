@@ -74,12 +74,30 @@ class Store:
     """A set of conversations: the embedded file store at a directory."""
 
     def __new__(
-        cls, url: Union[str, "PathLike[str]"], *, writer_wait: Optional[float] = None
+        cls,
+        url: Union[str, "PathLike[str]"],
+        *,
+        writer_wait: Optional[float] = None,
+        config: Optional[Union[str, "PathLike[str]"]] = None,
+        redact_builtin: Optional[bool] = None,
+        redact_env: Optional[bool] = None,
+        redact_vars: Optional[Sequence[str]] = None,
+        redact_patterns: Optional[Mapping[str, str]] = None,
     ) -> Store: ...
     def conversation(self, name: str) -> Conversation:
         """The conversation `name`; nothing is created until its first commit."""
     def list(self) -> List[JsonDict]:
         """The store's conversations, newest activity first."""
+    def gc(
+        self,
+        *,
+        older_than: Optional[str] = None,
+        keep_turns: Optional[int] = None,
+        max_bytes: Optional[int] = None,
+        include_pinned: bool = False,
+        dry_run: bool = False,
+    ) -> JsonDict:
+        """Applies a retention policy to every conversation of the store."""
     def close(self) -> None:
         """Releases the writer locks the store holds; later calls raise UsageError."""
     @property
@@ -162,6 +180,16 @@ class Conversation:
         reason: Optional[str] = None,
     ) -> JsonDict:
         """Erases a seq range, a commit's turns, or the whole conversation, for real."""
+    def gc(
+        self,
+        *,
+        older_than: Optional[str] = None,
+        keep_turns: Optional[int] = None,
+        max_bytes: Optional[int] = None,
+        include_pinned: bool = False,
+        dry_run: bool = False,
+    ) -> JsonDict:
+        """Erases whole old turns by policy (retention tombstones); dry_run writes nothing."""
     def log(self, *, start: int = 1, limit: Optional[int] = None) -> List[JsonDict]:
         """The events in seq order."""
     def verify(self) -> JsonDict:

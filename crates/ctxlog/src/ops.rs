@@ -505,8 +505,8 @@ pub struct GcResponse {
     pub conversations: Vec<GcConversation>,
     /// Seqs removed in all of them.
     pub seqs_removed: u64,
-    /// Bytes of ledger freed in all of them.
-    pub bytes_freed: u64,
+    /// Bytes of ledger freed in all of them (see [`GcConversation::bytes_freed`]).
+    pub bytes_freed: i64,
 }
 
 /// What a retention policy removed from one conversation.
@@ -526,8 +526,9 @@ pub struct GcConversation {
     pub bytes_before: u64,
     /// Its size after (estimated from record sizes in a dry run).
     pub bytes_after: u64,
-    /// `bytes_before - bytes_after`.
-    pub bytes_freed: u64,
+    /// `bytes_before - bytes_after`. Negative when the removed events were smaller than the
+    /// tombstone records that keep their seqs (one per seq, about 120 bytes each).
+    pub bytes_freed: i64,
     /// Set when `max_bytes` could not be met without removing exempt or newest content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,

@@ -9,7 +9,9 @@
 //!
 //! * `older_than`: a unit whose newest event is older than that (by its stored time);
 //! * `keep_turns`: every turn but the newest N (and what precedes the first turn);
-//! * `max_bytes`: the oldest units until the ledger would fit in N bytes.
+//! * `max_bytes`: the oldest units until the ledger would fit in N bytes (a unit whose
+//!   events are smaller than the tombstone records that would keep their seqs is skipped:
+//!   removing it would not shrink the ledger).
 //!
 //! A unit holding a pinned note is exempt unless the policy names pinned notes
 //! (`include_pinned`). Selected units next to each other become one erasure; a unit left
@@ -203,7 +205,8 @@ pub(crate) fn plan<L: LedgerView + ?Sized>(
             if after <= max {
                 break;
             }
-            if removable(&units[i]) && units[i].rule.is_none() {
+            // A unit smaller than its tombstone records frees nothing: it stays.
+            if removable(&units[i]) && units[i].rule.is_none() && units[i].freed > 0 {
                 units[i].rule = Some(2);
                 after = after.saturating_sub(units[i].freed);
             }
@@ -332,14 +335,10 @@ fn runs(units: &[Unit], rules: &[String; 3]) -> Vec<Removal> {
         .collect()
 }
 
-/// The stored size of the tombstone record (or covered placeholder) at `seq` of `from..=to`;
-/// the lead's reason is counted at its longest likely length.
+/// The stored size of the tombstone record (or covered placeholder) at `seq` of `from..=to`,
+/// without a reason (a run's reason is counted once, in [`plan`]).
 fn tombstone_len(seq: u64, from: u64, to: u64, at_ms: i64) -> u64 {
-    let reason = if seq == from {
-        "x".repeat(80)
-    } else {
-        String::new()
-    };
+    let reason = String::new();
     let body = EventBody::System {
         marker: SystemMarker::Tombstone {
             from,

@@ -638,7 +638,8 @@ fn gc_report(
     let note = policy.max_bytes.filter(|&max| after > max).map(|max| {
         format!(
             "the ledger stays over max_bytes ({after} > {max}): what is left is pinned, already \
-             erased, or the tombstones of what was removed"
+             erased (tombstones), or in turns smaller than the tombstone records that would \
+             replace them"
         )
     });
     GcConversation {
@@ -649,7 +650,7 @@ fn gc_report(
         pinned_kept: plan.pinned_kept,
         bytes_before: plan.bytes_before,
         bytes_after: after,
-        bytes_freed: plan.bytes_before.saturating_sub(after),
+        bytes_freed: plan.bytes_before as i64 - after as i64,
         note,
     }
 }

@@ -110,8 +110,8 @@ impl PyStore {
                 .map_err(|e| usage(format!("writer_wait must be seconds >= 0: {e}")))?;
             store.set_writer_wait(Some(wait));
         }
-        let mut settings = ctxlog::StoreConfig::find(&url, config.as_deref())
-            .map_err(|e| usage(e.to_string()))?;
+        let mut settings =
+            ctxlog::StoreConfig::find(&url, config.as_deref()).map_err(|e| usage(e.to_string()))?;
         let redaction = &mut settings.redaction;
         redaction.builtin = redact_builtin.unwrap_or(redaction.builtin);
         redaction.env = redact_env.unwrap_or(redaction.env);

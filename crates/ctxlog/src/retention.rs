@@ -126,8 +126,8 @@ pub(crate) struct Plan {
     pub pinned_kept: u64,
     /// The ledger's size now.
     pub bytes_before: u64,
-    /// Its size after the removals, as estimated from record sizes (exact for a dry run's
-    /// purpose: placeholders are sized as the erasure writes them).
+    /// Its size after the removals, from the record sizes: the tombstone records are sized
+    /// as the erasure writes them (exact unless the erasure's clock gains a digit).
     pub bytes_after_estimate: u64,
 }
 
@@ -217,13 +217,27 @@ pub(crate) fn plan<L: LedgerView + ?Sized>(
         .filter(|u| u.pinned && !u.erased && u.rule.is_none())
         .count() as u64;
     let removals = runs(&units, &rules);
-    // Each run's lead tombstone also carries the reason.
-    let reasons: u64 = removals.iter().map(|r| r.reason.len() as u64).sum();
+    // Exactly as the erasure will write them: the selected records give way to one tombstone
+    // record per seq, the lead of each range carrying its reason.
+    let selected: u64 = units
+        .iter()
+        .filter(|u| u.rule.is_some())
+        .map(|u| u.bytes)
+        .sum();
+    let stones: u64 = removals
+        .iter()
+        .map(|r| {
+            let records: u64 = (r.from..=r.to)
+                .map(|seq| tombstone_len(seq, r.from, r.to, now_ms))
+                .sum();
+            records + r.reason.len() as u64
+        })
+        .sum();
     Ok(Plan {
         removals,
         pinned_kept,
         bytes_before,
-        bytes_after_estimate: after + reasons,
+        bytes_after_estimate: bytes_before - selected + stones,
     })
 }
 

@@ -193,8 +193,9 @@ impl Ledger {
     /// every file that could still hold erased bytes.
     ///
     /// The range is first **widened to whole turns** (a turn runs from a user event to the
-    /// event before the next one), so a tool call is never separated from its result, and to
-    /// cover any earlier tombstone it overlaps; the report gives the range actually erased.
+    /// event before the next one, or an earlier erased range next to it), so a tool call is
+    /// never separated from its result, and to cover any earlier tombstone it overlaps; the
+    /// report gives the range actually erased.
     /// Seqs are preserved: seq `from` becomes a tombstone recording the range, the time and
     /// `reason` (never the content), seqs `from+1..=to` become covered placeholders that
     /// readers skip. Commits cut by the range lose their id (so an erased commit's id, or a

@@ -201,14 +201,14 @@ pub(crate) fn plan<L: LedgerView + ?Sized>(
     };
     let mut after = bytes_before.saturating_sub(freed(&units));
     if let Some(max) = policy.max_bytes {
-        for i in 0..units.len() {
+        for u in units.iter_mut() {
             if after <= max {
                 break;
             }
             // A unit smaller than its tombstone records frees nothing: it stays.
-            if removable(&units[i]) && units[i].rule.is_none() && units[i].freed > 0 {
-                units[i].rule = Some(2);
-                after = after.saturating_sub(units[i].freed);
+            if removable(u) && u.rule.is_none() && u.freed > 0 {
+                u.rule = Some(2);
+                after = after.saturating_sub(u.freed);
             }
         }
     }

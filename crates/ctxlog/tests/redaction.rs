@@ -114,6 +114,8 @@ fn a_key_in_a_message_arguments_and_a_large_output_is_in_no_file() {
             path.ends_with("ledger.log") && contains(bytes, b"[redacted:openai-key]");
     }
     assert!(marker_in_ledger);
+    let scanned: usize = all.iter().map(|(_, b)| b.len()).sum();
+    eprintln!("secret scan: {} files, {scanned} bytes, key found 0 times", all.len());
     let artifact = all.iter().find(|(p, _)| p.contains("artifacts")).unwrap();
     assert!(contains(
         &artifact.1,

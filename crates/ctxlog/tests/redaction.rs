@@ -115,7 +115,10 @@ fn a_key_in_a_message_arguments_and_a_large_output_is_in_no_file() {
     }
     assert!(marker_in_ledger);
     let scanned: usize = all.iter().map(|(_, b)| b.len()).sum();
-    eprintln!("secret scan: {} files, {scanned} bytes, key found 0 times", all.len());
+    eprintln!(
+        "secret scan: {} files, {scanned} bytes, key found 0 times",
+        all.len()
+    );
     let artifact = all.iter().find(|(p, _)| p.contains("artifacts")).unwrap();
     assert!(contains(
         &artifact.1,
@@ -166,4 +169,15 @@ fn a_bad_pattern_is_refused_when_configuring() {
     .unwrap_err();
     assert_eq!(err.class(), ctxlog::ErrorClass::Usage);
     assert!(err.to_string().contains("invalid regex"), "{err}");
+}
+
+#[test]
+fn a_low_level_handle_from_the_store_redacts_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path());
+    let mut conv = store.conversation("c").unwrap();
+    let turn = format!(r#"{{"user":"key {KEY}","assistant":"ok"}}"#);
+    conv.commit_json(turn.as_bytes(), None).unwrap();
+    let text = serde_json::to_string(&conv.events(1..=1).unwrap()).unwrap();
+    assert!(text.contains("key [redacted:openai-key]"), "{text}");
 }

@@ -256,7 +256,7 @@ pub struct CommitArgs {
 pub struct LogArgs {
     /// The conversation name.
     pub conversation: String,
-    /// Start at this seq
+    /// Start at this seq (seqs start at 1; 0 is a usage error)
     #[arg(long, default_value_t = 1)]
     pub from: u64,
     /// Show at most this many events [default: all]
@@ -376,7 +376,8 @@ pub struct RecallArgs {
     /// What to look for, in plain words [default: list newest first]
     #[arg(default_value = "", hide_default_value = true)]
     pub query: String,
-    /// Page through this one event instead of searching (--offset is then a page index)
+    /// Page through this one event instead of searching (--offset is then a page index;
+    /// seqs start at 1)
     #[arg(long)]
     pub seq: Option<u64>,
     /// Skip this many results (the previous result's next_offset)

@@ -98,10 +98,11 @@ fn log(store: &Store, args: LogArgs, json: bool) -> Result<(), Failure> {
         Some(n) => args.from.saturating_add(n).saturating_sub(1),
         None => u64::MAX,
     };
-    // Read in slices so a long ledger streams instead of loading at once.
-    let mut next = args.from.max(1);
+    // Read in slices so a long ledger streams instead of loading at once. Seq 0 is refused
+    // by the first read (seqs start at 1).
+    let mut next = args.from;
     while next <= last {
-        let span = LOG_SLICE.min(last - next + 1);
+        let span = LOG_SLICE.min((last - next).saturating_add(1));
         let slice = store.log(&LogRequest {
             conversation: args.conversation.clone(),
             from: next,

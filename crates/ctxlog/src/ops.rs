@@ -103,6 +103,7 @@ pub struct LogResponse {
 
 /// Check every record and artifact of a conversation; writes nothing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
     /// The conversation's name.
     pub conversation: String,
@@ -290,6 +291,7 @@ pub fn detect_format(body: &[u8]) -> Option<WireFormat> {
 
 /// Search a conversation's history (SPEC §6).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RecallRequest {
     /// The conversation's name.
     pub conversation: String,
@@ -314,6 +316,7 @@ fn default_limit() -> usize {
 
 /// Delete and rebuild a conversation's recall index from its ledger.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReindexRequest {
     /// The conversation's name.
     pub conversation: String,
@@ -354,6 +357,7 @@ pub enum EraseTarget {
 
 /// Erase data for real (SPEC E1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EraseRequest {
     /// The conversation's name (never created by an erasure).
     pub conversation: String,

@@ -358,8 +358,10 @@ impl Store {
     /// Events of a conversation, `from` on (SPEC I2 `log`).
     ///
     /// # Errors
-    /// [`Error::NotFound`]; ledger read errors.
+    /// [`Error::NotFound`]; [`Error::InvalidRequest`] for `from` 0 (seqs start at 1); ledger
+    /// read errors.
     pub fn log(&self, request: &LogRequest) -> Result<LogResponse> {
+        check_first_seq("from", Some(request.from))?;
         self.read(&request.conversation, |snapshot| {
             snapshot.catch_up()?;
             let to = match request.limit {
@@ -368,7 +370,7 @@ impl Store {
             };
             Ok(LogResponse {
                 last_seq: snapshot.last_seq(),
-                events: snapshot.events(request.from.max(1)..=to)?,
+                events: snapshot.events(request.from..=to)?,
             })
         })
     }
@@ -442,7 +444,8 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::NotFound`]; [`Error::InvalidRequest`] for a limit outside 1 to
-    /// [`ctxlog_recall::MAX_LIMIT`]; [`ctxlog_recall::Error::Damaged`] naming `ctxlog reindex`.
+    /// [`ctxlog_recall::MAX_LIMIT`] or seq 0 (seqs start at 1);
+    /// [`ctxlog_recall::Error::Damaged`] naming `ctxlog reindex`.
     pub fn recall(&self, request: &RecallRequest) -> Result<RecallResult> {
         if !(1..=ctxlog_recall::MAX_LIMIT).contains(&request.limit) {
             return Err(Error::InvalidRequest {
@@ -453,6 +456,7 @@ impl Store {
                 ),
             });
         }
+        check_first_seq("seq", request.seq)?;
         let options = SearchOptions {
             seq: request.seq,
             offset: request.offset,
@@ -671,6 +675,17 @@ fn check_recall_k(k: Option<usize>) -> Result<()> {
                 "recall must be from 0 to {} pages, not {k}",
                 ctxlog_recall::MAX_LIMIT
             ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Seqs start at 1: a request naming seq 0 is a usage error, not an empty answer or a
+/// silent shift to seq 1.
+fn check_first_seq(field: &str, seq: Option<u64>) -> Result<()> {
+    match seq {
+        Some(0) => Err(Error::InvalidRequest {
+            reason: format!("{field} must be at least 1 (seqs start at 1), not 0"),
         }),
         _ => Ok(()),
     }

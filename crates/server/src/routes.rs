@@ -2,7 +2,7 @@
 //! checks, and one small handler per operation.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -145,6 +145,24 @@ async fn log_request(request: Request, next: Next) -> Response {
         tracing::debug!(%method, route, status, ms, "request");
     }
     response
+}
+
+/// The conversation name from the path; a path that cannot be decoded (percent-encoded bytes
+/// that are not UTF-8) is a JSON `bad_input` error like every other, not axum's plain text.
+pub(crate) struct Path<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = AppError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, AppError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Path(p.0))
+            .map_err(|rejection| AppError::bad_request(format!("path: {}", rejection.body_text())))
+    }
 }
 
 /// A request body within the server's limit: 413 past it.

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use super::{LockGuard, OpenMode, Storage, StorageFile};
 
-/// `O_NOFOLLOW` (Linux, x86_64 and aarch64; std does not export it).
-const O_NOFOLLOW: i32 = 0o400_000;
+/// `O_NOFOLLOW` for this platform (std does not export it; the value differs between
+/// architectures and systems).
+const O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
 /// `ELOOP`: what opening a symlink with `O_NOFOLLOW` fails with.
-const ELOOP: i32 = 40;
+const ELOOP: i32 = libc::ELOOP;
 
 /// A real directory on disk. It never writes through a symlink it did not create: files are
 /// opened with `O_NOFOLLOW`, new ones with `O_EXCL` too, and a symlink where a directory is

@@ -36,7 +36,7 @@
 //! ```
 
 // Layers, lowest first; a module uses only those above it in this list: error, name, input,
-// adapters, backend, ops, handle, store.
+// adapters, backend, ops, handle, store, transfer.
 mod adapters;
 pub mod backend;
 mod error;
@@ -45,10 +45,11 @@ mod input;
 mod name;
 pub mod ops;
 mod store;
+pub mod transfer;
 
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
-pub use input::parse_commit;
+pub use input::{TimedCommit, parse_commit, parse_timed_commit};
 pub use name::ConversationName;
 pub use store::Store;
 

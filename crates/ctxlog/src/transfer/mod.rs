@@ -25,7 +25,10 @@
 //! are committed in chunks whose idempotency ids derive from the input's bytes
 //! (`import-<16 hex of its SHA-256>-<sample>-<chunk>`): importing the same input again
 //! replays every chunk and writes nothing. Each event keeps its original time when the
-//! input has one (`"ts"`; a dataset's session date); the others take the clock.
+//! input has one (`"ts"`; a dataset's session date); in an input where some events have
+//! times, one without takes the time of the event before it (leading ones the first time
+//! given); in an input without any, every event takes the clock. Times must not go
+//! backwards, nor start before the last event of the conversation imported into.
 //! Per format, see [`ImportFormat`].
 
 mod anthropic;
@@ -201,6 +204,8 @@ pub(crate) fn plan(parsed: Vec<Parsed>, data: &[u8]) -> Result<Vec<Plan>> {
                 reason: format!("two samples import into conversation {name:?}"),
             });
         }
+        let mut p = p;
+        fill_times(&mut p.events);
         if p.events.is_empty() {
             return Err(Error::BadInput {
                 reason: format!("nothing to import into {name:?}: the input holds no events"),
@@ -248,6 +253,19 @@ pub(crate) fn plan(parsed: Vec<Parsed>, data: &[u8]) -> Result<Vec<Plan>> {
         });
     }
     Ok(plans)
+}
+
+/// When some events of an input carry a time, one without takes the time of the event before
+/// it (the first ones: the first time given), so an input with times is imported at its own
+/// times throughout; when none does, every event takes the clock.
+fn fill_times(events: &mut [Incoming]) {
+    let Some(first) = events.iter().find_map(|e| e.ts) else {
+        return;
+    };
+    let mut last = first;
+    for e in events {
+        last = *e.ts.get_or_insert(last);
+    }
 }
 
 /// Commits the chunks to a ledger in memory: the ledger's own rules (turn structure, times,

@@ -106,13 +106,12 @@ fn dia_ids(s: &str) -> Vec<String> {
         let Some(rest) = part.strip_prefix('D') else {
             continue;
         };
-        if let Some((a, b)) = rest.split_once(':') {
-            if !a.is_empty()
-                && !b.is_empty()
-                && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
-            {
-                out.push(part.to_string());
-            }
+        if let Some((a, b)) = rest.split_once(':')
+            && !a.is_empty()
+            && !b.is_empty()
+            && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+        {
+            out.push(part.to_string());
         }
     }
     out

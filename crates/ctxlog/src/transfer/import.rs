@@ -33,12 +33,12 @@ pub(crate) fn parse_lines(text: &str) -> Result<Vec<Incoming>> {
                     .ok_or_else(|| at(format!("\"seq\" {v} is not a positive integer")))?,
             ),
         };
-        if let (Some(seq), Some(last)) = (seq, last_seq) {
-            if seq != last + 1 {
-                return Err(at(format!(
-                    "seq {seq} follows seq {last}; seqs must be contiguous"
-                )));
-            }
+        if let (Some(seq), Some(last)) = (seq, last_seq)
+            && seq != last + 1
+        {
+            return Err(at(format!(
+                "seq {seq} follows seq {last}; seqs must be contiguous"
+            )));
         }
         last_seq = seq.or(last_seq.map(|s| s + 1));
         let ts = match object.remove("ts") {

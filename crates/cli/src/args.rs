@@ -114,6 +114,22 @@ pub enum Command {
     /// List the conversations in the store, newest activity first: name, events, bytes,
     /// last activity (with --json: {"conversations":[{"name","events","bytes","last_activity_ms"}]}).
     List,
+    /// Write every event of a conversation to stdout as JSON Lines (see docs/export-import.md).
+    ///
+    /// One object per line: {"seq":N,"ts":"RFC 3339","kind":…, …the event's fields}; tool
+    /// outputs stored as artifacts are inlined; erased ranges appear as their tombstones.
+    /// `ctxlog import NEW FILE` rebuilds the conversation from it.
+    Export(ConvArg),
+    /// Import history: a ctxlog export, or --from openai-chat | anthropic-messages |
+    /// conversation-dataset (see docs/export-import.md).
+    ///
+    /// Usage: ctxlog import [CONV] FILE. Every record is checked before anything is written (a
+    /// bad one is named by line or index, exit 1, nothing written); original times are kept
+    /// ("ts", a dataset's session dates). Re-running the same import writes nothing. A
+    /// conversation-dataset file creates one conversation per sample, named after its id
+    /// (CONV-<id> when CONV is given). Prints {"conversations":[…],"events_written":N,"notes":[…]};
+    /// shows a progress bar on stderr when it is a terminal.
+    Import(ImportArgs),
     /// A guided tour on the store at --root: commit, project at several budgets, recall.
     Demo,
     /// Delete and rebuild the conversation's recall index from the ledger (repairs a damaged one).
@@ -237,6 +253,18 @@ fn seq_range(s: &str) -> Result<(u64, u64), String> {
 pub struct ConvArg {
     /// The conversation name: 1-64 characters from A-Z a-z 0-9 _ -
     pub conversation: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// [CONV] FILE: the conversation to create or extend (for conversation-dataset, an
+    /// optional name prefix) and the file to read (`-` is standard input).
+    #[arg(num_args = 1..=2, value_names = ["CONV", "FILE"], required = true)]
+    pub args: Vec<String>,
+    /// The input's format: ctxlog (an export), openai-chat, anthropic-messages or
+    /// conversation-dataset.
+    #[arg(long = "from", default_value = "ctxlog")]
+    pub format: String,
 }
 
 #[derive(Debug, Args)]

@@ -4,14 +4,15 @@ use std::io::Read;
 use std::path::Path;
 
 use ctxlog::ops::{
-    CommitRequest, CountRequest, EraseRequest, EraseTarget, GcRequest, ListRequest, LogRequest,
-    ProjectRequest, RecallRequest, ReindexRequest, VerifyRequest,
+    CommitRequest, CountRequest, EraseRequest, EraseTarget, ExportRequest, GcRequest,
+    ImportRequest, ListRequest, LogRequest, ProjectRequest, RecallRequest, ReindexRequest,
+    VerifyRequest,
 };
 use ctxlog::{Event, EventBody, Store, VerifyReport};
 
 use crate::args::{
-    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, GcArgs, LogArgs, ProjectArgs,
-    RecallArgs, RedactionArgs, ServeArgs,
+    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, GcArgs, ImportArgs, LogArgs,
+    ProjectArgs, RecallArgs, RedactionArgs, ServeArgs,
 };
 use crate::output::{self, Failure};
 
@@ -33,6 +34,8 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Reindex(args) => reindex(&store, args),
         Command::Erase(args) => erase(&store, args),
         Command::List => list(&store, json),
+        Command::Export(args) => export(&store, args),
+        Command::Import(args) => import(&store, args),
         Command::Demo => crate::demo::run(&store, &cli.root),
         Command::Gc(args) => gc(&store, args),
         Command::Serve(args) => serve(&cli.root, config, args),
@@ -387,6 +390,65 @@ fn list(store: &Store, json: bool) -> Result<(), Failure> {
         ));
     }
     output::stdout(out.as_bytes())
+}
+
+fn export(store: &Store, args: ConvArg) -> Result<(), Failure> {
+    let mut out = Vec::new();
+    store.export(
+        &ExportRequest {
+            conversation: args.conversation,
+        },
+        &mut out,
+    )?;
+    output::stdout(&out)
+}
+
+/// Inputs with at least this many events show a progress bar (on a terminal only).
+const PROGRESS_FROM_EVENTS: u64 = 2_000;
+
+fn import(store: &Store, args: ImportArgs) -> Result<(), Failure> {
+    let format: ctxlog::transfer::ImportFormat = args.format.parse()?;
+    let (conversation, file) = match args.args.as_slice() {
+        [file] => (None, file.clone()),
+        [conv, file] => (Some(conv.clone()), file.clone()),
+        _ => {
+            return Err(Failure::with_code(
+                2,
+                "usage",
+                "usage: ctxlog import [CONV] FILE",
+            ));
+        }
+    };
+    let file = Path::new(&file);
+    let data = if file == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut bytes)
+            .map_err(|e| Failure::other(format!("cannot read standard input: {e}")))?;
+        bytes
+    } else {
+        std::fs::read(file)
+            .map_err(|e| Failure::other(format!("cannot read {}: {e}", file.display())))?
+    };
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("importing {bar:40} {pos}/{len} events ({eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let request = ImportRequest {
+        conversation,
+        format,
+    };
+    let response = store.import(&request, &data, &mut |p| {
+        if p.total >= PROGRESS_FROM_EVENTS {
+            bar.set_length(p.total);
+            bar.set_position(p.done);
+        }
+    })?;
+    bar.finish_and_clear();
+    output::json_line(&response)
 }
 
 fn serve(root: &Path, config: ctxlog::StoreConfig, args: ServeArgs) -> Result<(), Failure> {

@@ -118,8 +118,21 @@ impl Conversation {
     /// # Errors
     /// [`crate::Error::BadInput`] for unparsable input, else as [`Conversation::commit`].
     pub fn commit_json(&mut self, json: &[u8], id: Option<&str>) -> Result<CommitReceipt> {
-        let commit = crate::parse_commit(json, id)?;
-        self.commit(&commit)
+        let timed = crate::parse_timed_commit(json, id)?;
+        self.commit_timed(&timed.commit, &timed.times)
+    }
+
+    /// [`Conversation::commit`] keeping original times (SPEC L10): `times[i]`, when given, is
+    /// event `i`'s time in ms since the epoch; the others take the clock.
+    ///
+    /// # Errors
+    /// As [`Conversation::commit`]; an explicit time earlier than the event before it.
+    pub fn commit_timed(
+        &mut self,
+        commit: &NewCommit,
+        times: &[Option<i64>],
+    ) -> Result<CommitReceipt> {
+        Ok(self.ledger.commit_timed(commit, times)?)
     }
 
     /// True after a failed sync: this handle refuses commits and must be reopened (SPEC L8).

@@ -10,6 +10,10 @@
 //!   [`EventBody`](ctxlog_ledger::EventBody) in its JSON form, e.g.
 //!   `{"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{"cmd":"ls"}}`.
 //!
+//! Any event (and the shorthand as a whole) may carry `"ts"`, its original time: an RFC 3339
+//! string or an integer of milliseconds since the epoch (SPEC L10). Without it an event takes
+//! the clock at commit time.
+//!
 //! Any other key is refused, so a typo never silently drops data.
 
 use ctxlog_ledger::{EventBody, NewCommit};
@@ -26,6 +30,17 @@ struct Shorthand {
     user: Option<String>,
     #[serde(default)]
     assistant: Option<String>,
+    #[serde(default)]
+    ts: Option<serde_json::Value>,
+}
+
+/// A commit and the original time of each of its events (`None`: the clock).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TimedCommit {
+    /// The events and id.
+    pub commit: NewCommit,
+    /// One entry per event, or empty when none carried a time.
+    pub times: Vec<Option<i64>>,
 }
 
 /// Parses one commit from JSON bytes in either accepted shape (see the module docs).
@@ -41,23 +56,75 @@ struct Shorthand {
 /// [`Error::BadInput`] for invalid UTF-8, malformed JSON, unknown keys or kinds, or a shorthand
 /// with neither `user` nor `assistant`, with the position where the JSON parser stopped.
 pub fn parse_commit(bytes: &[u8], id: Option<&str>) -> Result<NewCommit, Error> {
+    let timed = parse_timed_commit(bytes, id)?;
+    if timed.times.iter().any(Option::is_some) {
+        return Err(Error::BadInput {
+            reason: "this entry point keeps no event times; commit events that carry \"ts\" \
+                     with CommitRequest::from_json or parse_timed_commit"
+                .into(),
+        });
+    }
+    Ok(timed.commit)
+}
+
+/// [`parse_commit`] keeping each event's `"ts"` (see the module docs).
+///
+/// ```
+/// let t = ctxlog::parse_timed_commit(
+///     br#"{"events":[{"kind":"user","text":"hi","ts":"2023-05-08T13:56:00Z"},{"kind":"assistant","text":"hello"}]}"#,
+///     None,
+/// ).unwrap();
+/// assert_eq!(t.times, [Some(1_683_554_160_000), None]);
+/// ```
+///
+/// # Errors
+/// As [`parse_commit`], and a `"ts"` that is neither RFC 3339 nor whole milliseconds.
+pub fn parse_timed_commit(bytes: &[u8], id: Option<&str>) -> Result<TimedCommit, Error> {
     let text = std::str::from_utf8(bytes).map_err(|e| Error::BadInput {
         reason: format!(
             "input is not valid UTF-8 (first bad byte at offset {})",
             e.valid_up_to()
         ),
     })?;
-    let value: serde_json::Value = serde_json::from_str(text).map_err(json_error)?;
+    let mut value: serde_json::Value = serde_json::from_str(text).map_err(json_error)?;
     refuse_system_events(&value)?;
-    let mut commit = if value.get("events").is_some() {
-        serde_json::from_value::<NewCommit>(value).map_err(json_error)?
+    let mut timed = if value.get("events").is_some() {
+        let times = take_times(&mut value)?;
+        TimedCommit {
+            commit: serde_json::from_value::<NewCommit>(value).map_err(json_error)?,
+            times,
+        }
     } else {
         shorthand(serde_json::from_value::<Shorthand>(value).map_err(json_error)?)?
     };
     if let Some(id) = id {
-        commit.id = Some(id.to_string());
+        timed.commit.id = Some(id.to_string());
     }
-    Ok(commit)
+    Ok(timed)
+}
+
+/// Removes `"ts"` from every event object of the full form and parses it; empty when none
+/// had one.
+pub(crate) fn take_times(value: &mut serde_json::Value) -> Result<Vec<Option<i64>>, Error> {
+    let Some(events) = value.get_mut("events").and_then(|e| e.as_array_mut()) else {
+        return Ok(Vec::new());
+    };
+    let mut times = Vec::with_capacity(events.len());
+    for (i, event) in events.iter_mut().enumerate() {
+        let ts = match event.as_object_mut().and_then(|o| o.remove("ts")) {
+            Some(v) => Some(
+                crate::transfer::parse_ts(&v).map_err(|reason| Error::BadInput {
+                    reason: format!("event {}: {reason}", i + 1),
+                })?,
+            ),
+            None => None,
+        };
+        times.push(ts);
+    }
+    if times.iter().all(Option::is_none) {
+        times.clear();
+    }
+    Ok(times)
 }
 
 /// `system` events are ctxlog's own markers (tombstones, imports). An application that sends
@@ -82,7 +149,7 @@ fn refuse_system_events(value: &serde_json::Value) -> Result<(), Error> {
     }
 }
 
-fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
+fn shorthand(s: Shorthand) -> Result<TimedCommit, Error> {
     let mut events = Vec::new();
     if let Some(text) = s.user {
         events.push(EventBody::User { text });
@@ -95,7 +162,17 @@ fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
             reason: "expected {\"user\":…,\"assistant\":…} or {\"events\":[…]}".into(),
         });
     }
-    Ok(NewCommit { id: s.id, events })
+    let times = match &s.ts {
+        Some(v) => {
+            let ts = crate::transfer::parse_ts(v).map_err(|reason| Error::BadInput { reason })?;
+            vec![Some(ts); events.len()]
+        }
+        None => Vec::new(),
+    };
+    Ok(TimedCommit {
+        commit: NewCommit { id: s.id, events },
+        times,
+    })
 }
 
 fn json_error(e: serde_json::Error) -> Error {

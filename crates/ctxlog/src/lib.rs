@@ -36,7 +36,7 @@
 //! ```
 
 // Layers, lowest first; a module uses only those above it in this list: error, name, input,
-// redact, adapters, backend, retention, config, ops, handle, store.
+// redact, adapters, backend, retention, config, ops, handle, store, transfer.
 mod adapters;
 pub mod backend;
 mod config;
@@ -48,11 +48,12 @@ pub mod ops;
 pub mod redact;
 mod retention;
 mod store;
+pub mod transfer;
 
 pub use config::{CONFIG_FILE, RetentionConfig, StoreConfig};
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
-pub use input::parse_commit;
+pub use input::{TimedCommit, parse_commit, parse_timed_commit};
 pub use name::ConversationName;
 pub use redact::{RedactionConfig, Redactor};
 pub use store::Store;

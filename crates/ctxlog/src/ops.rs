@@ -21,6 +21,8 @@
 //! | erase | [`EraseRequest`] | [`EraseResponse`] |
 //! | list | [`ListRequest`] | [`ListResponse`]: `{"conversations":[ConversationInfo…]}` |
 //! | gc | [`GcRequest`] | [`GcResponse`]: `{"dry_run","conversations":[GcConversation…],…}` |
+//! | export | [`ExportRequest`] | the JSON Lines (written to a sink), and [`ExportResponse`] |
+//! | import | [`ImportRequest`] (and the input's bytes) | [`ImportResponse`] |
 
 use ctxlog_ledger::{CommitReceipt, DEFAULT_ERASE_REASON, ErasureReport, Event, NewCommit};
 use ctxlog_projection::{
@@ -59,6 +61,10 @@ pub struct CommitRequest {
     /// The events, and an optional idempotency id.
     #[serde(flatten)]
     pub commit: NewCommit,
+    /// Each event's original time in ms since the epoch (`None`: the clock), from `"ts"` in
+    /// the commit JSON (SPEC L10) [default: empty, every event takes the clock].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub times: Vec<Option<i64>>,
 }
 
 impl CommitRequest {
@@ -68,9 +74,11 @@ impl CommitRequest {
     /// # Errors
     /// [`Error::BadInput`] for input that is not such a turn.
     pub fn from_json(conversation: &str, json: &[u8], id: Option<&str>) -> Result<CommitRequest> {
+        let timed = crate::parse_timed_commit(json, id)?;
         Ok(CommitRequest {
             conversation: conversation.to_string(),
-            commit: crate::parse_commit(json, id)?,
+            commit: timed.commit,
+            times: timed.times,
         })
     }
 }
@@ -558,4 +566,72 @@ pub fn verify_problem(report: &VerifyReport) -> Option<Error> {
     Some(Error::ArtifactsDamaged {
         problems: report.artifact_problems.clone(),
     })
+}
+
+/// Write a conversation as JSON Lines (SPEC E4; the format is in [`crate::transfer`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportRequest {
+    /// The conversation's name.
+    pub conversation: String,
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportResponse {
+    /// The conversation's name.
+    pub conversation: String,
+    /// Lines (events) written.
+    pub events: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// Bring history in (SPEC E4): the input's bytes are passed beside this request.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImportRequest {
+    /// The conversation to import into (created if missing); for
+    /// [`crate::transfer::ImportFormat::ConversationDataset`] the prefix of the names
+    /// (`<conversation>-<sample id>`), and optional [default: none].
+    pub conversation: Option<String>,
+    /// What the input is [default: `ctxlog`, an export].
+    pub format: crate::transfer::ImportFormat,
+}
+
+/// One conversation an import wrote (or found already imported).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportedConversation {
+    /// The conversation's name.
+    pub conversation: String,
+    /// Events the input holds for it.
+    pub events: u64,
+    /// Chunks committed now.
+    pub commits_written: u64,
+    /// Chunks already imported earlier (replayed: nothing written).
+    pub commits_replayed: u64,
+    /// Seqs of the imported events (first, last).
+    pub first_seq: u64,
+    /// See `first_seq`.
+    pub last_seq: u64,
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportResponse {
+    /// One entry per conversation, in input order.
+    pub conversations: Vec<ImportedConversation>,
+    /// Events written now (0 when the input was imported before).
+    pub events_written: u64,
+    /// What was not imported as such (system messages made notes, skipped parts).
+    pub notes: Vec<String>,
+}
+
+/// Progress of an import, reported after each committed chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImportProgress {
+    /// Events committed (or replayed) so far, over all conversations.
+    pub done: u64,
+    /// Events the input holds.
+    pub total: u64,
 }

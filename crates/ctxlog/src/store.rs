@@ -340,7 +340,7 @@ impl Store {
             }
         };
         let handle = turn.handle.insert(handle);
-        let result = handle.commit(&request.commit);
+        let result = handle.commit_timed(&request.commit, &request.times);
         if result.is_err() && created && handle.last_seq() == 0 {
             if let Some(handle) = turn.handle.take() {
                 // A read may have opened the new files meanwhile: let it finish first.

@@ -30,6 +30,7 @@ fn turn(conversation: &str, thread: usize, i: usize) -> CommitRequest {
                 },
             ],
         },
+        times: Vec::new(),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody, EventKind, NewCommit};
-use crate::files::{io_err, now_ms};
+use crate::files::io_err;
 use crate::format::{
     self, CommitEntry, EventEntry, FLAG_COMMIT_META, FLAG_END_OF_COMMIT, RECORD_HEADER_LEN,
 };
@@ -40,10 +40,11 @@ impl Prepared {
 }
 
 /// A commit being encoded.
-struct Draft {
+struct Draft<'a> {
     p: Prepared,
     counts: Counts,
-    ts: i64,
+    /// Each event's time (ms), resolved by [`resolve_times`].
+    times: &'a [i64],
     first_seq: u64,
     /// Events in the commit.
     n: usize,
@@ -87,6 +88,50 @@ fn commit_meta(commit: &NewCommit, key: Option<&([u8; 32], [u8; 32])>) -> Result
     }
 }
 
+/// Each event's time (SPEC L10): an explicit time (`given[i]`, ms) is kept, and must not be
+/// earlier than the event before it (the conversation's last event, `last_ms`, for the first
+/// one); an event without one takes the clock `now_ms`, or the previous event's time when the
+/// clock is behind it, so time never goes backwards within a conversation.
+///
+/// # Errors
+/// [`Error::InvalidCommit`] naming the event, both times and the rule.
+pub(crate) fn resolve_times(
+    n: usize,
+    given: &[Option<i64>],
+    last_ms: i64,
+    now_ms: i64,
+) -> Result<Vec<i64>> {
+    if given.len() > n {
+        return Err(Error::invalid(format!(
+            "{} times given for {n} events",
+            given.len()
+        )));
+    }
+    let mut prev = last_ms;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = match given.get(i).copied().flatten() {
+            Some(t) if t < prev => {
+                let what = if i == 0 {
+                    "the conversation's last event"
+                } else {
+                    "the event before it"
+                };
+                return Err(Error::invalid(format!(
+                    "event {}: time {t} ms is earlier than {what} ({prev} ms); times never go \
+                     backwards within a conversation",
+                    i + 1
+                )));
+            }
+            Some(t) => t,
+            None => now_ms.max(prev),
+        };
+        out.push(t);
+        prev = t;
+    }
+    Ok(out)
+}
+
 /// Prepares commits against the current state and the writer's options.
 pub(crate) struct Preparer<'a> {
     pub state: &'a LedgerState,
@@ -94,10 +139,12 @@ pub(crate) struct Preparer<'a> {
 }
 
 impl Preparer<'_> {
-    /// Turns large tool outputs into artifacts and encodes the records.
+    /// Turns large tool outputs into artifacts and encodes the records; event `i` gets time
+    /// `times[i]` (one per event, from [`resolve_times`]).
     pub(crate) fn prepare(
         &self,
         commit: &NewCommit,
+        times: &[i64],
         key: Option<([u8; 32], [u8; 32])>,
     ) -> Result<Prepared> {
         let first_seq = self.state.last_seq() + 1;
@@ -106,7 +153,7 @@ impl Preparer<'_> {
         let mut d = Draft {
             p: Prepared::default(),
             counts: self.counts(),
-            ts: now_ms(),
+            times,
             first_seq,
             n,
         };
@@ -136,7 +183,7 @@ impl Preparer<'_> {
     }
 
     /// Encodes event `i` of the commit (with `meta` when it is the last) into `d`.
-    fn add_record(&self, d: &mut Draft, i: usize, body: &EventBody, meta: &[u8]) -> Result<()> {
+    fn add_record(&self, d: &mut Draft<'_>, i: usize, body: &EventBody, meta: &[u8]) -> Result<()> {
         self.check_artifact_ref(body)?;
         let body = self.offload(body, &mut d.p.artifacts)?;
         let json = serde_json::to_vec(&body)
@@ -147,7 +194,7 @@ impl Preparer<'_> {
         let offset = self.state.log_len() + d.p.bytes.len() as u64;
         let flags = if last { FLAG_END_OF_COMMIT } else { 0 };
         let kind = body.kind();
-        let (index, ts) = (i as u32, d.ts);
+        let (index, ts) = (i as u32, d.times.get(i).copied().unwrap_or(0));
         let crc = format::encode_record(&mut d.p.bytes, kind, flags, index, seq, ts, &json, meta);
         d.counts.add(kind, seq, &mut d.p);
         d.counts.commits += u32::from(last && !meta.is_empty());

@@ -12,10 +12,20 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::event::EventBody;
 
-/// SHA-256 of the canonical JSON of `events` (see the module docs).
-pub(crate) fn commit_digest(events: &[EventBody]) -> Result<[u8; 32]> {
-    let value = serde_json::to_value(events)
+/// SHA-256 of the canonical JSON of `events` (see the module docs). An event given an explicit
+/// time (`times[i]`, see [`crate::Ledger::commit_timed`]) has it as a `"ts"` key (milliseconds)
+/// in its object, so the same id with another time is a conflict; a commit without explicit
+/// times digests exactly as before times existed.
+pub(crate) fn commit_digest(events: &[EventBody], times: &[Option<i64>]) -> Result<[u8; 32]> {
+    let mut value = serde_json::to_value(events)
         .map_err(|e| Error::invalid(format!("commit cannot be encoded: {e}")))?;
+    if let Value::Array(items) = &mut value {
+        for (item, ts) in items.iter_mut().zip(times) {
+            if let (Value::Object(map), Some(ts)) = (item, ts) {
+                map.insert("ts".into(), Value::from(*ts));
+            }
+        }
+    }
     let mut out = Vec::new();
     write_canonical(&value, &mut out)?;
     Ok(crate::hex::sha256(&out))
@@ -94,8 +104,18 @@ mod tests {
         let a = call(r#"{"cmd":"ls","opts":{"all":true,"long":false}}"#);
         let b = call(r#"{"opts":{"long":false,"all":true},"cmd":"ls"}"#);
         let c = call(r#"{"opts":{"long":true,"all":true},"cmd":"ls"}"#);
-        let digest = |e: &EventBody| commit_digest(std::slice::from_ref(e)).unwrap();
+        let digest = |e: &EventBody| commit_digest(std::slice::from_ref(e), &[]).unwrap();
         assert_eq!(digest(&a), digest(&b));
         assert_ne!(digest(&a), digest(&c));
+    }
+
+    #[test]
+    fn an_explicit_time_is_part_of_the_digest_and_no_time_digests_as_before() {
+        let e = [EventBody::User { text: "q".into() }];
+        let plain = commit_digest(&e, &[]).unwrap();
+        assert_eq!(commit_digest(&e, &[None]).unwrap(), plain);
+        let timed = commit_digest(&e, &[Some(1_683_554_160_000)]).unwrap();
+        assert_ne!(timed, plain);
+        assert_ne!(commit_digest(&e, &[Some(1)]).unwrap(), timed);
     }
 }

@@ -12,7 +12,7 @@ use crate::commit::Preparer;
 use crate::erase::ErasureReport;
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody, NewCommit, SystemMarker};
-use crate::files::io_err;
+use crate::files::{io_err, now_ms};
 use crate::format::{CommitEntry, names};
 use crate::options::{Options, SyncMode};
 use crate::recovery::{self, RecoveryReport};
@@ -44,6 +44,8 @@ pub struct Ledger {
     ids: Option<HashMap<[u8; 32], CommitEntry>>,
     /// The open turn; rebuilt on first use.
     turn: Option<TurnState>,
+    /// The time of the last event (ms; 0 when empty); loaded on first use.
+    last_ms: Option<i64>,
     /// Set after a failed sync (or an unrecoverable failed write): commits are refused.
     poisoned: bool,
     _lock: LockGuard,
@@ -87,6 +89,7 @@ impl Ledger {
             options: options.clone(),
             ids: None,
             turn: None,
+            last_ms: None,
             poisoned: false,
             _lock: lock,
         };
@@ -120,8 +123,50 @@ impl Ledger {
     /// stores large tool outputs as synced artifacts, then appends all records in one write
     /// and syncs per [`SyncMode`]. On a failed write the log is truncated back; on a failed
     /// sync the writer is poisoned. In-memory state changes only after success.
+    ///
+    /// Every event takes the clock, or the last event's time when the clock is behind it, so
+    /// times never go backwards within a conversation (SPEC L10).
     pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
-        self.commit_from(commit, Origin::Application)
+        self.commit_from(commit, &[], Origin::Application)
+    }
+
+    /// [`Ledger::commit`] with original times (SPEC L10): `times[i]`, when given, is event
+    /// `i`'s time in milliseconds since the epoch (an import keeps each message's time);
+    /// events without one (a shorter slice, or `None`) take the clock as in
+    /// [`Ledger::commit`]. The times are part of the commit's content for idempotency.
+    ///
+    /// ```
+    /// use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};
+    /// # fn main() -> ctxlog_ledger::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
+    /// let turn = NewCommit {
+    ///     id: None,
+    ///     events: vec![
+    ///         EventBody::User { text: "hello".into() },
+    ///         EventBody::Assistant { text: "hi".into() },
+    ///     ],
+    /// };
+    /// let may_2023 = 1_683_554_160_000;
+    /// ledger.commit_timed(&turn, &[Some(may_2023), Some(may_2023 + 30_000)])?;
+    /// let times: Vec<i64> = ledger.events(1..=2)?.iter().map(|e| e.ts_ms).collect();
+    /// assert_eq!(times, [may_2023, may_2023 + 30_000]);
+    /// // An explicit time before the last event is refused; nothing is written.
+    /// assert!(ledger.commit_timed(&turn, &[Some(may_2023)]).is_err());
+    /// assert_eq!(ledger.last_seq(), 2);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Ledger::commit`]; [`Error::InvalidCommit`] when an explicit time is earlier than
+    /// the event before it (the conversation's last event for the first), or more times than
+    /// events are given.
+    pub fn commit_timed(
+        &mut self,
+        commit: &NewCommit,
+        times: &[Option<i64>],
+    ) -> Result<CommitReceipt> {
+        self.commit_from(commit, times, Origin::Application)
     }
 
     /// Appends one system marker (retention, import). Applications cannot write these through
@@ -143,7 +188,7 @@ impl Ledger {
             id: None,
             events: vec![EventBody::System { marker }],
         };
-        self.commit_from(&commit, Origin::Internal)
+        self.commit_from(&commit, &[], Origin::Internal)
     }
 
     /// Stores `content` as an artifact (synced per the sync mode) and returns its reference,
@@ -254,6 +299,7 @@ impl Ledger {
             crate::erase::erase(&mut self.state, range, reason, syncs, &mut self.poisoned)?;
         self.ids = None;
         self.turn = None;
+        self.last_ms = None;
         Ok(report)
     }
 
@@ -269,14 +315,19 @@ impl Ledger {
         }
     }
 
-    fn commit_from(&mut self, commit: &NewCommit, origin: Origin) -> Result<CommitReceipt> {
+    fn commit_from(
+        &mut self,
+        commit: &NewCommit,
+        times: &[Option<i64>],
+        origin: Origin,
+    ) -> Result<CommitReceipt> {
         self.check_usable()?;
         let key = match &commit.id {
             Some(id) => {
                 validate::check_id(id)?;
                 let key = (
                     crate::hex::sha256(id.as_bytes()),
-                    crate::digest::commit_digest(&commit.events)?,
+                    crate::digest::commit_digest(&commit.events, times)?,
                 );
                 if let Some(receipt) = self.replay(id, &key)? {
                     return Ok(receipt);
@@ -286,6 +337,8 @@ impl Ledger {
             None => None,
         };
         let state = self.turn_state()?.clone();
+        let last_ms = self.last_ms()?;
+        let times = crate::commit::resolve_times(commit.events.len(), times, last_ms, now_ms())?;
         let next = self.state.last_seq() + 1;
         let kind_of = |seq: u64| self.state.kind(seq);
         let new_state = validate::check_events(&commit.events, &state, next, origin, &kind_of)?;
@@ -293,7 +346,7 @@ impl Ledger {
             state: &self.state,
             options: &self.options,
         };
-        let prepared = preparer.prepare(commit, key)?;
+        let prepared = preparer.prepare(commit, &times, key)?;
         preparer.check_caps(&prepared)?;
         self.write(&prepared)?;
         let receipt = CommitReceipt {
@@ -306,6 +359,7 @@ impl Ledger {
         }
         self.state.apply(prepared.appended());
         self.turn = Some(new_state);
+        self.last_ms = times.last().copied().or(self.last_ms);
         let _ = self.state.flush_sidecars();
         Ok(receipt)
     }
@@ -343,6 +397,21 @@ impl Ledger {
             self.ids = Some(map);
         }
         Ok(self.ids.get_or_insert_with(HashMap::new))
+    }
+
+    /// The time of the last event (0 when there is none), read once from its record.
+    fn last_ms(&mut self) -> Result<i64> {
+        if let Some(ms) = self.last_ms {
+            return Ok(ms);
+        }
+        let last = self.state.last_seq();
+        let ms = if last == 0 {
+            0
+        } else {
+            self.state.raw_event(last)?.ts_ms
+        };
+        self.last_ms = Some(ms);
+        Ok(ms)
     }
 
     /// The open turn, rebuilt on first use from the last user event onward.

@@ -214,3 +214,87 @@ fn a_ledger_written_without_notes_idx_still_opens() {
     assert!(!report.index_rebuilt);
     assert_eq!(ledger.note_seqs(), &[1, 7]);
 }
+
+/// The ledger in `tests/golden/v1-event-times/`: an id-carrying commit with a time per event
+/// (an import keeps each message's time, SPEC L10), then a live commit. Same format version:
+/// only the `ts_ms` values differ within a commit.
+fn timed_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1-event-times")
+}
+
+/// 1:56 pm on 8 May 2023, UTC.
+const MAY_2023_MS: i64 = 1_683_554_160_000;
+
+fn timed_commit() -> (NewCommit, Vec<Option<i64>>) {
+    let commit = NewCommit {
+        id: Some("import-1".into()),
+        events: vec![
+            user("Hey Mel! Good to see you!"),
+            assistant("Hey Caroline! Good to see you too."),
+        ],
+    };
+    (commit, vec![Some(MAY_2023_MS), Some(MAY_2023_MS + 30_000)])
+}
+
+/// Writes the timed golden ledger, like [`write_golden`]:
+/// `CTXLOG_WRITE_GOLDEN=1 cargo test -p ctxlog-ledger --test golden -- --ignored`.
+#[test]
+#[ignore]
+fn write_timed_golden() {
+    if std::env::var("CTXLOG_WRITE_GOLDEN").is_err() {
+        return;
+    }
+    let dir = timed_dir();
+    assert!(
+        !dir.join("ledger.log").exists(),
+        "golden files are frozen; add a new version instead"
+    );
+    let (mut ledger, _) = Ledger::open(&dir, &options()).unwrap();
+    let (commit, times) = timed_commit();
+    ledger.commit_timed(&commit, &times).unwrap();
+    ledger.commit(&turn(1)).unwrap();
+    std::fs::write(dir.join(LEDGER_ID_FILE), ledger.ledger_id()).unwrap();
+    drop(ledger);
+    std::fs::remove_file(dir.join("lock")).unwrap();
+}
+
+#[test]
+fn the_timed_golden_ledger_keeps_each_events_time_and_replays_its_id() {
+    let dir = timed_dir();
+    let before = snapshot_dir(&dir);
+    let reader = Reader::open(&dir).unwrap();
+    let events = reader.events(1..=reader.last_seq()).unwrap();
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[0].ts_ms, MAY_2023_MS);
+    assert_eq!(events[1].ts_ms, MAY_2023_MS + 30_000);
+    // The live commit took the clock (it was written long after May 2023), one time for both.
+    assert!(events[2].ts_ms > MAY_2023_MS + 30_000);
+    assert_eq!(events[2].ts_ms, events[3].ts_ms);
+    assert!(ctxlog_ledger::verify(&dir).unwrap().is_clean());
+    assert_eq!(snapshot_dir(&dir), before, "reading wrote nothing");
+
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&dir, tmp.path());
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    let (commit, times) = timed_commit();
+    assert!(ledger.commit_timed(&commit, &times).unwrap().replayed);
+    // The same id with other times is another content.
+    let other = [Some(MAY_2023_MS), Some(MAY_2023_MS + 1)];
+    assert!(matches!(
+        ledger.commit_timed(&commit, &other),
+        Err(ctxlog_ledger::Error::Conflict { .. })
+    ));
+    // Without times the digest is the one commits had before times existed: also another.
+    assert!(ledger.commit(&commit).is_err());
+}
+
+/// The v1 golden (written before explicit times) still replays its id through the timed
+/// entry point when no time is given: no-time digests did not change.
+#[test]
+fn a_commit_without_times_digests_as_before() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&golden_dir(), tmp.path());
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    let replay = ledger.commit_timed(&commits()[1], &[None, None]).unwrap();
+    assert!(replay.replayed);
+}

@@ -23,8 +23,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use ctxlog::ops::{
-    CommitRequest, EraseRequest, EraseTarget, GcRequest, ListRequest, LogRequest, ProjectRequest,
-    RecallRequest, ReindexRequest, VerifyRequest,
+    CommitRequest, EraseRequest, EraseTarget, ExportRequest, GcRequest, ImportRequest, ListRequest,
+    LogRequest, ProjectRequest, RecallRequest, ReindexRequest, VerifyRequest,
 };
 use ctxlog::{ConversationName, Policy, Tokenizer, WireFormat};
 use pyo3::prelude::*;
@@ -175,6 +175,36 @@ impl PyStore {
         json::to_py(py, &list.conversations)
     }
 
+    /// Imports history from `data` (bytes or str): an export (`format="ctxlog"`), or
+    /// `"openai-chat"`, `"anthropic-messages"` or `"conversation-dataset"`. `conversation` is
+    /// the target (for datasets, an optional name prefix: `<conversation>-<sample id>`).
+    /// Every record is checked first (a bad one raises `BadInput` naming its line or index,
+    /// and nothing is written); re-running the same import writes nothing. Returns
+    /// `{"conversations": [...], "events_written", "notes"}`.
+    #[pyo3(signature = (data, *, format = "ctxlog", conversation = None))]
+    fn import_<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        format: &str,
+        conversation: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        import_bytes(py, &self.shared, input_bytes(data)?, format, conversation)
+    }
+
+    /// [`Store.import_`] reading the file at `path`.
+    #[pyo3(signature = (path, *, format = "ctxlog", conversation = None))]
+    fn import_file<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        format: &str,
+        conversation: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let data = read_file(&path)?;
+        import_bytes(py, &self.shared, data, format, conversation)
+    }
+
     /// Closes the store: releases the writer locks it holds. Later calls raise `UsageError`.
     /// Calls still running finish first.
     fn close(&self) {
@@ -257,6 +287,39 @@ fn project_request(
         recall_tool,
         recall_reserve: None,
     })
+}
+
+/// The bytes of an import's input: `bytes` or `str`.
+fn input_bytes(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = data.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(s) = data.cast::<PyString>() {
+        return Ok(s.to_cow()?.as_bytes().to_vec());
+    }
+    Err(usage("data must be bytes or str".into()))
+}
+
+fn read_file(path: &std::path::Path) -> PyResult<Vec<u8>> {
+    std::fs::read(path).map_err(|e| usage(format!("cannot read {}: {e}", path.display())))
+}
+
+fn import_bytes<'py>(
+    py: Python<'py>,
+    shared: &Shared,
+    data: Vec<u8>,
+    format: &str,
+    conversation: Option<String>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let format: ctxlog::transfer::ImportFormat = format
+        .parse()
+        .map_err(|e: ctxlog::Error| usage(e.to_string()))?;
+    let request = ImportRequest {
+        conversation,
+        format,
+    };
+    let response = call(py, shared, move |s| s.import(&request, &data, &mut |_| {}))?;
+    json::to_py(py, &response)
 }
 
 impl PyConversation {
@@ -512,6 +575,50 @@ impl PyConversation {
             }
         })?;
         json::to_py(py, &report)
+    }
+
+    /// Every event as JSON Lines (bytes): `{"seq", "ts", "kind", …}` a line, artifacts
+    /// inlined, tombstones included; `import_` of it into a new conversation rebuilds this one.
+    fn export<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let request = ExportRequest {
+            conversation: self.name.clone(),
+        };
+        let out = call(py, &self.shared, move |s| {
+            let mut out = Vec::new();
+            s.export(&request, &mut out)?;
+            Ok(out)
+        })?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Imports `data` (bytes or str) into this conversation (created if missing): an export
+    /// (`format="ctxlog"`), `"openai-chat"` or `"anthropic-messages"`. See `Store.import_`.
+    #[pyo3(signature = (data, *, format = "ctxlog"))]
+    fn import_<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        format: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        import_bytes(
+            py,
+            &self.shared,
+            input_bytes(data)?,
+            format,
+            Some(self.name.clone()),
+        )
+    }
+
+    /// `import_` reading the file at `path`.
+    #[pyo3(signature = (path, *, format = "ctxlog"))]
+    fn import_file<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        format: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let data = read_file(&path)?;
+        import_bytes(py, &self.shared, data, format, Some(self.name.clone()))
     }
 
     /// Deletes and rebuilds the recall index from the ledger (repairs a damaged one).

@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Extension, Json, Router};
 use ctxlog::ops::{
-    CommitRequest, CountRequest, EraseRequest, GcRequest, ListRequest, LogRequest, ProjectRequest,
-    RecallRequest, ReindexRequest, VerifyRequest,
+    CommitRequest, CountRequest, EraseRequest, ExportRequest, GcRequest, ImportRequest,
+    ListRequest, LogRequest, ProjectRequest, RecallRequest, ReindexRequest, VerifyRequest,
 };
 use ctxlog::{Store, Tokenizer, WireFormat};
 use serde::Deserialize;
@@ -50,6 +50,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ep("POST", "/v1/conversations/{name}/reindex"),
     ep("POST", "/v1/conversations/{name}/gc"),
     ep("POST", "/v1/gc"),
+    ep("GET", "/v1/conversations/{name}/export"),
+    ep("POST", "/v1/conversations/{name}/import"),
     ep("POST", "/v1/count"),
 ];
 
@@ -75,6 +77,8 @@ fn handler(endpoint: &Endpoint) -> MethodRouter<AppState> {
         "/v1/conversations/{name}/reindex" => on(filter, reindex),
         "/v1/conversations/{name}/gc" => on(filter, gc),
         "/v1/gc" => on(filter, gc_all),
+        "/v1/conversations/{name}/export" => on(filter, export),
+        "/v1/conversations/{name}/import" => on(filter, import),
         "/v1/count" => on(filter, count),
         // An entry without a handler answers like an unknown route: the OpenAPI test fails.
         _ => on(filter, no_route),
@@ -413,6 +417,49 @@ async fn gc_all(
     }
     let result = blocking(tenant, move |s| s.gc(&request)).await?;
     Ok(Json(result).into_response())
+}
+
+/// The conversation as JSON Lines (`application/x-ndjson`), one event a line.
+async fn export(
+    Extension(tenant): Extension<Tenant>,
+    Path(name): Path<String>,
+) -> Result<Response, AppError> {
+    let request = ExportRequest { conversation: name };
+    let bytes = blocking(tenant, move |s| {
+        let mut out = Vec::new();
+        s.export(&request, &mut out)?;
+        Ok(out)
+    })
+    .await?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from(bytes),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportQuery {
+    #[serde(default)]
+    from: ctxlog::transfer::ImportFormat,
+}
+
+/// Imports the request body (an export, or `?from=` another format) into `{name}` (for
+/// datasets, the name prefix).
+async fn import(
+    Extension(tenant): Extension<Tenant>,
+    Path(name): Path<String>,
+    uri: Uri,
+    RawBody(body): RawBody,
+) -> Result<Response, AppError> {
+    let q: ImportQuery = query(&uri)?;
+    let request = ImportRequest {
+        conversation: Some(name),
+        format: q.from,
+    };
+    let response = blocking(tenant, move |s| s.import(&request, &body, &mut |_| {})).await?;
+    Ok(Json(response).into_response())
 }
 
 #[derive(Deserialize)]

@@ -43,6 +43,16 @@ pub trait LedgerWriter: LedgerView {
     /// # Errors
     /// Invalid turns, caps, id conflicts, I/O; nothing is written on error.
     fn commit(&mut self, commit: &NewCommit) -> ctxlog_ledger::Result<CommitReceipt>;
+    /// [`LedgerWriter::commit`] keeping original times: `times[i]` (ms), when given, is event
+    /// `i`'s time; an explicit time earlier than the event before it is refused (SPEC L10).
+    ///
+    /// # Errors
+    /// As [`LedgerWriter::commit`].
+    fn commit_timed(
+        &mut self,
+        commit: &NewCommit,
+        times: &[Option<i64>],
+    ) -> ctxlog_ledger::Result<CommitReceipt>;
     /// The seqs written by the commit that carried `id`, if any.
     ///
     /// # Errors
@@ -153,6 +163,13 @@ impl LedgerView for Reader {
 impl LedgerWriter for Ledger {
     fn commit(&mut self, commit: &NewCommit) -> ctxlog_ledger::Result<CommitReceipt> {
         Ledger::commit(self, commit)
+    }
+    fn commit_timed(
+        &mut self,
+        commit: &NewCommit,
+        times: &[Option<i64>],
+    ) -> ctxlog_ledger::Result<CommitReceipt> {
+        Ledger::commit_timed(self, commit, times)
     }
     fn commit_seqs(&mut self, id: &str) -> ctxlog_ledger::Result<Option<(u64, u64)>> {
         Ledger::commit_seqs(self, id)

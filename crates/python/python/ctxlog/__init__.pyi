@@ -98,6 +98,22 @@ class Store:
         dry_run: bool = False,
     ) -> JsonDict:
         """Applies a retention policy to every conversation of the store."""
+    def import_(
+        self,
+        data: Union[bytes, str],
+        *,
+        format: str = "ctxlog",
+        conversation: Optional[str] = None,
+    ) -> JsonDict:
+        """Imports an export, an OpenAI or Anthropic message array, or a dataset."""
+    def import_file(
+        self,
+        path: Union[str, "PathLike[str]"],
+        *,
+        format: str = "ctxlog",
+        conversation: Optional[str] = None,
+    ) -> JsonDict:
+        """`import_` reading a file."""
     def close(self) -> None:
         """Releases the writer locks the store holds; later calls raise UsageError."""
     @property
@@ -196,6 +212,14 @@ class Conversation:
         """Checks every record and artifact; raises Corrupt for damage."""
     def reindex(self) -> JsonDict:
         """Rebuilds the recall index from the ledger."""
+    def export(self) -> bytes:
+        """Every event as JSON Lines, artifacts inlined."""
+    def import_(self, data: Union[bytes, str], *, format: str = "ctxlog") -> JsonDict:
+        """Imports an export or an OpenAI or Anthropic message array into this conversation."""
+    def import_file(
+        self, path: Union[str, "PathLike[str]"], *, format: str = "ctxlog"
+    ) -> JsonDict:
+        """`import_` reading a file."""
     def recall_tool_definition(self, format: WireFormat = "openai-chat") -> JsonDict:
         """The recall tool's definition in the format's tool shape."""
     def answer_recall_tool(self, arguments: Union[str, Mapping[str, Any]]) -> str:

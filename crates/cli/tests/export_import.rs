@@ -1,0 +1,107 @@
+//! Failure class: `ctxlog export` / `ctxlog import` that lose or duplicate history, or leave
+//! half an import behind (SPEC E4, L10, I2).
+//!
+//! Guarantee: export → import into a new conversation → export gives the same bytes; a
+//! re-run import writes nothing; a bad record exits 1 naming its line with every stored byte
+//! unchanged; a dataset creates one conversation per sample with its session times; `"ts"`
+//! on a commit is kept and one earlier than the last event is refused; no progress bar is
+//! drawn when stderr is not a terminal.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Env, code, snapshot, stderr};
+
+#[test]
+fn export_import_export_round_trips_and_reimport_writes_nothing() {
+    let env = Env::new();
+    env.commit("a", "My project code is ZX-81.", "Noted.");
+    env.ok(
+        &["commit", "a"],
+        br#"{"events":[{"kind":"user","text":"Old question","ts":"2100-01-01T00:00:00Z"},{"kind":"assistant","text":"Old answer","ts":4102444800500}]}"#,
+    );
+    let first = env.ok(&["export", "a"], b"");
+    let text = String::from_utf8(first.clone()).unwrap();
+    assert!(
+        text.contains(
+            r#"{"seq":3,"ts":"2100-01-01T00:00:00.000Z","kind":"user","text":"Old question"}"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""seq":4,"ts":"2100-01-01T00:00:00.500Z""#),
+        "{text}"
+    );
+
+    let out = env.run(&["import", "b", "-"], &first);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).is_empty(),
+        "no progress bar off a terminal: {}",
+        stderr(&out)
+    );
+    assert_eq!(env.ok(&["export", "b"], b""), first);
+    let before = snapshot(&env.conv_dir("b"));
+    let again: serde_json::Value =
+        serde_json::from_slice(&env.ok(&["import", "b", "-"], &first)).unwrap();
+    assert_eq!(again["events_written"], 0);
+    assert_eq!(snapshot(&env.conv_dir("b")), before);
+
+    // A live commit whose explicit time is before the last event: refused, nothing written.
+    let out = env.run(
+        &["commit", "b"],
+        br#"{"user":"late","ts":"2099-01-01T00:00:00Z"}"#,
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("earlier than the conversation's last event"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(snapshot(&env.conv_dir("b")), before);
+}
+
+#[test]
+fn a_bad_line_is_named_and_nothing_is_written() {
+    let env = Env::new();
+    let input = b"{\"seq\":1,\"kind\":\"user\",\"text\":\"a\"}\n{\"seq\":2,\"kind\":\"assistant\",\"txt\":\"b\"}\n";
+    let out = env.run(&["import", "c", "-"], input);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("line 2: invalid event"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!env.conv_dir("c").exists());
+    let out = env.run(&["import", "c", "-", "--from", "csv"], input);
+    assert!(
+        stderr(&out).contains("unknown import format \"csv\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["import", "-", "--from", "openai-chat"], b"[]");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}
+
+#[test]
+fn a_dataset_creates_one_conversation_per_sample() {
+    let env = Env::new();
+    let data = br#"[{"sample_id":"s-1","conversation":{"speaker_a":"Ann","speaker_b":"Bob",
+      "session_1_date_time":"1:56 pm on 8 May, 2023",
+      "session_1":[{"speaker":"Ann","text":"hi"},{"speaker":"Bob","text":"hello"}]}},
+      {"sample_id":"s-2","conversation":{"speaker_a":"C","speaker_b":"D",
+      "session_1_date_time":"9:00 am on 1 June, 2023","session_1":[{"speaker":"D","text":"greetings"}]}}]"#;
+    let out: serde_json::Value = serde_json::from_slice(&env.ok(
+        &["import", "ds", "-", "--from", "conversation-dataset"],
+        data,
+    ))
+    .unwrap();
+    assert_eq!(out["conversations"][1]["conversation"], "ds-s-2");
+    let export = String::from_utf8(env.ok(&["export", "ds-s-1"], b"")).unwrap();
+    assert_eq!(
+        export,
+        "{\"seq\":1,\"ts\":\"2023-05-08T13:56:00.000Z\",\"kind\":\"user\",\"text\":\"Ann: hi\"}\n\
+         {\"seq\":2,\"ts\":\"2023-05-08T13:56:00.000Z\",\"kind\":\"assistant\",\"text\":\"Bob: hello\"}\n"
+    );
+}

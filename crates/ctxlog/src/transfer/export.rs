@@ -1,0 +1,90 @@
+//! Writing a conversation as JSON Lines (the format is in the module docs of
+//! [`crate::transfer`]).
+
+use std::io::Write;
+
+use ctxlog_ledger::{Event, EventBody};
+use serde::Serialize;
+
+use crate::backend::LedgerView;
+use crate::{Error, Result};
+
+/// Events read per batch, so memory stays bounded by the batch, not the conversation.
+const BATCH: u64 = 1024;
+
+#[derive(Serialize)]
+struct Line<'a> {
+    seq: u64,
+    ts: String,
+    #[serde(flatten)]
+    body: &'a EventBody,
+}
+
+/// Writes every readable event of `ledger` to `out`, one JSON line each, artifacts inlined.
+/// Returns the events and bytes written.
+///
+/// # Errors
+/// Ledger reads (a damaged artifact fails rather than exporting an excerpt); I/O on `out`.
+pub fn write_export(ledger: &dyn LedgerView, out: &mut dyn Write) -> Result<(u64, u64)> {
+    let (mut events, mut bytes) = (0, 0);
+    let last = ledger.last_seq();
+    let mut from = 1;
+    while from <= last {
+        let to = from.saturating_add(BATCH - 1).min(last);
+        for event in ledger.events(from..=to)? {
+            let line = line(ledger, &event)?;
+            out.write_all(&line).map_err(io)?;
+            events += 1;
+            bytes += line.len() as u64;
+        }
+        from = to + 1;
+    }
+    out.flush().map_err(io)?;
+    Ok((events, bytes))
+}
+
+fn line(ledger: &dyn LedgerView, event: &Event) -> Result<Vec<u8>> {
+    let inlined;
+    let body = match &event.body {
+        EventBody::ToolResult {
+            call_id,
+            tool,
+            status,
+            exit_code,
+            artifact: Some(r),
+            ..
+        } => {
+            let content = ledger.artifact(r)?;
+            let text = String::from_utf8(content).map_err(|_| Error::Internal {
+                reason: format!("artifact {} is not UTF-8", r.name),
+            })?;
+            inlined = EventBody::ToolResult {
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                status: *status,
+                exit_code: *exit_code,
+                text,
+                artifact: None,
+            };
+            &inlined
+        }
+        body => body,
+    };
+    let mut out = serde_json::to_vec(&Line {
+        seq: event.seq,
+        ts: super::format_rfc3339(event.ts_ms),
+        body,
+    })
+    .map_err(|e| Error::Internal {
+        reason: format!("event {} cannot be encoded: {e}", event.seq),
+    })?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+fn io(source: std::io::Error) -> Error {
+    Error::Io {
+        path: "<export output>".into(),
+        source,
+    }
+}

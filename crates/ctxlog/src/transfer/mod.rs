@@ -1,0 +1,408 @@
+//! Export and import (SPEC E4, L10): a conversation out as JSON Lines and back, and history
+//! in from other shapes (OpenAI chat message arrays, Anthropic message arrays, two-speaker
+//! conversation datasets in the LoCoMo layout).
+//!
+//! # Export format (`ctxlog export`)
+//!
+//! One JSON object per line, one line per readable event, in seq order: `"seq"`, `"ts"` (the
+//! event's time, RFC 3339 in UTC with milliseconds), then the event in its documented JSON form
+//! (`"kind"` and its fields, see [`crate::EventBody`]). A tool result whose output was stored
+//! as an artifact is written with the whole output as its `"text"` and no `"artifact"`
+//! (artifacts are inlined; import stores them again). An erased range appears as its
+//! tombstone (`{"kind":"system","marker":{"type":"tombstone",…}}`); the seqs it covers have
+//! no line. Keys are written in that order, compactly, each line ending in `\n`.
+//!
+//! ```text
+//! {"seq":1,"ts":"2023-05-08T13:56:00.000Z","kind":"note","text":"code is ZX-81","pinned":true}
+//! {"seq":2,"ts":"2023-05-08T13:56:00.000Z","kind":"user","text":"Build it"}
+//! ```
+//!
+//! # Import
+//!
+//! [`crate::Store::import`] reads a whole input, checks every record (JSON, kinds, times,
+//! turn rules: the events are first committed to an in-memory ledger with the same rules)
+//! and only then commits, so a bad record (named by line or index) writes nothing. The events
+//! are committed in chunks whose idempotency ids derive from the input's bytes
+//! (`import-<16 hex of its SHA-256>-<sample>-<chunk>`): importing the same input again
+//! replays every chunk and writes nothing. Each event keeps its original time when the
+//! input has one (`"ts"`; a dataset's session date); in an input where some events have
+//! times, one without takes the time of the event before it (leading ones the first time
+//! given); in an input without any, every event takes the clock. Times must not go
+//! backwards, nor start before the last event of the conversation imported into.
+//! Per format, see [`ImportFormat`].
+
+mod anthropic;
+mod dataset;
+mod export;
+mod import;
+mod openai;
+mod time;
+
+use std::sync::Arc;
+
+use ctxlog_ledger::{EventBody, Ledger, MemStorage, NewCommit, Options, SyncMode};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use export::write_export;
+pub use time::{format_rfc3339, parse_rfc3339, parse_ts};
+
+use crate::{ConversationName, Error, Result};
+
+/// What an import reads (`--from`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImportFormat {
+    /// ctxlog's own export (JSON Lines, see the module docs): rebuilds the conversation.
+    /// Seqs must be contiguous; tombstones and other system markers are refused (an erased
+    /// range cannot be rebuilt: its content is gone).
+    #[default]
+    Ctxlog,
+    /// An OpenAI chat message array (or `{"messages":[…]}`): `system`/`developer` messages
+    /// become pinned notes (and are reported), `user` and `assistant` messages their events,
+    /// an assistant's `tool_calls` tool calls, and `tool` messages their results; a message
+    /// may carry `"ts"`.
+    OpenaiChat,
+    /// An Anthropic message array (or `{"system":…,"messages":[…]}`): `system` becomes a
+    /// pinned note (reported), `text` blocks user and assistant events, `tool_use` blocks tool
+    /// calls, `tool_result` blocks their results; a message may carry `"ts"`.
+    AnthropicMessages,
+    /// Two-speaker conversation datasets in the LoCoMo layout: an array of samples (or one),
+    /// each `{"sample_id", "conversation": {"speaker_a", "speaker_b", "session_N": [{"speaker",
+    /// "text", "blip_caption"?}…], "session_N_date_time": "1:56 pm on 8 May, 2023"}}`. Each
+    /// sample becomes one conversation: `speaker_a` turns are user events, `speaker_b` turns
+    /// assistant events, each `"Speaker: text"` (plus ` [image: caption]`), each at its
+    /// session's date and time (UTC). The conversation is named after the sample id (characters
+    /// outside `A-Za-z0-9_-` become `-`), prefixed by the target name when one is given:
+    /// `ctxlog import --from conversation-dataset locomo10.json` creates `conv-26`, …;
+    /// `ctxlog import locomo --from conversation-dataset locomo10.json` creates `locomo-conv-26`, ….
+    ConversationDataset,
+}
+
+impl ImportFormat {
+    /// The name used on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImportFormat::Ctxlog => "ctxlog",
+            ImportFormat::OpenaiChat => "openai-chat",
+            ImportFormat::AnthropicMessages => "anthropic-messages",
+            ImportFormat::ConversationDataset => "conversation-dataset",
+        }
+    }
+}
+
+impl std::str::FromStr for ImportFormat {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<ImportFormat> {
+        [
+            ImportFormat::Ctxlog,
+            ImportFormat::OpenaiChat,
+            ImportFormat::AnthropicMessages,
+            ImportFormat::ConversationDataset,
+        ]
+        .into_iter()
+        .find(|f| f.as_str() == s)
+        .ok_or_else(|| Error::BadInput {
+            reason: format!(
+                "unknown import format {s:?} (expected ctxlog, openai-chat, anthropic-messages \
+                 or conversation-dataset)"
+            ),
+        })
+    }
+}
+
+/// One event to import, with its original time when the input has one.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Incoming {
+    pub body: EventBody,
+    pub ts: Option<i64>,
+}
+
+/// One conversation an input holds.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Parsed {
+    /// The conversation's name (given, or derived from the sample).
+    pub name: String,
+    /// Distinguishes the samples of one input in commit ids.
+    pub key: String,
+    pub events: Vec<Incoming>,
+    /// What was not imported as such (system messages made notes, skipped parts).
+    pub notes: Vec<String>,
+}
+
+/// Events per committed chunk (also bounded by [`CHUNK_BYTES`]).
+const CHUNK_EVENTS: usize = 512;
+/// JSON bytes per committed chunk, well under the default commit cap.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// A checked conversation, split into the commits that will write it.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub name: ConversationName,
+    pub commits: Vec<(NewCommit, Vec<Option<i64>>)>,
+    pub events: u64,
+    pub notes: Vec<String>,
+}
+
+/// Parses `data` in `format`; `target` is the conversation (or, for datasets, the prefix).
+///
+/// # Errors
+/// [`Error::BadInput`] naming the line or index of the first bad record.
+pub(crate) fn parse(
+    format: ImportFormat,
+    target: Option<&str>,
+    data: &[u8],
+) -> Result<Vec<Parsed>> {
+    let text = std::str::from_utf8(data).map_err(|e| Error::BadInput {
+        reason: format!(
+            "input is not valid UTF-8 (first bad byte at offset {})",
+            e.valid_up_to()
+        ),
+    })?;
+    let single = |events: (Vec<Incoming>, Vec<String>)| -> Result<Vec<Parsed>> {
+        let name = target.ok_or_else(|| Error::InvalidRequest {
+            reason: format!("importing {} needs a conversation name", format.as_str()),
+        })?;
+        Ok(vec![Parsed {
+            name: name.to_string(),
+            key: String::new(),
+            events: events.0,
+            notes: events.1,
+        }])
+    };
+    match format {
+        ImportFormat::Ctxlog => single((import::parse_lines(text)?, Vec::new())),
+        ImportFormat::OpenaiChat => single(openai::parse(&json(text)?)?),
+        ImportFormat::AnthropicMessages => single(anthropic::parse(&json(text)?)?),
+        ImportFormat::ConversationDataset => dataset::parse(&json(text)?, target),
+    }
+}
+
+fn json(text: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| Error::BadInput {
+        reason: format!("invalid JSON: {e}"),
+    })
+}
+
+/// Checks every conversation of `parsed` against the ledger's own rules (committed to an
+/// in-memory ledger), and splits it into chunks with ids derived from `data`.
+///
+/// # Errors
+/// [`Error::InvalidName`]; [`Error::BadInput`] naming the record the ledger refused.
+pub(crate) fn plan(parsed: Vec<Parsed>, data: &[u8]) -> Result<Vec<Plan>> {
+    let source: String = Sha256::digest(data)
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut names = std::collections::HashSet::new();
+    let mut plans = Vec::with_capacity(parsed.len());
+    for p in parsed {
+        let name = ConversationName::new(&p.name)?;
+        if !names.insert(name.to_string()) {
+            return Err(Error::BadInput {
+                reason: format!("two samples import into conversation {name:?}"),
+            });
+        }
+        let mut p = p;
+        fill_times(&mut p.events);
+        if p.events.is_empty() {
+            return Err(Error::BadInput {
+                reason: format!("nothing to import into {name:?}: the input holds no events"),
+            });
+        }
+        let mut commits = Vec::new();
+        let mut start = 0;
+        while start < p.events.len() {
+            let (mut end, mut bytes) = (start, 0);
+            while end < p.events.len()
+                && end - start < CHUNK_EVENTS
+                && (bytes < CHUNK_BYTES || end == start)
+            {
+                bytes += p.events[end].body.text().map_or(64, str::len);
+                end += 1;
+            }
+            let chunk = &p.events[start..end];
+            let key = if p.key.is_empty() {
+                String::new()
+            } else {
+                format!("{}-", p.key)
+            };
+            let id = format!("import-{source}-{key}{}", commits.len() + 1);
+            let times: Vec<Option<i64>> = chunk.iter().map(|e| e.ts).collect();
+            let times = if times.iter().all(Option::is_none) {
+                Vec::new()
+            } else {
+                times
+            };
+            commits.push((
+                NewCommit {
+                    id: Some(id),
+                    events: chunk.iter().map(|e| e.body.clone()).collect(),
+                },
+                times,
+            ));
+            start = end;
+        }
+        dry_run(&commits, &p.events)?;
+        plans.push(Plan {
+            name,
+            events: p.events.len() as u64,
+            commits,
+            notes: p.notes,
+        });
+    }
+    Ok(plans)
+}
+
+/// When some events of an input carry a time, one without takes the time of the event before
+/// it (the first ones: the first time given), so an input with times is imported at its own
+/// times throughout; when none does, every event takes the clock.
+fn fill_times(events: &mut [Incoming]) {
+    let Some(first) = events.iter().find_map(|e| e.ts) else {
+        return;
+    };
+    let mut last = first;
+    for e in events {
+        last = *e.ts.get_or_insert(last);
+    }
+}
+
+/// Commits the chunks to a ledger in memory: the ledger's own rules (turn structure, times,
+/// sizes) judge every record before anything is written for real.
+fn dry_run(commits: &[(NewCommit, Vec<Option<i64>>)], events: &[Incoming]) -> Result<()> {
+    let mut options = Options::default();
+    options.sync(SyncMode::Never);
+    let (mut ledger, _) = Ledger::open_with(Arc::new(MemStorage::new()), &options)?;
+    let mut done = 0;
+    for (commit, times) in commits {
+        if let Err(e) = ledger.commit_timed(commit, times) {
+            // The ledger names "event K" of the commit: say which record of the input it is.
+            let reason = e.to_string();
+            let k = reason
+                .strip_prefix("invalid commit: event ")
+                .or_else(|| reason.strip_prefix("event "))
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse::<usize>().ok());
+            let at = match k {
+                Some(k) if k >= 1 && done + k <= events.len() => format!("record {}", done + k),
+                _ => format!("records {}-{}", done + 1, done + commit.events.len()),
+            };
+            return Err(Error::BadInput {
+                reason: format!("{at}: {reason}"),
+            });
+        }
+        done += commit.events.len();
+    }
+    Ok(())
+}
+
+/// The typed text of a JSON value for messages: a string as is, anything else as JSON.
+pub(crate) fn shown(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+impl crate::Store {
+    /// Writes every event of a conversation to `out` as JSON Lines (SPEC E4; the format is in
+    /// [`crate::transfer`]): seq, time, kind and content, tombstones included, artifacts
+    /// inlined. Reads a snapshot: commits made meanwhile are not included.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; ledger reads; I/O on `out`.
+    pub fn export(
+        &self,
+        request: &crate::ops::ExportRequest,
+        out: &mut dyn std::io::Write,
+    ) -> Result<crate::ops::ExportResponse> {
+        let snapshot = self.snapshot(&request.conversation)?;
+        let (events, bytes) = write_export(snapshot.ledger(), out)?;
+        Ok(crate::ops::ExportResponse {
+            conversation: request.conversation.clone(),
+            events,
+            bytes,
+        })
+    }
+
+    /// Imports `data` (SPEC E4): parses and checks every record first (a bad one is named by
+    /// line or index and nothing is written), then commits each conversation in chunks whose
+    /// ids derive from `data`, so importing the same input again writes nothing. `progress`
+    /// is called after each chunk.
+    ///
+    /// ```
+    /// use ctxlog::ops::{ExportRequest, ImportRequest};
+    /// use ctxlog::transfer::ImportFormat;
+    /// # fn main() -> ctxlog::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = ctxlog::Store::open(dir.path());
+    /// let chat = br#"[{"role":"system","content":"Be brief."},
+    ///   {"role":"user","content":"What is 2+2?","ts":"2023-05-08T13:56:00Z"},
+    ///   {"role":"assistant","content":"4"}]"#;
+    /// let request = ImportRequest { conversation: Some("chat".into()), format: ImportFormat::OpenaiChat };
+    /// let done = store.import(&request, chat, &mut |_| {})?;
+    /// assert_eq!(done.events_written, 3);
+    /// assert_eq!(store.import(&request, chat, &mut |_| {})?.events_written, 0); // idempotent
+    /// let mut out = Vec::new();
+    /// store.export(&ExportRequest { conversation: "chat".into() }, &mut out)?;
+    /// let lines = String::from_utf8(out).unwrap();
+    /// assert!(lines.lines().nth(1).unwrap().starts_with(r#"{"seq":2,"ts":"2023-05-08T13:56:00.000Z","kind":"user""#));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] naming the first bad record; [`Error::InvalidRequest`] without a
+    /// needed name; [`Error::InvalidName`]; the ledger's refusals when committing (an
+    /// explicit time earlier than the conversation's last event: nothing of that
+    /// conversation is written); I/O.
+    pub fn import(
+        &self,
+        request: &crate::ops::ImportRequest,
+        data: &[u8],
+        progress: &mut dyn FnMut(crate::ops::ImportProgress),
+    ) -> Result<crate::ops::ImportResponse> {
+        let parsed = parse(request.format, request.conversation.as_deref(), data)?;
+        let plans = plan(parsed, data)?;
+        let total: u64 = plans.iter().map(|p| p.events).sum();
+        let mut response = crate::ops::ImportResponse::default();
+        let mut done = 0;
+        for plan in plans {
+            let mut entry = crate::ops::ImportedConversation {
+                conversation: plan.name.to_string(),
+                events: plan.events,
+                commits_written: 0,
+                commits_replayed: 0,
+                first_seq: 0,
+                last_seq: 0,
+            };
+            for (commit, times) in plan.commits {
+                let n = commit.events.len() as u64;
+                let receipt = self.commit(&crate::ops::CommitRequest {
+                    conversation: plan.name.to_string(),
+                    commit,
+                    times,
+                })?;
+                if receipt.replayed {
+                    entry.commits_replayed += 1;
+                } else {
+                    entry.commits_written += 1;
+                    response.events_written += n;
+                }
+                if entry.first_seq == 0 {
+                    entry.first_seq = receipt.first_seq;
+                }
+                entry.last_seq = receipt.last_seq;
+                done += n;
+                progress(crate::ops::ImportProgress { done, total });
+            }
+            response.notes.extend(
+                plan.notes
+                    .into_iter()
+                    .map(|n| format!("{}: {n}", plan.name)),
+            );
+            response.conversations.push(entry);
+        }
+        Ok(response)
+    }
+}

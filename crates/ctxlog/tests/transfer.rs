@@ -1,0 +1,445 @@
+//! Failure class: history that cannot move in or out of ctxlog intact — an export that an
+//! import does not rebuild exactly, an import that loses original times, writes twice when
+//! re-run, or leaves half a conversation behind after a bad record (SPEC E4, L10).
+//!
+//! Guarantees: export → import → export is byte-identical (property test over conversations
+//! with notes, tool calls, artifacts and explicit times); every format's bad record is named
+//! and nothing is written; re-running an import writes nothing; imported times drive recall's
+//! date metadata ("May 2023" finds the May 2023 turns).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ctxlog::ops::{CommitRequest, ExportRequest, ImportRequest, LogRequest, RecallRequest};
+use ctxlog::transfer::ImportFormat;
+use ctxlog::{EventBody, NewCommit, Store, ToolStatus};
+use proptest::prelude::*;
+
+fn files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn export(store: &Store, name: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    store
+        .export(
+            &ExportRequest {
+                conversation: name.into(),
+            },
+            &mut out,
+        )
+        .unwrap();
+    out
+}
+
+fn import(
+    store: &Store,
+    name: Option<&str>,
+    format: ImportFormat,
+    data: &[u8],
+) -> ctxlog::Result<ctxlog::ops::ImportResponse> {
+    store.import(
+        &ImportRequest {
+            conversation: name.map(str::to_owned),
+            format,
+        },
+        data,
+        &mut |_| {},
+    )
+}
+
+/// One generated turn: a user message, maybe a tool call with a (maybe large) result, a
+/// reply; maybe a note first.
+#[derive(Clone, Debug)]
+struct Turn {
+    note: Option<(String, bool)>,
+    user: String,
+    tool: Option<(String, usize)>,
+    reply: String,
+    gap_ms: i64,
+}
+
+fn text() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9 é请🚀\"\\\\\n]{1,40}".prop_filter("not blank", |s| !s.trim().is_empty())
+}
+
+fn turn() -> impl Strategy<Value = Turn> {
+    (
+        proptest::option::of((text(), any::<bool>())),
+        text(),
+        proptest::option::of((text(), prop_oneof![Just(10usize), Just(40_000usize)])),
+        text(),
+        0i64..100_000_000,
+    )
+        .prop_map(|(note, user, tool, reply, gap_ms)| Turn {
+            note,
+            user,
+            tool,
+            reply,
+            gap_ms,
+        })
+}
+
+fn commit_turns(store: &Store, name: &str, turns: &[Turn]) {
+    let mut ts = 1_600_000_000_000i64;
+    for (i, t) in turns.iter().enumerate() {
+        let mut events = Vec::new();
+        if let Some((note, pinned)) = &t.note {
+            events.push(EventBody::Note {
+                text: note.clone(),
+                pinned: *pinned,
+                supersedes: None,
+            });
+        }
+        events.push(EventBody::User {
+            text: t.user.clone(),
+        });
+        if let Some((out, size)) = &t.tool {
+            let call_id = format!("c{i}");
+            events.push(EventBody::ToolCall {
+                call_id: call_id.clone(),
+                tool: "shell".into(),
+                arguments: serde_json::json!({"cmd": out, "n": i}),
+            });
+            events.push(EventBody::ToolResult {
+                call_id,
+                tool: "shell".into(),
+                status: ToolStatus::Ok,
+                exit_code: Some(0),
+                text: out.repeat(size / out.len() + 1),
+                artifact: None,
+            });
+        }
+        events.push(EventBody::Assistant {
+            text: t.reply.clone(),
+        });
+        ts += t.gap_ms;
+        let times = events.iter().map(|_| Some(ts)).collect();
+        store
+            .commit(&CommitRequest {
+                conversation: name.into(),
+                commit: NewCommit { id: None, events },
+                times,
+            })
+            .unwrap();
+    }
+}
+
+/// Cases of the round-trip property (each commits, exports, imports and exports again).
+const ROUND_TRIP_CASES: u32 = 64;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: ROUND_TRIP_CASES, ..ProptestConfig::default() })]
+
+    #[test]
+    fn export_import_export_is_byte_identical(turns in proptest::collection::vec(turn(), 1..8)) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path());
+        commit_turns(&store, "orig", &turns);
+        let first = export(&store, "orig");
+        let done = import(&store, Some("copy"), ImportFormat::Ctxlog, &first).unwrap();
+        prop_assert_eq!(done.events_written, done.conversations[0].events);
+        let second = export(&store, "copy");
+        prop_assert_eq!(String::from_utf8_lossy(&first), String::from_utf8_lossy(&second));
+        // Idempotent: the same import again writes nothing.
+        let before = files(&dir.path().join("copy"));
+        let again = import(&store, Some("copy"), ImportFormat::Ctxlog, &first).unwrap();
+        prop_assert_eq!(again.events_written, 0);
+        prop_assert_eq!(files(&dir.path().join("copy")), before);
+    }
+}
+
+#[test]
+fn a_bad_record_is_named_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path());
+    let cases: [(ImportFormat, &str, &str); 7] = [
+        (
+            ImportFormat::Ctxlog,
+            "{\"seq\":1,\"kind\":\"user\",\"text\":\"a\"}\n{\"seq\":2,\"kind\":\"shout\",\"text\":\"b\"}\n",
+            "line 2",
+        ),
+        (
+            ImportFormat::Ctxlog,
+            "{\"seq\":1,\"kind\":\"user\",\"text\":\"a\"}\n{\"seq\":3,\"kind\":\"assistant\",\"text\":\"b\"}\n",
+            "line 2: seq 3 follows seq 1",
+        ),
+        (
+            ImportFormat::Ctxlog,
+            "{\"seq\":1,\"ts\":\"2023-05-08\",\"kind\":\"user\",\"text\":\"a\"}\n",
+            "line 1: \"ts\"",
+        ),
+        (
+            ImportFormat::Ctxlog,
+            "{\"kind\":\"user\",\"text\":\"a\",\"ts\":5}\n{\"kind\":\"assistant\",\"text\":\"b\",\"ts\":4}\n",
+            "record 2",
+        ),
+        (
+            ImportFormat::OpenaiChat,
+            r#"[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"x","content":"r"}]"#,
+            "message 1",
+        ),
+        (
+            ImportFormat::AnthropicMessages,
+            r#"[{"role":"user","content":"hi"},{"role":"robot","content":"x"}]"#,
+            "message 1",
+        ),
+        (
+            ImportFormat::ConversationDataset,
+            r#"[{"sample_id":"s1","conversation":{"speaker_a":"A","speaker_b":"B","session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{"speaker":"A","text":"hi"},{"speaker":"C","text":"?"}]}}]"#,
+            "sample 0: session_1[1]",
+        ),
+    ];
+    for (format, data, named) in cases {
+        let err = import(&store, Some("t"), format, data.as_bytes()).unwrap_err();
+        assert!(matches!(err.class(), ctxlog::ErrorClass::BadInput), "{err}");
+        assert!(err.to_string().contains(named), "{named}: {err}");
+        assert!(
+            !dir.path().join("t").exists() && !dir.path().join("t-s1").exists(),
+            "{err}"
+        );
+    }
+    // An explicit time earlier than the existing conversation's last event: nothing written.
+    store
+        .commit(
+            &CommitRequest::from_json(
+                "t",
+                br#"{"user":"now","assistant":"ok","ts":"2024-01-01T00:00:00Z"}"#,
+                None,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let before = files(&dir.path().join("t"));
+    let old = r#"[{"role":"user","content":"old","ts":"2023-05-08T13:56:00Z"}]"#;
+    let err = import(&store, Some("t"), ImportFormat::OpenaiChat, old.as_bytes()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("earlier than the conversation's last event"),
+        "{err}"
+    );
+    assert_eq!(files(&dir.path().join("t")), before);
+}
+
+#[test]
+fn openai_chat_arrays_group_tool_calls_and_keep_a_greeting() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path());
+    let chat = br#"{"messages":[
+        {"role":"assistant","content":"Hello! How can I help?"},
+        {"role":"system","content":"Answer in French."},
+        {"role":"user","content":[{"type":"text","text":"List files"},{"type":"image_url","image_url":{"url":"x"}}]},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"shell","arguments":"{\"cmd\":\"ls\"}"}}]},
+        {"role":"tool","tool_call_id":"call_1","content":"a.txt b.txt"},
+        {"role":"assistant","content":"Two files."}]}"#;
+    let done = import(&store, Some("oa"), ImportFormat::OpenaiChat, chat).unwrap();
+    assert!(
+        done.notes
+            .iter()
+            .any(|n| n.contains("message 1 (system) became a pinned note")),
+        "{:?}",
+        done.notes
+    );
+    assert!(
+        done.notes
+            .iter()
+            .any(|n| n.contains("1 non-text content part")),
+        "{:?}",
+        done.notes
+    );
+    let log = store
+        .log(&LogRequest {
+            conversation: "oa".into(),
+            from: 1,
+            limit: None,
+        })
+        .unwrap();
+    let kinds: Vec<&str> = log.events.iter().map(|e| e.kind().as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "assistant",
+            "note",
+            "user",
+            "tool_call",
+            "tool_result",
+            "assistant"
+        ]
+    );
+    assert_eq!(
+        log.events[3].body,
+        EventBody::ToolCall {
+            call_id: "call_1".into(),
+            tool: "shell".into(),
+            arguments: serde_json::json!({"cmd":"ls"})
+        }
+    );
+}
+
+#[test]
+fn anthropic_messages_turn_tool_use_blocks_into_calls_and_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path());
+    let chat = br#"{"system":"Be terse.","messages":[
+        {"role":"user","content":"Weather in Paris?","ts":1683554160000},
+        {"role":"assistant","content":[{"type":"text","text":"Checking."},{"type":"tool_use","id":"tu1","name":"weather","input":{"city":"Paris"}}]},
+        {"role":"user","content":[{"type":"tool_result","tool_use_id":"tu1","content":[{"type":"text","text":"18C"}],"is_error":false}]},
+        {"role":"assistant","content":"18C and sunny."}]}"#;
+    let done = import(&store, Some("an"), ImportFormat::AnthropicMessages, chat).unwrap();
+    assert_eq!(done.conversations[0].events, 6);
+    let log = store
+        .log(&LogRequest {
+            conversation: "an".into(),
+            from: 1,
+            limit: None,
+        })
+        .unwrap();
+    let kinds: Vec<&str> = log.events.iter().map(|e| e.kind().as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "note",
+            "user",
+            "assistant",
+            "tool_call",
+            "tool_result",
+            "assistant"
+        ]
+    );
+    assert_eq!(log.events[1].ts_ms, 1_683_554_160_000);
+    assert!(
+        matches!(&log.events[4].body, EventBody::ToolResult { text, tool, .. } if text == "18C" && tool == "weather")
+    );
+}
+
+/// A small dataset in the LoCoMo layout: two sessions, May and July 2023.
+const DATASET: &str = r#"[{"sample_id":"conv-1","conversation":{"speaker_a":"Ann","speaker_b":"Bob",
+  "session_1_date_time":"1:56 pm on 8 May, 2023",
+  "session_1":[{"speaker":"Ann","dia_id":"D1:1","text":"We decided to paint the shed green."},
+               {"speaker":"Bob","dia_id":"D1:2","text":"Green it is, I will buy the paint."}],
+  "session_2_date_time":"10:00 am on 3 July, 2023",
+  "session_2":[{"speaker":"Bob","dia_id":"D2:1","text":"The shed looks great now."},
+               {"speaker":"Ann","dia_id":"D2:2","text":"Next we repaint the fence.","blip_caption":"a fence"}]}},
+ {"sample_id":"conv 2","conversation":{"speaker_a":"X","speaker_b":"Y",
+  "session_1_date_time":"9:00 am on 1 June, 2023","session_1":[{"speaker":"X","text":"hello"}]}}]"#;
+
+#[test]
+fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path());
+    let done = import(
+        &store,
+        None,
+        ImportFormat::ConversationDataset,
+        DATASET.as_bytes(),
+    )
+    .unwrap();
+    let names: Vec<&str> = done
+        .conversations
+        .iter()
+        .map(|c| c.conversation.as_str())
+        .collect();
+    assert_eq!(names, ["conv-1", "conv-2"]);
+    let prefixed = import(
+        &store,
+        Some("locomo"),
+        ImportFormat::ConversationDataset,
+        DATASET.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(prefixed.conversations[0].conversation, "locomo-conv-1");
+    let log = store
+        .log(&LogRequest {
+            conversation: "conv-1".into(),
+            from: 1,
+            limit: None,
+        })
+        .unwrap();
+    assert_eq!(log.events[0].ts_ms, 1_683_554_160_000);
+    assert_eq!(
+        log.events[0].body,
+        EventBody::User {
+            text: "Ann: We decided to paint the shed green.".into()
+        }
+    );
+    assert_eq!(
+        log.events[2].body,
+        EventBody::Assistant {
+            text: "Bob: The shed looks great now.".into()
+        }
+    );
+    assert_eq!(
+        log.events[3].body,
+        EventBody::User {
+            text: "Ann: Next we repaint the fence. [image: a fence]".into()
+        }
+    );
+    // Idempotent.
+    let again = import(
+        &store,
+        None,
+        ImportFormat::ConversationDataset,
+        DATASET.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(again.events_written, 0);
+
+    // Recall's date metadata uses the stored times: "May 2023" finds the May turns first.
+    let found = store
+        .recall(&RecallRequest {
+            conversation: "conv-1".into(),
+            query: "what happened in May 2023".into(),
+            seq: None,
+            offset: 0,
+            limit: 10,
+        })
+        .unwrap();
+    let mut top: Vec<u64> = found.hits.iter().map(|h| h.seq).take(2).collect();
+    top.sort_unstable();
+    assert_eq!(top, [1, 2], "{:?}", found.hits);
+    let found = store
+        .recall(&RecallRequest {
+            conversation: "conv-1".into(),
+            query: "July 2023".into(),
+            seq: None,
+            offset: 0,
+            limit: 10,
+        })
+        .unwrap();
+    let mut top: Vec<u64> = found.hits.iter().map(|h| h.seq).take(2).collect();
+    top.sort_unstable();
+    assert_eq!(top, [3, 4], "{:?}", found.hits);
+}
+
+#[test]
+fn live_commits_take_the_clock_and_never_go_back_before_an_imported_future_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path());
+    let future = r#"{"seq":1,"ts":"2100-01-01T00:00:00Z","kind":"user","text":"from the future"}"#;
+    import(&store, Some("f"), ImportFormat::Ctxlog, future.as_bytes()).unwrap();
+    store
+        .commit(&CommitRequest::from_json("f", br#"{"assistant":"live"}"#, None).unwrap())
+        .unwrap();
+    let log = store
+        .log(&LogRequest {
+            conversation: "f".into(),
+            from: 1,
+            limit: None,
+        })
+        .unwrap();
+    assert_eq!(log.events[1].ts_ms, log.events[0].ts_ms);
+}

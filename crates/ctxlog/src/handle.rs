@@ -107,10 +107,7 @@ impl Conversation {
     /// Invalid turns, caps, id conflicts, I/O ([`ctxlog_ledger::Ledger::commit`]); nothing is
     /// written on error.
     pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
-        match &self.redactor {
-            Some(redactor) => Ok(self.ledger.commit(&redactor.redact_commit(commit))?),
-            None => Ok(self.ledger.commit(commit)?),
-        }
+        self.commit_timed(commit, &[])
     }
 
     /// Parses a turn in one of the accepted JSON shapes ([`crate::parse_commit`]) and commits it.
@@ -132,7 +129,13 @@ impl Conversation {
         commit: &NewCommit,
         times: &[Option<i64>],
     ) -> Result<CommitReceipt> {
-        Ok(self.ledger.commit_timed(commit, times)?)
+        // Redaction rewrites text only, never the events' number or order: `times` still lines up.
+        match &self.redactor {
+            Some(redactor) => Ok(self
+                .ledger
+                .commit_timed(&redactor.redact_commit(commit), times)?),
+            None => Ok(self.ledger.commit_timed(commit, times)?),
+        }
     }
 
     /// True after a failed sync: this handle refuses commits and must be reopened (SPEC L8).

@@ -36,12 +36,13 @@
 //! ```
 
 // Layers, lowest first; a module uses only those above it in this list: error, name, input,
-// adapters, backend, ops, handle, store.
+// adapters, backend, ops, handle, store, location.
 mod adapters;
 pub mod backend;
 mod error;
 mod handle;
 mod input;
+mod location;
 mod name;
 pub mod ops;
 mod store;
@@ -49,6 +50,7 @@ mod store;
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
 pub use input::parse_commit;
+pub use location::StoreLocation;
 pub use name::ConversationName;
 pub use store::Store;
 

@@ -24,6 +24,11 @@ pub struct Cli {
     )]
     pub root: PathBuf,
 
+    /// The store: a directory, or a PostgreSQL database `postgres://user@host:port/db`
+    /// (docs/postgres.md); overrides --root [default: $CTXLOG_STORE, else --root]
+    #[arg(long, global = true, env = "CTXLOG_STORE", value_name = "URL")]
+    pub store: Option<String>,
+
     /// Print errors (and, where a command has one, its result) as JSON.
     #[arg(long, global = true)]
     pub json: bool,

@@ -20,7 +20,11 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let json = cli.json;
     let mut options = ctxlog::Options::default();
     options.lock_wait(cli.wait);
-    let store = Store::with_options(&cli.root, options);
+    let location = match &cli.store {
+        Some(url) => ctxlog::StoreLocation::parse(url)?,
+        None => ctxlog::StoreLocation::dir(&cli.root),
+    };
+    let store = location.open(&options);
     match cli.command {
         Command::Commit(args) => commit(&store, args),
         Command::Log(args) => log(&store, args, json),
@@ -32,7 +36,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Erase(args) => erase(&store, args),
         Command::List => list(&store, json),
         Command::Demo => crate::demo::run(&store, &cli.root),
-        Command::Serve(args) => serve(&cli.root, args),
+        Command::Serve(args) => serve(location, args),
     }
 }
 
@@ -358,10 +362,10 @@ fn list(store: &Store, json: bool) -> Result<(), Failure> {
     output::stdout(out.as_bytes())
 }
 
-fn serve(root: &Path, args: ServeArgs) -> Result<(), Failure> {
+fn serve(location: ctxlog::StoreLocation, args: ServeArgs) -> Result<(), Failure> {
     ctxlog_server::serve(ctxlog_server::ServeOptions {
         addr: args.addr,
-        root: root.to_path_buf(),
+        location,
         tokens_file: args.tokens,
         body_limit: usize::try_from(args.body_limit_mib << 20).unwrap_or(usize::MAX),
         writer_wait: std::time::Duration::from_secs(args.writer_wait),

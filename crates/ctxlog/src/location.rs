@@ -59,17 +59,15 @@ impl StoreLocation {
     }
 
     /// Opens the store; conversations use `options` (caps, sync). Nothing is created or
-    /// connected until the first operation.
-    ///
-    /// # Errors
-    /// A database store's local cache directory cannot be created.
-    pub fn open(&self, options: &Options) -> Result<Store> {
-        Ok(match self {
+    /// connected until the first operation: an unreachable database fails that operation,
+    /// in one line naming it.
+    pub fn open(&self, options: &Options) -> Store {
+        match self {
             StoreLocation::Dir(root) => Store::with_options(root, options.clone()),
             StoreLocation::Postgres(config) => {
-                Store::with_backend(Arc::new(PgBackend::new(config, options)?))
+                Store::with_backend(Arc::new(PgBackend::new(config, options)))
             }
-        })
+        }
     }
 }
 
@@ -78,8 +76,8 @@ impl Store {
     /// with the ledger's default options.
     ///
     /// # Errors
-    /// As [`StoreLocation::parse`] and [`StoreLocation::open`].
+    /// As [`StoreLocation::parse`].
     pub fn open_url(location: &str) -> Result<Store> {
-        StoreLocation::parse(location)?.open(&Options::default())
+        Ok(StoreLocation::parse(location)?.open(&Options::default()))
     }
 }

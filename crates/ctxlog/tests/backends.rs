@@ -70,7 +70,7 @@ impl Engine for Postgres {
     }
     fn store(&self, case: &str, options: &Options) -> Store {
         let config = PgConfig::parse(&self.cluster.url(case, self.cache.path())).unwrap();
-        Store::with_backend(Arc::new(PgBackend::new(&config, options).unwrap()))
+        Store::with_backend(Arc::new(PgBackend::new(&config, options)))
     }
     fn damage(&self, case: &str, conversation: &str, seq: u64, _needle: &str) {
         self.cluster.psql(&format!(

@@ -46,7 +46,11 @@ fn erased_text_is_gone_from_the_data_files_after_a_checkpoint() {
     };
     let cache = tempfile::tempdir().unwrap();
     let store = Store::open_url(&cluster.url("ctxlog", cache.path())).unwrap();
-    let (small, large, whole) = ("CANARY-okapi-5521", "CANARY-quokka-8830", "CANARY-tapir-1207");
+    let (small, large, whole) = (
+        "CANARY-okapi-5521",
+        "CANARY-quokka-8830",
+        "CANARY-tapir-1207",
+    );
     for i in 0..50 {
         let t = format!(r#"{{"user":"filler question {i}","assistant":"filler answer {i}"}}"#);
         commit(&store, "keep", &t, None);
@@ -60,8 +64,18 @@ fn erased_text_is_gone_from_the_data_files_after_a_checkpoint() {
         {"kind": "assistant", "text": format!("noted {small}")},
     ]});
     commit(&store, "c", &turn.to_string(), None);
-    commit(&store, "c", r#"{"user":"later","assistant":"kept too"}"#, None);
-    commit(&store, "gone", &format!(r#"{{"user":"{whole}","assistant":"x"}}"#), None);
+    commit(
+        &store,
+        "c",
+        r#"{"user":"later","assistant":"kept too"}"#,
+        None,
+    );
+    commit(
+        &store,
+        "gone",
+        &format!(r#"{{"user":"{whole}","assistant":"x"}}"#),
+        None,
+    );
     for i in 0..50 {
         let t = format!(r#"{{"user":"more filler {i}","assistant":"more {i}"}}"#);
         commit(&store, "keep", &t, None);
@@ -82,7 +96,10 @@ fn erased_text_is_gone_from_the_data_files_after_a_checkpoint() {
     assert!(recall("c", "okapi") > 0);
     assert!(recall("gone", whole) > 0);
     let (data, _) = scan(&cluster, small);
-    assert!(!data.is_empty(), "the canary is in the data files before erasure");
+    assert!(
+        !data.is_empty(),
+        "the canary is in the data files before erasure"
+    );
     assert!(!scan(&cluster, large).0.is_empty());
 
     erase(&store, "c", EraseTarget::Seqs { from: 4, to: 4 });
@@ -95,7 +112,10 @@ fn erased_text_is_gone_from_the_data_files_after_a_checkpoint() {
         let (data, wal) = scan(&cluster, canary);
         assert!(data.is_empty(), "{canary} still in {data:?}");
         let cached = files_containing(cache.path(), canary.as_bytes());
-        assert!(cached.is_empty(), "{canary} still in the recall cache {cached:?}");
+        assert!(
+            cached.is_empty(),
+            "{canary} still in the recall cache {cached:?}"
+        );
         wal_report.push(format!("{canary}: {} WAL segment(s)", wal.len()));
     }
     eprintln!("after erasure + CHECKPOINT, outside pg_wal: none; in pg_wal: {wal_report:?}");
@@ -110,9 +130,14 @@ fn erased_text_is_gone_from_the_data_files_after_a_checkpoint() {
     }
     for canary in [small, large, whole] {
         let (data, wal) = scan(&cluster, canary);
-        assert!(data.is_empty() && wal.is_empty(), "{canary}: {data:?} {wal:?}");
+        assert!(
+            data.is_empty() && wal.is_empty(),
+            "{canary}: {data:?} {wal:?}"
+        );
     }
-    eprintln!("after wal_recycle=off, 2x pg_switch_wal + CHECKPOINT: no file of the data directory holds any canary");
+    eprintln!(
+        "after wal_recycle=off, 2x pg_switch_wal + CHECKPOINT: no file of the data directory holds any canary"
+    );
     // The rest is intact.
     assert!(recall("keep", "filler") > 0);
 }

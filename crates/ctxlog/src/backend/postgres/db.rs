@@ -20,19 +20,47 @@ pub(crate) struct Manager {
     config: postgres::Config,
 }
 
+/// A failed connection attempt, with the server's message (`postgres::Error` alone
+/// displays as "db error").
+#[derive(Debug)]
+pub(crate) struct ConnectError(String);
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+impl From<postgres::Error> for ConnectError {
+    fn from(e: postgres::Error) -> ConnectError {
+        ConnectError(describe(&e))
+    }
+}
+
+/// The message of a database error, with its cause.
+fn describe(e: &postgres::Error) -> String {
+    match (e.as_db_error(), std::error::Error::source(e)) {
+        (Some(db), _) => db.message().to_string(),
+        (None, Some(source)) => format!("{e}: {source}"),
+        (None, None) => e.to_string(),
+    }
+}
+
 impl r2d2::ManageConnection for Manager {
     type Connection = Conn;
-    type Error = postgres::Error;
+    type Error = ConnectError;
 
-    fn connect(&self) -> Result<Conn, postgres::Error> {
+    fn connect(&self) -> Result<Conn, ConnectError> {
         Ok(Conn {
             client: self.config.connect(NoTls)?,
             stmts: HashMap::new(),
         })
     }
 
-    fn is_valid(&self, conn: &mut Conn) -> Result<(), postgres::Error> {
-        conn.client.simple_query("").map(|_| ())
+    fn is_valid(&self, conn: &mut Conn) -> Result<(), ConnectError> {
+        Ok(conn.client.simple_query("").map(|_| ())?)
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
@@ -125,20 +153,20 @@ impl Db {
         location: String,
         schema: &str,
         pool_size: u32,
-    ) -> Result<Db, ctxlog_ledger::Error> {
+    ) -> Db {
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
             .min_idle(Some(0))
             .connection_timeout(Duration::from_secs(5))
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(Manager { config });
-        Ok(Db {
+        Db {
             pool,
             location,
             schema: quote_ident(schema),
             schema_name: schema.to_string(),
             migrated: Mutex::new(false),
-        })
+        }
     }
 
     /// A connection from the pool, the schema migrated.
@@ -162,7 +190,7 @@ impl Db {
             let why = why
                 .strip_prefix("timed out waiting for connection: ")
                 .unwrap_or(&why);
-            self.io(format!("cannot connect: {}", one_line(why)))
+            self.unavailable(format!("cannot connect: {}", one_line(why)))
         })
     }
 
@@ -212,21 +240,37 @@ impl Db {
     }
 
     /// A database failure as a ledger I/O error naming the server: `what: why`, one line.
+    /// Lost connections, a server shutting down or starting up are of kind
+    /// [`std::io::ErrorKind::NotConnected`] (the facade's class `unavailable`).
     pub(crate) fn err(&self, what: &str, e: &postgres::Error) -> ctxlog_ledger::Error {
-        let why = match e.as_db_error() {
-            Some(db) => db.message().to_string(),
-            None => match std::error::Error::source(e) {
-                Some(source) => format!("{e}: {source}"),
-                None => e.to_string(),
-            },
+        let unavailable = match e.as_db_error() {
+            Some(db) => {
+                let code = db.code().code();
+                code.starts_with("08") || code.starts_with("57")
+            }
+            None => std::error::Error::source(e).is_some() || e.is_closed(),
         };
-        self.io(format!("{what}: {}", one_line(&why)))
+        let why = describe(e);
+        let message = format!("{what}: {}", one_line(&why));
+        if unavailable {
+            self.unavailable(message)
+        } else {
+            self.io(message)
+        }
     }
 
     pub(crate) fn io(&self, message: String) -> ctxlog_ledger::Error {
         ctxlog_ledger::Error::Io {
             path: PathBuf::from(&self.location),
             source: std::io::Error::other(message),
+        }
+    }
+
+    /// The database cannot be reached: [`std::io::ErrorKind::NotConnected`].
+    pub(crate) fn unavailable(&self, message: String) -> ctxlog_ledger::Error {
+        ctxlog_ledger::Error::Io {
+            path: PathBuf::from(&self.location),
+            source: std::io::Error::new(std::io::ErrorKind::NotConnected, message),
         }
     }
 }

@@ -205,27 +205,20 @@ impl PgBackend {
     /// are acknowledged after PostgreSQL's synchronous commit (unless `options` says never
     /// to sync). Connects lazily: an unreachable server fails the first operation, in one
     /// line naming host, port and what failed.
-    ///
-    /// # Errors
-    /// The recall cache directory cannot be created.
-    pub fn new(config: &PgConfig, options: &Options) -> Result<PgBackend> {
+    pub fn new(config: &PgConfig, options: &Options) -> PgBackend {
         let location = config.location.clone();
-        std::fs::create_dir_all(&config.cache_dir).map_err(|source| Error::Io {
-            path: config.cache_dir.clone(),
-            source,
-        })?;
         let db = Db::new(
             config.config.clone(),
             location,
             &config.schema,
             config.pool_size,
-        )?;
-        Ok(PgBackend {
+        );
+        PgBackend {
             db: Arc::new(db),
             caps: rules::caps(options),
             sync: rules::syncs(options),
             cache_dir: config.cache_dir.clone(),
-        })
+        }
     }
 
     /// The directory of this machine's recall caches for the store.
@@ -342,7 +335,10 @@ impl Backend for PgBackend {
         Ok(self.db.scrub()?)
     }
 
+    /// `<cache_dir>/<name>.recall.sqlite`; the directory is created here if missing (a
+    /// failure shows when the index is opened).
     fn recall_cache(&self, name: &ConversationName) -> PathBuf {
+        let _ = std::fs::create_dir_all(&self.cache_dir);
         self.cache_dir.join(format!("{name}.recall.sqlite"))
     }
 }

@@ -107,10 +107,12 @@ pub enum Command {
     Erase(EraseArgs),
     /// Serve every operation as JSON over HTTP, and the web inspector at / (see docs/http-api.md).
     ///
-    /// Without tokens the server uses the store at --root and must listen on loopback; with
-    /// --tokens FILE (or CTXLOG_TOKENS) each request needs `Authorization: Bearer TOKEN` and
-    /// each tenant gets its own store under <root>/tenants/<tenant>/. Stops on SIGTERM or
-    /// Ctrl-C after finishing the requests in flight.
+    /// Without tokens the server uses the store at --root (or --store) and must listen on
+    /// loopback; with --tokens FILE (or CTXLOG_TOKENS) each request needs
+    /// `Authorization: Bearer TOKEN` and each tenant gets its own store under
+    /// <root>/tenants/<tenant>/ (in a PostgreSQL store: its own schema). Several replicas may
+    /// serve one PostgreSQL store (docs/postgres.md). Stops on SIGTERM or Ctrl-C after
+    /// finishing the requests in flight.
     Serve(ServeArgs),
 }
 

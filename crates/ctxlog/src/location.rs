@@ -19,7 +19,7 @@ pub enum StoreLocation {
     /// The embedded file store: one directory per conversation under this root.
     Dir(PathBuf),
     /// A PostgreSQL database (and schema).
-    Postgres(PgConfig),
+    Postgres(Box<PgConfig>),
 }
 
 impl StoreLocation {
@@ -30,7 +30,9 @@ impl StoreLocation {
     /// [`crate::Error::InvalidRequest`] for a database URL that does not parse.
     pub fn parse(location: &str) -> Result<StoreLocation> {
         if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-            Ok(StoreLocation::Postgres(PgConfig::parse(location)?))
+            Ok(StoreLocation::Postgres(Box::new(PgConfig::parse(
+                location,
+            )?)))
         } else {
             Ok(StoreLocation::Dir(PathBuf::from(location)))
         }
@@ -46,7 +48,9 @@ impl StoreLocation {
     pub fn for_tenant(&self, tenant: &str) -> StoreLocation {
         match self {
             StoreLocation::Dir(root) => StoreLocation::Dir(root.join("tenants").join(tenant)),
-            StoreLocation::Postgres(config) => StoreLocation::Postgres(config.for_tenant(tenant)),
+            StoreLocation::Postgres(config) => {
+                StoreLocation::Postgres(Box::new(config.for_tenant(tenant)))
+            }
         }
     }
 

@@ -400,8 +400,11 @@ fn log_class(store: &Store, conv: &str) -> ErrorClass {
     log(store, conv).unwrap_err().class()
 }
 
+/// A named case of the suite.
+type Case = (&'static str, fn(&dyn Engine));
+
 fn run_all(e: &dyn Engine) {
-    let cases: &[(&str, fn(&dyn Engine))] = &[
+    let cases: &[Case] = &[
         ("commits_get_contiguous_seqs", commits_get_contiguous_seqs),
         ("ids_replay_or_conflict", ids_replay_or_conflict),
         (

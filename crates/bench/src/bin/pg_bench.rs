@@ -38,6 +38,14 @@ fn main() -> anyhow::Result<()> {
         ("file store", StoreLocation::dir(dir.join("files"))),
         ("postgres", StoreLocation::parse(&pg)?),
     ];
+    // Load the tokenizer tables once, outside every measurement.
+    let warm_up = ProjectRequest {
+        conversation: "none".into(),
+        input: Some("warm up".into()),
+        max_bytes: Some(4096),
+        ..Default::default()
+    };
+    engines[0].1.open(&Options::default()).project(&warm_up)?;
     println!(
         "commits: {commits} per scenario, {WRITERS} writers where concurrent; durable commits on both"
     );

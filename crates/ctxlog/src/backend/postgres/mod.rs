@@ -233,13 +233,14 @@ impl PgBackend {
         }
     }
 
+    /// Opens `name`; `None` when it does not exist, after deleting any recall cache this
+    /// machine still has of it (another replica erased it whole).
     fn open(&self, name: &ConversationName) -> Result<Option<PgLedger>> {
-        Ok(PgLedger::open(
-            self.db.clone(),
-            name.as_str(),
-            self.caps,
-            self.sync,
-        )?)
+        let ledger = PgLedger::open(self.db.clone(), name.as_str(), self.caps, self.sync)?;
+        if ledger.is_none() {
+            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        }
+        Ok(ledger)
     }
 }
 

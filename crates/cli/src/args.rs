@@ -24,6 +24,11 @@ pub struct Cli {
     )]
     pub root: PathBuf,
 
+    /// The store: a directory, or a PostgreSQL database `postgres://user@host:port/db`
+    /// (docs/postgres.md); overrides --root [default: $CTXLOG_STORE, else --root]
+    #[arg(long, global = true, env = "CTXLOG_STORE", value_name = "URL")]
+    pub store: Option<String>,
+
     /// Print errors (and, where a command has one, its result) as JSON.
     #[arg(long, global = true)]
     pub json: bool,
@@ -155,10 +160,12 @@ pub enum Command {
     Gc(GcArgs),
     /// Serve every operation as JSON over HTTP, and the web inspector at / (see docs/http-api.md).
     ///
-    /// Without tokens the server uses the store at --root and must listen on loopback; with
-    /// --tokens FILE (or CTXLOG_TOKENS) each request needs `Authorization: Bearer TOKEN` and
-    /// each tenant gets its own store under <root>/tenants/<tenant>/. Stops on SIGTERM or
-    /// Ctrl-C after finishing the requests in flight.
+    /// Without tokens the server uses the store at --root (or --store) and must listen on
+    /// loopback; with --tokens FILE (or CTXLOG_TOKENS) each request needs
+    /// `Authorization: Bearer TOKEN` and each tenant gets its own store under
+    /// <root>/tenants/<tenant>/ (in a PostgreSQL store: its own schema). Several replicas may
+    /// serve one PostgreSQL store (docs/postgres.md). Stops on SIGTERM or Ctrl-C after
+    /// finishing the requests in flight.
     Serve(ServeArgs),
 }
 

@@ -21,8 +21,12 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let json = cli.json;
     let mut options = ctxlog::Options::default();
     options.lock_wait(cli.wait);
+    let location = match &cli.store {
+        Some(url) => ctxlog::StoreLocation::parse(url)?,
+        None => ctxlog::StoreLocation::dir(&cli.root),
+    };
     let config = store_config(&cli.root, cli.config.as_deref(), cli.redaction)?;
-    let mut store = Store::with_options(&cli.root, options);
+    let mut store = location.open(&options);
     store.configure(&config)?;
     match cli.command {
         Command::Commit(args) => commit(&store, args),
@@ -38,7 +42,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Import(args) => import(&store, args),
         Command::Demo => crate::demo::run(&store, &cli.root),
         Command::Gc(args) => gc(&store, args),
-        Command::Serve(args) => serve(&cli.root, config, args),
+        Command::Serve(args) => serve(location, config, args),
     }
 }
 
@@ -451,10 +455,14 @@ fn import(store: &Store, args: ImportArgs) -> Result<(), Failure> {
     output::json_line(&response)
 }
 
-fn serve(root: &Path, config: ctxlog::StoreConfig, args: ServeArgs) -> Result<(), Failure> {
+fn serve(
+    location: ctxlog::StoreLocation,
+    config: ctxlog::StoreConfig,
+    args: ServeArgs,
+) -> Result<(), Failure> {
     ctxlog_server::serve(ctxlog_server::ServeOptions {
         addr: args.addr,
-        root: root.to_path_buf(),
+        location,
         config,
         tokens_file: args.tokens,
         body_limit: usize::try_from(args.body_limit_mib << 20).unwrap_or(usize::MAX),

@@ -65,6 +65,7 @@ impl From<Error> for Failure {
             ErrorClass::Conflict => (6, "conflict"),
             ErrorClass::BadInput => (1, "bad_input"),
             ErrorClass::NotFound => (1, "not_found"),
+            ErrorClass::Unavailable => (1, "unavailable"),
             _ => (1, "error"),
         };
         let mut message = e.to_string();

@@ -101,6 +101,9 @@ pub enum ErrorClass {
     Conflict,
     /// The conversation does not exist (CLI exit 1).
     NotFound,
+    /// The store's database cannot be reached (down, restarting, connection lost); nothing
+    /// was acknowledged: retry (CLI exit 1, HTTP 503).
+    Unavailable,
     /// Anything else (I/O, a damaged index, …) (CLI exit 1).
     Other,
 }
@@ -221,6 +224,9 @@ fn ledger_class(e: &ctxlog_ledger::Error) -> ErrorClass {
         L::BadRange { .. } => ErrorClass::Usage,
         L::InvalidCommit { .. } | L::TooLarge { .. } | L::BadArtifactRef { .. } => {
             ErrorClass::BadInput
+        }
+        L::Io { source, .. } if source.kind() == std::io::ErrorKind::NotConnected => {
+            ErrorClass::Unavailable
         }
         _ => ErrorClass::Other,
     }

@@ -36,13 +36,14 @@
 //! ```
 
 // Layers, lowest first; a module uses only those above it in this list: error, name, input,
-// redact, adapters, backend, retention, config, ops, handle, store, transfer.
+// redact, adapters, backend, retention, config, ops, handle, store, location, transfer.
 mod adapters;
 pub mod backend;
 mod config;
 mod error;
 mod handle;
 mod input;
+mod location;
 mod name;
 pub mod ops;
 pub mod redact;
@@ -54,6 +55,7 @@ pub use config::{CONFIG_FILE, RetentionConfig, StoreConfig};
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
 pub use input::{TimedCommit, parse_commit, parse_timed_commit};
+pub use location::StoreLocation;
 pub use name::ConversationName;
 pub use redact::{RedactionConfig, Redactor};
 pub use store::Store;

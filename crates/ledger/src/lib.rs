@@ -51,6 +51,7 @@
 //!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
 //!    directory, writing nothing), `reader` ([`LedgerRead`], [`Reader`]).
 //! 6. `ledger`: [`Ledger`], the one writer, which ties them together.
+//! 7. `rules`: the ledger's rules for other storage engines (SPEC L9).
 
 /// Implements [`LedgerRead`] for a handle by delegating to its `state` field (a
 /// `state::LedgerState`): the writer and the reader read the same way.
@@ -101,6 +102,7 @@ mod ledger;
 mod options;
 mod reader;
 mod recovery;
+pub mod rules;
 mod scan;
 mod sidecar;
 mod state;

@@ -30,6 +30,7 @@ const LAYERS: &[&str] = &[
     "verify",
     "reader",
     "ledger",
+    "rules",
 ];
 
 fn module_of(path: &Path, src: &Path) -> String {

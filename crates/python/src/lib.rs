@@ -76,7 +76,8 @@ struct PyStore {
 
 #[pymethods]
 impl PyStore {
-    /// Opens the store at `url`: a directory path (str or os.PathLike). `writer_wait`
+    /// Opens the store at `url`: a directory path (str or os.PathLike), or a PostgreSQL
+    /// database `postgres://user@host:port/db` (see docs/postgres.md). `writer_wait`
     /// (seconds) bounds how long a commit queues behind other commits of this process to
     /// the same conversation before raising `Busy` [default: None, as long as it takes].
     ///
@@ -99,12 +100,9 @@ impl PyStore {
         redact_patterns: Option<std::collections::BTreeMap<String, String>>,
     ) -> PyResult<Self> {
         let location = url.display().to_string();
-        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-            return Err(usage(
-                "this build of ctxlog has no PostgreSQL backend yet; give a directory".into(),
-            ));
-        }
-        let mut store = ctxlog::Store::open(&url);
+        let parsed = ctxlog::StoreLocation::parse(&location).map_err(|e| usage(e.to_string()))?;
+        let location = parsed.display();
+        let mut store = parsed.open(&ctxlog::Options::default());
         if let Some(seconds) = writer_wait {
             let wait = Duration::try_from_secs_f64(seconds)
                 .map_err(|e| usage(format!("writer_wait must be seconds >= 0: {e}")))?;

@@ -33,6 +33,7 @@ const RETRY_AFTER_SECS: &str = "1";
 /// | `index_damaged` | 500 (the recall index, a cache: `reindex` repairs it) |
 /// | `internal` | 500 (message generic; details in the server log) |
 /// | `busy` | 503 + `Retry-After` |
+/// | `unavailable` | 503 + `Retry-After` (the store's database cannot be reached) |
 #[derive(Debug)]
 pub struct AppError {
     status: StatusCode,
@@ -129,6 +130,10 @@ impl AppError {
                 "the conversation is locked by another writer process; retry when it is done",
             ),
             ErrorClass::Busy => AppError::new(S::SERVICE_UNAVAILABLE, "busy", e.to_string()),
+            ErrorClass::Unavailable => {
+                tracing::warn!(error = %e, "store unavailable");
+                AppError::new(S::SERVICE_UNAVAILABLE, "unavailable", e.to_string())
+            }
             ErrorClass::Corrupt => corrupt(&e),
             _ => match &e {
                 Error::Recall(recall) if recall.is_damaged() => {

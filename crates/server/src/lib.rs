@@ -56,6 +56,9 @@ pub struct Config {
     /// The store directory. Without tokens it is the one store; with tokens each tenant's
     /// store is `<root>/tenants/<tenant>/`.
     pub root: PathBuf,
+    /// Where the stores are instead of `root` (a PostgreSQL database: one schema per tenant)
+    /// [default: none: the directory `root`].
+    pub location: Option<ctxlog::StoreLocation>,
     /// Bearer tokens mapped to tenants [default: none: no authentication, one store].
     pub tokens: Option<Tokens>,
     /// The largest request body accepted, in bytes; larger ones get 413
@@ -73,6 +76,7 @@ impl Config {
     pub fn new(root: impl AsRef<Path>) -> Config {
         Config {
             root: root.as_ref().to_path_buf(),
+            location: None,
             tokens: None,
             body_limit: DEFAULT_BODY_LIMIT,
             writer_wait: DEFAULT_WRITER_WAIT,
@@ -119,21 +123,25 @@ impl AppState {
     /// store configuration that does not check out leaves the stores at the defaults
     /// ([`AppState::try_new`] refuses it instead).
     pub fn new(config: &Config) -> AppState {
-        let open = |root: PathBuf| {
-            let mut store = Store::open(&root);
+        let open = |location: ctxlog::StoreLocation| {
+            let mut store = location.open(&ctxlog::Options::default());
             store.set_writer_wait(Some(config.writer_wait));
             let _ = store.configure(&config.store);
             Tenant {
                 store: Arc::new(store),
-                root: root.display().to_string().into(),
+                root: location.display().into(),
             }
         };
+        let location = config
+            .location
+            .clone()
+            .unwrap_or_else(|| ctxlog::StoreLocation::dir(&config.root));
         let stores = match &config.tokens {
-            None => HashMap::from([(String::new(), open(config.root.clone()))]),
+            None => HashMap::from([(String::new(), open(location))]),
             Some(tokens) => tokens
                 .tenants()
                 .into_iter()
-                .map(|t| (t.to_string(), open(config.root.join("tenants").join(t))))
+                .map(|t| (t.to_string(), open(location.for_tenant(t))))
                 .collect(),
         };
         AppState {
@@ -196,8 +204,8 @@ pub async fn run(
 pub struct ServeOptions {
     /// Where to listen.
     pub addr: SocketAddr,
-    /// The store directory.
-    pub root: PathBuf,
+    /// The store: a directory or a database.
+    pub location: ctxlog::StoreLocation,
     /// A tokens file; without one, `CTXLOG_TOKENS` is read (see [`Tokens`]).
     pub tokens_file: Option<PathBuf>,
     /// The request body limit in bytes.
@@ -231,7 +239,8 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     };
     check_exposure(options.addr, tokens.is_some())?;
     let config = Config {
-        root: options.root.clone(),
+        root: PathBuf::new(),
+        location: Some(options.location.clone()),
         tokens,
         body_limit: options.body_limit,
         writer_wait: options.writer_wait,

@@ -11,6 +11,7 @@
 //! written through the ledger's [`Storage`](ctxlog_ledger::Storage) trait.
 
 mod file;
+mod postgres;
 
 use std::fmt::Debug;
 use std::ops::RangeInclusive;
@@ -23,6 +24,7 @@ use ctxlog_ledger::{
 use serde::{Deserialize, Serialize};
 
 pub use file::FileBackend;
+pub use postgres::{DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, PgBackend, PgConfig, PgLedger};
 
 use crate::{ConversationName, Result};
 

@@ -1,0 +1,292 @@
+//! Failure class: several `ctxlog serve` replicas over one PostgreSQL database losing or
+//! duplicating commits: two replicas appending the same seq, a commit acknowledged by a
+//! replica that then dies and is not there, a database restart that leaves a replica
+//! broken or answers with an unreadable error.
+//!
+//! Guarantee: two replicas on different loopback ports over one database, 8 clients
+//! committing to the same conversations through both at once: every acknowledged commit is
+//! in the ledger exactly once and seqs are contiguous. One replica is killed with SIGKILL
+//! mid-load (its clients retry on the other with the same `Idempotency-Key`): nothing
+//! acknowledged is lost. The database is restarted mid-load: clients get a clear error
+//! (naming what failed), then the same replicas work again. Skipped with a message where
+//! PostgreSQL is not installed; a failure under `CI`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../ctxlog/tests/common/pg.rs"]
+mod pg;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const CLIENTS: usize = 8;
+const CONVERSATIONS: [&str; 2] = ["shared-a", "shared-b"];
+
+struct Replica {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_replica(url: &str) -> Replica {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxlog"))
+        .env_remove("CTXLOG_TOKENS")
+        .args(["--store", url, "serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "serve exited early"
+        );
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split('/').next().unwrap().to_string();
+        }
+    };
+    // Keep draining the log so the replica never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Replica { child, addr }
+}
+
+/// One HTTP request over a fresh connection: the status and body, or an I/O error (the
+/// replica is gone).
+fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let key = key
+        .map(|k| format!("Idempotency-Key: {k}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n{key}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    let status = reply
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status in {reply:?}")))?;
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    Ok((status, body))
+}
+
+/// An acknowledged commit: its key, text and receipt.
+#[derive(Clone, Debug)]
+struct Ack {
+    conversation: &'static str,
+    text: String,
+    first_seq: u64,
+    last_seq: u64,
+}
+
+struct Load {
+    addrs: Vec<String>,
+    /// Replicas known dead (index into `addrs`).
+    dead: Mutex<Vec<bool>>,
+    acks: Mutex<Vec<Ack>>,
+    errors: Mutex<Vec<String>>,
+    done: AtomicUsize,
+}
+
+impl Load {
+    /// Commits one turn through replica `prefer` (or the other when it is dead), retrying
+    /// with the same key until it is acknowledged.
+    fn commit(&self, prefer: usize, conversation: &'static str, key: &str) {
+        let text = format!("turn {key}");
+        let body = serde_json::json!({"user": text, "assistant": "ok"}).to_string();
+        let path = format!("/v1/conversations/{conversation}/commits");
+        for _attempt in 0..600 {
+            let live = {
+                let dead = self.dead.lock().unwrap();
+                if dead[prefer] { 1 - prefer } else { prefer }
+            };
+            match request(&self.addrs[live], "POST", &path, Some(key), &body) {
+                Ok((200, reply)) => {
+                    let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+                    self.acks.lock().unwrap().push(Ack {
+                        conversation,
+                        text,
+                        first_seq: v["first_seq"].as_u64().unwrap(),
+                        last_seq: v["last_seq"].as_u64().unwrap(),
+                    });
+                    self.done.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+                Ok((status, reply)) => {
+                    assert!(status >= 500, "{status} {reply}");
+                    self.errors
+                        .lock()
+                        .unwrap()
+                        .push(format!("{status} {reply}"));
+                }
+                Err(_) => self.dead.lock().unwrap()[live] = true,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("commit {key} never acknowledged");
+    }
+
+    fn run(self: &Arc<Self>, round: &str, per_client: usize) {
+        let threads: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let load = self.clone();
+                let round = round.to_string();
+                std::thread::spawn(move || {
+                    for n in 0..per_client {
+                        let conv = CONVERSATIONS[(c + n) % 2];
+                        load.commit(c % 2, conv, &format!("{round}-c{c}-n{n}"));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}
+
+/// Every event of `conversation`, through `addr`.
+fn events(addr: &str, conversation: &str) -> Vec<serde_json::Value> {
+    let (status, body) = request(
+        addr,
+        "GET",
+        &format!("/v1/conversations/{conversation}/events?limit=10000"),
+        None,
+        "",
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["events"].as_array().unwrap().clone()
+}
+
+fn wait_for(done: &AtomicUsize, n: usize) {
+    while done.load(Ordering::SeqCst) < n {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn two_replicas_one_database_lose_and_duplicate_nothing() {
+    let Some(cluster) = pg::PgCluster::start() else {
+        return;
+    };
+    let caches = tempfile::tempdir().unwrap();
+    let url = |name: &str| cluster.url("ctxlog", &caches.path().join(name));
+    let mut a = start_replica(&url("a"));
+    let b = start_replica(&url("b"));
+    let load = Arc::new(Load {
+        addrs: vec![a.addr.clone(), b.addr.clone()],
+        dead: Mutex::new(vec![false, false]),
+        acks: Mutex::new(Vec::new()),
+        errors: Mutex::new(Vec::new()),
+        done: AtomicUsize::new(0),
+    });
+
+    // Round 1: both replicas; replica A is SIGKILLed once 40 commits are acknowledged.
+    let killer = {
+        let load = load.clone();
+        std::thread::spawn(move || {
+            wait_for(&load.done, 40);
+            a.child.kill().unwrap();
+            a.child.wait().unwrap();
+        })
+    };
+    load.run("r1", 20);
+    killer.join().unwrap();
+    assert!(
+        load.dead.lock().unwrap()[0],
+        "clients noticed replica A was gone"
+    );
+
+    // Round 2: the database is restarted (immediate stop: as after a crash) mid-load.
+    let restarted = {
+        let load = load.clone();
+        let start = load.done.load(Ordering::SeqCst);
+        let cluster = &cluster;
+        std::thread::scope(|s| {
+            let l = load.clone();
+            let clients = s.spawn(move || l.run("r2", 10));
+            wait_for(&load.done, start + 10);
+            cluster.stop();
+            std::thread::sleep(Duration::from_millis(1500));
+            cluster.start_again();
+            clients.join().unwrap();
+        });
+        load.errors.lock().unwrap().clone()
+    };
+    assert!(!restarted.is_empty(), "the restart was seen by clients");
+    for e in &restarted {
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+    assert!(
+        restarted.iter().any(|e| e.starts_with("503")
+            && e.contains("\"unavailable\"")
+            && e.contains("<store>")),
+        "a clear error: {restarted:?}"
+    );
+    eprintln!(
+        "errors clients saw during the restart (first 3): {:?}",
+        &restarted[..restarted.len().min(3)]
+    );
+
+    // Every acknowledged commit is there exactly once, at the seqs it was acknowledged
+    // with, and seqs are contiguous.
+    let acks = load.acks.lock().unwrap().clone();
+    assert_eq!(acks.len(), CLIENTS * 30);
+    for conv in CONVERSATIONS {
+        let events = events(&b.addr, conv);
+        let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as u64).collect::<Vec<_>>(),
+            "{conv}: contiguous"
+        );
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for e in &events {
+            if e["kind"] == "user" {
+                *count.entry(e["text"].as_str().unwrap()).or_default() += 1;
+            }
+        }
+        for ack in acks.iter().filter(|a| a.conversation == conv) {
+            assert_eq!(count.get(ack.text.as_str()), Some(&1), "{ack:?} once");
+            let at = &events[ack.first_seq as usize - 1];
+            assert_eq!(
+                at["text"].as_str(),
+                Some(ack.text.as_str()),
+                "{ack:?} at its seqs"
+            );
+            assert_eq!(ack.last_seq, ack.first_seq + 1);
+        }
+        assert_eq!(
+            count.len(),
+            acks.iter().filter(|a| a.conversation == conv).count()
+        );
+    }
+    drop(b);
+}

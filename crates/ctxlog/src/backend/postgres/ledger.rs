@@ -1,0 +1,827 @@
+//! [`PgLedger`]: one conversation in PostgreSQL, as a [`LedgerView`] and a [`LedgerWriter`].
+//!
+//! The handle keeps the conversation's index in memory (per seq: kind and record size; the
+//! user and note seqs), read once and then caught up by seq; payloads are read on demand and
+//! checked against their CRC32C. A commit is one transaction that first locks the
+//! conversation's row (`SELECT … FOR UPDATE`): writers on every replica queue there, and the
+//! handle catches up with what others committed before it validates and appends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ctxlog_ledger::rules::{self, Caps};
+use ctxlog_ledger::{
+    ArtifactRef, CommitReceipt, ErasureReport, Error, Event, EventBody, EventKind, LedgerRead,
+    NewCommit, Result, SystemMarker,
+};
+use postgres::types::ToSql;
+use postgres::{GenericClient, Statement};
+
+use super::db::{Db, stmt};
+use crate::backend::{LedgerView, LedgerWriter};
+
+/// The committed index of a conversation, as of the last catch-up.
+#[derive(Clone, Debug, Default)]
+struct Index {
+    ledger_id: String,
+    bytes: u64,
+    last_ts_ms: i64,
+    kinds: Vec<EventKind>,
+    lens: Vec<u32>,
+    user_seqs: Vec<u64>,
+    note_seqs: Vec<u64>,
+}
+
+impl Index {
+    fn last_seq(&self) -> u64 {
+        self.kinds.len() as u64
+    }
+
+    fn push(&mut self, seq: u64, kind: EventKind, len: u32) {
+        self.kinds.push(kind);
+        self.lens.push(len);
+        match kind {
+            EventKind::User => self.user_seqs.push(seq),
+            EventKind::Note => self.note_seqs.push(seq),
+            _ => {}
+        }
+    }
+}
+
+/// The conversation's row: what a catch-up compares against.
+struct Head {
+    ledger_id: String,
+    last_seq: u64,
+    bytes: u64,
+    last_ts_ms: i64,
+}
+
+/// One conversation of a PostgreSQL store.
+pub struct PgLedger {
+    db: Arc<Db>,
+    caps: Caps,
+    sync: bool,
+    name: String,
+    index: Index,
+}
+
+/// A prepared statement cache and a client (a transaction or a plain connection).
+struct Q<'a, C: GenericClient> {
+    c: &'a mut C,
+    cache: &'a mut HashMap<String, Statement>,
+    db: &'a Db,
+}
+
+impl<C: GenericClient> Q<'_, C> {
+    fn prep(&mut self, sql: &str) -> Result<Statement> {
+        let sql = sql.replace("{s}", &self.db.schema);
+        stmt(self.c, self.cache, &sql).map_err(|e| self.db.err("cannot prepare a statement", &e))
+    }
+
+    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>> {
+        let s = self.prep(sql)?;
+        self.c
+            .query(&s, params)
+            .map_err(|e| self.db.err("query failed", &e))
+    }
+
+    fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        let s = self.prep(sql)?;
+        self.c
+            .execute(&s, params)
+            .map_err(|e| self.db.err("statement failed", &e))
+    }
+
+    fn head(&mut self, name: &str, lock: bool) -> Result<Option<Head>> {
+        let sql = if lock {
+            "SELECT ledger_id, last_seq, bytes, last_ts_ms FROM {s}.conversations WHERE name = $1 FOR UPDATE"
+        } else {
+            "SELECT ledger_id, last_seq, bytes, last_ts_ms FROM {s}.conversations WHERE name = $1"
+        };
+        Ok(self.query(sql, &[&name])?.first().map(|r| Head {
+            ledger_id: r.get(0),
+            last_seq: r.get::<_, i64>(1) as u64,
+            bytes: r.get::<_, i64>(2) as u64,
+            last_ts_ms: r.get(3),
+        }))
+    }
+
+    /// Brings `index` up to `head`: the new seqs only, or everything when the ledger id
+    /// changed (an erasure rewrote it).
+    fn catch_up(&mut self, name: &str, index: &mut Index, head: &Head) -> Result<()> {
+        if head.ledger_id != index.ledger_id || head.last_seq < index.last_seq() {
+            *index = Index {
+                ledger_id: head.ledger_id.clone(),
+                ..Index::default()
+            };
+        }
+        let from = index.last_seq() as i64;
+        if head.last_seq > index.last_seq() {
+            let rows = self.query(
+                "SELECT seq, kind, record_len FROM {s}.events
+                 WHERE conversation = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
+                &[&name, &from, &(head.last_seq as i64)],
+            )?;
+            for row in rows {
+                let seq = row.get::<_, i64>(0) as u64;
+                let kind_byte: i16 = row.get(1);
+                let kind = EventKind::from_byte(kind_byte as u8).ok_or_else(|| {
+                    corrupt(
+                        self.db,
+                        name,
+                        seq,
+                        format!("unknown event kind {kind_byte}"),
+                    )
+                })?;
+                if seq != index.last_seq() + 1 {
+                    return Err(corrupt(
+                        self.db,
+                        name,
+                        index.last_seq() + 1,
+                        format!("found seq {seq} where seq {} belongs", index.last_seq() + 1),
+                    ));
+                }
+                index.push(seq, kind, row.get::<_, i32>(2) as u32);
+            }
+            if index.last_seq() != head.last_seq {
+                return Err(corrupt(
+                    self.db,
+                    name,
+                    index.last_seq() + 1,
+                    "event row missing".into(),
+                ));
+            }
+        }
+        index.bytes = head.bytes;
+        index.last_ts_ms = head.last_ts_ms;
+        Ok(())
+    }
+
+    /// Events `range` (placeholders of erased seqs included), each checked against its CRC.
+    fn raw_events(&mut self, name: &str, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
+        let rows = self.query(
+            "SELECT seq, kind, ts_ms, payload, crc FROM {s}.events
+             WHERE conversation = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+            &[&name, &(*range.start() as i64), &(*range.end() as i64)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let seq = row.get::<_, i64>(0) as u64;
+                let kind: i16 = row.get(1);
+                let ts_ms: i64 = row.get(2);
+                let payload: &[u8] = row.get(3);
+                let crc = row.get::<_, i32>(4) as u32;
+                decode(self.db, name, seq, kind, ts_ms, payload, crc)
+            })
+            .collect()
+    }
+}
+
+/// The CRC32C of an event row: seq, kind and time (little-endian) and the payload.
+pub(crate) fn row_crc(seq: u64, kind: u8, ts_ms: i64, payload: &[u8]) -> u32 {
+    let mut head = [0u8; 17];
+    head[..8].copy_from_slice(&seq.to_le_bytes());
+    head[8] = kind;
+    head[9..].copy_from_slice(&ts_ms.to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c(&head), payload)
+}
+
+fn decode(
+    db: &Db,
+    name: &str,
+    seq: u64,
+    kind: i16,
+    ts_ms: i64,
+    payload: &[u8],
+    crc: u32,
+) -> Result<Event> {
+    if row_crc(seq, kind as u8, ts_ms, payload) != crc {
+        return Err(corrupt(db, name, seq, "payload checksum mismatch".into()));
+    }
+    let body: EventBody = serde_json::from_slice(payload)
+        .map_err(|e| corrupt(db, name, seq, format!("undecodable event body: {e}")))?;
+    if body.kind().as_byte() as i16 != kind {
+        return Err(corrupt(
+            db,
+            name,
+            seq,
+            "kind column disagrees with the payload".into(),
+        ));
+    }
+    Ok(Event { seq, ts_ms, body })
+}
+
+/// The corrupt error for `seq` of conversation `name` (offset: the seq; rows have no byte
+/// offset).
+fn corrupt(db: &Db, name: &str, seq: u64, reason: String) -> Error {
+    Error::Corrupt {
+        path: PathBuf::from(format!("{}#{}.events/{name}", db.location, db.schema_name)),
+        offset: seq,
+        seq: Some(seq),
+        reason,
+    }
+}
+
+/// One encoded event row of a commit.
+struct Row {
+    seq: u64,
+    kind: EventKind,
+    payload: Vec<u8>,
+    len: u32,
+    artifact: Option<String>,
+}
+
+impl PgLedger {
+    /// Opens `name`: loads its index. `Ok(None)` when it does not exist.
+    pub(crate) fn open(
+        db: Arc<Db>,
+        name: &str,
+        caps: Caps,
+        sync: bool,
+    ) -> Result<Option<PgLedger>> {
+        let mut ledger = PgLedger {
+            db,
+            caps,
+            sync,
+            name: name.to_string(),
+            index: Index::default(),
+        };
+        Ok(ledger.refresh()?.then_some(ledger))
+    }
+
+    /// A handle on a conversation not created yet (its first commit creates it).
+    pub(crate) fn new_empty(db: Arc<Db>, name: &str, caps: Caps, sync: bool) -> PgLedger {
+        PgLedger {
+            db,
+            caps,
+            sync,
+            name: name.to_string(),
+            index: Index::default(),
+        }
+    }
+
+    /// Catches up with the database; false when the conversation does not exist (the
+    /// index is then empty, with an empty ledger id).
+    fn refresh(&mut self) -> Result<bool> {
+        let db = self.db.clone();
+        let mut conn = db.conn()?;
+        let (client, cache) = conn.parts();
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let mut q = Q {
+            c: &mut tx,
+            cache,
+            db: &db,
+        };
+        let found = match q.head(&self.name, false)? {
+            Some(head) => {
+                q.catch_up(&self.name, &mut self.index, &head)?;
+                true
+            }
+            None => {
+                self.index = Index::default();
+                false
+            }
+        };
+        tx.commit().map_err(|e| db.err("read failed", &e))?;
+        Ok(found)
+    }
+
+    /// Encodes the commit's rows (large tool outputs offloaded), checking the record cap.
+    fn encode(&self, commit: &NewCommit, first_seq: u64) -> Result<(Vec<Row>, Vec<Vec<u8>>)> {
+        let meta = rules::commit_meta_len(commit);
+        let n = commit.events.len();
+        let mut rows = Vec::with_capacity(n);
+        let mut artifacts = Vec::new();
+        for (i, body) in commit.events.iter().enumerate() {
+            let (body, artifact) = rules::offload(body, self.caps.artifact_threshold);
+            artifacts.extend(artifact);
+            let payload = serde_json::to_vec(&body).map_err(|e| Error::InvalidCommit {
+                reason: format!("event {} cannot be encoded: {e}", i + 1),
+            })?;
+            let extra = if i + 1 == n { meta } else { 0 };
+            let len = rules::check_record(&self.caps, payload.len() + extra)?;
+            let artifact = match &body {
+                EventBody::ToolResult {
+                    artifact: Some(r), ..
+                } => Some(r.name.clone()),
+                _ => None,
+            };
+            rows.push(Row {
+                seq: first_seq + i as u64,
+                kind: body.kind(),
+                payload,
+                len: len as u32,
+                artifact,
+            });
+        }
+        Ok((rows, artifacts))
+    }
+
+    fn commit_tx(&mut self, commit: &NewCommit, times: &[Option<i64>]) -> Result<CommitReceipt> {
+        let key = rules::idempotency_key(commit, times)?;
+        let db = self.db.clone();
+        let mut conn = db.conn()?;
+        let (client, cache) = conn.parts();
+        let mut tx = client
+            .transaction()
+            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let mut q = Q {
+            c: &mut tx,
+            cache,
+            db: &db,
+        };
+        let sync = if self.sync { "on" } else { "off" };
+        q.exec(&format!("SET LOCAL synchronous_commit = {sync}"), &[])?;
+        q.exec(
+            "INSERT INTO {s}.conversations (name, ledger_id, created_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO NOTHING",
+            &[&self.name, &rules::new_ledger_id(), &rules::now_ms()],
+        )?;
+        let head = q
+            .head(&self.name, true)?
+            .ok_or_else(|| db.io("conversation row vanished".into()))?;
+        let mut index = self.index.clone();
+        q.catch_up(&self.name, &mut index, &head)?;
+        if let Some((id_hash, digest)) = &key {
+            let rows = q.query(
+                "SELECT digest, first_seq, last_seq FROM {s}.commits
+                 WHERE conversation = $1 AND id_hash = $2",
+                &[&self.name, &id_hash.as_slice()],
+            )?;
+            if let Some(row) = rows.first() {
+                let stored: &[u8] = row.get(0);
+                drop(tx);
+                self.index = index;
+                if stored != digest.as_slice() {
+                    return Err(Error::Conflict {
+                        id: commit.id.clone().unwrap_or_default(),
+                    });
+                }
+                return Ok(CommitReceipt {
+                    first_seq: row.get::<_, i64>(1) as u64,
+                    last_seq: row.get::<_, i64>(2) as u64,
+                    replayed: true,
+                });
+            }
+        }
+        let next = index.last_seq() + 1;
+        let open_turn = match index.user_seqs.last() {
+            Some(&start) => q.raw_events(&self.name, start..=index.last_seq())?,
+            None => Vec::new(),
+        };
+        let kinds = index.kinds.clone();
+        let kind_of = |seq: u64| kinds.get((seq as usize).wrapping_sub(1)).copied();
+        rules::check_commit(commit, &open_turn, next, &kind_of)?;
+        self.check_artifact_refs(&mut q, commit)?;
+        let (rows, artifacts) = self.encode(commit, next)?;
+        let records: u64 = rows.iter().map(|r| u64::from(r.len)).sum();
+        let artifact_bytes: u64 = artifacts.iter().map(|a| a.len() as u64).sum();
+        rules::check_commit_size(&self.caps, records, artifact_bytes, index.bytes)?;
+        for a in &artifacts {
+            let name = ctxlog_ledger::artifact_name(a);
+            q.exec(
+                "INSERT INTO {s}.artifacts (conversation, name, content) VALUES ($1, $2, $3)
+                 ON CONFLICT DO NOTHING",
+                &[&self.name, &name, a],
+            )?;
+        }
+        let stamps = rules::resolve_times(rows.len(), times, index.last_ts_ms, rules::now_ms())?;
+        let ts = stamps.last().copied().unwrap_or(index.last_ts_ms);
+        for (r, ts) in rows.iter().zip(&stamps) {
+            let kind = r.kind.as_byte();
+            let crc = row_crc(r.seq, kind, *ts, &r.payload) as i32;
+            q.exec(
+                "INSERT INTO {s}.events
+                 (conversation, seq, kind, ts_ms, record_len, artifact, payload, crc)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[
+                    &self.name,
+                    &(r.seq as i64),
+                    &i16::from(kind),
+                    ts,
+                    &(r.len as i32),
+                    &r.artifact,
+                    &r.payload,
+                    &crc,
+                ],
+            )?;
+        }
+        let last = next + rows.len() as u64 - 1;
+        if let Some((id_hash, digest)) = &key {
+            q.exec(
+                "INSERT INTO {s}.commits (conversation, id_hash, digest, first_seq, last_seq)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &self.name,
+                    &id_hash.as_slice(),
+                    &digest.as_slice(),
+                    &(next as i64),
+                    &(last as i64),
+                ],
+            )?;
+        }
+        let bytes = index.bytes + records;
+        q.exec(
+            "UPDATE {s}.conversations SET last_seq = $2, bytes = $3, last_ts_ms = $4 WHERE name = $1",
+            &[&self.name, &(last as i64), &(bytes as i64), &ts],
+        )?;
+        tx.commit().map_err(|e| {
+            db.err(
+                "commit failed (it may or may not have been applied; retry with the same id)",
+                &e,
+            )
+        })?;
+        for r in &rows {
+            index.push(r.seq, r.kind, r.len);
+        }
+        index.bytes = bytes;
+        index.last_ts_ms = ts;
+        self.index = index;
+        Ok(CommitReceipt {
+            first_seq: next,
+            last_seq: last,
+            replayed: false,
+        })
+    }
+
+    /// A caller-supplied artifact reference must name an artifact of this conversation with
+    /// that length and content.
+    fn check_artifact_refs<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        commit: &NewCommit,
+    ) -> Result<()> {
+        for body in &commit.events {
+            if let EventBody::ToolResult {
+                artifact: Some(r), ..
+            } = body
+            {
+                let content = self.fetch_artifact(q, r)?;
+                if content.len() as u64 != r.bytes {
+                    return Err(Error::InvalidCommit {
+                        reason: format!(
+                            "artifact {} holds {} bytes, the reference says {}",
+                            r.name,
+                            content.len(),
+                            r.bytes
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fetch_artifact<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        r: &ArtifactRef,
+    ) -> Result<Vec<u8>> {
+        if !ctxlog_ledger::is_valid_artifact_name(&r.name) {
+            return Err(Error::BadArtifactRef {
+                name: r.name.clone(),
+                why: "not sha256-<64 lowercase hex>",
+            });
+        }
+        let rows = q.query(
+            "SELECT content FROM {s}.artifacts WHERE conversation = $1 AND name = $2",
+            &[&self.name, &r.name],
+        )?;
+        let content: Vec<u8> =
+            rows.first()
+                .map(|row| row.get(0))
+                .ok_or_else(|| Error::BadArtifactRef {
+                    name: r.name.clone(),
+                    why: "no such artifact in this conversation",
+                })?;
+        rules::check_artifact(&r.name, &content)?;
+        Ok(content)
+    }
+
+    /// Runs `f` on a plain connection (reads outside a transaction).
+    fn with_q<T>(&self, f: impl FnOnce(&mut Q<'_, postgres::Client>) -> Result<T>) -> Result<T> {
+        let mut conn = self.db.conn()?;
+        let (client, cache) = conn.parts();
+        let mut q = Q {
+            c: client,
+            cache,
+            db: &self.db,
+        };
+        f(&mut q)
+    }
+
+    /// The tombstones in the ledger: `(from, to)` of each erased range.
+    fn leads<C: GenericClient>(&self, q: &mut Q<'_, C>, last_seq: u64) -> Result<Vec<(u64, u64)>> {
+        let rows = q.query(
+            "SELECT seq, kind, ts_ms, payload, crc FROM {s}.events
+             WHERE conversation = $1 AND kind = 6 AND seq <= $2 ORDER BY seq",
+            &[&self.name, &(last_seq as i64)],
+        )?;
+        let mut out = Vec::new();
+        for row in &rows {
+            let seq = row.get::<_, i64>(0) as u64;
+            let e = decode(
+                &self.db,
+                &self.name,
+                seq,
+                row.get(1),
+                row.get(2),
+                row.get(3),
+                row.get::<_, i32>(4) as u32,
+            )?;
+            out.extend(rules::tombstone_range(seq, &e.body));
+        }
+        Ok(out)
+    }
+
+    fn already_erased(
+        &self,
+        leads: &[(u64, u64)],
+        index: &Index,
+        range: &RangeInclusive<u64>,
+    ) -> Option<(u64, u64)> {
+        let (from, to) = rules::widen_erasure(range, &index.user_seqs, leads, index.last_seq());
+        let covered: u64 = leads
+            .iter()
+            .filter(|(a, b)| from <= *a && *b <= to)
+            .map(|(a, b)| b - a + 1)
+            .sum();
+        (covered == to - from + 1).then_some((from, to))
+    }
+
+    fn erase_tx(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
+        let db = self.db.clone();
+        let mut conn = db.conn()?;
+        let (client, cache) = conn.parts();
+        let mut tx = client
+            .transaction()
+            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let mut q = Q {
+            c: &mut tx,
+            cache,
+            db: &db,
+        };
+        q.exec("SET LOCAL synchronous_commit = on", &[])?;
+        let head = q
+            .head(&self.name, true)?
+            .ok_or_else(|| db.io("conversation row vanished".into()))?;
+        let mut index = self.index.clone();
+        q.catch_up(&self.name, &mut index, &head)?;
+        rules::check_erase(&range, index.last_seq(), reason)?;
+        let leads = self.leads(&mut q, index.last_seq())?;
+        let requested = (*range.start(), *range.end());
+        if let Some((from, to)) = self.already_erased(&leads, &index, &range) {
+            drop(tx);
+            self.index = index;
+            return Ok(ErasureReport {
+                from,
+                to,
+                requested,
+                events: 0,
+                artifacts_deleted: 0,
+                recovered_deleted: 0,
+                ledger_id: self.index.ledger_id.clone(),
+                already_erased: true,
+            });
+        }
+        let (from, to) = rules::widen_erasure(&range, &index.user_seqs, &leads, index.last_seq());
+        let covered: u64 = leads
+            .iter()
+            .filter(|(a, b)| from <= *a && *b <= to)
+            .map(|(a, b)| b - a + 1)
+            .sum();
+        let old_bytes: i64 = q
+            .query(
+                "SELECT coalesce(sum(record_len), 0)::bigint FROM {s}.events
+                 WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
+                &[&self.name, &(from as i64), &(to as i64)],
+            )?
+            .first()
+            .map_or(0, |r| r.get(0));
+        q.exec(
+            "DELETE FROM {s}.events WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
+            &[&self.name, &(from as i64), &(to as i64)],
+        )?;
+        let at_ms = rules::now_ms();
+        let mut new_bytes = 0u64;
+        for seq in from..=to {
+            let marker = SystemMarker::Tombstone {
+                from,
+                to,
+                at_ms,
+                reason: if seq == from {
+                    reason.to_string()
+                } else {
+                    String::new()
+                },
+            };
+            let payload = serde_json::to_vec(&EventBody::System { marker }).map_err(|e| {
+                Error::InvalidCommit {
+                    reason: format!("tombstone cannot be encoded: {e}"),
+                }
+            })?;
+            let len = (rules::RECORD_HEADER_LEN + payload.len()) as u32;
+            new_bytes += u64::from(len);
+            let kind = EventKind::System.as_byte();
+            let crc = row_crc(seq, kind, at_ms, &payload) as i32;
+            q.exec(
+                "INSERT INTO {s}.events
+                 (conversation, seq, kind, ts_ms, record_len, artifact, payload, crc)
+                 VALUES ($1, $2, $3, $4, $5, NULL, $6, $7)",
+                &[
+                    &self.name,
+                    &(seq as i64),
+                    &i16::from(kind),
+                    &at_ms,
+                    &(len as i32),
+                    &payload,
+                    &crc,
+                ],
+            )?;
+        }
+        q.exec(
+            "DELETE FROM {s}.commits WHERE conversation = $1 AND first_seq <= $3 AND last_seq >= $2",
+            &[&self.name, &(from as i64), &(to as i64)],
+        )?;
+        let artifacts_deleted = q.exec(
+            "DELETE FROM {s}.artifacts a WHERE a.conversation = $1 AND NOT EXISTS
+             (SELECT 1 FROM {s}.events e WHERE e.conversation = $1 AND e.artifact = a.name)",
+            &[&self.name],
+        )?;
+        let ledger_id = rules::new_ledger_id();
+        let bytes = (index.bytes as i64 - old_bytes + new_bytes as i64).max(0);
+        q.exec(
+            "UPDATE {s}.conversations SET ledger_id = $2, bytes = $3 WHERE name = $1",
+            &[&self.name, &ledger_id, &bytes],
+        )?;
+        tx.commit().map_err(|e| db.err("erase failed", &e))?;
+        drop(conn);
+        self.index = Index::default();
+        self.refresh()?;
+        db.scrub()?;
+        Ok(ErasureReport {
+            from,
+            to,
+            requested,
+            events: (to - from + 1) - covered,
+            artifacts_deleted,
+            recovered_deleted: 0,
+            ledger_id,
+            already_erased: false,
+        })
+    }
+
+    /// Every referenced artifact and every event checked (for `verify`).
+    pub(crate) fn verify(&mut self) -> Result<ctxlog_ledger::VerifyReport> {
+        self.refresh()?;
+        let mut report = ctxlog_ledger::VerifyReport {
+            ledger_id: self.index.ledger_id.clone(),
+            last_seq: self.index.last_seq(),
+            bytes: self.index.bytes,
+            sidecar_ok: true,
+            ..Default::default()
+        };
+        let mut coverage = rules::CoverageCheck::default();
+        let mut referenced = BTreeMap::new();
+        let last = self.index.last_seq();
+        let mut seq = 1;
+        while seq <= last {
+            let end = (seq + 999).min(last);
+            let events = self.with_q(|q| q.raw_events(&self.name, seq..=end))?;
+            for e in &events {
+                coverage
+                    .check(e.seq, &e.body)
+                    .map_err(|why| corrupt(&self.db, &self.name, e.seq, why))?;
+                match &e.body {
+                    EventBody::User { .. } => report.turns += 1,
+                    EventBody::Note { .. } => report.notes += 1,
+                    EventBody::ToolResult {
+                        artifact: Some(r), ..
+                    } => {
+                        referenced.insert(r.name.clone(), r.clone());
+                    }
+                    _ => {}
+                }
+            }
+            report.events += events.len() as u64;
+            seq = end + 1;
+        }
+        coverage
+            .finish()
+            .map_err(|why| corrupt(&self.db, &self.name, last, why))?;
+        report.erased = coverage.erased();
+        report.artifacts = referenced.len() as u64;
+        for r in referenced.values() {
+            if let Err(e) = self.with_q(|q| self.fetch_artifact(q, r)) {
+                report.artifact_problems.push(e.to_string());
+            }
+        }
+        report.commits_with_id = self.with_q(|q| {
+            Ok(q.query(
+                "SELECT count(*) FROM {s}.commits WHERE conversation = $1",
+                &[&self.name],
+            )?
+            .first()
+            .map_or(0, |r| r.get::<_, i64>(0) as u64))
+        })?;
+        Ok(report)
+    }
+}
+
+impl LedgerRead for PgLedger {
+    fn ledger_id(&self) -> &str {
+        &self.index.ledger_id
+    }
+    fn last_seq(&self) -> u64 {
+        self.index.last_seq()
+    }
+    fn kind(&self, seq: u64) -> Option<EventKind> {
+        self.index
+            .kinds
+            .get((seq as usize).wrapping_sub(1))
+            .copied()
+    }
+    fn user_seqs(&self) -> &[u64] {
+        &self.index.user_seqs
+    }
+    fn note_seqs(&self) -> &[u64] {
+        &self.index.note_seqs
+    }
+    fn record_len(&self, seq: u64) -> Option<u64> {
+        self.index
+            .lens
+            .get((seq as usize).wrapping_sub(1))
+            .map(|&l| u64::from(l))
+    }
+    fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
+        let (from, to) = (*range.start(), (*range.end()).min(self.last_seq()));
+        if from > to {
+            return Ok(Vec::new());
+        }
+        if from == 0 {
+            return Err(Error::NoSuchSeq {
+                seq: 0,
+                last_seq: self.last_seq(),
+            });
+        }
+        let events = self.with_q(|q| q.raw_events(&self.name, from..=to))?;
+        Ok(events
+            .into_iter()
+            .filter(|e| !rules::is_placeholder(e.seq, &e.body))
+            .collect())
+    }
+    fn artifact(&self, r: &ArtifactRef) -> Result<Vec<u8>> {
+        self.with_q(|q| self.fetch_artifact(q, r))
+    }
+}
+
+impl LedgerView for PgLedger {
+    fn catch_up(&mut self) -> Result<()> {
+        self.refresh().map(|_| ())
+    }
+}
+
+impl LedgerWriter for PgLedger {
+    fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
+        self.commit_tx(commit, &[])
+    }
+    fn commit_timed(&mut self, commit: &NewCommit, times: &[Option<i64>]) -> Result<CommitReceipt> {
+        self.commit_tx(commit, times)
+    }
+    fn commit_seqs(&mut self, id: &str) -> Result<Option<(u64, u64)>> {
+        let hash = ctxlog_ledger::artifact_name(id.as_bytes());
+        let hash = hash.trim_start_matches("sha256-");
+        let bytes: Vec<u8> = (0..hash.len())
+            .step_by(2)
+            .filter_map(|i| u8::from_str_radix(&hash[i..i + 2], 16).ok())
+            .collect();
+        self.with_q(|q| {
+            Ok(q.query(
+                "SELECT first_seq, last_seq FROM {s}.commits WHERE conversation = $1 AND id_hash = $2",
+                &[&self.name, &bytes],
+            )?
+            .first()
+            .map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64)))
+        })
+    }
+    fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
+        rules::check_erase(range, self.last_seq(), reason)
+    }
+    fn is_erased(&self, range: &RangeInclusive<u64>) -> Result<bool> {
+        let leads = self.with_q(|q| self.leads(q, self.last_seq()))?;
+        Ok(self.already_erased(&leads, &self.index, range).is_some())
+    }
+    fn erase(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
+        self.erase_tx(range, reason)
+    }
+    fn is_poisoned(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,87 @@
+//! [`StoreLocation`]: the one place a store URL is read and a backend picked (SPEC L9).
+//!
+//! A location is a directory (the embedded file store, the default) or a
+//! `postgres://user@host:port/db` URL (many server replicas over one database). The CLI's
+//! `--store`/`CTXLOG_STORE`, `ctxlog serve` and Python's `ctxlog.Store(url)` all go through
+//! [`StoreLocation::parse`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ctxlog_ledger::Options;
+
+use crate::backend::{PgBackend, PgConfig};
+use crate::{Result, Store};
+
+/// Where a store is.
+#[derive(Clone, Debug)]
+pub enum StoreLocation {
+    /// The embedded file store: one directory per conversation under this root.
+    Dir(PathBuf),
+    /// A PostgreSQL database (and schema).
+    Postgres(Box<PgConfig>),
+}
+
+impl StoreLocation {
+    /// `postgres://…` or `postgresql://…` is a database (see [`PgConfig::parse`]); anything
+    /// else is a directory.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidRequest`] for a database URL that does not parse.
+    pub fn parse(location: &str) -> Result<StoreLocation> {
+        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+            Ok(StoreLocation::Postgres(Box::new(PgConfig::parse(
+                location,
+            )?)))
+        } else {
+            Ok(StoreLocation::Dir(PathBuf::from(location)))
+        }
+    }
+
+    /// The file store at `root`.
+    pub fn dir(root: impl AsRef<Path>) -> StoreLocation {
+        StoreLocation::Dir(root.as_ref().to_path_buf())
+    }
+
+    /// Where `tenant`'s conversations are: `<root>/tenants/<tenant>/` for a directory, the
+    /// schema `<schema>_<tenant>` for a database.
+    pub fn for_tenant(&self, tenant: &str) -> StoreLocation {
+        match self {
+            StoreLocation::Dir(root) => StoreLocation::Dir(root.join("tenants").join(tenant)),
+            StoreLocation::Postgres(config) => {
+                StoreLocation::Postgres(Box::new(config.for_tenant(tenant)))
+            }
+        }
+    }
+
+    /// The location for messages: the directory, or the URL without credentials.
+    pub fn display(&self) -> String {
+        match self {
+            StoreLocation::Dir(root) => root.display().to_string(),
+            StoreLocation::Postgres(config) => config.location().to_string(),
+        }
+    }
+
+    /// Opens the store; conversations use `options` (caps, sync). Nothing is created or
+    /// connected until the first operation: an unreachable database fails that operation,
+    /// in one line naming it.
+    pub fn open(&self, options: &Options) -> Store {
+        match self {
+            StoreLocation::Dir(root) => Store::with_options(root, options.clone()),
+            StoreLocation::Postgres(config) => {
+                Store::with_backend(Arc::new(PgBackend::new(config, options)))
+            }
+        }
+    }
+}
+
+impl Store {
+    /// The store at `location`: a directory or a `postgres://` URL ([`StoreLocation::parse`]),
+    /// with the ledger's default options.
+    ///
+    /// # Errors
+    /// As [`StoreLocation::parse`].
+    pub fn open_url(location: &str) -> Result<Store> {
+        Ok(StoreLocation::parse(location)?.open(&Options::default()))
+    }
+}

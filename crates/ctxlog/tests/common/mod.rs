@@ -1,0 +1,4 @@
+//! Helpers shared by the facade's integration tests.
+#![allow(dead_code)]
+
+pub mod pg;

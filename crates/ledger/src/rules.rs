@@ -1,0 +1,290 @@
+//! The ledger's rules, for other storage engines (SPEC L9): what a commit may contain, what
+//! "same content" means for an idempotency id, how large tool outputs become artifacts, the
+//! caps, and how an erasure range is checked and widened. The file store applies exactly
+//! these; a database backend calls them so that both engines accept and refuse the same
+//! commits and erase the same seqs.
+
+use std::ops::RangeInclusive;
+
+use crate::error::{Error, Result};
+use crate::event::{ArtifactRef, Event, EventBody, EventKind, NewCommit};
+use crate::options::Options;
+use crate::validate::{Origin, TurnState};
+
+pub use crate::format::RECORD_HEADER_LEN;
+
+/// The caps and thresholds of `options` (SPEC L5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// Largest record (header + event JSON + commit metadata).
+    pub max_record_bytes: u64,
+    /// Largest commit: its records plus the artifacts it creates.
+    pub max_commit_bytes: u64,
+    /// Largest ledger.
+    pub max_ledger_bytes: u64,
+    /// Tool results longer than this become artifacts.
+    pub artifact_threshold: u64,
+}
+
+/// The caps of `options`.
+pub fn caps(options: &Options) -> Caps {
+    Caps {
+        max_record_bytes: options.max_record_bytes.min(u64::from(u32::MAX)),
+        max_commit_bytes: options.max_commit_bytes,
+        max_ledger_bytes: options.max_ledger_bytes,
+        artifact_threshold: options.artifact_threshold,
+    }
+}
+
+/// True when `options` asks for durable commits (the file store's fsync; a database's
+/// synchronous commit).
+pub fn syncs(options: &Options) -> bool {
+    options.syncs()
+}
+
+/// The idempotency key of a commit: SHA-256 of its id and the digest of its canonical
+/// content and explicit times (`None` without an id). Fails for an id outside 1 to
+/// [`crate::MAX_COMMIT_ID_BYTES`] bytes.
+///
+/// # Errors
+/// [`Error::InvalidCommit`].
+pub fn idempotency_key(
+    commit: &NewCommit,
+    times: &[Option<i64>],
+) -> Result<Option<([u8; 32], [u8; 32])>> {
+    match &commit.id {
+        None => Ok(None),
+        Some(id) => {
+            crate::validate::check_id(id)?;
+            Ok(Some((
+                crate::hex::sha256(id.as_bytes()),
+                crate::digest::commit_digest(&commit.events, times)?,
+            )))
+        }
+    }
+}
+
+/// The stored time of each of `n` events (SPEC L10): `given[i]` when the caller gave one, else
+/// the clock `now_ms`, never earlier than the event before (`last_ms` for the first).
+///
+/// # Errors
+/// [`Error::InvalidCommit`] for an explicit time earlier than the event before it.
+pub fn resolve_times(
+    n: usize,
+    given: &[Option<i64>],
+    last_ms: i64,
+    now_ms: i64,
+) -> Result<Vec<i64>> {
+    crate::commit::resolve_times(n, given, last_ms, now_ms)
+}
+
+/// Checks an application's `commit` against the open turn: `open_turn` holds the stored
+/// events from the last user event on (empty when there is none), `next_seq` is the seq the
+/// first event will get, `kind_of` answers the kind of a stored seq.
+///
+/// # Errors
+/// [`Error::InvalidCommit`], as the file store refuses it.
+pub fn check_commit(
+    commit: &NewCommit,
+    open_turn: &[Event],
+    next_seq: u64,
+    kind_of: &dyn Fn(u64) -> Option<EventKind>,
+) -> Result<()> {
+    let mut state = TurnState::default();
+    for e in open_turn {
+        state.apply(&e.body);
+    }
+    crate::validate::check_events(
+        &commit.events,
+        &state,
+        next_seq,
+        Origin::Application,
+        kind_of,
+    )
+    .map(|_| ())
+}
+
+/// A tool result longer than `threshold` becomes an excerpt plus the artifact's content (to
+/// store before the event); any other event is returned as it is.
+pub fn offload(body: &EventBody, threshold: u64) -> (EventBody, Option<Vec<u8>>) {
+    match body {
+        EventBody::ToolResult {
+            call_id,
+            tool,
+            status,
+            exit_code,
+            text,
+            artifact: None,
+        } if text.len() as u64 > threshold => {
+            let name = crate::artifact::artifact_name(text.as_bytes());
+            let r = ArtifactRef {
+                name: name.clone(),
+                bytes: text.len() as u64,
+            };
+            let excerpt = crate::artifact::excerpt(text, threshold, &name);
+            let body = EventBody::ToolResult {
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                status: *status,
+                exit_code: *exit_code,
+                text: excerpt,
+                artifact: Some(r),
+            };
+            (body, Some(text.as_bytes().to_vec()))
+        }
+        other => (other.clone(), None),
+    }
+}
+
+/// The commit metadata the file store keeps in a commit's last record (its id and content
+/// digest, as JSON), so that a database counts the same record sizes against the caps.
+pub fn commit_meta_len(commit: &NewCommit) -> usize {
+    match &commit.id {
+        Some(id) => serde_json::to_vec(&crate::scan::CommitMeta {
+            id: id.clone(),
+            digest: "0".repeat(64),
+        })
+        .map_or(0, |v| v.len()),
+        None => 0,
+    }
+}
+
+/// Refuses a record of `payload` bytes (event JSON + metadata) over the record cap.
+///
+/// # Errors
+/// [`Error::TooLarge`] `"record"`.
+pub fn check_record(caps: &Caps, payload: usize) -> Result<u64> {
+    let actual = (RECORD_HEADER_LEN + payload) as u64;
+    too_large("record", caps.max_record_bytes, actual)?;
+    Ok(actual)
+}
+
+/// Refuses a commit of `records` bytes plus `artifacts` bytes over the commit cap, or a
+/// ledger of `ledger_before + records` bytes over the ledger cap.
+///
+/// # Errors
+/// [`Error::TooLarge`] `"commit"` or `"ledger"`.
+pub fn check_commit_size(
+    caps: &Caps,
+    records: u64,
+    artifacts: u64,
+    ledger_before: u64,
+) -> Result<()> {
+    too_large("commit", caps.max_commit_bytes, records + artifacts)?;
+    too_large("ledger", caps.max_ledger_bytes, ledger_before + records)
+}
+
+fn too_large(what: &'static str, limit: u64, actual: u64) -> Result<()> {
+    if actual > limit {
+        return Err(Error::TooLarge {
+            what,
+            limit,
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// Checks an erasure request as the file store does: a non-empty range inside
+/// `1..=last_seq`, a reason of at most [`crate::MAX_ERASE_REASON_BYTES`].
+///
+/// # Errors
+/// [`Error::BadRange`].
+pub fn check_erase(range: &RangeInclusive<u64>, last_seq: u64, reason: &str) -> Result<()> {
+    let (from, to) = (*range.start(), *range.end());
+    let bad = |reason: String| Err(Error::BadRange { reason });
+    if from == 0 {
+        return bad("seqs start at 1".into());
+    }
+    if from > to {
+        return bad(format!("range {from}-{to} is empty (first > last)"));
+    }
+    if to > last_seq {
+        return bad(format!(
+            "range {from}-{to} goes past the last seq ({last_seq})"
+        ));
+    }
+    if reason.len() > crate::MAX_ERASE_REASON_BYTES {
+        return bad(format!(
+            "reason is {} bytes, the limit is {}",
+            reason.len(),
+            crate::MAX_ERASE_REASON_BYTES
+        ));
+    }
+    Ok(())
+}
+
+/// Widens an erasure range to whole turns and over earlier tombstones (`leads`: the
+/// `(from, to)` of each), as the file store's erasure does.
+pub fn widen_erasure(
+    range: &RangeInclusive<u64>,
+    user_seqs: &[u64],
+    leads: &[(u64, u64)],
+    last_seq: u64,
+) -> (u64, u64) {
+    crate::tombstone::widen(*range.start(), *range.end(), user_seqs, leads, last_seq)
+}
+
+/// The erased range an event leads, when it is a tombstone (`seq == from`).
+pub fn tombstone_range(seq: u64, body: &EventBody) -> Option<(u64, u64)> {
+    crate::tombstone::lead_range(seq, body)
+}
+
+/// True when the event at `seq` is a covered placeholder of an erased range: readers skip it.
+pub fn is_placeholder(seq: u64, body: &EventBody) -> bool {
+    crate::tombstone::is_placeholder(seq, body)
+}
+
+/// Checks, record by record in seq order, that erased ranges are covered by their
+/// tombstones (what `verify` checks in the file store).
+#[derive(Debug, Default)]
+pub struct CoverageCheck(crate::tombstone::Coverage);
+
+impl CoverageCheck {
+    /// Feeds the event at `seq`.
+    ///
+    /// # Errors
+    /// What is wrong at `seq`.
+    pub fn check(&mut self, seq: u64, body: &EventBody) -> std::result::Result<(), String> {
+        self.0.check(seq, body)
+    }
+    /// After the last event.
+    ///
+    /// # Errors
+    /// A tombstone that covers seqs past the end.
+    pub fn finish(&self) -> std::result::Result<(), String> {
+        self.0.finish()
+    }
+    /// Seqs covered by tombstones so far.
+    pub fn erased(&self) -> u64 {
+        self.0.erased
+    }
+}
+
+/// A fresh random ledger id, 32 hex digits.
+pub fn new_ledger_id() -> String {
+    crate::hex::encode(&crate::files::new_ledger_id())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    crate::files::now_ms()
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    crate::hex::encode(bytes)
+}
+
+/// Reads back an artifact's content checked against its name.
+///
+/// # Errors
+/// [`Error::ArtifactMismatch`] when `content` does not hash to `name`.
+pub fn check_artifact(name: &str, content: &[u8]) -> Result<()> {
+    if crate::artifact::artifact_name(content) != name {
+        return Err(Error::ArtifactMismatch {
+            name: name.to_string(),
+        });
+    }
+    Ok(())
+}

@@ -38,6 +38,9 @@ pub(super) struct Entry {
     /// Whether this is a call row marked interrupted: its text changes once a result arrives,
     /// so the flag is part of the entry's token-cache key.
     pub interrupted: bool,
+    /// Whether the text was grown into the room left ([`super::grow`]): such a text is not
+    /// the one the token cache holds for its key, so it is counted afresh.
+    pub grown: bool,
 }
 
 impl Entry {
@@ -50,6 +53,7 @@ impl Entry {
             form: Form::Full,
             source: None,
             interrupted: false,
+            grown: false,
         }
     }
 
@@ -72,7 +76,7 @@ impl Entry {
         let Some(text) = self.text() else {
             return 0;
         };
-        if self.tier == Tier::Status {
+        if self.tier == Tier::Status || self.grown {
             return text_tokens(tokenizer, text) as i64;
         }
         let variant = (self.tier as u8) << 2
@@ -204,7 +208,7 @@ fn marker_text(marker: &SystemMarker) -> String {
     }
 }
 
-fn result_identity(event: &Event) -> String {
+pub(super) fn result_identity(event: &Event) -> String {
     let EventBody::ToolResult {
         call_id,
         tool,

@@ -38,9 +38,10 @@ pub(super) struct Entry {
     /// Whether this is a call row marked interrupted: its text changes once a result arrives,
     /// so the flag is part of the entry's token-cache key.
     pub interrupted: bool,
-    /// Whether the text was grown into the room left ([`super::grow`]): such a text is not
-    /// the one the token cache holds for its key, so it is counted afresh.
-    pub grown: bool,
+    /// Whether the text may differ from the one the token cache holds for the entry's key
+    /// (grown into the room left by [`super::grow`], or the latest result's stored text where
+    /// other projections read its artifact): such a text is counted afresh.
+    pub uncached: bool,
 }
 
 impl Entry {
@@ -53,7 +54,7 @@ impl Entry {
             form: Form::Full,
             source: None,
             interrupted: false,
-            grown: false,
+            uncached: false,
         }
     }
 
@@ -76,7 +77,7 @@ impl Entry {
         let Some(text) = self.text() else {
             return 0;
         };
-        if self.tier == Tier::Status || self.grown {
+        if self.tier == Tier::Status || self.uncached {
             return text_tokens(tokenizer, text) as i64;
         }
         let variant = (self.tier as u8) << 2

@@ -25,6 +25,9 @@ use crate::json::escaped_len;
 use crate::report::{Size, Tier};
 use crate::tokens::text_tokens;
 
+/// Room (bytes) below which a longer excerpt is not looked for in an unread artifact.
+const SPENT_BYTES: u64 = 64;
+
 /// How far an entry's own token count may be off its share of the context's count (the
 /// tokenizer may join a few characters across the newline between entries).
 const TOKEN_SLACK: u64 = 32;
@@ -57,11 +60,16 @@ pub(super) fn grow_results<H: History + ?Sized>(
         let current = entries[i].text().unwrap_or_default().to_owned();
         let current_bytes = entries[i].bytes() as u64;
         let identity = result_identity(event);
-        // An artifact's output is at least its byte length: skip reading one that cannot fit.
+        // An artifact's output is at least its byte length: once the room left is spent, one
+        // that cannot fit whole is not read (in a long history, most older results).
         if let Some(a) = artifact {
             let least = 4 + identity.len() as u64 + a.bytes;
             let bytes = (size.bytes + least).saturating_sub(current_bytes);
-            if !budget.fits(Size { bytes, tokens: 0 }) {
+            let spent = !budget.fits(Size {
+                bytes: size.bytes + SPENT_BYTES,
+                tokens: 0,
+            });
+            if spent && !budget.fits(Size { bytes, tokens: 0 }) {
                 continue;
             }
         }
@@ -146,7 +154,7 @@ pub(super) fn grow_results<H: History + ?Sized>(
 
 /// Puts `text` in the entry: in full, or as an excerpt keeping `clip.1` of `clip.0` characters.
 fn set(entry: &mut Entry, text: String, clip: Option<(u64, u64)>) {
-    entry.grown = true;
+    entry.uncached = true;
     match clip {
         None => {
             entry.full = text;

@@ -52,7 +52,7 @@ use crate::history::{History, SeqRange, read};
 use crate::open_turn::{fit_open_turn, open_turn, recall_query};
 use crate::pages::{PageSource, Settled, offered};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
-use crate::report::Projection;
+use crate::report::{Projection, Tier};
 use crate::request::ProjectionRequest;
 use crate::turns::merge_clips;
 use crate::wire::Msg;
@@ -82,8 +82,17 @@ pub(crate) fn project<H: History + ?Sized>(
     let open = open_turn(history, req, turn_count)?;
     let context_turns = turn_count - usize::from(open.is_some());
     let mut events = all_events(history, context_turns)?;
-    latest_result_in_full(history, &mut events)?;
+    // With an open turn, its results are the newest: the context's latest result is grown
+    // from its artifact only after them (SPEC P12), like every other result.
+    if open.is_none() {
+        latest_result_in_full(history, &mut events)?;
+    }
     let mut entries = build_entries(&events);
+    if open.is_some() {
+        for e in entries.iter_mut().filter(|e| e.tier == Tier::LatestResult) {
+            e.uncached = true;
+        }
+    }
     let mut layout = AgentLayout {
         budget: &budget,
         system_cost,

@@ -30,6 +30,12 @@
 //! "Latest possible change" is the latest tool call of any tool: the projector does not guess
 //! which tools are read-only.
 //!
+//! Without input the open turn ends the body as messages (SPEC P11); if it does not fit beside
+//! the pinned context, its results are clipped oldest first ([`fit_open_turn`]). Once the
+//! context is fitted, the room left goes to results newest first (SPEC P12): the open turn's,
+//! grown from their artifacts, then the context's ([`grow`]): each whole if it fits, else the
+//! longest head/tail excerpt that fits.
+//!
 //! Cost: this policy reads every event of the history (all user requests are mandatory), and
 //! counts tokens of the final body exactly. Under a token budget it first estimates with each
 //! entry tokenized once (cached), then settles on the fewest steps whose exact count fits with

@@ -82,7 +82,7 @@ pub(super) fn grow_results<H: History + ?Sized>(
             continue;
         }
         let current_tokens = if tokens_counted {
-            text_tokens(budget.tokenizer, &current) as u64
+            text_tokens(budget.tokenizer, &current)
         } else {
             0
         };
@@ -90,13 +90,12 @@ pub(super) fn grow_results<H: History + ?Sized>(
         let chars = output.chars().count();
         // The candidate's body size if it fits, trying the entry with `candidate` in place.
         let fits = |entries: &mut [Entry], candidate: &str| -> Option<Size> {
-            let bytes =
-                (size.bytes + 2 + escaped_len(candidate) as u64).saturating_sub(current_bytes);
+            let bytes = (size.bytes + 2 + escaped_len(candidate)).saturating_sub(current_bytes);
             if !budget.fits(Size { bytes, tokens: 0 }) {
                 return None;
             }
             if tokens_counted {
-                let estimate = (size.tokens + text_tokens(budget.tokenizer, candidate) as u64)
+                let estimate = (size.tokens + text_tokens(budget.tokenizer, candidate))
                     .saturating_sub(current_tokens);
                 let least = Size {
                     bytes,

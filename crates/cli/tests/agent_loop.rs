@@ -336,7 +336,11 @@ fn twenty_big_steps_in_one_turn_fit_by_clipping_the_oldest_results() {
             json!([{"kind":"tool_result","call_id":id,"tool":"shell","status":"ok","exit_code":0,"text":output(step)}]),
         );
         stored += output(step).len() as u64;
-        check(&env, conv, std::slice::from_ref(&id), true);
+        // Every fourth step (each projection runs a debug binary; the 20-step test above
+        // checks after every commit).
+        if step % 4 == 0 {
+            check(&env, conv, std::slice::from_ref(&id), true);
+        }
     }
     assert!(
         stored > 2 * MAX_BYTES,

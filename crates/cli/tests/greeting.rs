@@ -82,7 +82,7 @@ fn committing_a_system_event_says_what_to_do_and_the_help_documents_notes() {
         &["commit", "greet"],
         br#"{"events":[{"kind":"user","text":"q"},{"kind":"system","text":"be terse"}]}"#,
     );
-    assert_eq!(common::code(&out), 2, "{}", common::stderr(&out));
+    assert_eq!(common::code(&out), 1, "bad input: {}", common::stderr(&out));
     let err = common::stderr(&out);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(

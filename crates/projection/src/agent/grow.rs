@@ -94,7 +94,14 @@ pub(super) fn grow_results<H: History + ?Sized>(
             if !budget.fits(Size { bytes, tokens: 0 }) {
                 return None;
             }
-            if tokens_counted {
+            if !tokens_counted {
+                // Bytes add up exactly: no need to render the body.
+                return Some(Size {
+                    bytes,
+                    tokens: size.tokens,
+                });
+            }
+            {
                 let estimate = (size.tokens + text_tokens(budget.tokenizer, candidate))
                     .saturating_sub(current_tokens);
                 let least = Size {

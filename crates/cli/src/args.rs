@@ -336,7 +336,8 @@ pub struct ProjectArgs {
     pub conversation: String,
     /// The current user input (mandatory content). Leave it out to continue an agent loop:
     /// right after a tool result is committed, the open turn is mandatory and the body ends
-    /// with its tool results [default: none]
+    /// with its tool results (if the turn outgrows the budget, its oldest results' texts are
+    /// clipped, as the report's clips say) [default: none]
     #[arg(long)]
     pub input: Option<String>,
     /// The system prompt (mandatory content) [default: none]

@@ -303,3 +303,84 @@ fn with_recall_2_and_1500_tokens_the_answering_page_is_included() {
     );
     assert!(report["turns"]["kept"].as_u64().unwrap() > 0);
 }
+
+/// A long tool loop inside one turn (SPEC P11): 20 steps with big outputs outgrow the budget on
+/// their own. The open turn stays whole in shape — every call answered, the body ending with
+/// the newest result — and the oldest results' texts are clipped, as the report says; exit 3
+/// only when even the clipped turn cannot fit.
+#[test]
+fn twenty_big_steps_in_one_turn_fit_by_clipping_the_oldest_results() {
+    let env = Env::new();
+    let conv = "long";
+    commit(
+        &env,
+        conv,
+        json!([{"kind":"user","text":"Check the disks on every host of the fleet."}]),
+    );
+    let output = |step: usize| -> String {
+        (0..40)
+            .map(|i| format!("host {step} /dev/sd{i} 92% used /var/lib/data{i}\n"))
+            .collect()
+    };
+    let mut stored = 0;
+    for step in 1..=20 {
+        let id = format!("d{step}");
+        commit(
+            &env,
+            conv,
+            json!([{"kind":"tool_call","call_id":id,"tool":"shell","arguments":{"cmd":format!("df -h # host {step}")}}]),
+        );
+        commit(
+            &env,
+            conv,
+            json!([{"kind":"tool_result","call_id":id,"tool":"shell","status":"ok","exit_code":0,"text":output(step)}]),
+        );
+        stored += output(step).len() as u64;
+        // Every fourth step (each projection runs a debug binary; the 20-step test above
+        // checks after every commit).
+        if step % 4 == 0 {
+            check(&env, conv, std::slice::from_ref(&id), true);
+        }
+    }
+    assert!(
+        stored > 2 * MAX_BYTES,
+        "the turn as stored is far over the budget"
+    );
+    for (format, policy) in [("openai-chat", "turns"), ("anthropic-messages", "agent")] {
+        let (body, report) = project(&env, conv, format, policy);
+        let clips: Vec<u64> = report["clips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["seq"].as_u64().unwrap())
+            .collect();
+        // Results are seqs 3, 5, …, 41: the clipped ones are the oldest, the newest is whole.
+        let results: Vec<u64> = (0..20).map(|i| 3 + 2 * i).collect();
+        assert!(!clips.is_empty() && clips.len() < 20, "{report}");
+        assert_eq!(clips, results[..clips.len()], "{report}");
+        assert!(
+            body.to_string()
+                .contains(&serde_json::to_string(&output(20)).unwrap()[1..])
+        );
+        for c in &clips {
+            assert!(
+                body.to_string()
+                    .contains(&format!("chars clipped; recall seq={c}]"))
+            );
+        }
+    }
+    // Too small even for the clipped turn: exit 3, saying what it needs.
+    let out = env.run(
+        &[
+            "project",
+            conv,
+            "--max-tokens",
+            "600",
+            "--reserve-output",
+            "100",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("tokens"), "{}", stderr(&out));
+}

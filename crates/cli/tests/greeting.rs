@@ -69,3 +69,32 @@ fn a_greeting_first_is_stored_and_projected_in_both_formats() {
             .contains("Hi! How can I help?")
     );
 }
+
+/// A `system` event is not something to commit: the error says what to do instead (the system
+/// prompt is per request; a standing instruction is a note), nothing is stored, and the
+/// commit help documents notes.
+#[test]
+fn committing_a_system_event_says_what_to_do_and_the_help_documents_notes() {
+    let env = Env::new();
+    env.commit("greet", "Hello", "Hi!");
+    let before = common::snapshot(&env.conv_dir("greet"));
+    let out = env.run(
+        &["commit", "greet"],
+        br#"{"events":[{"kind":"user","text":"q"},{"kind":"system","text":"be terse"}]}"#,
+    );
+    assert_eq!(common::code(&out), 1, "bad input: {}", common::stderr(&out));
+    let err = common::stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--system") && err.contains(r#""kind":"note""#),
+        "{err}"
+    );
+    assert_eq!(common::snapshot(&env.conv_dir("greet")), before);
+
+    let help = String::from_utf8(env.ok(&["commit", "--help"], b"")).unwrap();
+    assert!(
+        help.contains(r#"{"kind":"note","text":"…","pinned":true}"#),
+        "{help}"
+    );
+    assert!(help.contains("supersedes"), "{help}");
+}

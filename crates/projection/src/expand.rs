@@ -24,14 +24,16 @@ pub(crate) struct Piece {
     pub cost: Cost,
 }
 
-/// `text` cut to its first and last `keep / 2` characters (of `chars`) around the marker.
-fn excerpt(text: &str, chars: usize, keep: usize, seq: u64) -> String {
+/// `text` cut to its first and last `keep / 2` characters (of `chars`) around the marker
+/// (the marker alone when `keep` is 0).
+pub(crate) fn excerpt(text: &str, chars: usize, keep: usize, seq: u64) -> String {
     let head: String = text.chars().take(keep / 2).collect();
     let tail: String = text.chars().skip(chars - (keep - keep / 2)).collect();
-    format!(
-        "{head}\n[… {} chars clipped; recall seq={seq}]\n{tail}",
-        chars - keep
-    )
+    let marker = format!("[… {} chars clipped; recall seq={seq}]", chars - keep);
+    if keep == 0 {
+        return marker;
+    }
+    format!("{head}\n{marker}\n{tail}")
 }
 
 /// Grows the results of `pieces` (body order; the newest last) while the body fits:

@@ -5,12 +5,26 @@
 //! request carries no input; the newest turn (its user message, the assistant's tool calls and
 //! the results that arrived) takes the input's place: it is mandatory, and the body ends with
 //! those results (OpenAI `tool` messages; an Anthropic `user` message of `tool_result` blocks).
+//!
+//! A long tool loop inside one turn can outgrow the budget on its own. The open turn is never
+//! left out or cut short, but the text of its tool results may be clipped ([`fit_open_turn`]):
+//! when the turn as stored does not fit beside the rest of the mandatory body, every result's
+//! text is cut to the clip marker `[… N chars clipped; recall seq=Q]`, then the results grow
+//! back newest first — each in full if it fits, else to the longest head/tail excerpt that
+//! fits — so the oldest results are the ones clipped, and only as far as needed. The user
+//! message, the assistant's text, every call and every result's identity (call id, tool,
+//! status, exit code, artifact link) are never removed. Only when even the fully clipped turn
+//! does not fit is the request refused (exit 3), with that clipped size as what is needed.
 
 use ctxlog_event::{Event, EventBody, EventKind};
 
+use crate::budget::{Budget, Cost};
 use crate::error::{Error, Result};
+use crate::expand::excerpt;
 use crate::history::{History, read};
+use crate::report::{Clip, Size};
 use crate::request::ProjectionRequest;
+use crate::wire::{Msg, turn_items};
 
 /// Why a request without input was refused.
 pub(crate) const NO_INPUT: &str = "no current input: give the user's message (--input), or \
@@ -65,4 +79,118 @@ pub(crate) fn recall_query(req: &ProjectionRequest, open: Option<&[Event]>) -> S
             _ => None,
         })
         .unwrap_or_default()
+}
+
+/// The open turn as it is sent: its events (result texts possibly clipped), their messages,
+/// their cost, and what was clipped.
+pub(crate) struct OpenTurn {
+    pub events: Vec<Event>,
+    pub msgs: Vec<Msg>,
+    pub cost: Cost,
+    pub clips: Vec<Clip>,
+}
+
+/// Fits the open turn's events into the budget beside the rest of the mandatory body, whose
+/// size with the turn costing `c` is `total(c)`: as stored if that fits, else with result texts
+/// clipped oldest first, only as far as needed (see the module documentation).
+///
+/// # Errors
+///
+/// [`Error::MandatoryExceedsBudget`] when even every result clipped to its marker does not fit.
+pub(crate) fn fit_open_turn(
+    budget: &Budget<'_>,
+    events: Vec<Event>,
+    total: &dyn Fn(Cost) -> Size,
+) -> Result<OpenTurn> {
+    let (msgs, cost) = budget.render(&turn_items(&events));
+    if budget.fits_all(total(cost)) {
+        return Ok(OpenTurn {
+            events,
+            msgs,
+            cost,
+            clips: Vec::new(),
+        });
+    }
+    // The results whose text is longer than the bare clip marker, with their whole texts.
+    let stored: Vec<(usize, String)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.body {
+            EventBody::ToolResult { text, .. } => {
+                let chars = text.chars().count();
+                (chars > excerpt(text, chars, 0, e.seq).chars().count()).then(|| (i, text.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut events = events;
+    for (i, text) in &stored {
+        let seq = events[*i].seq;
+        set_text(&mut events[*i], excerpt(text, text.chars().count(), 0, seq));
+    }
+    let (msgs, cost) = budget.render(&turn_items(&events));
+    let clipped = total(cost);
+    if !budget.fits_all(clipped) {
+        budget.check_mandatory(clipped)?;
+    }
+    let mut turn = OpenTurn {
+        events,
+        msgs,
+        cost,
+        clips: Vec::new(),
+    };
+    let fits = |events: &[Event]| {
+        let (msgs, cost) = budget.render(&turn_items(events));
+        budget.fits_all(total(cost)).then_some((msgs, cost))
+    };
+    // Grow back newest first: in full, else the longest head/tail excerpt that fits.
+    for (i, text) in stored.iter().rev() {
+        let seq = turn.events[*i].seq;
+        let chars = text.chars().count();
+        let mut events = turn.events.clone();
+        set_text(&mut events[*i], text.clone());
+        if let Some((msgs, cost)) = fits(&events) {
+            (turn.events, turn.msgs, turn.cost) = (events, msgs, cost);
+            continue;
+        }
+        let try_keep = |keep: usize| {
+            let mut events = turn.events.clone();
+            set_text(&mut events[*i], excerpt(text, chars, keep, seq));
+            fits(&events).map(|(msgs, cost)| (events, msgs, cost))
+        };
+        // Bisect the characters kept: `lo` fits (0 does, as clipped above), `hi + 1` does not.
+        let (mut lo, mut hi) = (0usize, chars - 1);
+        let mut best = None;
+        if let Some(one) = try_keep(2.min(hi)) {
+            lo = 2.min(hi);
+            best = Some(one);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                match try_keep(mid) {
+                    Some(found) => {
+                        lo = mid;
+                        best = Some(found);
+                    }
+                    None => hi = mid - 1,
+                }
+            }
+        }
+        if let Some((events, msgs, cost)) = best {
+            (turn.events, turn.msgs, turn.cost) = (events, msgs, cost);
+        }
+        turn.clips.push(Clip {
+            seq,
+            chars: chars as u64,
+            kept_chars: lo as u64,
+            recall: format!("recall seq={seq}"),
+        });
+    }
+    turn.clips.sort_by_key(|c| c.seq);
+    Ok(turn)
+}
+
+fn set_text(event: &mut Event, new: String) {
+    if let EventBody::ToolResult { text, .. } = &mut event.body {
+        *text = new;
+    }
 }

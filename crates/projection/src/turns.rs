@@ -13,11 +13,11 @@ use crate::cache::SizeCache;
 use crate::error::{Error, Result};
 use crate::expand::{Piece, expand_results};
 use crate::history::{History, SeqRange, read};
-use crate::open_turn::{open_turn, recall_query};
+use crate::open_turn::{fit_open_turn, open_turn, recall_query};
 use crate::pages::{Offered, PageSource, Settled, offered, page_text};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
 use crate::report::{
-    Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
+    Clip, Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
 };
 use crate::request::ProjectionRequest;
 use crate::wire::{Item, Msg, Role, render, turn_items};
@@ -62,8 +62,10 @@ pub(crate) struct FixedParts {
     pub mandatory: Size,
     /// The seqs of the open turn standing in for the input (SPEC P11), if the request has none.
     pub open: Option<SeqRange>,
-    /// The open turn's events (taken when the body is assembled).
+    /// The open turn's events as sent (taken when the body is assembled).
     pub open_events: Option<Vec<Event>>,
+    /// The open turn's results clipped to fit the budget.
+    pub open_clips: Vec<Clip>,
     /// The turns the history walk may keep: all, or all but the open turn.
     pub history_turns: usize,
     /// What recalled pages should be relevant to.
@@ -84,8 +86,19 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
     let open_events = open_turn(history, budget.req, turn_count)?;
     let open = open_events.as_deref().and_then(SeqRange::of);
     let history_turns = turn_count - usize::from(open_events.is_some());
-    let (input_msgs, input) = budget.render(&input_items(budget.req, open_events.as_deref()));
     let query = recall_query(budget.req, open_events.as_deref());
+    // The open turn stands in for the input; its results are clipped if it does not fit.
+    let (open_events, input_msgs, input, open_clips) = match open_events {
+        Some(events) => {
+            let tok = budget.tokenizer;
+            let turn = fit_open_turn(budget, events, &|c| budget.total(prefix.then(c, tok)))?;
+            (Some(turn.events), turn.msgs, turn.cost, turn.clips)
+        }
+        None => {
+            let (msgs, cost) = budget.render(&input_items(budget.req, None));
+            (None, msgs, cost, Vec::new())
+        }
+    };
     let mandatory = budget.total(prefix.then(input, budget.tokenizer));
     Ok(FixedParts {
         pinned,
@@ -98,6 +111,7 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
         mandatory,
         open,
         open_events,
+        open_clips,
         history_turns,
         query,
     })
@@ -349,13 +363,14 @@ fn assemble<H: History + ?Sized>(
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
     let base = fixed.prefix.then(notice_cost, tok);
     let input_cost = fixed.input;
-    let clips = expand_results(budget, history, &mut pieces, &|costs: &[Cost]| {
+    let grown = expand_results(budget, history, &mut pieces, &|costs: &[Cost]| {
         let mut chain = costs.iter().fold(base, |c, next| c.then(*next, tok));
         if !open {
             chain = chain.then(input_cost, tok);
         }
         budget.total(chain)
     })?;
+    let clips = merge_clips(std::mem::take(&mut fixed.open_clips), grown);
     if open && let Some(piece) = pieces.pop() {
         fixed.input = piece.cost;
         fixed.input_msgs = piece.msgs;
@@ -552,4 +567,12 @@ pub(crate) fn choose_pages(
         chain,
         report,
     }
+}
+
+/// The clips of the open turn's fitting, replaced by later ones of the same result, by seq.
+pub(crate) fn merge_clips(mut clips: Vec<Clip>, later: Vec<Clip>) -> Vec<Clip> {
+    clips.retain(|c| later.iter().all(|l| l.seq != c.seq));
+    clips.extend(later);
+    clips.sort_by_key(|c| c.seq);
+    clips
 }

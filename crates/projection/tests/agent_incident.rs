@@ -161,9 +161,10 @@ fn check_pinned_and_order(body: &[u8], report: &ctxlog_projection::Report) {
     let has = |tier: Tier| report.tiers.iter().any(|t| t.tier == tier);
     let dropped = |tier: Tier| report.drops.iter().any(|d| d.tier == tier);
     if dropped(Tier::Activity) {
-        assert_eq!(
-            report.clips.len() + clippable_dropped(report),
-            6,
+        // All long results were clipped first; room a later drop freed beyond what was needed
+        // is then spent on them, newest first (SPEC P12), so some may be sent whole again.
+        assert!(
+            report.clips.len() + clippable_dropped(report) <= 6,
             "all long results clipped first"
         );
     }

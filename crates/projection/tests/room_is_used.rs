@@ -202,3 +202,285 @@ proptest! {
         check(size, max_bytes, max_tokens, format);
     }
 }
+
+/// A tool output with distinct lines (so head and tail excerpts of it are told apart), `n`
+/// characters, ASCII.
+fn distinct_output(tag: &str, n: usize) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while s.len() < n {
+        s.push_str(&format!(
+            "{tag} line {i}: -rw-r--r-- 1 root root {i} data.bin\n"
+        ));
+        i += 1;
+    }
+    s.truncate(n);
+    s
+}
+
+/// The projector's excerpt of `full` keeping `keep` characters (as documented).
+fn excerpt(full: &str, keep: usize, seq: u64) -> String {
+    let chars = full.chars().count();
+    let head: String = full.chars().take(keep / 2).collect();
+    let tail: String = full.chars().skip(chars - (keep - keep / 2)).collect();
+    let marker = format!("[… {} chars clipped; recall seq={seq}]", chars - keep);
+    if keep == 0 {
+        marker
+    } else {
+        format!("{head}\n{marker}\n{tail}")
+    }
+}
+
+/// Two turns with a tool result each, both outputs stored as artifacts (seqs 4 and 9). The
+/// second turn ends in its result: projected without input it is the open turn.
+fn two_results(first: usize, second: usize) -> (Vec<Event>, HashMap<u64, String>) {
+    let outputs = [
+        distinct_output("var", first),
+        distinct_output("srv", second),
+    ];
+    let result = |id: &str, full: &str| EventBody::ToolResult {
+        call_id: id.into(),
+        tool: "shell".into(),
+        status: ToolStatus::Ok,
+        exit_code: Some(0),
+        text: stored(full),
+        artifact: Some(ArtifactRef {
+            name: format!("sha256-{id}"),
+            bytes: full.len() as u64,
+        }),
+    };
+    let events = common::numbered(vec![
+        EventBody::User {
+            text: "What is in /var?".into(),
+        },
+        EventBody::Assistant {
+            text: "Listing it.".into(),
+        },
+        EventBody::ToolCall {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            arguments: json!({"cmd": "ls -l /var"}),
+        },
+        result("c1", &outputs[0]),
+        EventBody::Assistant {
+            text: "Done: /var holds logs.".into(),
+        },
+        EventBody::User {
+            text: "And /srv?".into(),
+        },
+        EventBody::Assistant {
+            text: "Listing it.".into(),
+        },
+        EventBody::ToolCall {
+            call_id: "c2".into(),
+            tool: "shell".into(),
+            arguments: json!({"cmd": "ls -l /srv"}),
+        },
+        result("c2", &outputs[1]),
+    ]);
+    let [a, b] = outputs;
+    (events, HashMap::from([(4, a), (9, b)]))
+}
+
+/// Replaces, in every string of `value`, `from` by `to`; returns how many strings changed.
+fn replace_in_strings(value: &mut Value, from: &str, to: &str) -> usize {
+    match value {
+        Value::String(s) if s.contains(from) => {
+            *s = s.replace(from, to);
+            1
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .map(|v| replace_in_strings(v, from, to))
+            .sum(),
+        Value::Object(map) => map
+            .values_mut()
+            .map(|v| replace_in_strings(v, from, to))
+            .sum(),
+        _ => 0,
+    }
+}
+
+fn strings_contain(value: &Value, needle: &str) -> bool {
+    match value {
+        Value::String(s) => s.contains(needle),
+        Value::Array(items) => items.iter().any(|v| strings_contain(v, needle)),
+        Value::Object(map) => map.values().any(|v| strings_contain(v, needle)),
+        _ => false,
+    }
+}
+
+/// What `body` sends of the output `full` of result `seq`: `None` when it is sent in full or
+/// left out; else the excerpt sent (the projector's, of any length, or the stored one).
+fn sent_excerpt(body: &Value, full: &str, seq: u64) -> Option<String> {
+    if strings_contain(body, full) {
+        return None;
+    }
+    let chars = full.chars().count();
+    let marker = format!(" chars clipped; recall seq={seq}]");
+    if let Some(s) = find_string(body, &marker) {
+        let end = s.find(&marker).unwrap();
+        let start = s[..end].rfind("[… ").unwrap();
+        let clipped: usize = s[start + "[… ".len()..end].parse().unwrap();
+        let sent = excerpt(full, chars - clipped, seq);
+        if s.contains(&sent) {
+            return Some(sent);
+        }
+        // A clip of the excerpt stored in the event (an older result, its artifact not read).
+        let stored = stored(full);
+        let sent = excerpt(&stored, stored.chars().count() - clipped, seq);
+        assert!(
+            s.contains(&sent),
+            "a clip of seq {seq} that is not an excerpt: {s}"
+        );
+        return Some(sent);
+    }
+    let stored = stored(full);
+    strings_contain(body, &stored).then_some(stored)
+}
+
+fn find_string<'v>(value: &'v Value, needle: &str) -> Option<&'v str> {
+    match value {
+        Value::String(s) => s.contains(needle).then_some(s.as_str()),
+        Value::Array(items) => items.iter().find_map(|v| find_string(v, needle)),
+        Value::Object(map) => map.values().find_map(|v| find_string(v, needle)),
+        _ => None,
+    }
+}
+
+/// Both policies: the body never exceeds the budget, the newest result is served first, and
+/// every result sent clipped would not fit with its whole output instead.
+fn check_both_results(
+    sizes: (usize, usize),
+    max_bytes: u64,
+    max_tokens: Option<u64>,
+    format: WireFormat,
+    policy: ctxlog_projection::Policy,
+    input: bool,
+) {
+    let (events, artifacts) = two_results(sizes.0, sizes.1);
+    let history = WithArtifacts {
+        events: SliceHistory::new(&events),
+        artifacts: artifacts.clone(),
+    };
+    let mut b = ProjectionRequest::builder();
+    b.model("m")
+        .format(format)
+        .policy(policy)
+        .max_bytes(max_bytes)
+        .reserve_output(100);
+    if let Some(t) = max_tokens {
+        b.max_tokens(t);
+    }
+    if input {
+        b.input("Which is bigger?");
+    }
+    let request = b.build().unwrap();
+    let Ok(p) = project(&history, &request, &mut SizeCache::new()) else {
+        return; // the mandatory part alone does not fit
+    };
+    assert_eq!(p.report.bytes, p.body.len() as u64);
+    assert!(p.body.len() as u64 <= max_bytes);
+    let tokens = count(&p.body, format, request.tokenizer()).unwrap().tokens;
+    assert_eq!(tokens, p.report.tokens);
+    if let Some(t) = max_tokens {
+        assert!(tokens <= t - 100);
+    }
+    let body: Value = serde_json::from_slice(&p.body).unwrap();
+    let mut clipped = Vec::new();
+    for seq in [9, 4] {
+        let full = &artifacts[&seq];
+        let Some(sent) = sent_excerpt(&body, full, seq) else {
+            continue;
+        };
+        clipped.push(seq);
+        let mut whole = body.clone();
+        assert!(replace_in_strings(&mut whole, &sent, full) > 0);
+        let bytes = serde_json::to_vec(&whole).unwrap();
+        let tokens = count(&bytes, format, request.tokenizer()).unwrap().tokens;
+        assert!(
+            bytes.len() as u64 > max_bytes || max_tokens.is_some_and(|t| tokens > t - 100),
+            "seq {seq} clipped though its whole output fits ({policy:?}, {format:?}, input {input})"
+        );
+    }
+    // The newest result is served first: the older one is sent whole only if the newest is.
+    if clipped.contains(&9) {
+        assert!(
+            !strings_contain(&body, &artifacts[&4]),
+            "older in full, newest clipped"
+        );
+    }
+}
+
+#[test]
+fn both_policies_send_two_results_whole_when_they_fit_and_clip_only_when_they_do_not() {
+    use ctxlog_projection::Policy;
+    for policy in [Policy::Turns, Policy::Agent] {
+        for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+            for input in [false, true] {
+                // Room for both: both whole (the stored excerpts are 2,000 characters).
+                check_both_results(
+                    (20_000, 30_000),
+                    200_000,
+                    Some(40_000),
+                    format,
+                    policy,
+                    input,
+                );
+                let (events, artifacts) = two_results(20_000, 30_000);
+                let history = WithArtifacts {
+                    events: SliceHistory::new(&events),
+                    artifacts: artifacts.clone(),
+                };
+                let mut b = ProjectionRequest::builder();
+                b.model("m")
+                    .format(format)
+                    .policy(policy)
+                    .max_tokens(40_000);
+                if input {
+                    b.input("Which is bigger?");
+                }
+                let p = project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+                let body: Value = serde_json::from_slice(&p.body).unwrap();
+                assert!(
+                    strings_contain(&body, &artifacts[&9]),
+                    "{policy:?} {format:?}"
+                );
+                assert!(
+                    strings_contain(&body, &artifacts[&4]),
+                    "{policy:?} {format:?}"
+                );
+                assert!(p.report.clips.is_empty());
+                // Room for part of them: clipped only as far as needed.
+                check_both_results(
+                    (20_000, 30_000),
+                    200_000,
+                    Some(6_000),
+                    format,
+                    policy,
+                    input,
+                );
+                check_both_results((20_000, 30_000), 14_000, None, format, policy, input);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn both_policies_never_exceed_the_budget_and_clip_a_result_only_when_it_would_not_fit(
+        first in 2_100usize..30_000,
+        second in 2_100usize..30_000,
+        max_bytes in 3_000u64..80_000,
+        max_tokens in proptest::option::of(900u64..16_000),
+        anthropic in any::<bool>(),
+        agent in any::<bool>(),
+        input in any::<bool>(),
+    ) {
+        let format = if anthropic { WireFormat::AnthropicMessages } else { WireFormat::OpenAiChat };
+        let policy = if agent { ctxlog_projection::Policy::Agent } else { ctxlog_projection::Policy::Turns };
+        check_both_results((first, second), max_bytes, max_tokens, format, policy, input);
+    }
+}

@@ -16,9 +16,6 @@ import ctxlog
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
 FORMATS: List[ctxlog.WireFormat] = ["openai-chat", "anthropic-messages"]
 
-# TODO(issue 9): project with no input once the operations layer allows it (SPEC P11).
-CONTINUE = "(continue)"
-
 
 def tool_results(body: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The tool results in a body, in the format's own shape."""
@@ -49,16 +46,25 @@ def test_tool_loop_projects_each_step(store: ctxlog.Store, format: ctxlog.WireFo
         events=[{"kind": "tool_result", "call_id": "c1", "tool": "shell", "status": "ok",
                  "exit_code": 0, "text": "12G\t/srv"}]
     )
-    body, report = chat.project_dict(input=CONTINUE, format=format, max_bytes=4000)
+    # No input: the open turn is the request, ending with the pending result (SPEC P11).
+    body, report = chat.project_dict(format=format, max_bytes=4000)
     [result] = tool_results(body)
+    messages = body["messages"]
     if format == "openai-chat":
-        assert result == {"role": "tool", "tool_call_id": "c1", "content": "12G\t/srv"}
-        calls = [m for m in body["messages"] if m.get("tool_calls")]
-        assert calls[0]["tool_calls"][0]["id"] == "c1"
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+        assert messages[0]["content"] == question
+        assert messages[1]["tool_calls"][0]["id"] == "c1"
+        assert messages[-1] == result == {"role": "tool", "tool_call_id": "c1", "content": "12G\t/srv"}
     else:
+        assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+        assert messages[0]["content"] == [{"type": "text", "text": question}]
+        assert [b["type"] for b in messages[1]["content"]] == ["tool_use"]
+        assert messages[1]["content"][0]["id"] == "c1"
+        assert messages[-1]["content"] == [result]
         assert result["tool_use_id"] == "c1" and result["content"] == "12G\t/srv"
         assert "max_tokens" in body
     assert report["bytes"] == len(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+    assert report["turns"]["kept"] == 1
 
     chat.commit(events=[{"kind": "assistant", "text": "/srv holds 12 GB."}])
     assert [e["kind"] for e in chat.log()] == ["user", "tool_call", "tool_result", "assistant"]

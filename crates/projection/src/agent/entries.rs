@@ -38,6 +38,10 @@ pub(super) struct Entry {
     /// Whether this is a call row marked interrupted: its text changes once a result arrives,
     /// so the flag is part of the entry's token-cache key.
     pub interrupted: bool,
+    /// Whether the text may differ from the one the token cache holds for the entry's key
+    /// (grown into the room left by [`super::grow`], or the latest result's stored text where
+    /// other projections read its artifact): such a text is counted afresh.
+    pub uncached: bool,
 }
 
 impl Entry {
@@ -50,6 +54,7 @@ impl Entry {
             form: Form::Full,
             source: None,
             interrupted: false,
+            uncached: false,
         }
     }
 
@@ -72,7 +77,7 @@ impl Entry {
         let Some(text) = self.text() else {
             return 0;
         };
-        if self.tier == Tier::Status {
+        if self.tier == Tier::Status || self.uncached {
             return text_tokens(tokenizer, text) as i64;
         }
         let variant = (self.tier as u8) << 2
@@ -204,7 +209,7 @@ fn marker_text(marker: &SystemMarker) -> String {
     }
 }
 
-fn result_identity(event: &Event) -> String {
+pub(super) fn result_identity(event: &Event) -> String {
     let EventBody::ToolResult {
         call_id,
         tool,

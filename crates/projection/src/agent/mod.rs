@@ -30,6 +30,12 @@
 //! "Latest possible change" is the latest tool call of any tool: the projector does not guess
 //! which tools are read-only.
 //!
+//! Without input the open turn ends the body as messages (SPEC P11); if it does not fit beside
+//! the pinned context, its results are clipped oldest first ([`fit_open_turn`]). Once the
+//! context is fitted, the room left goes to results newest first (SPEC P12): the open turn's,
+//! grown from their artifacts, then the context's ([`grow`]): each whole if it fits, else the
+//! longest head/tail excerpt that fits.
+//!
 //! Cost: this policy reads every event of the history (all user requests are mandatory), and
 //! counts tokens of the final body exactly. Under a token budget it first estimates with each
 //! entry tokenized once (cached), then settles on the fewest steps whose exact count fits with
@@ -39,19 +45,22 @@
 mod context;
 mod entries;
 mod fit;
+mod grow;
 mod report;
 
 use ctxlog_event::Event;
 
-use crate::budget::Budget;
+use crate::budget::{Budget, Cost};
 use crate::cache::SizeCache;
 use crate::error::{Error, Result};
+use crate::expand::{Piece, expand_results};
 use crate::history::{History, SeqRange, read};
-use crate::open_turn::{open_turn, recall_query};
+use crate::open_turn::{fit_open_turn, open_turn, recall_query};
 use crate::pages::{PageSource, Settled, offered};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
-use crate::report::Projection;
+use crate::report::{Projection, Tier};
 use crate::request::ProjectionRequest;
+use crate::turns::merge_clips;
 use crate::wire::Msg;
 
 pub use entries::{EXCERPT_CHARS, ROW_CHARS};
@@ -59,6 +68,7 @@ pub use entries::{EXCERPT_CHARS, ROW_CHARS};
 use context::{AgentLayout, add_pages, oldest_detail};
 use entries::{Form, build_entries};
 use fit::{drop_order, fit};
+use grow::grow_results;
 use report::{Outcome, seq_ranges};
 
 /// Runs the `agent` policy.
@@ -69,26 +79,36 @@ pub(crate) fn project<H: History + ?Sized>(
     source: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
     let budget = Budget::new(req);
+    let tok = budget.tokenizer;
     let pinned = pinned_notes(history)?;
     let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
     let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
     let turn_count = read(history.turn_count())?;
     // Without input, the open turn ends the body as messages and stays out of the context.
     let open = open_turn(history, req, turn_count)?;
-    let (input_msgs, input_cost) = budget.render(&input_items(budget.req, open.as_deref()));
     let context_turns = turn_count - usize::from(open.is_some());
     let mut events = all_events(history, context_turns)?;
-    latest_result_in_full(history, &mut events)?;
+    // With an open turn, its results are the newest: the context's latest result is grown
+    // from its artifact only after them (SPEC P12), like every other result.
+    if open.is_none() {
+        latest_result_in_full(history, &mut events)?;
+    }
     let mut entries = build_entries(&events);
+    if open.is_some() {
+        for e in entries.iter_mut().filter(|e| e.tier == Tier::LatestResult) {
+            e.uncached = true;
+        }
+    }
     let mut layout = AgentLayout {
         budget: &budget,
         system_cost,
         pinned_cost,
-        input_cost,
+        input_cost: Cost::default(),
         notice: false,
     };
 
-    // Mandatory: everything pinned, the latest result clipped.
+    // Mandatory: everything pinned, the latest result clipped, and the input or the open turn
+    // (its results clipped only if it does not fit beside the rest, SPEC P11).
     let mut minimal = entries.clone();
     for e in &mut minimal {
         if !e.mandatory() {
@@ -97,6 +117,19 @@ pub(crate) fn project<H: History + ?Sized>(
             e.form = Form::Clipped;
         }
     }
+    let minimal_context = budget.cost(&layout.context_msgs(&minimal, &[]));
+    let before_input = system_cost.then(pinned_cost, tok);
+    let open = match open {
+        Some(events) => Some(fit_open_turn(&budget, events, &|c| {
+            budget.total(before_input.then(minimal_context, tok).then(c, tok))
+        })?),
+        None => None,
+    };
+    let (mut input_msgs, input_cost) = match &open {
+        Some(turn) => (turn.msgs.clone(), turn.cost),
+        None => budget.render(&input_items(budget.req, None)),
+    };
+    layout.input_cost = input_cost;
     let mandatory = layout.exact(&minimal, &[]);
     budget.check_mandatory(mandatory)?;
 
@@ -114,10 +147,30 @@ pub(crate) fn project<H: History + ?Sized>(
     let applied = applied.ok_or_else(|| Error::Internal {
         reason: "agent context does not fit after every drop".into(),
     })?;
+    // Room is used (SPEC P12): the room left goes to the newest results first — the open
+    // turn's (from their artifacts), then the context's.
+    let mut open_clips = Vec::new();
+    if let Some(turn) = &open {
+        let mut piece = [Piece {
+            events: turn.events.clone(),
+            msgs: input_msgs,
+            cost: input_cost,
+        }];
+        let context = budget.cost(&layout.context_msgs(&entries, &[]));
+        let grown = expand_results(&budget, history, &mut piece, &|costs: &[Cost]| {
+            budget.total(before_input.then(context, tok).then(costs[0], tok))
+        })?;
+        let [piece] = piece;
+        input_msgs = piece.msgs;
+        layout.input_cost = piece.cost;
+        open_clips = merge_clips(turn.clips.clone(), grown);
+    }
+    grow_results(&layout, history, &events, &mut entries)?;
+    let open_events = open.map(|turn| turn.events);
     let (mut kept, dropped) = seq_ranges(&entries);
-    kept.extend(open.as_deref().and_then(SeqRange::of));
+    kept.extend(open_events.as_deref().and_then(SeqRange::of));
     let pinned_seqs: Vec<u64> = pinned.iter().map(|e| e.seq).collect();
-    let query = recall_query(req, open.as_deref());
+    let query = recall_query(req, open_events.as_deref());
     let settled = Settled {
         query: &query,
         detail_start: oldest_detail(&entries),
@@ -152,6 +205,7 @@ pub(crate) fn project<H: History + ?Sized>(
             mandatory,
             total,
             notice_dropped,
+            open_clips,
         },
     );
     Ok(Projection { body, report })

@@ -40,7 +40,7 @@ impl AgentLayout<'_, '_> {
         }
         sums.push(Tier::Input, self.input_cost, 1);
         let tiers = merge_tiers(sums.finish(o.total));
-        let clips = o
+        let mut clips: Vec<Clip> = o
             .entries
             .iter()
             .filter(|e| e.form == Form::Clipped)
@@ -54,6 +54,8 @@ impl AgentLayout<'_, '_> {
                 })
             })
             .collect();
+        clips.extend(o.open_clips);
+        clips.sort_by_key(|c| c.seq);
         let mut drops: Vec<Drop> = o
             .applied
             .iter()
@@ -116,6 +118,8 @@ pub(super) struct Outcome<'a> {
     pub mandatory: Size,
     pub total: Size,
     pub notice_dropped: bool,
+    /// The open turn's results clipped to fit (SPEC P11, P12).
+    pub open_clips: Vec<Clip>,
 }
 
 /// Merges repeated tiers (entries of one tier are interleaved in seq order) and puts the

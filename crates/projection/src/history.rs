@@ -90,11 +90,13 @@ pub trait History {
 
 /// A [`History`] over events held in memory (tests, imports, the naive reference rule).
 ///
-/// Turn boundaries are computed once, in [`SliceHistory::new`].
+/// Turn boundaries and note positions are computed once, in [`SliceHistory::new`], so a
+/// projection over it costs in proportion to the window, like one over an indexed ledger.
 #[derive(Clone, Debug)]
 pub struct SliceHistory<'a> {
     events: &'a [Event],
     starts: Vec<usize>,
+    notes: Vec<usize>,
 }
 
 impl<'a> SliceHistory<'a> {
@@ -103,6 +105,9 @@ impl<'a> SliceHistory<'a> {
         SliceHistory {
             events,
             starts: turn_starts(events),
+            notes: (0..events.len())
+                .filter(|&i| matches!(events[i].body, EventBody::Note { .. }))
+                .collect(),
         }
     }
 
@@ -145,12 +150,7 @@ impl History for SliceHistory<'_> {
     }
 
     fn notes(&self) -> Result<Vec<Event>, Infallible> {
-        Ok(self
-            .events
-            .iter()
-            .filter(|e| matches!(e.body, EventBody::Note { .. }))
-            .cloned()
-            .collect())
+        Ok(self.notes.iter().map(|&i| self.events[i].clone()).collect())
     }
 }
 

@@ -50,6 +50,7 @@
 //! The long guide is `docs/projection.md`.
 
 pub mod agent;
+mod bpe;
 mod budget;
 mod cache;
 mod error;

@@ -31,7 +31,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tiktoken_rs::CoreBPE;
 
 use crate::error::{Error, Result};
 use crate::json::value_to_string;
@@ -44,19 +43,12 @@ pub const TOKENS_PER_NAME: u64 = 1;
 /// Tokens priming the reply (`<|start|>assistant<|message|>`), once per request.
 pub const REPLY_PRIMING: u64 = 3;
 
-fn bpe(tokenizer: Tokenizer) -> &'static CoreBPE {
-    match tokenizer {
-        Tokenizer::O200k => tiktoken_rs::o200k_base_singleton(),
-        Tokenizer::Cl100k => tiktoken_rs::cl100k_base_singleton(),
-    }
-}
-
 /// The number of tokens of `text`, encoded as ordinary text with `tokenizer`.
 pub fn text_tokens(tokenizer: Tokenizer, text: &str) -> u64 {
     if text.is_empty() {
         return 0;
     }
-    bpe(tokenizer).encode_ordinary(text).len() as u64
+    crate::bpe::count(tokenizer, text)
 }
 
 /// The result of [`count`]: a request body's size.

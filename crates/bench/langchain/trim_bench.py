@@ -1,0 +1,100 @@
+"""LangChain `trim_messages` on the LoCoMo conversations, o200k, OpenAI's per-message rule.
+
+Run by `scripts/bench-langchain` (which makes the virtual environment). Prints one JSON line
+per (conversation, budget): kept messages, median ms per call. The o200k BPE file is read
+from a local path (`--bpe`): `tiktoken` would otherwise download it.
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages
+
+O200K_PAT = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
+SYSTEM = "You are a helpful assistant."
+INPUT = "What do you remember about our earlier conversations?"
+ROLE = {"human": "user", "ai": "assistant", "system": "system"}
+
+
+def locomo_messages(sample):
+    conv = sample["conversation"]
+    a = conv["speaker_a"]
+    sessions = sorted(
+        (int(k.split("_")[1]), v)
+        for k, v in conv.items()
+        if k.startswith("session_") and not k.endswith("date_time") and isinstance(v, list)
+    )
+    out = []
+    for _, turns in sessions:
+        for t in turns:
+            text = t.get("text", "")
+            if t.get("blip_caption"):
+                text += f" [shares a photo: {t['blip_caption']}]"
+            out.append(HumanMessage(text) if t["speaker"] == a else AIMessage(text))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--locomo", required=True)
+    ap.add_argument("--bpe", required=True)
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    enc = tiktoken.Encoding(
+        name="o200k_base_local",
+        pat_str=O200K_PAT,
+        mergeable_ranks=load_tiktoken_bpe(args.bpe),
+        special_tokens={},
+    )
+
+    def counter(messages):
+        # OpenAI's cookbook rule: 3 per message + role + content; 3 to prime the reply.
+        n = 3
+        for m in messages:
+            n += 3 + len(enc.encode_ordinary(ROLE[m.type])) + len(enc.encode_ordinary(m.content))
+        return n
+
+    samples = json.load(open(args.locomo))
+    for sample in samples:
+        history = locomo_messages(sample)
+        messages = [SystemMessage(SYSTEM), *history, HumanMessage(INPUT)]
+        for budget in (2000, 8000):
+            times = []
+            kept = None
+            for _ in range(args.reps):
+                t = time.perf_counter()
+                kept = trim_messages(
+                    messages,
+                    max_tokens=budget,
+                    token_counter=counter,
+                    strategy="last",
+                    include_system=True,
+                    start_on="human",
+                    allow_partial=False,
+                )
+                times.append(time.perf_counter() - t)
+            print(json.dumps({
+                "conversation": sample["sample_id"],
+                "budget": budget,
+                "history_messages": len(history),
+                "kept_messages": len(kept) - 2,
+                "tokens": counter(kept),
+                "median_ms": statistics.median(times) * 1e3,
+            }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+//! Token counting: the tokenizer ctxlog uses (`ctxlog_projection::text_tokens`) beside
+//! `tiktoken-rs` (the reference implementation of OpenAI's BPE in Rust) on every LoCoMo turn,
+//! and the `bpe-openai` crate, in one run: the time a fresh process pays to build each tokenizer, counting throughput
+//! (tokens/s) and whether every turn gets the same count.
+//!
+//! ```text
+//! cargo run --release -p ctxlog-bench --bin token_count [-- LOCOMO_JSON]
+//! cargo run --release -p ctxlog-bench --bin token_count -- --load ctxlog|tiktoken|bpe-openai o200k|cl100k
+//! ```
+//!
+//! `--load` builds one tokenizer, counts one word and exits: it is meant for `hyperfine`, to
+//! time a whole process. LoCoMo is read from `CTXLOG_LOCOMO` or
+//! `/work/shared/data/locomo10.json` (never copied into the repository).
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use ctxlog_projection::Tokenizer;
+use ctxlog_projection::tokens::text_tokens;
+use serde_json::Value;
+
+const DEFAULT_LOCOMO: &str = "/work/shared/data/locomo10.json";
+
+fn tiktoken(tokenizer: Tokenizer) -> &'static tiktoken_rs::CoreBPE {
+    match tokenizer {
+        Tokenizer::O200k => tiktoken_rs::o200k_base_singleton(),
+        Tokenizer::Cl100k => tiktoken_rs::cl100k_base_singleton(),
+    }
+}
+
+fn bpe_openai(tokenizer: Tokenizer) -> &'static bpe_openai::Tokenizer {
+    match tokenizer {
+        Tokenizer::O200k => bpe_openai::o200k_base(),
+        Tokenizer::Cl100k => bpe_openai::cl100k_base(),
+    }
+}
+
+/// Every turn's text (and image caption) of the LoCoMo file, in file order.
+fn locomo_texts(path: &str) -> Result<Vec<String>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {path}"))?;
+    let samples: Value = serde_json::from_slice(&bytes).context("LoCoMo is not JSON")?;
+    let mut texts = Vec::new();
+    for sample in samples.as_array().context("LoCoMo is not an array")? {
+        let Some(conversation) = sample["conversation"].as_object() else {
+            continue;
+        };
+        let mut sessions: Vec<(u64, &Vec<Value>)> = conversation
+            .iter()
+            .filter_map(|(k, v)| {
+                let n = k.strip_prefix("session_")?.parse().ok()?;
+                Some((n, v.as_array()?))
+            })
+            .collect();
+        sessions.sort_by_key(|(n, _)| *n);
+        for (_, turns) in sessions {
+            for turn in turns {
+                let mut text = turn["text"].as_str().unwrap_or_default().to_owned();
+                if let Some(caption) = turn["blip_caption"].as_str() {
+                    text.push_str(&format!(" [shares a photo: {caption}]"));
+                }
+                texts.push(text);
+            }
+        }
+    }
+    Ok(texts)
+}
+
+fn load_only(side: &str, tokenizer: &str) -> Result<()> {
+    let tokenizer: Tokenizer = tokenizer.parse()?;
+    let n = match side {
+        "ctxlog" => text_tokens(tokenizer, "hello"),
+        "tiktoken" => tiktoken(tokenizer).encode_ordinary("hello").len() as u64,
+        "bpe-openai" => bpe_openai(tokenizer).count("hello") as u64,
+        other => bail!("unknown side {other:?} (ctxlog, tiktoken or bpe-openai)"),
+    };
+    println!("{n}");
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--load") {
+        let (Some(side), Some(tokenizer)) = (args.get(1), args.get(2)) else {
+            bail!("usage: token_count --load ctxlog|tiktoken|bpe-openai o200k|cl100k");
+        };
+        return load_only(side, tokenizer);
+    }
+    let path = args
+        .first()
+        .cloned()
+        .or_else(|| std::env::var("CTXLOG_LOCOMO").ok())
+        .unwrap_or_else(|| DEFAULT_LOCOMO.to_owned());
+    let texts = locomo_texts(&path)?;
+    let bytes: usize = texts.iter().map(String::len).sum();
+    println!(
+        "token_count: {} LoCoMo turns, {bytes} bytes of text, each side counts every turn 5 times \
+         (best of 5 reported)",
+        texts.len()
+    );
+    println!();
+    println!(
+        "| tokenizer | side | first build (in process) | tokens | best pass | Mtokens/s | MB/s | turns counted as tiktoken-rs does |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for tokenizer in Tokenizer::ALL {
+        let start = Instant::now();
+        text_tokens(tokenizer, "hello");
+        let ours_build = start.elapsed();
+        let start = Instant::now();
+        tiktoken(tokenizer).encode_ordinary("hello");
+        let theirs_build = start.elapsed();
+        let start = Instant::now();
+        bpe_openai(tokenizer).count("hello");
+        let bpe_build = start.elapsed();
+
+        let ours: Vec<u64> = texts.iter().map(|t| text_tokens(tokenizer, t)).collect();
+        let theirs: Vec<u64> = texts
+            .iter()
+            .map(|t| tiktoken(tokenizer).encode_ordinary(t).len() as u64)
+            .collect();
+        let bpe_counts: Vec<u64> = texts
+            .iter()
+            .map(|t| bpe_openai(tokenizer).count(t.as_str()) as u64)
+            .collect();
+        let equal = ours.iter().zip(&theirs).filter(|(a, b)| a == b).count();
+        let bpe_equal = bpe_counts
+            .iter()
+            .zip(&theirs)
+            .filter(|(a, b)| a == b)
+            .count();
+        let first_diff = ours.iter().zip(&theirs).position(|(a, b)| a != b);
+
+        let best = |f: &dyn Fn(&str) -> u64| {
+            (0..5)
+                .map(|_| {
+                    let start = Instant::now();
+                    let n: u64 = texts.iter().map(|t| f(t)).sum();
+                    (start.elapsed(), n)
+                })
+                .min()
+                .unwrap_or_default()
+        };
+        let (ours_time, ours_total) = best(&|t| text_tokens(tokenizer, t));
+        let (theirs_time, theirs_total) =
+            best(&|t| tiktoken(tokenizer).encode_ordinary(t).len() as u64);
+        let (bpe_time, bpe_total) = best(&|t| bpe_openai(tokenizer).count(t) as u64);
+        for (side, build, time, total, equal) in [
+            (
+                "ctxlog (`text_tokens`)",
+                ours_build,
+                ours_time,
+                ours_total,
+                equal,
+            ),
+            (
+                "tiktoken-rs 0.12",
+                theirs_build,
+                theirs_time,
+                theirs_total,
+                texts.len(),
+            ),
+            ("bpe-openai 0.3", bpe_build, bpe_time, bpe_total, bpe_equal),
+        ] {
+            let secs = time.as_secs_f64();
+            println!(
+                "| {tokenizer} | {side} | {:.1} ms | {total} | {:.1} ms | {:.2} | {:.1} | {equal}/{} |",
+                build.as_secs_f64() * 1e3,
+                secs * 1e3,
+                total as f64 / secs / 1e6,
+                bytes as f64 / secs / 1e6,
+                texts.len(),
+            );
+        }
+        if let Some(i) = first_diff {
+            println!(
+                "first difference at turn {i}: ctxlog {} vs tiktoken-rs {}: {:?}",
+                ours[i], theirs[i], texts[i]
+            );
+        }
+    }
+    println!();
+    println!(
+        "(first build: the time the first count took in this process, tables built then; \
+         throughput: the best of 5 passes over all turns, one thread)"
+    );
+    Ok(())
+}

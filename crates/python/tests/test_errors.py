@@ -13,8 +13,13 @@ from conftest import ledger_files
 
 
 def test_usage_errors(store: ctxlog.Store) -> None:
-    with pytest.raises(ctxlog.UsageError, match="PostgreSQL"):
-        ctxlog.Store("postgres://db.example/ctxlog")
+    with pytest.raises(ctxlog.UsageError):
+        ctxlog.Store("postgres://ctxlog@127.0.0.1:notaport/ctxlog")
+    # A database store connects on its first operation: an unreachable one says where, in one line.
+    remote = ctxlog.Store("postgres://ctxlog@127.0.0.1:1/ctxlog")
+    with pytest.raises(ctxlog.Error, match="127.0.0.1:1") as failed:
+        remote.list()
+    assert "\n" not in str(failed.value)
     for bad in ["a/b", "..", "", "x" * 65, "nul\0"]:
         with pytest.raises(ctxlog.UsageError):
             store.conversation(bad)

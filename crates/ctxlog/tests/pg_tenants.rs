@@ -33,7 +33,12 @@ fn tenants_over_one_database_never_see_each_other() {
             let receipt = store
                 .commit(&CommitRequest::from_json("c", json.as_bytes(), None).unwrap())
                 .unwrap();
-            assert_eq!(receipt.first_seq, 2 * turn as u64 + 1, "tenant {}", tenants[i]);
+            assert_eq!(
+                receipt.first_seq,
+                2 * turn as u64 + 1,
+                "tenant {}",
+                tenants[i]
+            );
         }
         let own = format!("only-{i}");
         store

@@ -65,7 +65,7 @@ fn load(path: &Path) -> anyhow::Result<(Vec<Conversation>, usize, usize)> {
                 .as_str()
                 .unwrap_or_default();
             let base =
-                parse_session_date(date).with_context(|| format!("session date {date:?}"))?;
+                ctxlog::transfer::parse_session_date(date).with_context(|| format!("session date {date:?}"))?;
             for (j, t) in session.iter().enumerate() {
                 let speaker = t["speaker"].as_str().unwrap_or_default().to_owned();
                 turns.push(Turn {
@@ -149,52 +149,6 @@ fn dia_ids(s: &str) -> Vec<String> {
         i += 1;
     }
     out
-}
-
-/// "1:56 pm on 8 May, 2023" → milliseconds since the epoch (taken as UTC).
-fn parse_session_date(s: &str) -> Option<i64> {
-    let (time, date) = s.split_once(" on ")?;
-    let (hm, ampm) = time.trim().split_once(' ')?;
-    let (h, m) = hm.split_once(':')?;
-    let (mut h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
-    if ampm.eq_ignore_ascii_case("pm") && h != 12 {
-        h += 12;
-    }
-    if ampm.eq_ignore_ascii_case("am") && h == 12 {
-        h = 0;
-    }
-    let parts: Vec<&str> = date.split([' ', ',']).filter(|p| !p.is_empty()).collect();
-    let [day, month, year] = parts.as_slice() else {
-        return None;
-    };
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    let month = MONTHS.iter().position(|x| x.eq_ignore_ascii_case(month))? as i64 + 1;
-    let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
-    Some(((days * 24 + h) * 60 + m) * 60_000)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// The conversation as ledger events: one per turn, the first speaker as `user`, the other as

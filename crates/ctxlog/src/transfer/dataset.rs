@@ -115,8 +115,9 @@ fn sample(s: &Value, i: usize, prefix: Option<&str>) -> Result<Parsed> {
     })
 }
 
-/// "1:56 pm on 8 May, 2023" → milliseconds since the epoch (taken as UTC).
-fn parse_session_date(s: &str) -> Option<i64> {
+/// A LoCoMo-layout session date, "1:56 pm on 8 May, 2023" → milliseconds since the epoch
+/// (taken as UTC); `None` when it is not one.
+pub fn parse_session_date(s: &str) -> Option<i64> {
     let (time, date) = s.split_once(" on ")?;
     let (hm, ampm) = time.trim().split_once(' ')?;
     let (h, m) = hm.split_once(':')?;

@@ -44,6 +44,7 @@ use ctxlog_ledger::{EventBody, Ledger, MemStorage, NewCommit, Options, SyncMode}
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use dataset::parse_session_date;
 pub use export::write_export;
 pub use time::{format_rfc3339, parse_rfc3339, parse_ts};
 

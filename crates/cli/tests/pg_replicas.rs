@@ -12,11 +12,13 @@
 //! PostgreSQL is not installed; a failure under `CI`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 #[path = "../../ctxlog/tests/common/pg.rs"]
 mod pg;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,25 +41,11 @@ impl Drop for Replica {
 }
 
 fn start_replica(url: &str) -> Replica {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxlog"))
-        .env_remove("CTXLOG_TOKENS")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ctxlog"));
+    cmd.env_remove("CTXLOG_TOKENS")
         .args(["--store", url, "serve", "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "serve exited early"
-        );
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split('/').next().unwrap().to_string();
-        }
-    };
+        .stdout(Stdio::null());
+    let (child, mut stderr, addr) = common::spawn_server(cmd);
     // Keep draining the log so the replica never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     Replica { child, addr }

@@ -3,9 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+mod common;
 
 fn ctxlog() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ctxlog"));
@@ -55,26 +57,10 @@ fn start(
     if let Some(tokens) = tokens {
         cmd.env("CTXLOG_TOKENS", tokens);
     }
-    let mut child = cmd
-        .arg("--root")
+    cmd.arg("--root")
         .arg(root)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "serve exited early"
-        );
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split('/').next().unwrap().to_string();
-        }
-    };
-    (child, stderr, addr)
+        .args(["serve", "--addr", "127.0.0.1:0"]);
+    common::spawn_server(cmd)
 }
 
 /// One GET over a fresh connection; the whole reply.

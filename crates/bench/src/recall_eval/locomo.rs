@@ -64,8 +64,8 @@ fn load(path: &Path) -> anyhow::Result<(Vec<Conversation>, usize, usize)> {
             let date = conv[format!("session_{n}_date_time")]
                 .as_str()
                 .unwrap_or_default();
-            let base =
-                ctxlog::transfer::parse_session_date(date).with_context(|| format!("session date {date:?}"))?;
+            let base = ctxlog::transfer::parse_session_date(date)
+                .with_context(|| format!("session date {date:?}"))?;
             for (j, t) in session.iter().enumerate() {
                 let speaker = t["speaker"].as_str().unwrap_or_default().to_owned();
                 turns.push(Turn {

@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
 
 /// A store directory that lives as long as the test.
 pub struct Env {
@@ -90,4 +90,24 @@ pub fn code(out: &Output) -> i32 {
 /// Stderr as text.
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Spawns `cmd` (a `ctxlog … serve --addr 127.0.0.1:0`) with its stderr piped and waits for its
+/// "listening on" line: the child, its stderr (keep draining it so the server never blocks on a
+/// full pipe) and the address it listens on.
+pub fn spawn_server(mut cmd: Command) -> (Child, BufReader<ChildStderr>, String) {
+    let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "serve exited early"
+        );
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split('/').next().unwrap().to_string();
+        }
+    };
+    (child, stderr, addr)
 }

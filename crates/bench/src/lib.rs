@@ -8,3 +8,31 @@
 //! | `commit_latency` | commit latency with per-commit fsync vs a plain write+fsync loop |
 //! | `projection_bench` | projection time on a 10,000-turn conversation vs the naive suffix rule |
 //! | `recall_eval` | retrieval quality (the §1 study, a generator, LoCoMo) vs plain FTS5 BM25 |
+
+use ctxlog_ledger::event::{Event, EventBody};
+
+/// A synthetic conversation of `turns` user/assistant turns (~100 bytes each, with quotes,
+/// a newline, CJK and an emoji so every escape path of the wire formats is exercised), for the
+/// projection benchmarks.
+pub fn conversation(turns: usize) -> Vec<Event> {
+    let mut events = Vec::with_capacity(turns * 2);
+    for i in 0..turns {
+        let user = format!(
+            "Question {i:06}: what did we decide about the \"deployment window\" for the gateway? 中文"
+        );
+        let assistant = format!(
+            "Answer {i:06}: the window is Tuesday 02:00-04:00 UTC,\nrollback by 04:30 at the latest 😀"
+        );
+        for body in [
+            EventBody::User { text: user },
+            EventBody::Assistant { text: assistant },
+        ] {
+            events.push(Event {
+                seq: events.len() as u64 + 1,
+                ts_ms: 0,
+                body,
+            });
+        }
+    }
+    events
+}

@@ -12,32 +12,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
-use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_bench::conversation;
 use ctxlog_projection::naive::project_naive;
 use ctxlog_projection::{Projection, ProjectionRequest, SizeCache, SliceHistory, project};
-
-fn conversation(turns: usize) -> Vec<Event> {
-    let mut events = Vec::with_capacity(turns * 2);
-    for i in 0..turns {
-        let user = format!(
-            "Question {i:06}: what did we decide about the \"deployment window\" for the gateway? 中文"
-        );
-        let assistant = format!(
-            "Answer {i:06}: the window is Tuesday 02:00-04:00 UTC,\nrollback by 04:30 at the latest 😀"
-        );
-        for body in [
-            EventBody::User { text: user },
-            EventBody::Assistant { text: assistant },
-        ] {
-            events.push(Event {
-                seq: events.len() as u64 + 1,
-                ts_ms: 0,
-                body,
-            });
-        }
-    }
-    events
-}
 
 fn request(max_bytes: Option<u64>, max_tokens: Option<u64>) -> Result<ProjectionRequest> {
     let mut b = ProjectionRequest::builder();

@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, ensure};
-use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_bench::conversation;
 use ctxlog_projection::naive::project_naive;
 use ctxlog_projection::{ProjectionRequest, SizeCache, SliceHistory, project};
 use plotters::prelude::*;
@@ -29,29 +29,6 @@ const WINDOWS: [(u64, &str); 3] = [
 ];
 const NAIVE_MAX_TURNS: usize = 10_000;
 const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-
-fn conversation(turns: usize) -> Vec<Event> {
-    let mut events = Vec::with_capacity(turns * 2);
-    for i in 0..turns {
-        let user = format!(
-            "Question {i:06}: what did we decide about the \"deployment window\" for the gateway? 中文"
-        );
-        let assistant = format!(
-            "Answer {i:06}: the window is Tuesday 02:00-04:00 UTC,\nrollback by 04:30 at the latest 😀"
-        );
-        for body in [
-            EventBody::User { text: user },
-            EventBody::Assistant { text: assistant },
-        ] {
-            events.push(Event {
-                seq: events.len() as u64 + 1,
-                ts_ms: 0,
-                body,
-            });
-        }
-    }
-    events
-}
 
 fn request(max_bytes: u64) -> Result<ProjectionRequest> {
     let mut b = ProjectionRequest::builder();

@@ -61,6 +61,13 @@ create_exception!(
     "The conversation does not exist (read-only operations never create one)."
 );
 
+create_exception!(
+    ctxlog,
+    Unavailable,
+    Error,
+    "The store's database cannot be reached (down, restarting, connection lost); nothing was acknowledged: retry."
+);
+
 /// Adds the exception classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -76,6 +83,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Corrupt", py.get_type::<Corrupt>())?;
     m.add("Conflict", py.get_type::<Conflict>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;
+    m.add("Unavailable", py.get_type::<Unavailable>())?;
     Ok(())
 }
 
@@ -103,6 +111,7 @@ pub fn into_py_err(py: Python<'_>, e: &ctxlog::Error) -> PyErr {
         ErrorClass::Corrupt => (Corrupt::new_err(message), "corrupt"),
         ErrorClass::Conflict => (Conflict::new_err(message), "conflict"),
         ErrorClass::NotFound => (NotFound::new_err(message), "not_found"),
+        ErrorClass::Unavailable => (Unavailable::new_err(message), "unavailable"),
         _ => (Error::new_err(message), "error"),
     };
     // Attributes are best effort: an exception without them still says everything in its

@@ -28,6 +28,7 @@ from ._ctxlog import (
     MandatoryExceedsBudget,
     NotFound,
     Store,
+    Unavailable,
     UsageError,
     __version__,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "PolicyName",
     "Store",
     "TokenizerName",
+    "Unavailable",
     "UsageError",
     "WireFormat",
     "__version__",

@@ -20,6 +20,7 @@ __all__ = [
     "PolicyName",
     "Store",
     "TokenizerName",
+    "Unavailable",
     "UsageError",
     "WireFormat",
     "__version__",
@@ -68,6 +69,9 @@ class Conflict(Error):
 
 class NotFound(Error):
     """The conversation does not exist (read-only operations never create one)."""
+
+class Unavailable(Error):
+    """The store's database cannot be reached; nothing was acknowledged: retry."""
 
 @final
 class Store:

@@ -13,7 +13,7 @@ use std::ops::RangeInclusive;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::event::{EventBody, EventKind, SystemMarker};
+use crate::event::{EventBody, EventKind};
 use crate::files::{io_err, new_ledger_id, now_ms};
 use crate::format::{
     self, FLAG_END_OF_COMMIT, LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, RecordHeader, names,
@@ -21,13 +21,9 @@ use crate::format::{
 use crate::scan::{Tail, Window};
 use crate::state::LedgerState;
 use crate::storage::Storage;
-use crate::tombstone::{is_placeholder, lead_range, widen};
+use crate::tombstone::{erase_reason, is_placeholder, lead_range, live_runs, run_body, widen};
 
-/// The longest `reason` an erasure accepts, in bytes.
-pub const MAX_ERASE_REASON_BYTES: usize = 1024;
-
-/// The reason recorded when the caller gives none.
-pub const DEFAULT_ERASE_REASON: &str = "erased on request";
+pub use crate::tombstone::{DEFAULT_ERASE_REASON, MAX_ERASE_REASON_BYTES};
 
 /// Bytes buffered before each write of the rewritten log.
 const WRITE_CHUNK: usize = 1 << 20;
@@ -35,9 +31,11 @@ const WRITE_CHUNK: usize = 1 << 20;
 /// What [`crate::Ledger::erase`] did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ErasureReport {
-    /// First seq erased (after widening to whole turns and earlier tombstones).
+    /// First seq of the erased range (after widening to whole turns and over earlier
+    /// tombstones). Earlier tombstones inside `from..=to` stay as written (SPEC E6): each run
+    /// of live seqs between them got its own tombstone, with this erasure's reason and time.
     pub from: u64,
-    /// Last seq erased (inclusive).
+    /// Last seq of the erased range (inclusive).
     pub to: u64,
     /// The range that was asked for.
     pub requested: (u64, u64),
@@ -64,8 +62,8 @@ struct Old {
 
 /// Pass 2 in progress: the new log's records, encoded one old record at a time.
 struct Rewrite<'a> {
-    from: u64,
-    to: u64,
+    /// The live runs erased, in seq order (earlier tombstones between them are kept).
+    runs: &'a [(u64, u64)],
     reason: &'a str,
     at_ms: i64,
     /// Encoded bytes not yet written.
@@ -74,16 +72,15 @@ struct Rewrite<'a> {
     referenced: BTreeSet<String>,
     /// Content events erased (earlier tombstones and placeholders not counted).
     erased: u64,
-    /// `index_in_commit` of seq `to + 1`, while its commit (begun inside the erased range)
+    /// `index_in_commit` of the seq after a run, while its commit (begun inside the run)
     /// lasts: its kept records move up by that much.
     shift: Option<u32>,
 }
 
 impl<'a> Rewrite<'a> {
-    fn new(from: u64, to: u64, reason: &'a str) -> Rewrite<'a> {
+    fn new(runs: &'a [(u64, u64)], reason: &'a str) -> Rewrite<'a> {
         Rewrite {
-            from,
-            to,
+            runs,
             reason,
             at_ms: now_ms(),
             out: Vec::new(),
@@ -93,32 +90,32 @@ impl<'a> Rewrite<'a> {
         }
     }
 
-    /// Writes the tombstone (at `from`) or a covered placeholder in place of `seq`.
-    fn erase(&mut self, seq: u64, body: &EventBody) -> Result<()> {
+    /// The run that erases `seq`, if any.
+    fn run_of(&self, seq: u64) -> Option<(u64, u64)> {
+        self.runs
+            .iter()
+            .find(|(a, b)| *a <= seq && seq <= *b)
+            .copied()
+    }
+
+    /// Writes the tombstone (at the run's start) or a covered placeholder in place of `seq`
+    /// of run `from..=to`.
+    fn erase(&mut self, seq: u64, (from, to): (u64, u64), body: &EventBody) -> Result<()> {
         if !is_placeholder(seq, body) && lead_range(seq, body).is_none() {
             self.erased += 1;
         }
-        let reason = if seq == self.from { self.reason } else { "" };
-        let marker = SystemMarker::Tombstone {
-            from: self.from,
-            to: self.to,
-            at_ms: self.at_ms,
-            reason: reason.to_string(),
-        };
-        let json = serde_json::to_vec(&EventBody::System { marker })
+        let tomb = run_body(seq, from, to, self.at_ms, self.reason);
+        let json = serde_json::to_vec(&tomb)
             .map_err(|e| Error::invalid(format!("tombstone cannot be encoded: {e}")))?;
-        let flags = if seq == self.to {
-            FLAG_END_OF_COMMIT
-        } else {
-            0
-        };
-        let index = (seq - self.from) as u32;
+        let flags = if seq == to { FLAG_END_OF_COMMIT } else { 0 };
+        let index = (seq - from) as u32;
         let (kind, ts) = (EventKind::System, self.at_ms);
         format::encode_record(&mut self.out, kind, flags, index, seq, ts, &json, &[]);
         Ok(())
     }
 
-    /// Copies a kept record, re-framed when the erased range cut its commit.
+    /// Copies a kept record (earlier tombstones byte for byte), re-framed when a run cut its
+    /// commit.
     fn keep(&mut self, seq: u64, old: &Old, body: &EventBody) {
         if let EventBody::ToolResult {
             artifact: Some(r), ..
@@ -127,10 +124,12 @@ impl<'a> Rewrite<'a> {
             self.referenced.insert(r.name.clone());
         }
         let h = &old.header;
-        if seq == self.to + 1 && h.index_in_commit != 0 {
+        let after_run = self.runs.iter().any(|(_, b)| seq == b + 1);
+        if after_run && h.index_in_commit != 0 {
             self.shift = Some(h.index_in_commit);
         }
-        let cut_before = seq + 1 == self.from && !h.ends_commit();
+        let before_run = self.runs.iter().any(|(a, _)| seq + 1 == *a);
+        let cut_before = before_run && !h.ends_commit();
         match (cut_before, self.shift) {
             (true, _) => reframe(&mut self.out, old, h.index_in_commit, true),
             (false, Some(s)) => reframe(&mut self.out, old, h.index_in_commit - s, false),
@@ -260,10 +259,12 @@ impl Eraser<'_> {
             &leads,
             self.state.last_seq(),
         );
+        let runs = live_runs(from, to, &leads);
         let st = self.state.storage().clone();
         let tmp = format!("{}.tmp", names::LOG);
         let ledger_id = new_ledger_id();
-        let rewrite = self.write_rewritten(&tmp, ledger_id, from, to, reason);
+        let reason = erase_reason(reason);
+        let rewrite = self.write_rewritten(&tmp, ledger_id, &runs, reason);
         let (events, referenced) = match rewrite {
             Ok(v) => v,
             Err(e) => {
@@ -381,14 +382,13 @@ impl Eraser<'_> {
         }
     }
 
-    /// Pass 2: writes the new log to `tmp` (synced per the sync mode). Returns the number of
-    /// content events erased and the artifacts the kept events reference.
+    /// Pass 2: writes the new log to `tmp` (synced per the sync mode), `runs` erased. Returns
+    /// the number of content events erased and the artifacts the kept events reference.
     fn write_rewritten(
         &self,
         tmp: &str,
         ledger_id: [u8; 16],
-        from: u64,
-        to: u64,
+        runs: &[(u64, u64)],
         reason: &str,
     ) -> Result<(u64, BTreeSet<String>)> {
         let st = self.state.storage().as_ref();
@@ -399,7 +399,7 @@ impl Eraser<'_> {
             ledger_id,
             created_ms: self.state.header().created_ms,
         };
-        let mut r = Rewrite::new(from, to, reason);
+        let mut r = Rewrite::new(runs, reason);
         r.out.extend_from_slice(&header.encode());
         let mut at = 0u64;
         let mut w = Window::new(self.state.log(), self.state.log_len());
@@ -409,8 +409,8 @@ impl Eraser<'_> {
             let old = read_old(&mut w, offset, seq).map_err(|e| self.corrupt(offset, seq, e))?;
             pos += old.header.record_len();
             let body = decode_body(&old).map_err(|e| self.corrupt(offset, seq, e))?;
-            if (from..=to).contains(&seq) {
-                r.erase(seq, &body)?;
+            if let Some(run) = r.run_of(seq) {
+                r.erase(seq, run, &body)?;
             } else {
                 r.keep(seq, &old, &body);
             }

@@ -18,6 +18,7 @@ use crate::options::{Options, SyncMode};
 use crate::recovery::{self, RecoveryReport};
 use crate::scan::Tail;
 use crate::state::LedgerState;
+use crate::tombstone::Tombstone;
 use crate::storage::{DirStorage, LockGuard, Storage};
 use crate::validate::{self, Origin, TurnState};
 
@@ -174,14 +175,16 @@ impl Ledger {
     ///
     /// # Errors
     /// [`Error::InvalidCommit`] for a [`SystemMarker::Tombstone`]: tombstones are written only
-    /// by [`Ledger::erase`], which also writes the placeholders they cover. A tombstone
+    /// by [`Ledger::erase`] and [`Ledger::append_tombstone`], which also write the
+    /// placeholders they cover. A tombstone
     /// appended alone would hide itself from readers (`from < seq`) or claim seqs it does not
     /// cover (`to > seq`), which `verify` rejects and a later erasure would trip over.
     /// Otherwise as [`Ledger::commit`].
     pub fn commit_marker(&mut self, marker: SystemMarker) -> Result<CommitReceipt> {
         if matches!(marker, SystemMarker::Tombstone { .. }) {
             return Err(Error::invalid(
-                "tombstones are written by erase only (with the placeholders they cover)",
+                "tombstones are written by erase and append_tombstone only (with the placeholders \
+                 they cover)",
             ));
         }
         let commit = NewCommit {
@@ -189,6 +192,70 @@ impl Ledger {
             events: vec![EventBody::System { marker }],
         };
         self.commit_from(&commit, &[], Origin::Internal)
+    }
+
+    /// Appends an erased range decided elsewhere, as it was (an import rebuilding an export's
+    /// tombstone, SPEC E4): the tombstone at `t.from` and a covered placeholder for every seq
+    /// up to `t.to`, all at time `t.at_ms`, in one commit without an id, laid out exactly as
+    /// [`Ledger::erase`] lays out a run. No content is ever carried.
+    ///
+    /// `t.from` must be the next seq. Appending the same tombstone again where it already
+    /// stands writes nothing (the receipt says `replayed`), so re-running an import is
+    /// harmless. The tombstone's time is the erasure's, outside the events' timeline: it is
+    /// not compared with the events' times, and the next event's time is compared with the
+    /// last event before it (SPEC L10).
+    ///
+    /// ```
+    /// use ctxlog_ledger::rules::Tombstone;
+    /// use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};
+    /// # fn main() -> ctxlog_ledger::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
+    /// let t = Tombstone { from: 1, to: 3, at_ms: 1_700_000_000_000, reason: "GDPR".into() };
+    /// assert!(!ledger.append_tombstone(&t)?.replayed);
+    /// assert!(ledger.append_tombstone(&t)?.replayed); // already there: nothing written
+    /// let turn = NewCommit { id: None, events: vec![EventBody::User { text: "hi".into() }] };
+    /// ledger.commit_timed(&turn, &[Some(1_600_000_000_000)])?; // earlier than the erasure: fine
+    /// let seqs: Vec<u64> = ledger.events(1..=4)?.iter().map(|e| e.seq).collect();
+    /// assert_eq!(seqs, [1, 4]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidCommit`] when `t.from` is not the next seq, `t.to < t.from`, the time
+    /// is negative, or the reason is empty or over [`crate::MAX_ERASE_REASON_BYTES`]; the caps
+    /// ([`Error::TooLarge`]); [`Error::Poisoned`]; I/O. Nothing is written on error.
+    pub fn append_tombstone(&mut self, t: &Tombstone) -> Result<CommitReceipt> {
+        self.check_usable()?;
+        let state = &self.state;
+        let mut stored = |seq: u64| state.raw_event(seq).map(Some);
+        let receipt = CommitReceipt {
+            first_seq: t.from,
+            last_seq: t.to,
+            replayed: true,
+        };
+        if crate::tombstone::check_append(t, self.state.last_seq(), &mut stored)? {
+            return Ok(receipt);
+        }
+        let commit = NewCommit {
+            id: None,
+            events: t.bodies().collect(),
+        };
+        let times = vec![t.at_ms; commit.events.len()];
+        let preparer = Preparer {
+            state: &self.state,
+            options: &self.options,
+        };
+        let prepared = preparer.prepare(&commit, &times, None)?;
+        preparer.check_caps(&prepared)?;
+        self.write(&prepared)?;
+        self.state.apply(prepared.appended());
+        // System events leave the open turn as it was; the last event's time is unchanged.
+        let _ = self.state.flush_sidecars();
+        Ok(CommitReceipt {
+            replayed: false,
+            ..receipt
+        })
     }
 
     /// Stores `content` as an artifact (synced per the sync mode) and returns its reference,
@@ -399,17 +466,24 @@ impl Ledger {
         Ok(self.ids.get_or_insert_with(HashMap::new))
     }
 
-    /// The time of the last event (0 when there is none), read once from its record.
+    /// The time of the last event (0 when there is none), read once: erased ranges are
+    /// stepped over, a tombstone's time being the erasure's, not an event's (SPEC L10).
     fn last_ms(&mut self) -> Result<i64> {
         if let Some(ms) = self.last_ms {
             return Ok(ms);
         }
-        let last = self.state.last_seq();
-        let ms = if last == 0 {
-            0
-        } else {
-            self.state.raw_event(last)?.ts_ms
-        };
+        let mut seq = self.state.last_seq();
+        let mut ms = 0;
+        while seq > 0 {
+            let event = self.state.raw_event(seq)?;
+            match crate::tombstone::erased_from(seq, &event.body) {
+                Some(from) => seq = from - 1,
+                None => {
+                    ms = event.ts_ms;
+                    break;
+                }
+            }
+        }
         self.last_ms = Some(ms);
         Ok(ms)
     }

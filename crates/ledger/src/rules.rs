@@ -1,6 +1,7 @@
 //! The ledger's rules, for other storage engines (SPEC L9): what a commit may contain, what
 //! "same content" means for an idempotency id, how large tool outputs become artifacts, the
-//! caps, and how an erasure range is checked and widened. The file store applies exactly
+//! caps, how an erasure range is checked and widened, and how an imported tombstone is
+//! checked. The file store applies exactly
 //! these; a database backend calls them so that both engines accept and refuse the same
 //! commits and erase the same seqs.
 
@@ -214,8 +215,14 @@ pub fn check_erase(range: &RangeInclusive<u64>, last_seq: u64, reason: &str) -> 
     Ok(())
 }
 
+/// The reason an erasure records: `reason`, or [`crate::DEFAULT_ERASE_REASON`] when empty.
+pub fn erase_reason(reason: &str) -> &str {
+    crate::tombstone::erase_reason(reason)
+}
+
 /// Widens an erasure range to whole turns and over earlier tombstones (`leads`: the
-/// `(from, to)` of each), as the file store's erasure does.
+/// `(from, to)` of each), as the file store's erasure does. The earlier tombstones inside
+/// the result stay as written: only its [`live_runs`] are erased (SPEC E6).
 pub fn widen_erasure(
     range: &RangeInclusive<u64>,
     user_seqs: &[u64],
@@ -223,6 +230,36 @@ pub fn widen_erasure(
     last_seq: u64,
 ) -> (u64, u64) {
     crate::tombstone::widen(*range.start(), *range.end(), user_seqs, leads, last_seq)
+}
+
+/// The runs of `range` (widened) that no earlier tombstone covers (`leads`, in seq order):
+/// an erasure writes one tombstone per run.
+pub fn live_runs(range: (u64, u64), leads: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    crate::tombstone::live_runs(range.0, range.1, leads)
+}
+
+/// The body of seq `seq` of the erased run `from..=to`: the tombstone at `from`, a covered
+/// placeholder (empty reason) after it. Every seq of a run is stored at time `at_ms`.
+pub fn tombstone_body(seq: u64, from: u64, to: u64, at_ms: i64, reason: &str) -> EventBody {
+    crate::tombstone::run_body(seq, from, to, at_ms, reason)
+}
+
+pub use crate::tombstone::Tombstone;
+
+/// Checks a tombstone to append to a conversation whose last seq is `last_seq`. `stored`
+/// reads the event stored at `t.from` when `t.from <= last_seq`. Returns true when that event
+/// is this very tombstone and the range is stored whole (a re-run of the same import:
+/// nothing to write), false when it is to be appended at `last_seq + 1`.
+///
+/// # Errors
+/// [`Error::InvalidCommit`] when `from` is not the next seq (and not a re-run), `to < from`,
+/// the time is negative, or the reason is empty or too long.
+pub fn check_tombstone(
+    t: &Tombstone,
+    last_seq: u64,
+    stored: &mut dyn FnMut(u64) -> Result<Option<Event>>,
+) -> Result<bool> {
+    crate::tombstone::check_append(t, last_seq, stored)
 }
 
 /// The erased range an event leads, when it is a tombstone (`seq == from`).

@@ -2,15 +2,81 @@
 //! the *tombstone* (a `system` record whose marker is [`SystemMarker::Tombstone`]
 //! `{from, to, at_ms, reason}`) and every seq in `from+1..=to` a *covered placeholder* (the
 //! same marker with an empty reason). Readers skip placeholders ([`is_placeholder`]),
-//! `verify` checks coverage ([`Coverage`]), erasure widens a requested range ([`widen`]).
+//! `verify` checks coverage ([`Coverage`]), erasure widens a requested range ([`widen`]) and
+//! erases only its live runs ([`live_runs`]): a tombstone once written is never rewritten
+//! (SPEC E6). [`run_body`] is the one place a run's records are made, for the file store's
+//! rewrite, an import's rebuilt tombstones and a database engine alike.
 
-use crate::event::{EventBody, SystemMarker};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventBody, SystemMarker};
+
+/// The longest `reason` an erasure accepts, in bytes.
+pub const MAX_ERASE_REASON_BYTES: usize = 1024;
+
+/// The reason recorded when the caller gives none.
+pub const DEFAULT_ERASE_REASON: &str = "erased on request";
+
+/// The reason a tombstone records: `reason`, or [`DEFAULT_ERASE_REASON`] when it is empty
+/// (an empty reason marks a covered placeholder, and a tombstone must say why).
+pub(crate) fn erase_reason(reason: &str) -> &str {
+    if reason.is_empty() {
+        DEFAULT_ERASE_REASON
+    } else {
+        reason
+    }
+}
+
+/// The body of seq `seq` of the erased run `from..=to`: the tombstone (with `reason`) at
+/// `from`, a covered placeholder (same range and time, empty reason) after it.
+pub(crate) fn run_body(seq: u64, from: u64, to: u64, at_ms: i64, reason: &str) -> EventBody {
+    let reason = if seq == from { reason } else { "" };
+    EventBody::System {
+        marker: SystemMarker::Tombstone {
+            from,
+            to,
+            at_ms,
+            reason: reason.to_string(),
+        },
+    }
+}
+
+/// The runs of `from..=to` that no earlier tombstone covers (`leads`: the `(from, to)` of
+/// each, in seq order), in seq order: an erasure writes one tombstone per run and leaves
+/// the earlier ones as written.
+pub(crate) fn live_runs(from: u64, to: u64, leads: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut runs = Vec::new();
+    let mut next = from;
+    for &(a, b) in leads {
+        if b < next || a > to {
+            continue;
+        }
+        if a > next {
+            runs.push((next, a - 1));
+        }
+        next = next.max(b.saturating_add(1));
+    }
+    if next <= to {
+        runs.push((next, to));
+    }
+    runs
+}
 
 /// True when `body` at `seq` is a covered placeholder of an erased seq: a tombstone marker
 /// with `from < seq <= to`. Readers skip such records.
 pub(crate) fn is_placeholder(seq: u64, body: &EventBody) -> bool {
     matches!(body, EventBody::System { marker: SystemMarker::Tombstone { from, to, .. } }
         if *from < seq && seq <= *to)
+}
+
+/// The first seq of the erased range `seq` lies in, when `body` is its tombstone or one of
+/// its placeholders (`from <= seq <= to`; `from >= 1`).
+pub(crate) fn erased_from(seq: u64, body: &EventBody) -> Option<u64> {
+    match body {
+        EventBody::System {
+            marker: SystemMarker::Tombstone { from, to, .. },
+        } if 1 <= *from && *from <= seq && seq <= *to => Some(*from),
+        _ => None,
+    }
 }
 
 /// The tombstone marker of `body` when it leads an erased range (`seq == from`).
@@ -21,6 +87,101 @@ pub(crate) fn lead_range(seq: u64, body: &EventBody) -> Option<(u64, u64)> {
         } if *from == seq && *to >= *from => Some((*from, *to)),
         _ => None,
     }
+}
+
+/// An erased range decided elsewhere, appended as it was: an import rebuilding an export's
+/// tombstone (SPEC E4). No content is ever carried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tombstone {
+    /// First erased seq: must be the next seq of the conversation.
+    pub from: u64,
+    /// Last erased seq (inclusive), `>= from`.
+    pub to: u64,
+    /// When the range was erased (ms since the epoch, not negative). A tombstone's time is
+    /// the erasure's, outside the events' timeline: events around it are not compared with
+    /// it (SPEC L10 compares event times with event times).
+    pub at_ms: i64,
+    /// Why (non-empty, at most [`MAX_ERASE_REASON_BYTES`]).
+    pub reason: String,
+}
+
+impl Tombstone {
+    /// The tombstone of `body` at `seq`, when it leads an erased range (`seq == from`).
+    pub fn of(seq: u64, body: &EventBody) -> Option<Tombstone> {
+        match body {
+            EventBody::System {
+                marker:
+                    SystemMarker::Tombstone {
+                        from,
+                        to,
+                        at_ms,
+                        reason,
+                    },
+            } if *from == seq && *to >= *from => Some(Tombstone {
+                from: *from,
+                to: *to,
+                at_ms: *at_ms,
+                reason: reason.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The bodies of seqs `from..=to`: the tombstone, then its placeholders.
+    pub fn bodies(&self) -> impl Iterator<Item = EventBody> + '_ {
+        (self.from..=self.to)
+            .map(|seq| run_body(seq, self.from, self.to, self.at_ms, &self.reason))
+    }
+}
+
+/// Checks a tombstone to append to a conversation whose last seq is `last_seq`. `stored`
+/// reads the event stored at `t.from` when `t.from <= last_seq`. Returns true when that event
+/// is this very tombstone and the range is stored whole (a re-run of the same import:
+/// nothing to write), false when it is to be appended at `last_seq + 1`.
+///
+/// # Errors
+/// [`Error::InvalidCommit`] when `from` is not the next seq (and not a re-run), `to < from`,
+/// the time is negative, or the reason is empty or too long.
+pub(crate) fn check_append(
+    t: &Tombstone,
+    last_seq: u64,
+    stored: &mut dyn FnMut(u64) -> Result<Option<Event>>,
+) -> Result<bool> {
+    let bad = |why: String| {
+        Err(Error::invalid(format!(
+            "tombstone of seqs {}-{}: {why}",
+            t.from, t.to
+        )))
+    };
+    if t.to < t.from {
+        return bad("the last seq is before the first".into());
+    }
+    if t.at_ms < 0 {
+        return bad(format!("time {} ms is before the epoch", t.at_ms));
+    }
+    if t.reason.is_empty() {
+        return bad("the reason is empty (only a covered placeholder has none)".into());
+    }
+    if t.reason.len() > MAX_ERASE_REASON_BYTES {
+        return bad(format!(
+            "the reason is {} bytes, the limit is {}",
+            t.reason.len(),
+            MAX_ERASE_REASON_BYTES
+        ));
+    }
+    if t.from <= last_seq && t.to <= last_seq {
+        let same = stored(t.from)?.and_then(|e| Tombstone::of(e.seq, &e.body));
+        if same.as_ref() == Some(t) {
+            return Ok(true);
+        }
+    }
+    if t.from != last_seq + 1 {
+        return bad(format!(
+            "it must start at the conversation's next seq ({})",
+            last_seq + 1
+        ));
+    }
+    Ok(false)
 }
 
 /// Checks, record by record in seq order, that erased ranges are covered (used by `verify`):
@@ -88,9 +249,10 @@ impl Coverage {
 
 /// Widens `from..=to` to whole turns and over earlier tombstones. An end inside an earlier
 /// erased range snaps to that range's bound (the range is already whole); an end in live
-/// content moves to the bound of its turn, or of the erased range next to it (a turn runs from a user event to the event before
-/// the next one; events before the first user event belong to no turn and are not widened).
-/// Earlier ranges inside the result are absorbed.
+/// content moves to the bound of its turn, or of the erased range next to it (a turn runs
+/// from a user event to the event before the next one; events before the first user event
+/// belong to no turn and are not widened). The result spans every earlier range it overlaps;
+/// those ranges stay as written, only the [`live_runs`] between them are erased.
 pub(crate) fn widen(
     from: u64,
     to: u64,
@@ -155,7 +317,7 @@ mod tests {
         assert_eq!(widen(1, 1, &users, &[], 10), (1, 3));
         // preamble before the first user event stays as asked
         assert_eq!(widen(1, 1, &[3], &[], 5), (1, 2));
-        // an earlier tombstone 1..=3 (no user event left there) is absorbed
+        // an earlier tombstone 1..=3 (no user event left there) is spanned
         assert_eq!(widen(2, 2, &[4], &[(1, 3)], 6), (1, 3));
         assert_eq!(widen(3, 4, &[4], &[(1, 3)], 6), (1, 6));
         // an end inside an earlier range does not reach back to the turn before it
@@ -165,6 +327,15 @@ mod tests {
         assert_eq!(widen(2, 2, &[1, 7], &[(3, 6)], 8), (1, 2));
         assert_eq!(widen(1, 1, &[4], &[(2, 3)], 6), (1, 1));
         assert_eq!(widen(4, 4, &[4], &[(1, 3)], 6), (4, 6));
+    }
+
+    #[test]
+    fn live_runs_skip_earlier_ranges() {
+        assert_eq!(live_runs(1, 8, &[]), [(1, 8)]);
+        assert_eq!(live_runs(1, 8, &[(3, 4)]), [(1, 2), (5, 8)]);
+        assert_eq!(live_runs(1, 8, &[(1, 2), (7, 8)]), [(3, 6)]);
+        assert_eq!(live_runs(3, 6, &[(1, 2), (3, 4), (5, 6)]), []);
+        assert_eq!(live_runs(2, 9, &[(1, 3), (5, 5), (9, 12)]), [(4, 4), (6, 8)]);
     }
 
     #[test]

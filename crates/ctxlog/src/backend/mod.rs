@@ -80,6 +80,16 @@ pub trait LedgerWriter: LedgerView {
         range: RangeInclusive<u64>,
         reason: &str,
     ) -> ctxlog_ledger::Result<ErasureReport>;
+    /// Appends an erased range decided elsewhere, as it was (an import rebuilding an
+    /// export's tombstone; see [`ctxlog_ledger::Ledger::append_tombstone`]).
+    ///
+    /// # Errors
+    /// [`ctxlog_ledger::Error::InvalidCommit`] when it does not start at the next seq (and
+    /// does not already stand there), or its range, time or reason is invalid; caps; I/O.
+    fn append_tombstone(
+        &mut self,
+        t: &ctxlog_ledger::rules::Tombstone,
+    ) -> ctxlog_ledger::Result<CommitReceipt>;
     /// True after a failed sync: the writer must be reopened before it commits again (L8).
     fn is_poisoned(&self) -> bool;
 }
@@ -188,6 +198,12 @@ impl LedgerWriter for Ledger {
         reason: &str,
     ) -> ctxlog_ledger::Result<ErasureReport> {
         Ledger::erase(self, range, reason)
+    }
+    fn append_tombstone(
+        &mut self,
+        t: &ctxlog_ledger::rules::Tombstone,
+    ) -> ctxlog_ledger::Result<CommitReceipt> {
+        Ledger::append_tombstone(self, t)
     }
     fn is_poisoned(&self) -> bool {
         Ledger::is_poisoned(self)

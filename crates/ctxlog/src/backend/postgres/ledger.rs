@@ -14,7 +14,7 @@ use std::sync::Arc;
 use ctxlog_ledger::rules::{self, Caps};
 use ctxlog_ledger::{
     ArtifactRef, CommitReceipt, ErasureReport, Error, Event, EventBody, EventKind, LedgerRead,
-    NewCommit, Result, SystemMarker,
+    NewCommit, Result,
 };
 use postgres::types::ToSql;
 use postgres::{GenericClient, Statement};
@@ -222,6 +222,60 @@ fn corrupt(db: &Db, name: &str, seq: u64, reason: String) -> Error {
         seq: Some(seq),
         reason,
     }
+}
+
+/// Inserts the rows of the erased run `t` (tombstone, then placeholders, all at `t.at_ms`);
+/// returns their stored size.
+fn insert_run<C: GenericClient>(q: &mut Q<'_, C>, name: &str, t: &rules::Tombstone) -> Result<u64> {
+    let mut bytes = 0u64;
+    for (seq, body) in (t.from..=t.to).zip(t.bodies()) {
+        let payload = serde_json::to_vec(&body).map_err(|e| Error::InvalidCommit {
+            reason: format!("tombstone cannot be encoded: {e}"),
+        })?;
+        let len = (rules::RECORD_HEADER_LEN + payload.len()) as u32;
+        bytes += u64::from(len);
+        let kind = EventKind::System.as_byte();
+        let crc = row_crc(seq, kind, t.at_ms, &payload) as i32;
+        q.exec(
+            "INSERT INTO {s}.events
+             (conversation, seq, kind, ts_ms, record_len, artifact, payload, crc)
+             VALUES ($1, $2, $3, $4, $5, NULL, $6, $7)",
+            &[
+                &name,
+                &(seq as i64),
+                &i16::from(kind),
+                &t.at_ms,
+                &(len as i32),
+                &payload,
+                &crc,
+            ],
+        )?;
+    }
+    Ok(bytes)
+}
+
+/// The time of the last event outside the erased ranges `erased` (sorted), 0 when none: the
+/// floor of the next event's time, as the file store computes it (SPEC L10).
+fn last_event_ms<C: GenericClient>(
+    q: &mut Q<'_, C>,
+    name: &str,
+    last_seq: u64,
+    erased: &[(u64, u64)],
+) -> Result<i64> {
+    let mut seq = last_seq;
+    while let Some(&(a, _)) = erased.iter().rev().find(|(a, b)| *a <= seq && seq <= *b) {
+        seq = a - 1;
+    }
+    if seq == 0 {
+        return Ok(0);
+    }
+    Ok(q
+        .query(
+            "SELECT ts_ms FROM {s}.events WHERE conversation = $1 AND seq = $2",
+            &[&name, &(seq as i64)],
+        )?
+        .first()
+        .map_or(0, |r| r.get(0)))
 }
 
 /// One encoded event row of a commit.
@@ -592,64 +646,43 @@ impl PgLedger {
             });
         }
         let (from, to) = rules::widen_erasure(&range, &index.user_seqs, &leads, index.last_seq());
-        let covered: u64 = leads
-            .iter()
-            .filter(|(a, b)| from <= *a && *b <= to)
-            .map(|(a, b)| b - a + 1)
-            .sum();
-        let old_bytes: i64 = q
-            .query(
-                "SELECT coalesce(sum(record_len), 0)::bigint FROM {s}.events
-                 WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
-                &[&self.name, &(from as i64), &(to as i64)],
-            )?
-            .first()
-            .map_or(0, |r| r.get(0));
-        q.exec(
-            "DELETE FROM {s}.events WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
-            &[&self.name, &(from as i64), &(to as i64)],
-        )?;
+        // Earlier tombstones inside the range stay as written (SPEC E6): only the live runs
+        // between them are deleted and replaced by a tombstone each.
+        let runs = rules::live_runs((from, to), &leads);
         let at_ms = rules::now_ms();
-        let mut new_bytes = 0u64;
-        for seq in from..=to {
-            let marker = SystemMarker::Tombstone {
-                from,
-                to,
-                at_ms,
-                reason: if seq == from {
-                    reason.to_string()
-                } else {
-                    String::new()
-                },
-            };
-            let payload = serde_json::to_vec(&EventBody::System { marker }).map_err(|e| {
-                Error::InvalidCommit {
-                    reason: format!("tombstone cannot be encoded: {e}"),
-                }
-            })?;
-            let len = (rules::RECORD_HEADER_LEN + payload.len()) as u32;
-            new_bytes += u64::from(len);
-            let kind = EventKind::System.as_byte();
-            let crc = row_crc(seq, kind, at_ms, &payload) as i32;
+        let reason = rules::erase_reason(reason);
+        let (mut old_bytes, mut new_bytes, mut events) = (0i64, 0u64, 0u64);
+        for &(a, b) in &runs {
+            let (first, last) = (a as i64, b as i64);
+            old_bytes += q
+                .query(
+                    "SELECT coalesce(sum(record_len), 0)::bigint FROM {s}.events
+                     WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
+                    &[&self.name, &first, &last],
+                )?
+                .first()
+                .map_or(0, |r| r.get::<_, i64>(0));
             q.exec(
-                "INSERT INTO {s}.events
-                 (conversation, seq, kind, ts_ms, record_len, artifact, payload, crc)
-                 VALUES ($1, $2, $3, $4, $5, NULL, $6, $7)",
-                &[
-                    &self.name,
-                    &(seq as i64),
-                    &i16::from(kind),
-                    &at_ms,
-                    &(len as i32),
-                    &payload,
-                    &crc,
-                ],
+                "DELETE FROM {s}.events WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
+                &[&self.name, &first, &last],
             )?;
+            let run = rules::Tombstone {
+                from: a,
+                to: b,
+                at_ms,
+                reason: reason.to_string(),
+            };
+            new_bytes += insert_run(&mut q, &self.name, &run)?;
+            q.exec(
+                "DELETE FROM {s}.commits WHERE conversation = $1 AND first_seq <= $3 AND last_seq >= $2",
+                &[&self.name, &first, &last],
+            )?;
+            events += b - a + 1;
         }
-        q.exec(
-            "DELETE FROM {s}.commits WHERE conversation = $1 AND first_seq <= $3 AND last_seq >= $2",
-            &[&self.name, &(from as i64), &(to as i64)],
-        )?;
+        let mut erased = leads.clone();
+        erased.extend(&runs);
+        erased.sort_unstable();
+        let last_ts_ms = last_event_ms(&mut q, &self.name, index.last_seq(), &erased)?;
         let artifacts_deleted = q.exec(
             "DELETE FROM {s}.artifacts a WHERE a.conversation = $1 AND NOT EXISTS
              (SELECT 1 FROM {s}.events e WHERE e.conversation = $1 AND e.artifact = a.name)",
@@ -658,8 +691,9 @@ impl PgLedger {
         let ledger_id = rules::new_ledger_id();
         let bytes = (index.bytes as i64 - old_bytes + new_bytes as i64).max(0);
         q.exec(
-            "UPDATE {s}.conversations SET ledger_id = $2, bytes = $3 WHERE name = $1",
-            &[&self.name, &ledger_id, &bytes],
+            "UPDATE {s}.conversations SET ledger_id = $2, bytes = $3, last_ts_ms = $4
+             WHERE name = $1",
+            &[&self.name, &ledger_id, &bytes, &last_ts_ms],
         )?;
         tx.commit().map_err(|e| db.err("erase failed", &e))?;
         drop(conn);
@@ -670,12 +704,83 @@ impl PgLedger {
             from,
             to,
             requested,
-            events: (to - from + 1) - covered,
+            events,
             artifacts_deleted,
             recovered_deleted: 0,
             ledger_id,
             already_erased: false,
         })
+    }
+
+    /// Appends an erased range decided elsewhere (an import), as the file store's
+    /// [`ctxlog_ledger::Ledger::append_tombstone`] does: the same checks (shared rules), the
+    /// same rows as an erasure's run, `replayed` when it already stands there. The
+    /// conversation's last event time is unchanged (a tombstone's time is the erasure's).
+    fn append_tombstone_tx(&mut self, t: &rules::Tombstone) -> Result<CommitReceipt> {
+        let db = self.db.clone();
+        let mut conn = db.conn()?;
+        let (client, cache) = conn.parts();
+        let mut tx = client
+            .transaction()
+            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let mut q = Q {
+            c: &mut tx,
+            cache,
+            db: &db,
+        };
+        let sync = if self.sync { "on" } else { "off" };
+        q.exec(&format!("SET LOCAL synchronous_commit = {sync}"), &[])?;
+        q.exec(
+            "INSERT INTO {s}.conversations (name, ledger_id, created_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO NOTHING",
+            &[&self.name, &rules::new_ledger_id(), &rules::now_ms()],
+        )?;
+        let head = q
+            .head(&self.name, true)?
+            .ok_or_else(|| db.io("conversation row vanished".into()))?;
+        let mut index = self.index.clone();
+        q.catch_up(&self.name, &mut index, &head)?;
+        let name = self.name.clone();
+        let mut stored =
+            |seq: u64| -> Result<Option<Event>> { Ok(q.raw_events(&name, seq..=seq)?.pop()) };
+        let replayed = rules::check_tombstone(t, index.last_seq(), &mut stored)?;
+        let receipt = CommitReceipt {
+            first_seq: t.from,
+            last_seq: t.to,
+            replayed,
+        };
+        if replayed {
+            drop(tx);
+            self.index = index;
+            return Ok(receipt);
+        }
+        let records: u64 = t
+            .bodies()
+            .map(|body| serde_json::to_vec(&body).map_or(0, |p| p.len()))
+            .map(|len| rules::check_record(&self.caps, len))
+            .sum::<Result<u64>>()?;
+        rules::check_commit_size(&self.caps, records, 0, index.bytes)?;
+        insert_run(&mut q, &self.name, t)?;
+        let bytes = index.bytes + records;
+        q.exec(
+            "UPDATE {s}.conversations SET last_seq = $2, bytes = $3 WHERE name = $1",
+            &[&self.name, &(t.to as i64), &(bytes as i64)],
+        )?;
+        tx.commit().map_err(|e| db.err("commit failed", &e))?;
+        for seq in t.from..=t.to {
+            let len = self.record_len_of(t, seq);
+            index.push(seq, EventKind::System, len);
+        }
+        index.bytes = bytes;
+        self.index = index;
+        Ok(receipt)
+    }
+
+    /// The stored size of seq `seq` of the run `t`.
+    fn record_len_of(&self, t: &rules::Tombstone, seq: u64) -> u32 {
+        let body = rules::tombstone_body(seq, t.from, t.to, t.at_ms, &t.reason);
+        let len = serde_json::to_vec(&body).map_or(0, |p| p.len());
+        (rules::RECORD_HEADER_LEN + len) as u32
     }
 
     /// Every referenced artifact and every event checked (for `verify`).
@@ -820,6 +925,9 @@ impl LedgerWriter for PgLedger {
     }
     fn erase(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
         self.erase_tx(range, reason)
+    }
+    fn append_tombstone(&mut self, t: &rules::Tombstone) -> Result<CommitReceipt> {
+        self.append_tombstone_tx(t)
     }
     fn is_poisoned(&self) -> bool {
         false

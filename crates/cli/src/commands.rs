@@ -452,7 +452,26 @@ fn import(store: &Store, args: ImportArgs) -> Result<(), Failure> {
         }
     })?;
     bar.finish_and_clear();
-    output::json_line(&response)
+    output::json_line(&response)?;
+    if response.failed.is_empty() {
+        return Ok(());
+    }
+    let refused: Vec<String> = response
+        .failed
+        .iter()
+        .map(|f| format!("{}: {}", f.conversation, f.error))
+        .collect();
+    Err(Failure::with_code(
+        1,
+        "partly_imported",
+        format!(
+            "{} of {} samples refused, nothing of them written ({}); the other {} imported",
+            response.failed.len(),
+            response.failed.len() + response.conversations.len(),
+            refused.join("; "),
+            response.conversations.len()
+        ),
+    ))
 }
 
 fn serve(

@@ -138,6 +138,19 @@ impl Conversation {
         }
     }
 
+    /// Appends an export's tombstone as it was (an import; see
+    /// [`ctxlog_ledger::Ledger::append_tombstone`]). A reason is audit text the erasure
+    /// recorded, never redacted again.
+    ///
+    /// # Errors
+    /// As [`ctxlog_ledger::Ledger::append_tombstone`].
+    pub fn append_tombstone(
+        &mut self,
+        t: &ctxlog_ledger::rules::Tombstone,
+    ) -> Result<CommitReceipt> {
+        Ok(self.ledger.append_tombstone(t)?)
+    }
+
     /// True after a failed sync: this handle refuses commits and must be reopened (SPEC L8).
     pub fn is_poisoned(&self) -> bool {
         self.ledger.is_poisoned()

@@ -625,6 +625,18 @@ pub struct ImportResponse {
     pub events_written: u64,
     /// What was not imported as such (system messages made notes, skipped parts).
     pub notes: Vec<String>,
+    /// The samples of a dataset that were refused (nothing of each written) while the
+    /// others were imported; empty otherwise.
+    pub failed: Vec<ImportFailure>,
+}
+
+/// A dataset's sample that an import refused: nothing of it was written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportFailure {
+    /// The conversation it would have become.
+    pub conversation: String,
+    /// Why, naming the sample (and, for dates going backwards, the session keys and dates).
+    pub error: String,
 }
 
 /// Progress of an import, reported after each committed chunk.

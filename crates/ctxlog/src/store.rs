@@ -287,7 +287,7 @@ impl Store {
     }
 
     /// Runs `f` on a read handle of `name`.
-    fn read<T>(&self, name: &str, f: impl FnOnce(&mut Snapshot) -> Result<T>) -> Result<T> {
+    pub(crate) fn read<T>(&self, name: &str, f: impl FnOnce(&mut Snapshot) -> Result<T>) -> Result<T> {
         let name = ConversationName::new(name)?;
         let slot = self.slot(&name);
         let _files = slot
@@ -317,7 +317,29 @@ impl Store {
     /// [`Error::InvalidName`], [`Error::Busy`], and the ledger's refusals: invalid turns,
     /// caps, [`ctxlog_ledger::Error::Conflict`], [`ctxlog_ledger::Error::Locked`], I/O.
     pub fn commit(&self, request: &CommitRequest) -> Result<CommitReceipt> {
-        let name = ConversationName::new(&request.conversation)?;
+        self.write(&request.conversation, |handle| {
+            handle.commit_timed(&request.commit, &request.times)
+        })
+    }
+
+    /// Appends an export's tombstone as it was (an import; see
+    /// [`ctxlog_ledger::Ledger::append_tombstone`]), creating the conversation like a commit.
+    pub(crate) fn append_tombstone(
+        &self,
+        conversation: &str,
+        t: &ctxlog_ledger::rules::Tombstone,
+    ) -> Result<CommitReceipt> {
+        self.write(conversation, |handle| handle.append_tombstone(t))
+    }
+
+    /// Runs `write` on the writer of `conversation`, creating the conversation if missing;
+    /// if `write` fails and this call created it, it is removed again.
+    fn write(
+        &self,
+        conversation: &str,
+        write: impl FnOnce(&mut Conversation) -> Result<CommitReceipt>,
+    ) -> Result<CommitReceipt> {
+        let name = ConversationName::new(conversation)?;
         let slot = self.slot(&name);
         let mut turn = self.writer_turn(&slot, &name)?;
         let mut created = false;
@@ -340,7 +362,7 @@ impl Store {
             }
         };
         let handle = turn.handle.insert(handle);
-        let result = handle.commit_timed(&request.commit, &request.times);
+        let result = write(handle);
         if result.is_err() && created && handle.last_seq() == 0 {
             if let Some(handle) = turn.handle.take() {
                 // A read may have opened the new files meanwhile: let it finish first.

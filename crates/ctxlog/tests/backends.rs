@@ -15,9 +15,10 @@ use std::sync::Arc;
 use common::pg::PgCluster;
 use ctxlog::backend::{FileBackend, PgBackend, PgConfig};
 use ctxlog::ops::{
-    CommitRequest, EraseRequest, EraseResponse, EraseTarget, ListRequest, LogRequest,
-    RecallRequest, VerifyRequest,
+    CommitRequest, EraseRequest, EraseResponse, EraseTarget, ExportRequest, ImportRequest,
+    ListRequest, LogRequest, RecallRequest, VerifyRequest,
 };
+use ctxlog::transfer::ImportFormat;
 use ctxlog::{ErrorClass, Options, Store, SyncMode};
 
 /// One engine under test: how to open a fresh store and how to damage a stored payload.
@@ -28,6 +29,9 @@ trait Engine {
     /// Flips bytes of the stored payload of `seq` of `conversation` in the store last
     /// opened for `case` (the text `needle` is in it).
     fn damage(&self, case: &str, conversation: &str, seq: u64, needle: &str);
+    /// The stored form of `seq` of `conversation` as it is on disk (the file store's record
+    /// bytes; PostgreSQL's row), to compare before and after an operation.
+    fn stored(&self, case: &str, conversation: &str, seq: u64) -> Vec<u8>;
 }
 
 struct Files {
@@ -57,6 +61,10 @@ impl Engine for Files {
         bytes[at] ^= 0x20;
         std::fs::write(&log, bytes).unwrap();
     }
+    fn stored(&self, case: &str, conversation: &str, seq: u64) -> Vec<u8> {
+        let log = self.dir.path().join(case).join(conversation).join("ledger.log");
+        common::log_records(&std::fs::read(log).unwrap())[seq as usize - 1].clone()
+    }
 }
 
 struct Postgres {
@@ -77,6 +85,14 @@ impl Engine for Postgres {
             "UPDATE \"{case}\".events SET payload = overlay(payload placing '\\x5a'::bytea from 12 for 1) \
              WHERE conversation = '{conversation}' AND seq = {seq}"
         ));
+    }
+    fn stored(&self, case: &str, conversation: &str, seq: u64) -> Vec<u8> {
+        self.cluster
+            .psql(&format!(
+                "SELECT seq, kind, ts_ms, record_len, artifact, encode(payload, 'hex'), crc \
+                 FROM \"{case}\".events WHERE conversation = '{conversation}' AND seq = {seq}"
+            ))
+            .into_bytes()
     }
 }
 
@@ -396,6 +412,125 @@ fn erasure_removes_text_everywhere(e: &dyn Engine) {
     );
 }
 
+/// SPEC E6: an explicit range spanning an earlier tombstone leaves it (and its placeholder)
+/// exactly as stored; each live run of the range gets its own tombstone; erasing again
+/// changes nothing.
+fn earlier_tombstones_stay_as_written(e: &dyn Engine) {
+    let store = e.store("e6", &options());
+    for i in 1..=4 {
+        commit(&store, "c", &turn(&format!("q{i}"), &format!("a{i}")), None).unwrap();
+    }
+    erase(&store, "c", EraseTarget::Seqs { from: 3, to: 4 }).unwrap();
+    let before = [e.stored("e6", "c", 3), e.stored("e6", "c", 4)];
+    let EraseResponse::Range { erased, events, .. } =
+        erase(&store, "c", EraseTarget::Seqs { from: 1, to: 8 }).unwrap()
+    else {
+        panic!("a range erasure answers with its report");
+    };
+    assert_eq!((erased.from, erased.to, events), (1, 8, 6), "{}", e.name());
+    assert_eq!([e.stored("e6", "c", 3), e.stored("e6", "c", 4)], before, "{}", e.name());
+    let log = log(&store, "c").unwrap();
+    let tombstones: Vec<(u64, u64, String)> = log
+        .events
+        .iter()
+        .map(|ev| match &ev.body {
+            ctxlog::EventBody::System {
+                marker: ctxlog::SystemMarker::Tombstone { from, to, reason, .. },
+            } => (*from, *to, reason.clone()),
+            other => panic!("{other:?} survived"),
+        })
+        .collect();
+    let want = [(1, 2, "test"), (3, 4, "test"), (5, 8, "test")];
+    assert_eq!(
+        tombstones,
+        want.map(|(a, b, r)| (a, b, r.to_string())),
+        "{}",
+        e.name()
+    );
+    let report = store
+        .verify(&VerifyRequest {
+            conversation: "c".into(),
+        })
+        .unwrap();
+    assert_eq!(report.erased, 8, "{}", e.name());
+    let stored: Vec<Vec<u8>> = (1..=8).map(|s| e.stored("e6", "c", s)).collect();
+    let EraseResponse::Range { already_erased, .. } =
+        erase(&store, "c", EraseTarget::Seqs { from: 1, to: 8 }).unwrap()
+    else {
+        panic!("a range erasure answers with its report");
+    };
+    assert!(already_erased, "{}", e.name());
+    let after: Vec<Vec<u8>> = (1..=8).map(|s| e.stored("e6", "c", s)).collect();
+    assert_eq!(after, stored, "{}", e.name());
+}
+
+/// SPEC E4: a conversation with erasures (at the start, in the middle, at the end; events
+/// after them older than the erasure) exports, imports into a new conversation and exports
+/// again byte for byte; re-running the import writes nothing.
+fn export_import_round_trips_with_erasures(e: &dyn Engine) {
+    let store = e.store("roundtrip", &options());
+    let day = 86_400_000i64;
+    let timed = |i: i64| {
+        serde_json::json!({"user": format!("q{i}"), "assistant": format!("a{i}"),
+            "ts": 1_600_000_000_000i64 + i * day})
+        .to_string()
+    };
+    for i in 1..=5 {
+        commit(&store, "orig", &timed(i), None).unwrap();
+    }
+    erase(&store, "orig", EraseTarget::Seqs { from: 1, to: 1 }).unwrap();
+    erase(&store, "orig", EraseTarget::Seqs { from: 5, to: 6 }).unwrap();
+    erase(&store, "orig", EraseTarget::Seqs { from: 10, to: 10 }).unwrap();
+    for i in 6..=7 {
+        commit(&store, "orig", &timed(i), None).unwrap();
+    }
+    erase(&store, "orig", EraseTarget::Seqs { from: 3, to: 8 }).unwrap();
+    let export = |conv: &str| {
+        let mut out = Vec::new();
+        store
+            .export(&ExportRequest { conversation: conv.into() }, &mut out)
+            .unwrap();
+        out
+    };
+    let first = export("orig");
+    assert!(String::from_utf8_lossy(&first).contains("tombstone"));
+    let request = ImportRequest {
+        conversation: Some("copy".into()),
+        format: ImportFormat::Ctxlog,
+    };
+    let done = store.import(&request, &first, &mut |_| {}).unwrap();
+    assert_eq!(done.events_written, done.conversations[0].events, "{}", e.name());
+    assert_eq!(
+        String::from_utf8_lossy(&export("copy")),
+        String::from_utf8_lossy(&first),
+        "{}",
+        e.name()
+    );
+    let stored: Vec<Vec<u8>> = (1..=14).map(|s| e.stored("roundtrip", "copy", s)).collect();
+    let again = store.import(&request, &first, &mut |_| {}).unwrap();
+    assert_eq!(again.events_written, 0, "{}", e.name());
+    let after: Vec<Vec<u8>> = (1..=14).map(|s| e.stored("roundtrip", "copy", s)).collect();
+    assert_eq!(after, stored, "{}", e.name());
+    // Into a conversation that holds other events, the seqs would move: refused, unwritten.
+    commit(&store, "other", &timed(1), None).unwrap();
+    let into_other = ImportRequest {
+        conversation: Some("other".into()),
+        format: ImportFormat::Ctxlog,
+    };
+    let err = store.import(&into_other, &first, &mut |_| {}).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::BadInput, "{err}");
+    assert_eq!(log(&store, "other").unwrap().events.len(), 2, "{}", e.name());
+    assert!(
+        store
+            .verify(&VerifyRequest {
+                conversation: "copy".into(),
+            })
+            .unwrap()
+            .erased
+            > 0
+    );
+}
+
 fn log_class(store: &Store, conv: &str) -> ErrorClass {
     log(store, conv).unwrap_err().class()
 }
@@ -423,6 +558,14 @@ fn run_all(e: &dyn Engine) {
         (
             "erasure_removes_text_everywhere",
             erasure_removes_text_everywhere,
+        ),
+        (
+            "earlier_tombstones_stay_as_written",
+            earlier_tombstones_stay_as_written,
+        ),
+        (
+            "export_import_round_trips_with_erasures",
+            export_import_round_trips_with_erasures,
         ),
     ];
     for (name, case) in cases {

@@ -3,12 +3,15 @@
 //! re-run, or leaves half a conversation behind after a bad record (SPEC E4, L10).
 //!
 //! Guarantees: export → import → export is byte-identical (property test over conversations
-//! with notes, tool calls, artifacts and explicit times); every format's bad record is named
+//! with notes, tool calls, artifacts, explicit times and erasures); every format's bad record is named
 //! and nothing is written; re-running an import writes nothing; imported times drive recall's
 //! date metadata ("May 2023" finds the May 2023 turns).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ctxlog::ops::{CommitRequest, ExportRequest, ImportRequest, LogRequest, RecallRequest};
+use ctxlog::ops::{
+    CommitRequest, EraseRequest, EraseTarget, ExportRequest, ImportRequest, LogRequest,
+    RecallRequest,
+};
 use ctxlog::transfer::ImportFormat;
 use ctxlog::{EventBody, NewCommit, Store, ToolStatus};
 use proptest::prelude::*;
@@ -95,8 +98,13 @@ fn turn() -> impl Strategy<Value = Turn> {
 }
 
 fn commit_turns(store: &Store, name: &str, turns: &[Turn]) {
-    let mut ts = 1_600_000_000_000i64;
+    commit_turns_from(store, name, turns, 1_600_000_000_000, 0);
+}
+
+/// Commits `turns` at times from `ts` on; call ids count from `first`.
+fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, first: usize) {
     for (i, t) in turns.iter().enumerate() {
+        let i = first + i;
         let mut events = Vec::new();
         if let Some((note, pinned)) = &t.note {
             events.push(EventBody::Note {
@@ -139,17 +147,72 @@ fn commit_turns(store: &Store, name: &str, turns: &[Turn]) {
     }
 }
 
-/// Cases of the round-trip property (each commits, exports, imports and exports again).
-const ROUND_TRIP_CASES: u32 = 64;
+/// Cases of the round-trip property (each commits, erases, exports, imports and exports
+/// again).
+const ROUND_TRIP_CASES: u32 = 128;
+
+/// Where a generated erasure starts: the first seq, the last, or anywhere (a fraction of
+/// the log); it runs over `len` more seqs (widened to whole turns by the ledger).
+#[derive(Clone, Debug)]
+enum At {
+    Start,
+    End,
+    Anywhere(u64),
+}
+
+fn erasure() -> impl Strategy<Value = (At, u64)> {
+    (
+        prop_oneof![Just(At::Start), Just(At::End), (0u64..1000).prop_map(At::Anywhere)],
+        prop_oneof![Just(0u64), 0u64..3, 0u64..12],
+    )
+}
+
+/// Applies the generated erasures to `name` (ranges clamped to the log).
+fn erase_some(store: &Store, name: &str, erasures: &[(At, u64)]) {
+    for (i, (at, len)) in erasures.iter().enumerate() {
+        let last = store
+            .log(&LogRequest {
+                conversation: name.into(),
+                from: 1,
+                limit: Some(1),
+            })
+            .unwrap()
+            .last_seq;
+        let from = match at {
+            At::Start => 1,
+            At::End => last.saturating_sub(*len).max(1),
+            At::Anywhere(f) => 1 + f * last / 1000,
+        };
+        let to = (from + len).min(last);
+        store
+            .erase(&EraseRequest {
+                conversation: name.into(),
+                target: EraseTarget::Seqs { from, to },
+                reason: format!("erasure {i}: \"why\" é"),
+            })
+            .unwrap();
+    }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: ROUND_TRIP_CASES, ..ProptestConfig::default() })]
 
     #[test]
-    fn export_import_export_is_byte_identical(turns in proptest::collection::vec(turn(), 1..8)) {
+    fn export_import_export_is_byte_identical(
+        turns in proptest::collection::vec(turn(), 1..8),
+        later in proptest::collection::vec(turn(), 0..4),
+        erasures in proptest::collection::vec(erasure(), 0..4),
+        more in proptest::collection::vec(erasure(), 0..3),
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path());
+        // Turns, erasures, turns committed after them (older than the erasures: their
+        // times are 2020's), erasures again: tombstones at the start, the end, side by side,
+        // spanning earlier ones, with events after them.
         commit_turns(&store, "orig", &turns);
+        erase_some(&store, "orig", &erasures);
+        commit_turns_from(&store, "orig", &later, 1_650_000_000_000, turns.len());
+        erase_some(&store, "orig", &more);
         let first = export(&store, "orig");
         let done = import(&store, Some("copy"), ImportFormat::Ctxlog, &first).unwrap();
         prop_assert_eq!(done.events_written, done.conversations[0].events);
@@ -167,7 +230,22 @@ proptest! {
 fn a_bad_record_is_named_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path());
-    let cases: [(ImportFormat, &str, &str); 7] = [
+    let cases: [(ImportFormat, &str, &str); 10] = [
+        (
+            ImportFormat::Ctxlog,
+            "{\"seq\":1,\"kind\":\"user\",\"text\":\"a\"}\n{\"seq\":2,\"kind\":\"system\",\"marker\":{\"type\":\"tombstone\",\"from\":3,\"to\":4,\"at_ms\":5,\"reason\":\"r\"}}\n",
+            "line 2: the tombstone of seqs 3-4 stands at seq 2",
+        ),
+        (
+            ImportFormat::Ctxlog,
+            "{\"seq\":1,\"kind\":\"system\",\"marker\":{\"type\":\"tombstone\",\"from\":1,\"to\":2,\"at_ms\":5,\"reason\":\"\"}}\n",
+            "record 1: invalid commit: tombstone of seqs 1-2: the reason is empty",
+        ),
+        (
+            ImportFormat::Ctxlog,
+            "{\"kind\":\"user\",\"text\":\"a\"}\n{\"kind\":\"system\",\"marker\":{\"type\":\"tombstone\",\"from\":5,\"to\":6,\"at_ms\":5,\"reason\":\"r\"}}\n",
+            "record 2: invalid commit: tombstone of seqs 5-6: it must start at the conversation's next seq (2)",
+        ),
         (
             ImportFormat::Ctxlog,
             "{\"seq\":1,\"kind\":\"user\",\"text\":\"a\"}\n{\"seq\":2,\"kind\":\"shout\",\"text\":\"b\"}\n",
@@ -336,6 +414,77 @@ const DATASET: &str = r#"[{"sample_id":"conv-1","conversation":{"speaker_a":"Ann
                {"speaker":"Ann","dia_id":"D2:2","text":"Next we repaint the fence.","blip_caption":"a fence"}]}},
  {"sample_id":"conv 2","conversation":{"speaker_a":"X","speaker_b":"Y",
   "session_1_date_time":"9:00 am on 1 June, 2023","session_1":[{"speaker":"X","text":"hello"}]}}]"#;
+
+/// Three samples; the second's session 2 is dated before its session 1.
+const BACKWARDS: &str = r#"[
+ {"sample_id":"s-a","conversation":{"speaker_a":"A","speaker_b":"B",
+  "session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{"speaker":"A","text":"one"}],
+  "session_2_date_time":"2:00 pm on 9 May, 2023","session_2":[{"speaker":"B","text":"two"}]}},
+ {"sample_id":"s-b","conversation":{"speaker_a":"A","speaker_b":"B",
+  "session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{"speaker":"A","text":"one"}],
+  "session_2_date_time":"9:15 am on 2 April, 2023","session_2":[{"speaker":"B","text":"two"}]}},
+ {"sample_id":"s-c","conversation":{"speaker_a":"A","speaker_b":"B",
+  "session_1_date_time":"1:56 pm on 8 June, 2023","session_1":[{"speaker":"A","text":"three"}]}}]"#;
+
+/// L10 kept per sample: a sample whose session dates go backwards is refused with its
+/// sample, session keys and both dates named, nothing of it written; the file's other samples
+/// are imported, and a re-run imports nothing more and refuses the same sample again.
+#[test]
+fn a_sample_with_backwards_session_dates_is_refused_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path());
+    let format = ImportFormat::ConversationDataset;
+    let done = import(&store, None, format, BACKWARDS.as_bytes()).unwrap();
+    let names: Vec<&str> = done
+        .conversations
+        .iter()
+        .map(|c| c.conversation.as_str())
+        .collect();
+    assert_eq!(names, ["s-a", "s-c"]);
+    assert_eq!(done.events_written, 3);
+    assert_eq!(done.failed.len(), 1);
+    assert_eq!(done.failed[0].conversation, "s-b");
+    let error = &done.failed[0].error;
+    for part in [
+        "sample 1 (s-b)",
+        "session_2_date_time \"9:15 am on 2 April, 2023\"",
+        "session_1_date_time \"1:56 pm on 8 May, 2023\"",
+    ] {
+        assert!(error.contains(part), "{part:?} not in {error}");
+    }
+    assert!(!dir.path().join("s-b").exists());
+    let listed = store.list(&ctxlog::ops::ListRequest::default()).unwrap();
+    assert_eq!(listed.conversations.len(), 2);
+    let again = import(&store, None, format, BACKWARDS.as_bytes()).unwrap();
+    assert_eq!((again.events_written, again.failed.len()), (0, 1));
+    // A sample dated before what its conversation already holds is refused alone too.
+    store
+        .commit(&CommitRequest {
+            conversation: "y-s-c".into(),
+            commit: NewCommit {
+                id: None,
+                events: vec![EventBody::User { text: "new".into() }],
+            },
+            times: vec![Some(1_900_000_000_000)],
+        })
+        .unwrap();
+    let y = import(&store, Some("y"), format, BACKWARDS.as_bytes()).unwrap();
+    let failed: Vec<&str> = y.failed.iter().map(|f| f.conversation.as_str()).collect();
+    assert_eq!(failed, ["y-s-b", "y-s-c"]);
+    assert!(y.failed[1].error.contains("earlier than"), "{}", y.failed[1].error);
+    assert_eq!(
+        store
+            .log(&LogRequest {
+                conversation: "y-s-c".into(),
+                from: 1,
+                limit: None,
+            })
+            .unwrap()
+            .events
+            .len(),
+        1
+    );
+}
 
 #[test]
 fn a_dataset_imports_one_conversation_per_sample_with_session_times() {

@@ -125,16 +125,17 @@ fn erased_text_is_in_no_file_and_seqs_are_preserved() {
 }
 
 #[test]
-fn erasing_again_absorbs_the_earlier_tombstone_and_the_end() {
+fn erasing_over_an_earlier_tombstone_keeps_it_and_erases_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
     build(&mut ledger);
     ledger.erase(3..=3, "first").unwrap();
-    // 4..=7 overlaps the tombstone 3..=6 and turn 3 (7..=8): all of 3..=8 goes.
+    // 4..=7 overlaps the tombstone 3..=6 and turn 3 (7..=8): 3..=8 is erased, turn 3 under
+    // a tombstone of its own.
     let report = ledger.erase(4..=7, "second").unwrap();
     assert_eq!((report.from, report.to), (3, 8));
     assert_eq!(report.events, 2, "only turn 3's events still had content");
-    assert_eq!(ledger.events(1..=8).unwrap().len(), 3);
+    assert_eq!(ledger.events(1..=8).unwrap().len(), 4);
     // The log ends with the tombstone: commits go on after it.
     let r = ledger.commit(&turn(9)).unwrap();
     assert_eq!(r.first_seq, 9);
@@ -765,4 +766,119 @@ fn erasing_an_erased_range_changes_nothing_and_says_so() {
     let wider = ledger.erase(3..=6, "more").unwrap();
     assert!(!wider.already_erased);
     assert_eq!(wider.events, 2);
+}
+
+/// The raw bytes of every record of the log in `dir`, in seq order.
+fn records(dir: &Path) -> Vec<Vec<u8>> {
+    let log = std::fs::read(dir.join("ledger.log")).unwrap();
+    let mut out = Vec::new();
+    let mut pos = format::LOG_HEADER_LEN;
+    while pos < log.len() {
+        let len = format::RecordHeader::parse(&log[pos..]).unwrap().record_len() as usize;
+        out.push(log[pos..pos + len].to_vec());
+        pos += len;
+    }
+    out
+}
+
+fn tombstone_of(body: &EventBody) -> Option<(u64, u64, String)> {
+    match body {
+        EventBody::System {
+            marker: SystemMarker::Tombstone {
+                from, to, reason, ..
+            },
+        } => Some((*from, *to, reason.clone())),
+        _ => None,
+    }
+}
+
+/// Regression (issue 14, SPEC E6): an explicit range spanning an earlier tombstone rewrote
+/// it into the new one. The earlier tombstone and its placeholder keep every byte; each run
+/// of live seqs gets its own tombstone; erasing the same range again changes nothing.
+#[test]
+fn an_explicit_range_over_an_earlier_tombstone_leaves_its_bytes_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    for i in 0..4 {
+        ledger.commit(&turn(i)).unwrap();
+    }
+    ledger.erase(3..=4, "first").unwrap();
+    let before = records(dir.path());
+    let report = ledger.erase(1..=8, "second").unwrap();
+    assert_eq!((report.from, report.to, report.events), (1, 8, 6));
+    let after = records(dir.path());
+    assert_eq!(after[2..4], before[2..4], "the tombstone 3-4 was rewritten");
+    let leads: Vec<_> = ledger
+        .events(1..=8)
+        .unwrap()
+        .iter()
+        .map(|e| tombstone_of(&e.body).unwrap())
+        .collect();
+    assert_eq!(
+        leads,
+        [
+            (1, 2, "second".to_string()),
+            (3, 4, "first".to_string()),
+            (5, 8, "second".to_string())
+        ]
+    );
+    let again = ledger.erase(1..=8, "third").unwrap();
+    assert!(again.already_erased);
+    assert_eq!(records(dir.path()), after);
+    drop(ledger);
+    let report = ctxlog_ledger::verify(dir.path()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.erased, 8);
+}
+
+/// Cases of the erasure-sequence property.
+const ERASURE_SEQUENCE_CASES: u32 = 64;
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: ERASURE_SEQUENCE_CASES,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Random sequences of erasures (any start, any length) over turns of varied length:
+    /// after every erasure each tombstone written before keeps all its bytes (and those of
+    /// its placeholders), and the log verifies (every erased seq covered).
+    #[test]
+    fn earlier_tombstones_keep_their_bytes_through_any_erasures(
+        lens in proptest::collection::vec(1usize..4, 2..8),
+        erasures in proptest::collection::vec((0u64..1000, 0u64..8), 1..6),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = Options::default();
+        options.sync(ctxlog_ledger::SyncMode::Never);
+        let (mut ledger, _) = Ledger::open(dir.path(), &options).unwrap();
+        for (i, n) in lens.iter().enumerate() {
+            let mut events = vec![user(&format!("u{i}"))];
+            events.extend((1..*n).map(|j| assistant(&format!("a{i}.{j}"))));
+            ledger.commit(&commit(events)).unwrap();
+        }
+        let last = ledger.last_seq();
+        // seq → its record bytes, for every seq an earlier erasure covered
+        let mut written: std::collections::BTreeMap<u64, Vec<u8>> = Default::default();
+        for (k, (at, len)) in erasures.iter().enumerate() {
+            let from = 1 + at * last / 1000;
+            let to = (from + len).min(last);
+            ledger.erase(from..=to, &format!("erasure {k}")).unwrap();
+            let now = records(dir.path());
+            for (seq, bytes) in &written {
+                proptest::prop_assert_eq!(&now[*seq as usize - 1], bytes, "seq {} rewritten", seq);
+            }
+            for (i, bytes) in now.iter().enumerate() {
+                let seq = i as u64 + 1;
+                let body = &ledger.events(seq..=seq).unwrap();
+                let erased = body.first().is_none_or(|e| tombstone_of(&e.body).is_some());
+                if erased {
+                    written.entry(seq).or_insert_with(|| bytes.clone());
+                }
+            }
+            let report = ctxlog_ledger::verify(dir.path()).unwrap();
+            proptest::prop_assert!(report.is_clean(), "{:?}", report);
+            proptest::prop_assert_eq!(report.erased, written.len() as u64);
+        }
+    }
 }

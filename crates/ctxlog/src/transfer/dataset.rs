@@ -51,6 +51,9 @@ fn sample(s: &Value, i: usize, prefix: Option<&str>) -> Result<Parsed> {
         .collect();
     sessions.sort_unstable();
     let mut events = Vec::new();
+    // The session before, for a date going backwards: (its key, date, time).
+    let mut before: Option<(String, String, i64)> = None;
+    let mut refused = None;
     for n in sessions {
         let key = format!("session_{n}");
         let turns = conv
@@ -69,6 +72,17 @@ fn sample(s: &Value, i: usize, prefix: Option<&str>) -> Result<Parsed> {
                     "{date_key} {date:?} is not a date like \"1:56 pm on 8 May, 2023\""
                 ))
             })?;
+        if let Some((key_before, date_before, ts_before)) = &before
+            && ts < *ts_before
+            && refused.is_none()
+        {
+            refused = Some(format!(
+                "sample {i} ({id}): {date_key} {date:?} is earlier than {key_before} \
+                 {date_before:?}; times never go backwards within a conversation, so nothing \
+                 of this sample was imported"
+            ));
+        }
+        before = Some((date_key.clone(), date.to_string(), ts));
         for (j, t) in turns.iter().enumerate() {
             let at = |reason: String| at(format!("{key}[{j}]: {reason}"));
             let who = t
@@ -112,6 +126,7 @@ fn sample(s: &Value, i: usize, prefix: Option<&str>) -> Result<Parsed> {
         key: clean,
         events,
         notes: Vec::new(),
+        refused,
     })
 }
 

@@ -6,7 +6,9 @@ use serde_json::Value;
 use super::Incoming;
 use crate::{Error, Result};
 
-/// Parses every line of an export. Blank lines are skipped; seqs must follow each other.
+/// Parses every line of an export. Blank lines are skipped; seqs must follow each other (the
+/// line after a tombstone of seqs A-B has seq B+1). A tombstone is kept as it is (its `seq`
+/// must be its `from`, its `ts` its `at_ms`): the import rebuilds it with its placeholders.
 ///
 /// # Errors
 /// [`Error::BadInput`] naming the line (1-based).
@@ -49,11 +51,16 @@ pub(crate) fn parse_lines(text: &str) -> Result<Vec<Incoming>> {
             serde_json::from_value(value).map_err(|e| at(format!("invalid event: {e}")))?;
         if let EventBody::System { marker } = &body {
             let what = match marker {
-                SystemMarker::Tombstone { from, to, .. } => {
-                    format!("a tombstone (seqs {from}-{to} were erased: their content is gone)")
+                SystemMarker::Tombstone {
+                    from, to, at_ms, ..
+                } => {
+                    check_tombstone_line(seq, ts, *from, *to, *at_ms).map_err(at)?;
+                    last_seq = Some(*to);
+                    out.push(Incoming { body, ts: None });
+                    continue;
                 }
-                SystemMarker::Retention { .. } => "a retention marker".into(),
-                SystemMarker::Import { .. } => "an import marker".into(),
+                SystemMarker::Retention { .. } => "a retention marker",
+                SystemMarker::Import { .. } => "an import marker",
             };
             return Err(at(format!(
                 "{what} cannot be imported; ctxlog writes system markers itself"
@@ -72,4 +79,26 @@ pub(crate) fn parse_lines(text: &str) -> Result<Vec<Incoming>> {
         out.push(Incoming { body, ts });
     }
     Ok(out)
+}
+
+/// A tombstone line stands at its own `from` and carries its erasure time as `ts`.
+fn check_tombstone_line(
+    seq: Option<u64>,
+    ts: Option<i64>,
+    from: u64,
+    to: u64,
+    at_ms: i64,
+) -> std::result::Result<(), String> {
+    if let Some(seq) = seq.filter(|s| *s != from) {
+        return Err(format!(
+            "the tombstone of seqs {from}-{to} stands at seq {seq}; it must stand at {from}"
+        ));
+    }
+    if let Some(ts) = ts.filter(|t| *t != at_ms) {
+        return Err(format!(
+            "the tombstone's \"ts\" ({}) is not its erasure time at_ms ({at_ms})",
+            super::format_rfc3339(ts)
+        ));
+    }
+    Ok(())
 }

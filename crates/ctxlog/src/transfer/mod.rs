@@ -40,7 +40,8 @@ mod time;
 
 use std::sync::Arc;
 
-use ctxlog_ledger::{EventBody, Ledger, MemStorage, NewCommit, Options, SyncMode};
+use ctxlog_ledger::rules::Tombstone;
+use ctxlog_ledger::{EventBody, Ledger, MemStorage, NewCommit, Options, SyncMode, SystemMarker};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -48,7 +49,7 @@ pub use dataset::parse_session_date;
 pub use export::write_export;
 pub use time::{format_rfc3339, parse_rfc3339, parse_ts};
 
-use crate::{ConversationName, Error, Result};
+use crate::{ConversationName, Error, ErrorClass, Result};
 
 /// What an import reads (`--from`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -129,6 +130,37 @@ pub(crate) struct Parsed {
     pub events: Vec<Incoming>,
     /// What was not imported as such (system messages made notes, skipped parts).
     pub notes: Vec<String>,
+    /// Why this conversation (a dataset's sample) is refused while the input's others are
+    /// imported: a rule of the ledger it breaks (its session dates go backwards).
+    pub refused: Option<String>,
+}
+
+/// The tombstone an incoming event is (an export's erased range), if it is one.
+fn as_tombstone(body: &EventBody) -> Option<Tombstone> {
+    match body {
+        EventBody::System {
+            marker: SystemMarker::Tombstone { from, .. },
+        } => Tombstone::of(*from, body),
+        _ => None,
+    }
+}
+
+/// One write of an import: a chunk of events under its idempotency id, or an export's
+/// tombstone rebuilt as it was.
+#[derive(Debug)]
+pub(crate) enum Step {
+    Commit(NewCommit, Vec<Option<i64>>),
+    Tombstone(Tombstone),
+}
+
+impl Step {
+    /// Records of the input this step writes (a tombstone is one).
+    fn len(&self) -> usize {
+        match self {
+            Step::Commit(c, _) => c.events.len(),
+            Step::Tombstone(_) => 1,
+        }
+    }
 }
 
 /// Events per committed chunk (also bounded by [`CHUNK_BYTES`]).
@@ -136,13 +168,15 @@ const CHUNK_EVENTS: usize = 512;
 /// JSON bytes per committed chunk, well under the default commit cap.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// A checked conversation, split into the commits that will write it.
+/// A checked conversation, split into the steps that will write it.
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub name: ConversationName,
-    pub commits: Vec<(NewCommit, Vec<Option<i64>>)>,
+    pub steps: Vec<Step>,
     pub events: u64,
     pub notes: Vec<String>,
+    /// Why this sample is refused (nothing of it is written; the others are imported).
+    pub refused: Option<String>,
 }
 
 /// Parses `data` in `format`; `target` is the conversation (or, for datasets, the prefix).
@@ -169,6 +203,7 @@ pub(crate) fn parse(
             key: String::new(),
             events: events.0,
             notes: events.1,
+            refused: None,
         }])
     };
     match format {
@@ -186,11 +221,13 @@ fn json(text: &str) -> Result<serde_json::Value> {
 }
 
 /// Checks every conversation of `parsed` against the ledger's own rules (committed to an
-/// in-memory ledger), and splits it into chunks with ids derived from `data`.
+/// in-memory ledger), and splits it into steps: chunks with ids derived from `data`, and the
+/// export's tombstones between them. With `per_sample` (datasets), a conversation the rules
+/// refuse is planned as refused (its reason named) instead of failing the whole input.
 ///
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::BadInput`] naming the record the ledger refused.
-pub(crate) fn plan(parsed: Vec<Parsed>, data: &[u8]) -> Result<Vec<Plan>> {
+pub(crate) fn plan(parsed: Vec<Parsed>, data: &[u8], per_sample: bool) -> Result<Vec<Plan>> {
     let source: String = Sha256::digest(data)
         .iter()
         .take(8)
@@ -198,85 +235,121 @@ pub(crate) fn plan(parsed: Vec<Parsed>, data: &[u8]) -> Result<Vec<Plan>> {
         .collect();
     let mut names = std::collections::HashSet::new();
     let mut plans = Vec::with_capacity(parsed.len());
-    for p in parsed {
+    for mut p in parsed {
         let name = ConversationName::new(&p.name)?;
         if !names.insert(name.to_string()) {
             return Err(Error::BadInput {
                 reason: format!("two samples import into conversation {name:?}"),
             });
         }
-        let mut p = p;
-        fill_times(&mut p.events);
-        if p.events.is_empty() {
-            return Err(Error::BadInput {
-                reason: format!("nothing to import into {name:?}: the input holds no events"),
-            });
-        }
-        let mut commits = Vec::new();
-        let mut start = 0;
-        while start < p.events.len() {
-            let (mut end, mut bytes) = (start, 0);
-            while end < p.events.len()
-                && end - start < CHUNK_EVENTS
-                && (bytes < CHUNK_BYTES || end == start)
-            {
-                bytes += p.events[end].body.text().map_or(64, str::len);
-                end += 1;
-            }
-            let chunk = &p.events[start..end];
-            let key = if p.key.is_empty() {
-                String::new()
-            } else {
-                format!("{}-", p.key)
-            };
-            let id = format!("import-{source}-{key}{}", commits.len() + 1);
-            let times: Vec<Option<i64>> = chunk.iter().map(|e| e.ts).collect();
-            let times = if times.iter().all(Option::is_none) {
-                Vec::new()
-            } else {
-                times
-            };
-            commits.push((
-                NewCommit {
-                    id: Some(id),
-                    events: chunk.iter().map(|e| e.body.clone()).collect(),
-                },
-                times,
-            ));
-            start = end;
-        }
-        dry_run(&commits, &p.events)?;
-        plans.push(Plan {
+        let mut plan = Plan {
             name,
+            steps: Vec::new(),
             events: p.events.len() as u64,
-            commits,
-            notes: p.notes,
-        });
+            notes: std::mem::take(&mut p.notes),
+            refused: p.refused.take(),
+        };
+        if plan.refused.is_none() {
+            match steps(p, &source) {
+                Ok(steps) => plan.steps = steps,
+                Err(Error::BadInput { reason }) if per_sample => plan.refused = Some(reason),
+                Err(e) => return Err(e),
+            }
+        }
+        plans.push(plan);
     }
     Ok(plans)
+}
+
+/// The checked steps of one conversation.
+fn steps(mut p: Parsed, source: &str) -> Result<Vec<Step>> {
+    fill_times(&mut p.events);
+    if p.events.is_empty() {
+        return Err(Error::BadInput {
+            reason: format!("nothing to import into {:?}: the input holds no events", p.name),
+        });
+    }
+    let key = if p.key.is_empty() {
+        String::new()
+    } else {
+        format!("{}-", p.key)
+    };
+    let mut steps = Vec::new();
+    let mut chunks = 0;
+    let mut start = 0;
+    while start < p.events.len() {
+        if let Some(t) = as_tombstone(&p.events[start].body) {
+            steps.push(Step::Tombstone(t));
+            start += 1;
+            continue;
+        }
+        let (mut end, mut bytes) = (start, 0);
+        while end < p.events.len()
+            && end - start < CHUNK_EVENTS
+            && (bytes < CHUNK_BYTES || end == start)
+            && as_tombstone(&p.events[end].body).is_none()
+        {
+            bytes += p.events[end].body.text().map_or(64, str::len);
+            end += 1;
+        }
+        let chunk = &p.events[start..end];
+        chunks += 1;
+        let id = format!("import-{source}-{key}{chunks}");
+        let times: Vec<Option<i64>> = chunk.iter().map(|e| e.ts).collect();
+        let times = if times.iter().all(Option::is_none) {
+            Vec::new()
+        } else {
+            times
+        };
+        let commit = NewCommit {
+            id: Some(id),
+            events: chunk.iter().map(|e| e.body.clone()).collect(),
+        };
+        steps.push(Step::Commit(commit, times));
+        start = end;
+    }
+    dry_run(&steps, &p.events)?;
+    Ok(steps)
 }
 
 /// When some events of an input carry a time, one without takes the time of the event before
 /// it (the first ones: the first time given), so an input with times is imported at its own
 /// times throughout; when none does, every event takes the clock.
+/// Tombstones keep their own time (the erasure's) and take no part.
 fn fill_times(events: &mut [Incoming]) {
+    let mut events: Vec<&mut Incoming> = events
+        .iter_mut()
+        .filter(|e| as_tombstone(&e.body).is_none())
+        .collect();
     let Some(first) = events.iter().find_map(|e| e.ts) else {
         return;
     };
     let mut last = first;
-    for e in events {
+    for e in &mut events {
         last = *e.ts.get_or_insert(last);
     }
 }
 
-/// Commits the chunks to a ledger in memory: the ledger's own rules (turn structure, times,
-/// sizes) judge every record before anything is written for real.
-fn dry_run(commits: &[(NewCommit, Vec<Option<i64>>)], events: &[Incoming]) -> Result<()> {
+/// Writes the steps to a ledger in memory: the ledger's own rules (turn structure, times,
+/// sizes, tombstone positions) judge every record before anything is written for real.
+fn dry_run(steps: &[Step], events: &[Incoming]) -> Result<()> {
     let mut options = Options::default();
     options.sync(SyncMode::Never);
     let (mut ledger, _) = Ledger::open_with(Arc::new(MemStorage::new()), &options)?;
     let mut done = 0;
-    for (commit, times) in commits {
+    for step in steps {
+        let (commit, times) = match step {
+            Step::Commit(commit, times) => (commit, times),
+            Step::Tombstone(t) => {
+                ledger
+                    .append_tombstone(t)
+                    .map_err(|e| Error::BadInput {
+                        reason: format!("record {}: {e}", done + 1),
+                    })?;
+                done += 1;
+                continue;
+            }
+        };
         if let Err(e) = ledger.commit_timed(commit, times) {
             // The ledger names "event K" of the commit: say which record of the input it is.
             let reason = e.to_string();
@@ -307,6 +380,58 @@ pub(crate) fn shown(v: &serde_json::Value) -> String {
 }
 
 impl crate::Store {
+    /// Writes one step of an import: a chunk through [`crate::Store::commit`] (redacted, by
+    /// its idempotency id), a tombstone appended as it was.
+    fn import_step(&self, name: &str, step: Step) -> Result<ctxlog_ledger::CommitReceipt> {
+        match step {
+            Step::Commit(commit, times) => self.commit(&crate::ops::CommitRequest {
+                conversation: name.to_string(),
+                commit,
+                times,
+            }),
+            Step::Tombstone(t) => self.append_tombstone(name, &t),
+        }
+    }
+
+    /// Refuses, before anything is written, an export with erasures into a conversation that
+    /// already holds other events: its tombstones name their seqs, which must stay the same.
+    /// Re-running the same import (the first tombstone already stands where it belongs) is
+    /// fine.
+    fn check_import_target(&self, plan: &Plan) -> Result<()> {
+        let Some(first) = plan.steps.iter().find_map(|s| match s {
+            Step::Tombstone(t) => Some(t),
+            Step::Commit(..) => None,
+        }) else {
+            return Ok(());
+        };
+        let name = plan.name.to_string();
+        let last = match self.read(&name, |s| Ok(s.ledger().last_seq())) {
+            Ok(last) => last,
+            Err(Error::NotFound { .. }) => 0,
+            Err(e) => return Err(e),
+        };
+        if last == 0 {
+            return Ok(());
+        }
+        if last >= first.to {
+            let stored = self.read(&name, |s| Ok(s.ledger().events(first.from..=first.from)?))?;
+            let same = stored
+                .first()
+                .and_then(|e| Tombstone::of(e.seq, &e.body));
+            if same.as_ref() == Some(first) {
+                return Ok(());
+            }
+        }
+        Err(Error::BadInput {
+            reason: format!(
+                "{name:?} already holds {last} events: an export with erased ranges (the first \
+                 is seqs {}-{}) imports only into a new conversation, where its seqs stay the \
+                 same",
+                first.from, first.to
+            ),
+        })
+    }
+
     /// Writes every event of a conversation to `out` as JSON Lines (SPEC E4; the format is in
     /// [`crate::transfer`]): seq, time, kind and content, tombstones included, artifacts
     /// inlined. Reads a snapshot: commits made meanwhile are not included.
@@ -364,26 +489,44 @@ impl crate::Store {
         progress: &mut dyn FnMut(crate::ops::ImportProgress),
     ) -> Result<crate::ops::ImportResponse> {
         let parsed = parse(request.format, request.conversation.as_deref(), data)?;
-        let plans = plan(parsed, data)?;
+        let per_sample = request.format == ImportFormat::ConversationDataset;
+        let plans = plan(parsed, data, per_sample)?;
         let total: u64 = plans.iter().map(|p| p.events).sum();
+        for plan in &plans {
+            self.check_import_target(plan)?;
+        }
         let mut response = crate::ops::ImportResponse::default();
         let mut done = 0;
         for plan in plans {
+            let name = plan.name.to_string();
+            if let Some(error) = plan.refused {
+                response.failed.push(crate::ops::ImportFailure {
+                    conversation: name,
+                    error,
+                });
+                continue;
+            }
             let mut entry = crate::ops::ImportedConversation {
-                conversation: plan.name.to_string(),
+                conversation: name.clone(),
                 events: plan.events,
                 commits_written: 0,
                 commits_replayed: 0,
                 first_seq: 0,
                 last_seq: 0,
             };
-            for (commit, times) in plan.commits {
-                let n = commit.events.len() as u64;
-                let receipt = self.commit(&crate::ops::CommitRequest {
-                    conversation: plan.name.to_string(),
-                    commit,
-                    times,
-                })?;
+            let mut failed = None;
+            for step in plan.steps {
+                let n = step.len() as u64;
+                let receipt = match self.import_step(&name, step) {
+                    Ok(receipt) => receipt,
+                    // A sample whose first write is refused (its times start before the
+                    // conversation's last event) has nothing written: the others go on.
+                    Err(e) if per_sample && entry.first_seq == 0 && e.class() == ErrorClass::BadInput => {
+                        failed = Some(e.to_string());
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                };
                 if receipt.replayed {
                     entry.commits_replayed += 1;
                 } else {
@@ -396,6 +539,13 @@ impl crate::Store {
                 entry.last_seq = receipt.last_seq;
                 done += n;
                 progress(crate::ops::ImportProgress { done, total });
+            }
+            if let Some(error) = failed {
+                response.failed.push(crate::ops::ImportFailure {
+                    conversation: name,
+                    error,
+                });
+                continue;
             }
             response.notes.extend(
                 plan.notes

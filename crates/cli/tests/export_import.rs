@@ -5,7 +5,9 @@
 //! re-run import writes nothing; a bad record exits 1 naming its line with every stored byte
 //! unchanged; a dataset creates one conversation per sample with its session times; `"ts"`
 //! on a commit is kept and one earlier than the last event is refused; no progress bar is
-//! drawn when stderr is not a terminal.
+//! drawn when stderr is not a terminal; a conversation with erasures round-trips too; a
+//! dataset sample whose session dates go backwards is refused alone (exit 1, a summary line,
+//! the other samples imported).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -104,4 +106,66 @@ fn a_dataset_creates_one_conversation_per_sample() {
         "{\"seq\":1,\"ts\":\"2023-05-08T13:56:00.000Z\",\"kind\":\"user\",\"text\":\"Ann: hi\"}\n\
          {\"seq\":2,\"ts\":\"2023-05-08T13:56:00.000Z\",\"kind\":\"assistant\",\"text\":\"Bob: hello\"}\n"
     );
+}
+
+#[test]
+fn a_conversation_with_erasures_round_trips() {
+    let env = Env::new();
+    for i in 0..4 {
+        env.commit("a", &format!("question {i}"), &format!("answer {i}"));
+    }
+    env.ok(&["erase", "a", "--seqs", "3-4", "--reason", "asked"], b"");
+    env.ok(&["erase", "a", "--seqs", "1-8", "--reason", "everything"], b"");
+    env.commit("a", "after", "the erasures");
+    let first = env.ok(&["export", "a"], b"");
+    let text = String::from_utf8(first.clone()).unwrap();
+    assert_eq!(text.matches("\"tombstone\"").count(), 3, "{text}");
+    env.ok(&["import", "b", "-"], &first);
+    assert_eq!(env.ok(&["export", "b"], b""), first);
+    let before = snapshot(&env.conv_dir("b"));
+    env.ok(&["import", "b", "-"], &first);
+    assert_eq!(snapshot(&env.conv_dir("b")), before);
+    env.ok(&["verify", "b"], b"");
+}
+
+#[test]
+fn a_sample_with_backwards_dates_fails_alone_with_a_summary() {
+    let env = Env::new();
+    let files = tempfile::tempdir().unwrap();
+    let path = files.path().join("dataset.json");
+    std::fs::write(
+        &path,
+        br#"[{"sample_id":"ok-1","conversation":{"speaker_a":"A","speaker_b":"B",
+      "session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{"speaker":"A","text":"hi"}]}},
+     {"sample_id":"back","conversation":{"speaker_a":"A","speaker_b":"B",
+      "session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{"speaker":"A","text":"hi"}],
+      "session_2_date_time":"8:00 am on 1 January, 2022","session_2":[{"speaker":"B","text":"yo"}]}},
+     {"sample_id":"ok-2","conversation":{"speaker_a":"A","speaker_b":"B",
+      "session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{"speaker":"A","text":"hey"}]}}]"#,
+    )
+    .unwrap();
+    let args = [
+        "import",
+        "--from",
+        "conversation-dataset",
+        path.to_str().unwrap(),
+    ];
+    let out = env.run(&args, b"");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let response: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(response["conversations"].as_array().unwrap().len(), 2);
+    assert_eq!(response["failed"][0]["conversation"], "back");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for part in [
+        "1 of 3 samples refused",
+        "sample 1 (back)",
+        "session_2_date_time \"8:00 am on 1 January, 2022\"",
+        "session_1_date_time \"1:56 pm on 8 May, 2023\"",
+        "the other 2 imported",
+    ] {
+        assert!(err.contains(part), "{part:?} not in {err}");
+    }
+    assert!(env.conv_dir("ok-1").exists() && env.conv_dir("ok-2").exists());
+    assert!(!env.conv_dir("back").exists());
 }

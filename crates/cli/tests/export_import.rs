@@ -115,7 +115,10 @@ fn a_conversation_with_erasures_round_trips() {
         env.commit("a", &format!("question {i}"), &format!("answer {i}"));
     }
     env.ok(&["erase", "a", "--seqs", "3-4", "--reason", "asked"], b"");
-    env.ok(&["erase", "a", "--seqs", "1-8", "--reason", "everything"], b"");
+    env.ok(
+        &["erase", "a", "--seqs", "1-8", "--reason", "everything"],
+        b"",
+    );
     env.commit("a", "after", "the erasures");
     let first = env.ok(&["export", "a"], b"");
     let text = String::from_utf8(first.clone()).unwrap();

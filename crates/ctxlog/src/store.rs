@@ -287,7 +287,11 @@ impl Store {
     }
 
     /// Runs `f` on a read handle of `name`.
-    pub(crate) fn read<T>(&self, name: &str, f: impl FnOnce(&mut Snapshot) -> Result<T>) -> Result<T> {
+    pub(crate) fn read<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Snapshot) -> Result<T>,
+    ) -> Result<T> {
         let name = ConversationName::new(name)?;
         let slot = self.slot(&name);
         let _files = slot

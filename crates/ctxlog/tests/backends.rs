@@ -62,7 +62,12 @@ impl Engine for Files {
         std::fs::write(&log, bytes).unwrap();
     }
     fn stored(&self, case: &str, conversation: &str, seq: u64) -> Vec<u8> {
-        let log = self.dir.path().join(case).join(conversation).join("ledger.log");
+        let log = self
+            .dir
+            .path()
+            .join(case)
+            .join(conversation)
+            .join("ledger.log");
         common::log_records(&std::fs::read(log).unwrap())[seq as usize - 1].clone()
     }
 }
@@ -428,14 +433,22 @@ fn earlier_tombstones_stay_as_written(e: &dyn Engine) {
         panic!("a range erasure answers with its report");
     };
     assert_eq!((erased.from, erased.to, events), (1, 8, 6), "{}", e.name());
-    assert_eq!([e.stored("e6", "c", 3), e.stored("e6", "c", 4)], before, "{}", e.name());
+    assert_eq!(
+        [e.stored("e6", "c", 3), e.stored("e6", "c", 4)],
+        before,
+        "{}",
+        e.name()
+    );
     let log = log(&store, "c").unwrap();
     let tombstones: Vec<(u64, u64, String)> = log
         .events
         .iter()
         .map(|ev| match &ev.body {
             ctxlog::EventBody::System {
-                marker: ctxlog::SystemMarker::Tombstone { from, to, reason, .. },
+                marker:
+                    ctxlog::SystemMarker::Tombstone {
+                        from, to, reason, ..
+                    },
             } => (*from, *to, reason.clone()),
             other => panic!("{other:?} survived"),
         })
@@ -488,7 +501,12 @@ fn export_import_round_trips_with_erasures(e: &dyn Engine) {
     let export = |conv: &str| {
         let mut out = Vec::new();
         store
-            .export(&ExportRequest { conversation: conv.into() }, &mut out)
+            .export(
+                &ExportRequest {
+                    conversation: conv.into(),
+                },
+                &mut out,
+            )
             .unwrap();
         out
     };
@@ -499,7 +517,12 @@ fn export_import_round_trips_with_erasures(e: &dyn Engine) {
         format: ImportFormat::Ctxlog,
     };
     let done = store.import(&request, &first, &mut |_| {}).unwrap();
-    assert_eq!(done.events_written, done.conversations[0].events, "{}", e.name());
+    assert_eq!(
+        done.events_written,
+        done.conversations[0].events,
+        "{}",
+        e.name()
+    );
     assert_eq!(
         String::from_utf8_lossy(&export("copy")),
         String::from_utf8_lossy(&first),
@@ -519,7 +542,12 @@ fn export_import_round_trips_with_erasures(e: &dyn Engine) {
     };
     let err = store.import(&into_other, &first, &mut |_| {}).unwrap_err();
     assert_eq!(err.class(), ErrorClass::BadInput, "{err}");
-    assert_eq!(log(&store, "other").unwrap().events.len(), 2, "{}", e.name());
+    assert_eq!(
+        log(&store, "other").unwrap().events.len(),
+        2,
+        "{}",
+        e.name()
+    );
     assert!(
         store
             .verify(&VerifyRequest {

@@ -162,7 +162,11 @@ enum At {
 
 fn erasure() -> impl Strategy<Value = (At, u64)> {
     (
-        prop_oneof![Just(At::Start), Just(At::End), (0u64..1000).prop_map(At::Anywhere)],
+        prop_oneof![
+            Just(At::Start),
+            Just(At::End),
+            (0u64..1000).prop_map(At::Anywhere)
+        ],
         prop_oneof![Just(0u64), 0u64..3, 0u64..12],
     )
 }
@@ -471,7 +475,11 @@ fn a_sample_with_backwards_session_dates_is_refused_alone() {
     let y = import(&store, Some("y"), format, BACKWARDS.as_bytes()).unwrap();
     let failed: Vec<&str> = y.failed.iter().map(|f| f.conversation.as_str()).collect();
     assert_eq!(failed, ["y-s-b", "y-s-c"]);
-    assert!(y.failed[1].error.contains("earlier than"), "{}", y.failed[1].error);
+    assert!(
+        y.failed[1].error.contains("earlier than"),
+        "{}",
+        y.failed[1].error
+    );
     assert_eq!(
         store
             .log(&LogRequest {

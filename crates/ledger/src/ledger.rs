@@ -18,8 +18,8 @@ use crate::options::{Options, SyncMode};
 use crate::recovery::{self, RecoveryReport};
 use crate::scan::Tail;
 use crate::state::LedgerState;
-use crate::tombstone::Tombstone;
 use crate::storage::{DirStorage, LockGuard, Storage};
+use crate::tombstone::Tombstone;
 use crate::validate::{self, Origin, TurnState};
 
 /// What a commit wrote.

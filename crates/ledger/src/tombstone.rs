@@ -129,8 +129,7 @@ impl Tombstone {
 
     /// The bodies of seqs `from..=to`: the tombstone, then its placeholders.
     pub fn bodies(&self) -> impl Iterator<Item = EventBody> + '_ {
-        (self.from..=self.to)
-            .map(|seq| run_body(seq, self.from, self.to, self.at_ms, &self.reason))
+        (self.from..=self.to).map(|seq| run_body(seq, self.from, self.to, self.at_ms, &self.reason))
     }
 }
 
@@ -335,7 +334,10 @@ mod tests {
         assert_eq!(live_runs(1, 8, &[(3, 4)]), [(1, 2), (5, 8)]);
         assert_eq!(live_runs(1, 8, &[(1, 2), (7, 8)]), [(3, 6)]);
         assert_eq!(live_runs(3, 6, &[(1, 2), (3, 4), (5, 6)]), []);
-        assert_eq!(live_runs(2, 9, &[(1, 3), (5, 5), (9, 12)]), [(4, 4), (6, 8)]);
+        assert_eq!(
+            live_runs(2, 9, &[(1, 3), (5, 5), (9, 12)]),
+            [(4, 4), (6, 8)]
+        );
     }
 
     #[test]

@@ -774,7 +774,9 @@ fn records(dir: &Path) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut pos = format::LOG_HEADER_LEN;
     while pos < log.len() {
-        let len = format::RecordHeader::parse(&log[pos..]).unwrap().record_len() as usize;
+        let len = format::RecordHeader::parse(&log[pos..])
+            .unwrap()
+            .record_len() as usize;
         out.push(log[pos..pos + len].to_vec());
         pos += len;
     }

@@ -178,7 +178,9 @@ impl PyStore {
     /// the target (for datasets, an optional name prefix: `<conversation>-<sample id>`).
     /// Every record is checked first (a bad one raises `BadInput` naming its line or index,
     /// and nothing is written); re-running the same import writes nothing. Returns
-    /// `{"conversations": [...], "events_written", "notes"}`.
+    /// `{"conversations": [...], "events_written", "notes", "failed"}` (`failed`: the
+    /// dataset samples refused, e.g. session dates going backwards, while the others were
+    /// imported; nothing of a refused sample is written).
     #[pyo3(signature = (data, *, format = "ctxlog", conversation = None))]
     fn import_<'py>(
         &self,

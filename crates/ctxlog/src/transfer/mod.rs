@@ -9,8 +9,9 @@
 //! (`"kind"` and its fields, see [`crate::EventBody`]). A tool result whose output was stored
 //! as an artifact is written with the whole output as its `"text"` and no `"artifact"`
 //! (artifacts are inlined; import stores them again). An erased range appears as its
-//! tombstone (`{"kind":"system","marker":{"type":"tombstone",…}}`); the seqs it covers have
-//! no line. Keys are written in that order, compactly, each line ending in `\n`.
+//! tombstone at its first seq (`{"kind":"system","marker":{"type":"tombstone",…}}`, `"ts"` the
+//! erasure's time); the seqs it covers have no line. Keys are written in that order,
+//! compactly, each line ending in `\n`.
 //!
 //! ```text
 //! {"seq":1,"ts":"2023-05-08T13:56:00.000Z","kind":"note","text":"code is ZX-81","pinned":true}
@@ -28,7 +29,11 @@
 //! input has one (`"ts"`; a dataset's session date); in an input where some events have
 //! times, one without takes the time of the event before it (leading ones the first time
 //! given); in an input without any, every event takes the clock. Times must not go
-//! backwards, nor start before the last event of the conversation imported into.
+//! backwards, nor start before the last event of the conversation imported into. An export's
+//! tombstones are rebuilt as they were (same range, time and reason, with their
+//! placeholders), so export → import → export is byte-identical with erasures too. A
+//! dataset's sample that the ledger's rules refuse is reported in
+//! [`crate::ops::ImportResponse::failed`], nothing of it written, and the others are imported.
 //! Per format, see [`ImportFormat`].
 
 mod anthropic;
@@ -55,9 +60,9 @@ use crate::{ConversationName, Error, ErrorClass, Result};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImportFormat {
-    /// ctxlog's own export (JSON Lines, see the module docs): rebuilds the conversation.
-    /// Seqs must be contiguous; tombstones and other system markers are refused (an erased
-    /// range cannot be rebuilt: its content is gone).
+    /// ctxlog's own export (JSON Lines, see the module docs): rebuilds the conversation,
+    /// tombstones included (into a new conversation: their seqs must stay the same). Seqs
+    /// must be contiguous; other system markers are refused.
     #[default]
     Ctxlog,
     /// An OpenAI chat message array (or `{"messages":[…]}`): `system`/`developer` messages
@@ -266,7 +271,10 @@ fn steps(mut p: Parsed, source: &str) -> Result<Vec<Step>> {
     fill_times(&mut p.events);
     if p.events.is_empty() {
         return Err(Error::BadInput {
-            reason: format!("nothing to import into {:?}: the input holds no events", p.name),
+            reason: format!(
+                "nothing to import into {:?}: the input holds no events",
+                p.name
+            ),
         });
     }
     let key = if p.key.is_empty() {
@@ -341,11 +349,9 @@ fn dry_run(steps: &[Step], events: &[Incoming]) -> Result<()> {
         let (commit, times) = match step {
             Step::Commit(commit, times) => (commit, times),
             Step::Tombstone(t) => {
-                ledger
-                    .append_tombstone(t)
-                    .map_err(|e| Error::BadInput {
-                        reason: format!("record {}: {e}", done + 1),
-                    })?;
+                ledger.append_tombstone(t).map_err(|e| Error::BadInput {
+                    reason: format!("record {}: {e}", done + 1),
+                })?;
                 done += 1;
                 continue;
             }
@@ -415,9 +421,7 @@ impl crate::Store {
         }
         if last >= first.to {
             let stored = self.read(&name, |s| Ok(s.ledger().events(first.from..=first.from)?))?;
-            let same = stored
-                .first()
-                .and_then(|e| Tombstone::of(e.seq, &e.body));
+            let same = stored.first().and_then(|e| Tombstone::of(e.seq, &e.body));
             if same.as_ref() == Some(first) {
                 return Ok(());
             }
@@ -454,8 +458,11 @@ impl crate::Store {
 
     /// Imports `data` (SPEC E4): parses and checks every record first (a bad one is named by
     /// line or index and nothing is written), then commits each conversation in chunks whose
-    /// ids derive from `data`, so importing the same input again writes nothing. `progress`
-    /// is called after each chunk.
+    /// ids derive from `data`, and an export's tombstones as they were, so importing the same
+    /// input again writes nothing. A dataset's sample that the ledger's rules refuse (session
+    /// dates going backwards, a first time before the conversation's last event) is listed in
+    /// `failed` with nothing of it written; the other samples are imported. `progress` is
+    /// called after each chunk.
     ///
     /// ```
     /// use ctxlog::ops::{ExportRequest, ImportRequest};
@@ -479,9 +486,10 @@ impl crate::Store {
     ///
     /// # Errors
     /// [`Error::BadInput`] naming the first bad record; [`Error::InvalidRequest`] without a
-    /// needed name; [`Error::InvalidName`]; the ledger's refusals when committing (an
-    /// explicit time earlier than the conversation's last event: nothing of that
-    /// conversation is written); I/O.
+    /// needed name; [`Error::InvalidName`]; [`Error::BadInput`] for an export with erased
+    /// ranges into a conversation that holds other events (nothing written); the ledger's
+    /// refusals when committing (outside datasets: an explicit time earlier than the
+    /// conversation's last event, nothing of that conversation written); I/O.
     pub fn import(
         &self,
         request: &crate::ops::ImportRequest,
@@ -521,7 +529,11 @@ impl crate::Store {
                     Ok(receipt) => receipt,
                     // A sample whose first write is refused (its times start before the
                     // conversation's last event) has nothing written: the others go on.
-                    Err(e) if per_sample && entry.first_seq == 0 && e.class() == ErrorClass::BadInput => {
+                    Err(e)
+                        if per_sample
+                            && entry.first_seq == 0
+                            && e.class() == ErrorClass::BadInput =>
+                    {
                         failed = Some(e.to_string());
                         break;
                     }

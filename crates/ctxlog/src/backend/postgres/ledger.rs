@@ -269,13 +269,12 @@ fn last_event_ms<C: GenericClient>(
     if seq == 0 {
         return Ok(0);
     }
-    Ok(q
-        .query(
-            "SELECT ts_ms FROM {s}.events WHERE conversation = $1 AND seq = $2",
-            &[&name, &(seq as i64)],
-        )?
-        .first()
-        .map_or(0, |r| r.get(0)))
+    Ok(q.query(
+        "SELECT ts_ms FROM {s}.events WHERE conversation = $1 AND seq = $2",
+        &[&name, &(seq as i64)],
+    )?
+    .first()
+    .map_or(0, |r| r.get(0)))
 }
 
 /// One encoded event row of a commit.

@@ -38,6 +38,16 @@ struct Files {
     dir: tempfile::TempDir,
 }
 
+impl Files {
+    fn log(&self, case: &str, conversation: &str) -> std::path::PathBuf {
+        self.dir
+            .path()
+            .join(case)
+            .join(conversation)
+            .join("ledger.log")
+    }
+}
+
 impl Engine for Files {
     fn name(&self) -> &'static str {
         "file store"
@@ -47,12 +57,7 @@ impl Engine for Files {
         Store::with_backend(Arc::new(backend))
     }
     fn damage(&self, case: &str, conversation: &str, _seq: u64, needle: &str) {
-        let log = self
-            .dir
-            .path()
-            .join(case)
-            .join(conversation)
-            .join("ledger.log");
+        let log = self.log(case, conversation);
         let mut bytes = std::fs::read(&log).unwrap();
         let at = bytes
             .windows(needle.len())
@@ -62,12 +67,7 @@ impl Engine for Files {
         std::fs::write(&log, bytes).unwrap();
     }
     fn stored(&self, case: &str, conversation: &str, seq: u64) -> Vec<u8> {
-        let log = self
-            .dir
-            .path()
-            .join(case)
-            .join(conversation)
-            .join("ledger.log");
+        let log = self.log(case, conversation);
         common::log_records(&std::fs::read(log).unwrap())[seq as usize - 1].clone()
     }
 }

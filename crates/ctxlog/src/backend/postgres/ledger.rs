@@ -377,6 +377,25 @@ impl PgLedger {
         Ok((rows, artifacts))
     }
 
+    /// In a write transaction: sets its durability, creates the conversation's row if
+    /// missing, locks it (writers on every replica queue here) and returns the index caught
+    /// up with what others committed.
+    fn lock_for_write<C: GenericClient>(&self, q: &mut Q<'_, C>) -> Result<Index> {
+        let sync = if self.sync { "on" } else { "off" };
+        q.exec(&format!("SET LOCAL synchronous_commit = {sync}"), &[])?;
+        q.exec(
+            "INSERT INTO {s}.conversations (name, ledger_id, created_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO NOTHING",
+            &[&self.name, &rules::new_ledger_id(), &rules::now_ms()],
+        )?;
+        let head = q
+            .head(&self.name, true)?
+            .ok_or_else(|| self.db.io("conversation row vanished".into()))?;
+        let mut index = self.index.clone();
+        q.catch_up(&self.name, &mut index, &head)?;
+        Ok(index)
+    }
+
     fn commit_tx(&mut self, commit: &NewCommit, times: &[Option<i64>]) -> Result<CommitReceipt> {
         let key = rules::idempotency_key(commit, times)?;
         let db = self.db.clone();
@@ -390,18 +409,7 @@ impl PgLedger {
             cache,
             db: &db,
         };
-        let sync = if self.sync { "on" } else { "off" };
-        q.exec(&format!("SET LOCAL synchronous_commit = {sync}"), &[])?;
-        q.exec(
-            "INSERT INTO {s}.conversations (name, ledger_id, created_ms) VALUES ($1, $2, $3)
-             ON CONFLICT (name) DO NOTHING",
-            &[&self.name, &rules::new_ledger_id(), &rules::now_ms()],
-        )?;
-        let head = q
-            .head(&self.name, true)?
-            .ok_or_else(|| db.io("conversation row vanished".into()))?;
-        let mut index = self.index.clone();
-        q.catch_up(&self.name, &mut index, &head)?;
+        let mut index = self.lock_for_write(&mut q)?;
         if let Some((id_hash, digest)) = &key {
             let rows = q.query(
                 "SELECT digest, first_seq, last_seq FROM {s}.commits
@@ -727,18 +735,7 @@ impl PgLedger {
             cache,
             db: &db,
         };
-        let sync = if self.sync { "on" } else { "off" };
-        q.exec(&format!("SET LOCAL synchronous_commit = {sync}"), &[])?;
-        q.exec(
-            "INSERT INTO {s}.conversations (name, ledger_id, created_ms) VALUES ($1, $2, $3)
-             ON CONFLICT (name) DO NOTHING",
-            &[&self.name, &rules::new_ledger_id(), &rules::now_ms()],
-        )?;
-        let head = q
-            .head(&self.name, true)?
-            .ok_or_else(|| db.io("conversation row vanished".into()))?;
-        let mut index = self.index.clone();
-        q.catch_up(&self.name, &mut index, &head)?;
+        let mut index = self.lock_for_write(&mut q)?;
         let name = self.name.clone();
         let mut stored =
             |seq: u64| -> Result<Option<Event>> { Ok(q.raw_events(&name, seq..=seq)?.pop()) };

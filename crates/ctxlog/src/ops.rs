@@ -400,7 +400,8 @@ pub struct SeqSpan {
 pub enum EraseResponse {
     /// A range of one conversation.
     Range {
-        /// The range erased (widened to whole turns).
+        /// The range erased (widened to whole turns). Earlier tombstones inside it stay as
+        /// written (SPEC E6); each run of live seqs around them got its own tombstone.
         erased: SeqSpan,
         /// The range asked for.
         requested: SeqSpan,

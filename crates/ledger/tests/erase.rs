@@ -834,7 +834,7 @@ fn an_explicit_range_over_an_earlier_tombstone_leaves_its_bytes_alone() {
 }
 
 /// Cases of the erasure-sequence property.
-const ERASURE_SEQUENCE_CASES: u32 = 64;
+const ERASURE_SEQUENCE_CASES: u32 = 256;
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig {

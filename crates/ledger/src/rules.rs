@@ -288,3 +288,22 @@ pub fn check_artifact(name: &str, content: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+/// A caller-supplied reference `r` in a commit, to a stored artifact holding `content`: its
+/// size and hash must agree, or the commit would reference an artifact every later read
+/// rejects. Both are refusals of the commit, as in the file store.
+///
+/// # Errors
+/// [`Error::InvalidCommit`] naming the artifact.
+pub fn check_artifact_ref(r: &ArtifactRef, content: &[u8]) -> Result<()> {
+    if content.len() as u64 != r.bytes {
+        return Err(Error::invalid(format!(
+            "artifact {} holds {} bytes, the reference says {}",
+            r.name,
+            content.len(),
+            r.bytes
+        )));
+    }
+    check_artifact(&r.name, content)
+        .map_err(|_| Error::invalid(format!("artifact {} does not match its hash", r.name)))
+}

@@ -463,23 +463,25 @@ impl PgLedger {
                 artifact: Some(r), ..
             } = body
             {
-                let content = self.fetch_artifact(q, r)?;
-                if content.len() as u64 != r.bytes {
-                    return Err(Error::InvalidCommit {
-                        reason: format!(
-                            "artifact {} holds {} bytes, the reference says {}",
-                            r.name,
-                            content.len(),
-                            r.bytes
-                        ),
-                    });
-                }
+                rules::check_artifact_ref(r, &self.stored_artifact(q, r)?)?;
             }
         }
         Ok(())
     }
 
+    /// The content of artifact `r`, checked against its name.
     fn fetch_artifact<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        r: &ArtifactRef,
+    ) -> Result<Vec<u8>> {
+        let content = self.stored_artifact(q, r)?;
+        rules::check_artifact(&r.name, &content)?;
+        Ok(content)
+    }
+
+    /// The content stored under the name of `r`, unchecked.
+    fn stored_artifact<C: GenericClient>(
         &self,
         q: &mut Q<'_, C>,
         r: &ArtifactRef,
@@ -501,7 +503,6 @@ impl PgLedger {
                     name: r.name.clone(),
                     why: "no such artifact in this conversation",
                 })?;
-        rules::check_artifact(&r.name, &content)?;
         Ok(content)
     }
 

@@ -778,9 +778,6 @@ fn a_turn_may_span_commits_and_stores(e: &dyn Engine) {
     );
 }
 
-/// A named case of the suite.
-type Case = (&'static str, fn(&dyn Engine));
-
 const CASES: &[Case] = &[
     ("commits_get_contiguous_seqs", commits_get_contiguous_seqs),
     ("ids_replay_or_conflict", ids_replay_or_conflict),

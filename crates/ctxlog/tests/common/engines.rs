@@ -277,8 +277,11 @@ pub fn note(text: &str) -> EventBody {
     }
 }
 
+/// A named case of the suite.
+pub type Case = (&'static str, fn(&dyn Engine));
+
 /// Runs the named cases on `e`, announcing each (a failure then names its case).
-pub fn run_cases(e: &dyn Engine, cases: &[(&str, fn(&dyn Engine))]) {
+pub fn run_cases(e: &dyn Engine, cases: &[Case]) {
     for (name, case) in cases {
         eprintln!("{}: {name}", e.name());
         case(e);

@@ -19,7 +19,7 @@ use ctxlog_ledger::{
 use postgres::types::ToSql;
 use postgres::{GenericClient, Statement};
 
-use super::db::{Db, stmt};
+use super::db::{Db, TxMode, stmt};
 use crate::backend::{LedgerView, LedgerWriter};
 
 /// The committed index of a conversation, as of the last catch-up.
@@ -267,13 +267,7 @@ impl PgLedger {
     fn refresh(&mut self) -> Result<bool> {
         let db = self.db.clone();
         let mut conn = db.conn()?;
-        let (client, cache) = conn.parts();
-        let mut tx = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let (mut tx, cache) = conn.begin(&db, TxMode::Read)?;
         let mut q = Q {
             c: &mut tx,
             cache,
@@ -328,17 +322,12 @@ impl PgLedger {
         let key = rules::idempotency_key(commit, times)?;
         let db = self.db.clone();
         let mut conn = db.conn()?;
-        let (client, cache) = conn.parts();
-        let mut tx = client
-            .transaction()
-            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let (mut tx, cache) = conn.begin(&db, TxMode::Write { sync: self.sync })?;
         let mut q = Q {
             c: &mut tx,
             cache,
             db: &db,
         };
-        let sync = if self.sync { "on" } else { "off" };
-        q.exec(&format!("SET LOCAL synchronous_commit = {sync}"), &[])?;
         q.exec(
             "INSERT INTO {s}.conversations (name, ledger_id, created_ms) VALUES ($1, $2, $3)
              ON CONFLICT (name) DO NOTHING",
@@ -560,16 +549,12 @@ impl PgLedger {
     fn erase_tx(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
         let db = self.db.clone();
         let mut conn = db.conn()?;
-        let (client, cache) = conn.parts();
-        let mut tx = client
-            .transaction()
-            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let (mut tx, cache) = conn.begin(&db, TxMode::Write { sync: true })?;
         let mut q = Q {
             c: &mut tx,
             cache,
             db: &db,
         };
-        q.exec("SET LOCAL synchronous_commit = on", &[])?;
         let head = q
             .head(&self.name, true)?
             .ok_or_else(|| db.io("conversation row vanished".into()))?;

@@ -5,11 +5,17 @@
 //! checked against their CRC32C. A commit is one transaction that first locks the
 //! conversation's row (`SELECT … FOR UPDATE`): writers on every replica queue there, and the
 //! handle catches up with what others committed before it validates and appends.
+//!
+//! Decoded events are kept in a bounded read cache ([`EventCache`]) tagged with the ledger
+//! id they were read under: rows never change under one ledger id (only an erasure rewrites
+//! them, and it gives the conversation a new id), so a warm projection reads no payload
+//! again. Every read path catches up first, and a catch-up that finds another ledger id
+//! (an erasure on any replica) leaves the cache unusable: it is dropped at the next read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ctxlog_ledger::rules::{self, Caps};
 use ctxlog_ledger::{
@@ -65,6 +71,58 @@ pub struct PgLedger {
     sync: bool,
     name: String,
     index: Index,
+    cache: Mutex<EventCache>,
+}
+
+/// The decoded events a handle has read, all under one ledger id, at most
+/// [`EventCache::MAX_BYTES`] of records (the newest seqs are kept: projections read the tail).
+#[derive(Debug, Default)]
+struct EventCache {
+    ledger_id: String,
+    events: BTreeMap<u64, Event>,
+    bytes: u64,
+}
+
+impl EventCache {
+    /// Record bytes kept per handle at most.
+    const MAX_BYTES: u64 = 8 << 20;
+
+    /// Events `from..=to` if every one of them is cached under `ledger_id`.
+    fn get(&self, ledger_id: &str, from: u64, to: u64) -> Option<Vec<Event>> {
+        if self.ledger_id != ledger_id || (to - from + 1) as usize > self.events.len() {
+            return None;
+        }
+        let events: Vec<Event> = self
+            .events
+            .range(from..=to)
+            .map(|(_, e)| e.clone())
+            .collect();
+        (events.len() as u64 == to - from + 1).then_some(events)
+    }
+
+    /// Keeps `events`, read under `ledger_id` (what was cached under another id goes).
+    fn put(&mut self, ledger_id: &str, index: &Index, events: &[Event]) {
+        if self.ledger_id != ledger_id {
+            *self = EventCache {
+                ledger_id: ledger_id.to_string(),
+                ..EventCache::default()
+            };
+        }
+        for e in events {
+            let len = index.lens.get((e.seq as usize).wrapping_sub(1));
+            let len = len.map_or(0, |&l| u64::from(l));
+            if self.events.insert(e.seq, e.clone()).is_none() {
+                self.bytes += len;
+            }
+        }
+        while self.bytes > Self::MAX_BYTES {
+            let Some((seq, _)) = self.events.pop_first() else {
+                break;
+            };
+            let len = index.lens.get((seq as usize).wrapping_sub(1));
+            self.bytes = self.bytes.saturating_sub(len.map_or(0, |&l| u64::from(l)));
+        }
+    }
 }
 
 /// A prepared statement cache and a client (a transaction or a plain connection).
@@ -247,6 +305,7 @@ impl PgLedger {
             sync,
             name: name.to_string(),
             index: Index::default(),
+            cache: Mutex::default(),
         };
         Ok(ledger.refresh()?.then_some(ledger))
     }
@@ -259,6 +318,7 @@ impl PgLedger {
             sync,
             name: name.to_string(),
             index: Index::default(),
+            cache: Mutex::default(),
         }
     }
 
@@ -757,7 +817,16 @@ impl LedgerRead for PgLedger {
                 last_seq: self.last_seq(),
             });
         }
-        let events = self.with_q(|q| q.raw_events(&self.name, from..=to))?;
+        let ledger_id = &self.index.ledger_id;
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let events = match cache.get(ledger_id, from, to) {
+            Some(events) => events,
+            None => {
+                let events = self.with_q(|q| q.raw_events(&self.name, from..=to))?;
+                cache.put(ledger_id, &self.index, &events);
+                events
+            }
+        };
         Ok(events
             .into_iter()
             .filter(|e| !rules::is_placeholder(e.seq, &e.body))
@@ -771,6 +840,9 @@ impl LedgerRead for PgLedger {
 impl LedgerView for PgLedger {
     fn catch_up(&mut self) -> Result<()> {
         self.refresh().map(|_| ())
+    }
+    fn exists(&self) -> bool {
+        !self.index.ledger_id.is_empty()
     }
 }
 

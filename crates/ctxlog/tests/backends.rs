@@ -876,3 +876,24 @@ fn an_unreachable_database_is_one_clear_line() {
         .to_string();
     assert!(!bad.contains("hunter2"), "{bad}");
 }
+
+/// TLS is not built in: a URL that asks for it is refused before any connection (never a
+/// connection in plain text), in one line without the password.
+#[test]
+fn a_url_asking_for_tls_is_refused_in_one_line() {
+    for mode in ["require", "verify-ca", "verify-full"] {
+        let url = format!("postgres://app:hunter2@db.internal:5432/ledger?sslmode={mode}");
+        let err = Store::open_url(&url).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Usage, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("sslmode={mode} asks for TLS")),
+            "{msg}"
+        );
+        assert!(!msg.contains("hunter2") && !msg.contains('\n'), "{msg}");
+    }
+    for mode in ["disable", "prefer"] {
+        let url = format!("postgres://app@127.0.0.1:1/ledger?sslmode={mode}");
+        Store::open_url(&url).unwrap();
+    }
+}

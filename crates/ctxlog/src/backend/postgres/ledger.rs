@@ -84,8 +84,10 @@ struct EventCache {
 }
 
 impl EventCache {
-    /// Record bytes kept per handle at most.
-    const MAX_BYTES: u64 = 8 << 20;
+    /// Record bytes kept per handle at most. A store pools up to 4 read handles per
+    /// conversation it has read, so this bounds the cache at 8 MiB of records per
+    /// conversation; a projection's tail (its budget, at most a model's context) fits.
+    const MAX_BYTES: u64 = 2 << 20;
 
     /// Events `from..=to` if every one of them is cached under `ledger_id`.
     fn get(&self, ledger_id: &str, from: u64, to: u64) -> Option<Vec<Event>> {

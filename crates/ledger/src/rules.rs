@@ -296,14 +296,5 @@ pub fn check_artifact(name: &str, content: &[u8]) -> Result<()> {
 /// # Errors
 /// [`Error::InvalidCommit`] naming the artifact.
 pub fn check_artifact_ref(r: &ArtifactRef, content: &[u8]) -> Result<()> {
-    if content.len() as u64 != r.bytes {
-        return Err(Error::invalid(format!(
-            "artifact {} holds {} bytes, the reference says {}",
-            r.name,
-            content.len(),
-            r.bytes
-        )));
-    }
-    check_artifact(&r.name, content)
-        .map_err(|_| Error::invalid(format!("artifact {} does not match its hash", r.name)))
+    crate::artifact::check_committed_ref(r, content)
 }

@@ -26,35 +26,8 @@ use postgres::types::ToSql;
 use postgres::{GenericClient, Statement};
 
 use super::db::{Db, TxMode, stmt};
+use super::memory::{EventCache, Index};
 use crate::backend::{LedgerView, LedgerWriter};
-
-/// The committed index of a conversation, as of the last catch-up.
-#[derive(Clone, Debug, Default)]
-struct Index {
-    ledger_id: String,
-    bytes: u64,
-    last_ts_ms: i64,
-    kinds: Vec<EventKind>,
-    lens: Vec<u32>,
-    user_seqs: Vec<u64>,
-    note_seqs: Vec<u64>,
-}
-
-impl Index {
-    fn last_seq(&self) -> u64 {
-        self.kinds.len() as u64
-    }
-
-    fn push(&mut self, seq: u64, kind: EventKind, len: u32) {
-        self.kinds.push(kind);
-        self.lens.push(len);
-        match kind {
-            EventKind::User => self.user_seqs.push(seq),
-            EventKind::Note => self.note_seqs.push(seq),
-            _ => {}
-        }
-    }
-}
 
 /// The conversation's row: what a catch-up compares against.
 struct Head {
@@ -72,59 +45,6 @@ pub struct PgLedger {
     name: String,
     index: Index,
     cache: Mutex<EventCache>,
-}
-
-/// The decoded events a handle has read, all under one ledger id, at most
-/// [`EventCache::MAX_BYTES`] of records (the newest seqs are kept: projections read the tail).
-#[derive(Debug, Default)]
-struct EventCache {
-    ledger_id: String,
-    events: BTreeMap<u64, Event>,
-    bytes: u64,
-}
-
-impl EventCache {
-    /// Record bytes kept per handle at most. A store pools up to 4 read handles per
-    /// conversation it has read, so this bounds the cache at 8 MiB of records per
-    /// conversation; a projection's tail (its budget, at most a model's context) fits.
-    const MAX_BYTES: u64 = 2 << 20;
-
-    /// Events `from..=to` if every one of them is cached under `ledger_id`.
-    fn get(&self, ledger_id: &str, from: u64, to: u64) -> Option<Vec<Event>> {
-        if self.ledger_id != ledger_id || (to - from + 1) as usize > self.events.len() {
-            return None;
-        }
-        let events: Vec<Event> = self
-            .events
-            .range(from..=to)
-            .map(|(_, e)| e.clone())
-            .collect();
-        (events.len() as u64 == to - from + 1).then_some(events)
-    }
-
-    /// Keeps `events`, read under `ledger_id` (what was cached under another id goes).
-    fn put(&mut self, ledger_id: &str, index: &Index, events: &[Event]) {
-        if self.ledger_id != ledger_id {
-            *self = EventCache {
-                ledger_id: ledger_id.to_string(),
-                ..EventCache::default()
-            };
-        }
-        for e in events {
-            let len = index.lens.get((e.seq as usize).wrapping_sub(1));
-            let len = len.map_or(0, |&l| u64::from(l));
-            if self.events.insert(e.seq, e.clone()).is_none() {
-                self.bytes += len;
-            }
-        }
-        while self.bytes > Self::MAX_BYTES {
-            let Some((seq, _)) = self.events.pop_first() else {
-                break;
-            };
-            let len = index.lens.get((seq as usize).wrapping_sub(1));
-            self.bytes = self.bytes.saturating_sub(len.map_or(0, |&l| u64::from(l)));
-        }
-    }
 }
 
 /// A prepared statement cache and a client (a transaction or a plain connection).

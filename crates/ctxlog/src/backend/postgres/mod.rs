@@ -15,6 +15,7 @@
 
 mod db;
 mod ledger;
+mod memory;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -286,11 +286,15 @@ impl Store {
         })
     }
 
-    /// Runs `f` on a read handle of `name`.
+    /// Runs `f` on a read handle of `name`. A pooled handle whose catch-up (every read
+    /// path's first step) found the conversation gone, erased whole by another replica, held
+    /// nothing by then; it is dropped, and `f` runs on a handle opened afresh: not found (the
+    /// backend deletes this machine's recall cache of it), or the conversation created anew
+    /// meanwhile.
     pub(crate) fn read<T>(
         &self,
         name: &str,
-        f: impl FnOnce(&mut Snapshot) -> Result<T>,
+        mut f: impl FnMut(&mut Snapshot) -> Result<T>,
     ) -> Result<T> {
         let name = ConversationName::new(name)?;
         let slot = self.slot(&name);
@@ -299,7 +303,12 @@ impl Store {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut turn = self.reader_turn(&slot, &name)?;
-        f(turn.get()?)
+        let result = f(turn.get()?);
+        if turn.get()?.ledger().exists() {
+            return result;
+        }
+        turn.handle = None;
+        f(&mut self.open_snapshot(&name)?)
     }
 
     /// Runs `f` with no read of `name` in flight, after closing the pooled read handles (they

@@ -56,24 +56,51 @@ pub(crate) fn check_ref(st: &dyn Storage, name: &str) -> Result<String> {
 
 /// Reads and verifies an artifact.
 pub(crate) fn read(st: &dyn Storage, r: &ArtifactRef) -> Result<Vec<u8>> {
-    let path = check_ref(st, &r.name)?;
+    let buf = read_stored(st, &r.name)?;
+    if artifact_name(&buf) != r.name || buf.len() as u64 != r.bytes {
+        return Err(Error::ArtifactMismatch {
+            name: r.name.clone(),
+        });
+    }
+    Ok(buf)
+}
+
+/// The bytes stored under artifact name `name`, unchecked (the name is checked first).
+pub(crate) fn read_stored(st: &dyn Storage, name: &str) -> Result<Vec<u8>> {
+    let path = check_ref(st, name)?;
     let file = st
         .open(&path, OpenMode::Read)
         .map_err(crate::files::io_err(st, &path))?
         .ok_or_else(|| Error::BadArtifactRef {
-            name: r.name.clone(),
+            name: name.to_string(),
             why: "no such artifact in this conversation",
         })?;
     let len = file.len().map_err(crate::files::io_err(st, &path))?;
     let mut buf = vec![0u8; len as usize];
     file.read_at(0, &mut buf)
         .map_err(crate::files::io_err(st, &path))?;
-    if artifact_name(&buf) != r.name || len != r.bytes {
-        return Err(Error::ArtifactMismatch {
-            name: r.name.clone(),
-        });
-    }
     Ok(buf)
+}
+
+/// A reference `r` in a commit to a stored artifact holding `content`: size and hash must
+/// agree, or the commit would reference an artifact every later read rejects as tampered
+/// (both engines apply this, `rules::check_artifact_ref`).
+pub(crate) fn check_committed_ref(r: &ArtifactRef, content: &[u8]) -> Result<()> {
+    if content.len() as u64 != r.bytes {
+        return Err(Error::invalid(format!(
+            "artifact {} holds {} bytes, the reference says {}",
+            r.name,
+            content.len(),
+            r.bytes
+        )));
+    }
+    if artifact_name(content) != r.name {
+        return Err(Error::invalid(format!(
+            "artifact {} does not match its hash",
+            r.name
+        )));
+    }
+    Ok(())
 }
 
 /// Stores `content` durably under its name (write to a temporary name, sync, rename, sync the

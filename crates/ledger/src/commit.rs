@@ -4,14 +4,12 @@
 
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody, EventKind, NewCommit};
-use crate::files::io_err;
 use crate::format::{
     self, CommitEntry, EventEntry, FLAG_COMMIT_META, FLAG_END_OF_COMMIT, RECORD_HEADER_LEN,
 };
 use crate::options::Options;
 use crate::scan::CommitMeta;
 use crate::state::{Appended, LedgerState};
-use crate::storage::OpenMode;
 
 /// A commit ready to append: its records and what the state gains once they are written.
 #[derive(Default)]
@@ -265,26 +263,8 @@ impl Preparer<'_> {
         } = body
         {
             let st = self.state.storage().as_ref();
-            let path = crate::artifact::check_ref(st, &r.name)?;
-            let len = st
-                .open(&path, OpenMode::Read)
-                .and_then(|f| f.map(|f| f.len()).transpose())
-                .map_err(io_err(st, &path))?;
-            if len != Some(r.bytes) {
-                return Err(Error::invalid(format!(
-                    "artifact {} holds {} bytes, the reference says {}",
-                    r.name,
-                    len.unwrap_or(0),
-                    r.bytes
-                )));
-            }
-            // The content must match its name too, or the commit would reference an
-            // artifact every later read rejects as tampered.
-            if let Err(Error::ArtifactMismatch { name }) = crate::artifact::read(st, r) {
-                return Err(Error::invalid(format!(
-                    "artifact {name} does not match its hash"
-                )));
-            }
+            let content = crate::artifact::read_stored(st, &r.name)?;
+            crate::artifact::check_committed_ref(r, &content)?;
         }
         Ok(())
     }

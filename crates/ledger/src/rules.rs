@@ -325,3 +325,13 @@ pub fn check_artifact(name: &str, content: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+/// A caller-supplied reference `r` in a commit, to a stored artifact holding `content`: its
+/// size and hash must agree, or the commit would reference an artifact every later read
+/// rejects. Both are refusals of the commit, as in the file store.
+///
+/// # Errors
+/// [`Error::InvalidCommit`] naming the artifact.
+pub fn check_artifact_ref(r: &ArtifactRef, content: &[u8]) -> Result<()> {
+    crate::artifact::check_committed_ref(r, content)
+}

@@ -36,6 +36,12 @@ pub trait LedgerView: LedgerRead + Send + Sync {
     /// # Errors
     /// Ledger read errors, e.g. [`ctxlog_ledger::Error::Corrupt`].
     fn catch_up(&mut self) -> ctxlog_ledger::Result<()>;
+    /// False when the last catch-up found the conversation gone: erased whole by another
+    /// replica since the view was opened (the view then holds nothing). A file store view
+    /// always says true.
+    fn exists(&self) -> bool {
+        true
+    }
 }
 
 /// The one writer of a conversation (SPEC L3). It is always current: nobody else writes.

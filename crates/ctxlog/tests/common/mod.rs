@@ -1,6 +1,7 @@
 //! Helpers shared by the facade's integration tests.
 #![allow(dead_code)]
 
+pub mod engines;
 pub mod pg;
 
 /// The records of a file store's `ledger.log`, each as its raw bytes, in seq order.

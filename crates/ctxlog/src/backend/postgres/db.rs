@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use postgres::{Client, GenericClient, NoTls, Statement};
+use postgres::{Client, GenericClient, NoTls, Statement, Transaction};
 
 /// A pooled connection and the statements prepared on it (keyed by their SQL text).
 pub(crate) struct Conn {
@@ -82,11 +82,48 @@ pub(crate) fn stmt<C: GenericClient>(
     Ok(s)
 }
 
+/// How a transaction is begun ([`Conn::begin`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TxMode {
+    /// A read-only snapshot (repeatable read): the conversation row and its events agree.
+    Read,
+    /// A write, acknowledged after PostgreSQL's synchronous commit when `sync` is set.
+    Write {
+        /// `synchronous_commit` for this transaction.
+        sync: bool,
+    },
+}
+
+/// A transaction, and the statement cache of its connection.
+pub(crate) type Tx<'a> = (Transaction<'a>, &'a mut HashMap<String, Statement>);
+
 impl Conn {
     /// Splits the connection into its client and its statement cache (to open a
     /// transaction on the one and prepare through the other).
     pub(crate) fn parts(&mut self) -> (&mut Client, &mut HashMap<String, Statement>) {
         (&mut self.client, &mut self.stmts)
+    }
+
+    /// Begins a transaction of `mode` (errors name the server of `db`).
+    pub(crate) fn begin(&mut self, db: &Db, mode: TxMode) -> Result<Tx<'_>, ctxlog_ledger::Error> {
+        let failed = |e: &postgres::Error| db.err("cannot begin a transaction", e);
+        let (client, cache) = self.parts();
+        let tx = match mode {
+            TxMode::Read => client
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .map_err(|e| failed(&e))?,
+            TxMode::Write { sync } => {
+                let mut tx = client.transaction().map_err(|e| failed(&e))?;
+                let sync = if sync { "on" } else { "off" };
+                tx.batch_execute(&format!("SET LOCAL synchronous_commit = {sync}"))
+                    .map_err(|e| failed(&e))?;
+                tx
+            }
+        };
+        Ok((tx, cache))
     }
 }
 

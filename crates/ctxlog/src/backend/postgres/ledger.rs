@@ -5,11 +5,17 @@
 //! checked against their CRC32C. A commit is one transaction that first locks the
 //! conversation's row (`SELECT … FOR UPDATE`): writers on every replica queue there, and the
 //! handle catches up with what others committed before it validates and appends.
+//!
+//! Decoded events are kept in a bounded read cache ([`EventCache`]) tagged with the ledger
+//! id they were read under: rows never change under one ledger id (only an erasure rewrites
+//! them, and it gives the conversation a new id), so a warm projection reads no payload
+//! again. Every read path catches up first, and a catch-up that finds another ledger id
+//! (an erasure on any replica) leaves the cache unusable: it is dropped at the next read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ctxlog_ledger::rules::{self, Caps};
 use ctxlog_ledger::{
@@ -19,36 +25,9 @@ use ctxlog_ledger::{
 use postgres::types::ToSql;
 use postgres::{GenericClient, Statement};
 
-use super::db::{Db, stmt};
+use super::db::{Db, TxMode, stmt};
+use super::memory::{EventCache, Index};
 use crate::backend::{LedgerView, LedgerWriter};
-
-/// The committed index of a conversation, as of the last catch-up.
-#[derive(Clone, Debug, Default)]
-struct Index {
-    ledger_id: String,
-    bytes: u64,
-    last_ts_ms: i64,
-    kinds: Vec<EventKind>,
-    lens: Vec<u32>,
-    user_seqs: Vec<u64>,
-    note_seqs: Vec<u64>,
-}
-
-impl Index {
-    fn last_seq(&self) -> u64 {
-        self.kinds.len() as u64
-    }
-
-    fn push(&mut self, seq: u64, kind: EventKind, len: u32) {
-        self.kinds.push(kind);
-        self.lens.push(len);
-        match kind {
-            EventKind::User => self.user_seqs.push(seq),
-            EventKind::Note => self.note_seqs.push(seq),
-            _ => {}
-        }
-    }
-}
 
 /// The conversation's row: what a catch-up compares against.
 struct Head {
@@ -65,6 +44,7 @@ pub struct PgLedger {
     sync: bool,
     name: String,
     index: Index,
+    cache: Mutex<EventCache>,
 }
 
 /// A prepared statement cache and a client (a transaction or a plain connection).
@@ -300,6 +280,7 @@ impl PgLedger {
             sync,
             name: name.to_string(),
             index: Index::default(),
+            cache: Mutex::default(),
         };
         Ok(ledger.refresh()?.then_some(ledger))
     }
@@ -312,6 +293,7 @@ impl PgLedger {
             sync,
             name: name.to_string(),
             index: Index::default(),
+            cache: Mutex::default(),
         }
     }
 
@@ -320,13 +302,7 @@ impl PgLedger {
     fn refresh(&mut self) -> Result<bool> {
         let db = self.db.clone();
         let mut conn = db.conn()?;
-        let (client, cache) = conn.parts();
-        let mut tx = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let (mut tx, cache) = conn.begin(&db, TxMode::Read)?;
         let mut q = Q {
             c: &mut tx,
             cache,
@@ -377,12 +353,10 @@ impl PgLedger {
         Ok((rows, artifacts))
     }
 
-    /// In a write transaction: sets its durability, creates the conversation's row if
+    /// In a write transaction (begun with its durability): creates the conversation's row if
     /// missing, locks it (writers on every replica queue here) and returns the index caught
     /// up with what others committed.
     fn lock_for_write<C: GenericClient>(&self, q: &mut Q<'_, C>) -> Result<Index> {
-        let sync = if self.sync { "on" } else { "off" };
-        q.exec(&format!("SET LOCAL synchronous_commit = {sync}"), &[])?;
         q.exec(
             "INSERT INTO {s}.conversations (name, ledger_id, created_ms) VALUES ($1, $2, $3)
              ON CONFLICT (name) DO NOTHING",
@@ -400,10 +374,7 @@ impl PgLedger {
         let key = rules::idempotency_key(commit, times)?;
         let db = self.db.clone();
         let mut conn = db.conn()?;
-        let (client, cache) = conn.parts();
-        let mut tx = client
-            .transaction()
-            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let (mut tx, cache) = conn.begin(&db, TxMode::Write { sync: self.sync })?;
         let mut q = Q {
             c: &mut tx,
             cache,
@@ -524,23 +495,25 @@ impl PgLedger {
                 artifact: Some(r), ..
             } = body
             {
-                let content = self.fetch_artifact(q, r)?;
-                if content.len() as u64 != r.bytes {
-                    return Err(Error::InvalidCommit {
-                        reason: format!(
-                            "artifact {} holds {} bytes, the reference says {}",
-                            r.name,
-                            content.len(),
-                            r.bytes
-                        ),
-                    });
-                }
+                rules::check_artifact_ref(r, &self.stored_artifact(q, r)?)?;
             }
         }
         Ok(())
     }
 
+    /// The content of artifact `r`, checked against its name.
     fn fetch_artifact<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        r: &ArtifactRef,
+    ) -> Result<Vec<u8>> {
+        let content = self.stored_artifact(q, r)?;
+        rules::check_artifact(&r.name, &content)?;
+        Ok(content)
+    }
+
+    /// The content stored under the name of `r`, unchecked.
+    fn stored_artifact<C: GenericClient>(
         &self,
         q: &mut Q<'_, C>,
         r: &ArtifactRef,
@@ -562,7 +535,6 @@ impl PgLedger {
                     name: r.name.clone(),
                     why: "no such artifact in this conversation",
                 })?;
-        rules::check_artifact(&r.name, &content)?;
         Ok(content)
     }
 
@@ -620,16 +592,12 @@ impl PgLedger {
     fn erase_tx(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
         let db = self.db.clone();
         let mut conn = db.conn()?;
-        let (client, cache) = conn.parts();
-        let mut tx = client
-            .transaction()
-            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let (mut tx, cache) = conn.begin(&db, TxMode::Write { sync: true })?;
         let mut q = Q {
             c: &mut tx,
             cache,
             db: &db,
         };
-        q.exec("SET LOCAL synchronous_commit = on", &[])?;
         let head = q
             .head(&self.name, true)?
             .ok_or_else(|| db.io("conversation row vanished".into()))?;
@@ -726,10 +694,7 @@ impl PgLedger {
     fn append_tombstone_tx(&mut self, t: &rules::Tombstone) -> Result<CommitReceipt> {
         let db = self.db.clone();
         let mut conn = db.conn()?;
-        let (client, cache) = conn.parts();
-        let mut tx = client
-            .transaction()
-            .map_err(|e| db.err("cannot begin a transaction", &e))?;
+        let (mut tx, cache) = conn.begin(&db, TxMode::Write { sync: self.sync })?;
         let mut q = Q {
             c: &mut tx,
             cache,
@@ -872,7 +837,16 @@ impl LedgerRead for PgLedger {
                 last_seq: self.last_seq(),
             });
         }
-        let events = self.with_q(|q| q.raw_events(&self.name, from..=to))?;
+        let ledger_id = &self.index.ledger_id;
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let events = match cache.get(ledger_id, from, to) {
+            Some(events) => events,
+            None => {
+                let events = self.with_q(|q| q.raw_events(&self.name, from..=to))?;
+                cache.put(ledger_id, &self.index, &events);
+                events
+            }
+        };
         Ok(events
             .into_iter()
             .filter(|e| !rules::is_placeholder(e.seq, &e.body))
@@ -886,6 +860,9 @@ impl LedgerRead for PgLedger {
 impl LedgerView for PgLedger {
     fn catch_up(&mut self) -> Result<()> {
         self.refresh().map(|_| ())
+    }
+    fn exists(&self) -> bool {
+        !self.index.ledger_id.is_empty()
     }
 }
 

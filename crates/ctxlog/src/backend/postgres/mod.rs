@@ -15,6 +15,7 @@
 
 mod db;
 mod ledger;
+mod memory;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -67,7 +68,8 @@ pub struct PgConfig {
 
 impl PgConfig {
     /// Parses `postgres://user[:password]@host[:port]/db[?param=value…]`. Besides
-    /// libpq's connection parameters, `schema=NAME` picks the schema [default:
+    /// libpq's connection parameters (but TLS: an `sslmode` that asks for it is refused),
+    /// `schema=NAME` picks the schema [default:
     /// [`DEFAULT_SCHEMA`]] and `cache_dir=PATH` the recall cache directory [default:
     /// `$CTXLOG_CACHE_DIR`, else `$XDG_CACHE_HOME/ctxlog`, else `~/.cache/ctxlog`, else the
     /// temporary directory; then a subdirectory per server, database and schema].
@@ -83,6 +85,16 @@ impl PgConfig {
             match pair.split_once('=') {
                 Some(("schema", v)) => schema = Some(v.to_string()),
                 Some(("cache_dir", v)) => cache_dir = Some(PathBuf::from(v)),
+                Some(("sslmode", v)) if v != "disable" && v != "prefer" => {
+                    return Err(Error::InvalidRequest {
+                        reason: format!(
+                            "store URL {}: sslmode={v} asks for TLS, which this build of ctxlog \
+                             does not support: connect over a local socket, a tunnel or a \
+                             private network with sslmode=disable (docs/postgres.md)",
+                            redact(base)
+                        ),
+                    });
+                }
                 _ => kept.push(pair),
             }
         }

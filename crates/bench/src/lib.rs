@@ -36,3 +36,16 @@ pub fn conversation(turns: usize) -> Vec<Event> {
     }
     events
 }
+
+/// This process's peak resident set size (`VmHWM` in `/proc/self/status`), in MiB; NaN where
+/// the file is not there.
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}

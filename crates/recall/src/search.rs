@@ -20,17 +20,9 @@ pub const MAX_LIMIT: usize = 50;
 /// Most candidates one ranked search considers: [`Ranking::pool`] is clamped to it. Bounds
 /// the memory of one search.
 pub const MAX_RANKED: usize = 1000;
-/// Most matching rows one ranked search lets FTS5 score with BM25 (the sum of the document
-/// frequencies of the phrases it ranks by). FTS5 scores every row that matches before it
-/// can sort, so without a bound one common word made a search cost a pass over most of the
-/// index. Phrases are ranked rarest first until the next would exceed this; see
-/// [`Searcher::ranked_candidates`].
-pub const MAX_SCORED: usize = 20_000;
-/// Matches of each phrase counted in the first round of [`Searcher::scope`]: a phrase with
-/// fewer is rare and its count exact; more are counted again only while the budget allows.
-const RARE_ROWS: usize = 1_000;
-/// Phrases counted beyond [`RARE_ROWS`] per search, which bounds the cost of counting.
-const COUNTED_COMMON: usize = 8;
+/// Phrases counted a second time, up to the scoring budget left, per search (the first count
+/// of every phrase stops at 1/16 of the budget); bounds the cost of counting.
+const COUNTED_COMMON: usize = 4;
 
 /// Options of [`RecallIndex::search`](crate::RecallIndex::search). `Default` is: no seq, offset 0, limit
 /// [`DEFAULT_LIMIT`], every kind, every seq.
@@ -180,12 +172,13 @@ impl Searcher<'_> {
 
     /// [`Searcher::ranked`] before the candidates are reduced to their hits.
     ///
-    /// The pool is the best BM25 matches of the *ranked* phrases ([`Searcher::scope`]): all of
-    /// them when their matches together are at most [`MAX_SCORED`] rows, else the rarest ones
-    /// that fit. A phrase left out is common (more matches than the budget allows), so its
-    /// BM25 weight (inverse document frequency) is low; pages that match only such phrases
-    /// fill what is left of the pool newest first, scored 0, below every ranked page. So a
-    /// search costs at most about [`MAX_SCORED`] scored rows whatever the index size.
+    /// FTS5 computes BM25 for every row that matches before it can sort, so ranking all
+    /// matches costs a pass over every page holding any query word (one common word made
+    /// that most of the index). The pool is therefore the best BM25 matches of the *ranked*
+    /// phrases ([`Searcher::scope`]): all of them when their matches add up to at most
+    /// [`Ranking::max_scored`] rows, else the rarest that fit. A phrase left out is common, so
+    /// its BM25 weight (inverse document frequency) is low; pages that match only such
+    /// phrases fill what is left of the pool newest first, scored 0, below every ranked page.
     fn ranked_candidates(
         &self,
         terms: &Terms,
@@ -229,38 +222,36 @@ impl Searcher<'_> {
         Ok(cands)
     }
 
-    /// Splits `phrases` into those BM25 ranks (rarest first, their matches summing to at most
-    /// [`MAX_SCORED`] rows) and the common rest. Counting is bounded too: every phrase is
-    /// counted up to [`RARE_ROWS`] matches, and at most [`COUNTED_COMMON`] of the others again
-    /// up to the budget left; phrases not counted are common.
+    /// Splits `phrases` into those BM25 ranks (rarest first, their matches adding up to at
+    /// most [`Ranking::max_scored`] rows) and the common rest. Counting is bounded too: every
+    /// phrase is counted up to 1/16 of the budget, and at most [`COUNTED_COMMON`] of those
+    /// with more again up to the budget left; phrases not counted are common.
     fn scope(&self, phrases: Vec<String>) -> Result<(Vec<String>, Vec<String>)> {
+        let budget = self.ranking.max_scored;
+        let rare = budget / 16;
         let mut counted = Vec::with_capacity(phrases.len());
         let mut over = Vec::new();
         for phrase in phrases {
-            let n = self.count_matches(&phrase, RARE_ROWS + 1)?;
-            if n <= RARE_ROWS {
+            let n = self.count_matches(&phrase, rare + 1)?;
+            if n <= rare {
                 counted.push((n, phrase));
             } else {
                 over.push(phrase);
             }
         }
-        let mut left = MAX_SCORED.saturating_sub(counted.iter().map(|(n, _)| n).sum());
         counted.sort();
-        // Rare phrases are ranked while they fit (they nearly always do: RARE_ROWS is far
-        // below the budget unless a query has dozens of them).
-        let mut ranked = Vec::new();
-        let mut common = Vec::new();
-        let mut spent = 0;
+        let (mut ranked, mut common) = (Vec::new(), Vec::new());
+        let mut left = budget;
         for (n, phrase) in counted {
-            if spent + n <= MAX_SCORED {
-                spent += n;
+            if n <= left {
+                left -= n;
                 ranked.push(phrase);
             } else {
                 common.push(phrase);
             }
         }
         for (i, phrase) in over.into_iter().enumerate() {
-            let n = if i < COUNTED_COMMON && left > RARE_ROWS {
+            let n = if i < COUNTED_COMMON && left > rare {
                 self.count_matches(&phrase, left + 1)?
             } else {
                 usize::MAX
@@ -333,8 +324,8 @@ impl Searcher<'_> {
             ),
             Order::Newest => (
                 "0.0",
-                "AND pages_fts.rowid < \
-                 (SELECT coalesce(min(id), 9223372036854775807) FROM pages WHERE seq >= ?6)",
+                "AND pages_fts.rowid < coalesce((SELECT id FROM pages WHERE seq >= ?6 \
+                 ORDER BY seq, page LIMIT 1), 9223372036854775807)",
                 "pages_fts.rowid DESC",
             ),
         };

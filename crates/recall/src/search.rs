@@ -20,8 +20,9 @@ pub const MAX_LIMIT: usize = 50;
 /// Most candidates one ranked search considers: [`Ranking::pool`] is clamped to it. Bounds
 /// the memory of one search.
 pub const MAX_RANKED: usize = 1000;
-/// Phrases counted a second time, up to the scoring budget left, per search (the first count
-/// of every phrase stops at 1/16 of the budget); bounds the cost of counting.
+/// Phrases counted a second time (up to the scoring budget left) that may turn out not to fit,
+/// per search; the first count of every phrase stops at 1/16 of the budget. Bounds the cost
+/// of counting.
 const COUNTED_COMMON: usize = 4;
 
 /// Options of [`RecallIndex::search`](crate::RecallIndex::search). `Default` is: no seq, offset 0, limit
@@ -75,7 +76,10 @@ impl Searcher<'_> {
     /// Searches the index (SPEC R3–R5); see [`RecallIndex::search`](crate::RecallIndex::search).
     ///
     /// Ranked results are the best [`Ranking::pool`] (default 200) BM25 candidates, re-ranked;
-    /// `offset` and `next_offset` page through them.
+    /// `offset` and `next_offset` page through them. BM25 scores at most
+    /// [`Ranking::max_scored`] (4096) matching rows: when the query's words match more, its
+    /// rarest words are ranked and pages matching only the common ones fill the pool newest
+    /// first (docs/recall.md, "Ranking").
     ///
     /// The query is reduced to literal words (stop words dropped, stemmed by the index's
     /// Porter tokenizer) and CJK bigrams; no query text is ever interpreted as FTS5 or SQL
@@ -224,8 +228,9 @@ impl Searcher<'_> {
 
     /// Splits `phrases` into those BM25 ranks (rarest first, their matches adding up to at
     /// most [`Ranking::max_scored`] rows) and the common rest. Counting is bounded too: every
-    /// phrase is counted up to 1/16 of the budget, and at most [`COUNTED_COMMON`] of those
-    /// with more again up to the budget left; phrases not counted are common.
+    /// phrase is counted up to 1/16 of the budget; those with more are counted again up to
+    /// the budget left until [`COUNTED_COMMON`] of them did not fit; the rest are common. So
+    /// when all matches together fit the budget, every phrase is ranked.
     fn scope(&self, phrases: Vec<String>) -> Result<(Vec<String>, Vec<String>)> {
         let budget = self.ranking.max_scored;
         let rare = budget / 16;
@@ -250,8 +255,11 @@ impl Searcher<'_> {
                 common.push(phrase);
             }
         }
-        for (i, phrase) in over.into_iter().enumerate() {
-            let n = if i < COUNTED_COMMON && left > rare {
+        // A count that fits costs what it takes from the budget; one that does not costs the
+        // budget left, and at most COUNTED_COMMON of those are tried.
+        let mut misses = 0;
+        for phrase in over {
+            let n = if misses < COUNTED_COMMON && left > rare {
                 self.count_matches(&phrase, left + 1)?
             } else {
                 usize::MAX
@@ -260,6 +268,7 @@ impl Searcher<'_> {
                 left -= n;
                 ranked.push(phrase);
             } else {
+                misses += 1;
                 common.push(phrase);
             }
         }

@@ -50,12 +50,27 @@ const QUERIES: &[(&str, &str)] = &[
     ("common", "info handled request"),
     ("common", "warn retry"),
     ("common", "user config"),
-    ("multi", "why did the database connection time out after the deploy on the gateway"),
-    ("multi", "which service logged the error about the replica and how long did the retry take"),
-    ("multi", "what did we decide about the cache eviction policy for the billing service"),
-    ("multi", "find the failing test in the scheduler module and the stack trace"),
+    (
+        "multi",
+        "why did the database connection time out after the deploy on the gateway",
+    ),
+    (
+        "multi",
+        "which service logged the error about the replica and how long did the retry take",
+    ),
+    (
+        "multi",
+        "what did we decide about the cache eviction policy for the billing service",
+    ),
+    (
+        "multi",
+        "find the failing test in the scheduler module and the stack trace",
+    ),
     ("multi", "gateway latency budget token refresh worker queue"),
-    ("multi", "compare memory usage of the indexer before and after the upgrade"),
+    (
+        "multi",
+        "compare memory usage of the indexer before and after the upgrade",
+    ),
     ("multi", "kq4417 database error retry gateway"),
     ("multi", "config flag rollout percentage canary region"),
     ("cjk", "数据库连接超时"),
@@ -69,19 +84,70 @@ const QUERIES: &[(&str, &str)] = &[
 ];
 
 const COMMON: &[&str] = &[
-    "error", "request", "server", "timeout", "deploy", "database", "connection", "user",
-    "config", "retry", "failed", "gateway", "service", "cache", "latency", "replica", "queue",
-    "worker", "token", "refresh", "test", "module", "scheduler", "memory", "indexer", "upgrade",
-    "billing", "policy", "eviction", "canary", "region", "rollout", "flag", "percentage",
-    "budget", "trace", "stack", "handled", "warn", "info",
+    "error",
+    "request",
+    "server",
+    "timeout",
+    "deploy",
+    "database",
+    "connection",
+    "user",
+    "config",
+    "retry",
+    "failed",
+    "gateway",
+    "service",
+    "cache",
+    "latency",
+    "replica",
+    "queue",
+    "worker",
+    "token",
+    "refresh",
+    "test",
+    "module",
+    "scheduler",
+    "memory",
+    "indexer",
+    "upgrade",
+    "billing",
+    "policy",
+    "eviction",
+    "canary",
+    "region",
+    "rollout",
+    "flag",
+    "percentage",
+    "budget",
+    "trace",
+    "stack",
+    "handled",
+    "warn",
+    "info",
 ];
 const FILLER: &[&str] = &[
     "the", "a", "we", "it", "is", "was", "to", "of", "and", "in", "on", "for", "that", "this",
     "after", "before", "with", "about", "did", "not",
 ];
 const CJK: &[&str] = &[
-    "数据库", "连接", "超时", "部署", "服务器", "配置", "项目", "代码", "用户", "错误", "缓存",
-    "日志", "监控", "告警", "测试", "失败", "发布", "回滚",
+    "数据库",
+    "连接",
+    "超时",
+    "部署",
+    "服务器",
+    "配置",
+    "项目",
+    "代码",
+    "用户",
+    "错误",
+    "缓存",
+    "日志",
+    "监控",
+    "告警",
+    "测试",
+    "失败",
+    "发布",
+    "回滚",
 ];
 const SYLLABLES: &[&str] = &[
     "ka", "lo", "mi", "ne", "su", "ta", "ri", "vo", "ze", "qu", "ar", "to", "mal", "nes", "trix",
@@ -248,11 +314,7 @@ impl Generator {
                 ts_ms,
             );
         }
-        push(
-            EventBody::Assistant { text: self.chat() },
-            seq,
-            ts_ms,
-        );
+        push(EventBody::Assistant { text: self.chat() }, seq, ts_ms);
     }
 }
 
@@ -458,7 +520,12 @@ fn report(results: &Path) -> Result<()> {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["build", pages, dir] => {
             let n: u64 = pages
                 .parse()

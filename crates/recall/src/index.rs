@@ -559,7 +559,10 @@ impl RecallIndex {
     /// Searches the index (SPEC R3–R5).
     ///
     /// Ranked results are the best [`Ranking::pool`] (default 200) BM25 candidates, re-ranked;
-    /// `offset` and `next_offset` page through them.
+    /// `offset` and `next_offset` page through them. BM25 scores at most
+    /// [`Ranking::max_scored`] (4096) matching rows: when the query's words match more, its
+    /// rarest words are ranked and pages matching only the common ones fill the pool newest
+    /// first (docs/recall.md, "Ranking").
     ///
     /// The query is reduced to literal words (stop words dropped, stemmed by the index's
     /// Porter tokenizer) and CJK bigrams; no query text is ever interpreted as FTS5 or SQL

@@ -40,6 +40,11 @@ pub struct Ranking {
     pub stop_words: bool,
     /// How many candidates are ranked before paging. Default 200.
     pub pool: usize,
+    /// Most matching rows one search lets FTS5 score with BM25: phrases are ranked rarest
+    /// first while their matches add up to at most this; rarer-than-that phrases fill the
+    /// pool newest first (docs/recall.md, "Scale"). Bounds a search's cost whatever the index
+    /// size. Default 4096.
+    pub max_scored: usize,
 }
 
 impl Default for Ranking {
@@ -54,6 +59,7 @@ impl Default for Ranking {
             episode_weight: 0.2,
             stop_words: true,
             pool: 200,
+            max_scored: 4096,
         }
     }
 }
@@ -162,10 +168,9 @@ const SAME_SUBJECT: f64 = 0.2;
 /// hit's score becomes the older's plus a hair, so nothing else moves.
 pub(crate) fn lift_superseding(cands: &mut [Candidate]) {
     let n = cands.len().min(64);
-    let words: Vec<HashSet<String>> = cands[..n]
-        .iter()
-        .map(|c| content_words(&c.hit.text))
-        .collect();
+    // Content words are computed only for candidates a comparison needs (most pools have
+    // few or no update cues).
+    let mut words: Vec<Option<HashSet<String>>> = vec![None; n];
     for newer in 0..n {
         if !cands[newer].cue {
             continue;
@@ -176,7 +181,19 @@ pub(crate) fn lift_superseding(cands: &mut [Candidate]) {
                 continue;
             }
             let explicit = a.supersedes == Some(b.hit.seq);
-            if explicit || jaccard(&words[newer], &words[older]) >= SAME_SUBJECT {
+            let same_subject = explicit || {
+                for i in [newer, older] {
+                    if words[i].is_none() {
+                        words[i] = Some(content_words(&cands[i].hit.text));
+                    }
+                }
+                let (w_new, w_old) = (&words[newer], &words[older]);
+                w_new
+                    .as_ref()
+                    .zip(w_old.as_ref())
+                    .is_some_and(|(x, y)| jaccard(x, y) >= SAME_SUBJECT)
+            };
+            if same_subject {
                 let lifted = b.hit.score + b.hit.score.abs() * 1e-6 + 1e-9;
                 cands[newer].hit.score = lifted;
             }

@@ -1,6 +1,7 @@
 //! Searching: literal queries, BM25 ranking with context, supersession and recency, paging.
 //! Every hit read is checked against its row's checksum before it reaches a caller.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use ctxlog_event::EventKind;
@@ -10,7 +11,7 @@ use crate::error::Result;
 use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
 use crate::rank::{Candidate, Ranking, credit_authors, credit_episodes, lift_superseding};
 use crate::store::damaged;
-use crate::text::{Terms, match_expression};
+use crate::text::{Terms, match_expression, match_phrases};
 
 /// Default number of hits per call.
 pub const DEFAULT_LIMIT: usize = 5;
@@ -19,6 +20,10 @@ pub const MAX_LIMIT: usize = 50;
 /// Most candidates one ranked search considers: [`Ranking::pool`] is clamped to it. Bounds
 /// the memory of one search.
 pub const MAX_RANKED: usize = 1000;
+/// Phrases counted a second time (up to the scoring budget left) that may turn out not to fit,
+/// per search; the first count of every phrase stops at 1/16 of the budget. Bounds the cost
+/// of counting.
+const COUNTED_COMMON: usize = 4;
 
 /// Options of [`RecallIndex::search`](crate::RecallIndex::search). `Default` is: no seq, offset 0, limit
 /// [`DEFAULT_LIMIT`], every kind, every seq.
@@ -71,7 +76,10 @@ impl Searcher<'_> {
     /// Searches the index (SPEC R3–R5); see [`RecallIndex::search`](crate::RecallIndex::search).
     ///
     /// Ranked results are the best [`Ranking::pool`] (default 200) BM25 candidates, re-ranked;
-    /// `offset` and `next_offset` page through them.
+    /// `offset` and `next_offset` page through them. BM25 scores at most
+    /// [`Ranking::max_scored`] (4096) matching rows: when the query's words match more, its
+    /// rarest words are ranked and pages matching only the common ones fill the pool newest
+    /// first (docs/recall.md, "Ranking").
     ///
     /// The query is reduced to literal words (stop words dropped, stemmed by the index's
     /// Porter tokenizer) and CJK bigrams; no query text is ever interpreted as FTS5 or SQL
@@ -167,6 +175,14 @@ impl Searcher<'_> {
     }
 
     /// [`Searcher::ranked`] before the candidates are reduced to their hits.
+    ///
+    /// FTS5 computes BM25 for every row that matches before it can sort, so ranking all
+    /// matches costs a pass over every page holding any query word (one common word made
+    /// that most of the index). The pool is therefore the best BM25 matches of the *ranked*
+    /// phrases ([`Searcher::scope`]): all of them when their matches add up to at most
+    /// [`Ranking::max_scored`] rows, else the rarest that fit. A phrase left out is common, so
+    /// its BM25 weight (inverse document frequency) is low; pages that match only such
+    /// phrases fill what is left of the pool newest first, scored 0, below every ranked page.
     fn ranked_candidates(
         &self,
         terms: &Terms,
@@ -174,7 +190,22 @@ impl Searcher<'_> {
         want: usize,
     ) -> Result<Vec<Candidate>> {
         let pool = self.ranking.pool.max(want).clamp(1, MAX_RANKED);
-        let mut cands = self.fts(&match_expression(terms), opts, pool)?;
+        let (ranked, common) = self.scope(match_phrases(terms))?;
+        let mut cands = if ranked.is_empty() {
+            Vec::new()
+        } else {
+            self.fts(&ranked.join(" OR "), opts, pool, Order::Bm25)?
+        };
+        if cands.len() < pool && !common.is_empty() {
+            let seen: HashSet<i64> = cands.iter().map(|c| c.id).collect();
+            let rest = self.fts(&common.join(" OR "), opts, pool, Order::Newest)?;
+            let room = pool - cands.len();
+            cands.extend(
+                rest.into_iter()
+                    .filter(|c| !seen.contains(&c.id))
+                    .take(room),
+            );
+        }
         if self.ranking.author_weight != 0.0 {
             let weight = self.ranking.author_weight;
             credit_authors(self.conn, self.path, &mut cands, &terms.mentioned, weight)?;
@@ -195,10 +226,80 @@ impl Searcher<'_> {
         Ok(cands)
     }
 
-    /// Runs one FTS5 MATCH and returns up to `pool` candidates with BM25 scores (higher is
-    /// better).
-    fn fts(&self, expr: &str, opts: &SearchOptions, pool: usize) -> Result<Vec<Candidate>> {
-        let rows = self.fts_rows(expr, opts, pool)?;
+    /// Splits `phrases` into those BM25 ranks (rarest first, their matches adding up to at
+    /// most [`Ranking::max_scored`] rows) and the common rest. Counting is bounded too: every
+    /// phrase is counted up to 1/16 of the budget; those with more are counted again up to
+    /// the budget left until [`COUNTED_COMMON`] of them did not fit; the rest are common. So
+    /// when all matches together fit the budget, every phrase is ranked.
+    fn scope(&self, phrases: Vec<String>) -> Result<(Vec<String>, Vec<String>)> {
+        let budget = self.ranking.max_scored;
+        let rare = budget / 16;
+        let mut counted = Vec::with_capacity(phrases.len());
+        let mut over = Vec::new();
+        for phrase in phrases {
+            let n = self.count_matches(&phrase, rare + 1)?;
+            if n <= rare {
+                counted.push((n, phrase));
+            } else {
+                over.push(phrase);
+            }
+        }
+        counted.sort();
+        let (mut ranked, mut common) = (Vec::new(), Vec::new());
+        let mut left = budget;
+        for (n, phrase) in counted {
+            if n <= left {
+                left -= n;
+                ranked.push(phrase);
+            } else {
+                common.push(phrase);
+            }
+        }
+        // A count that fits costs what it takes from the budget; one that does not costs the
+        // budget left, and at most COUNTED_COMMON of those are tried.
+        let mut misses = 0;
+        for phrase in over {
+            let n = if misses < COUNTED_COMMON && left > rare {
+                self.count_matches(&phrase, left + 1)?
+            } else {
+                usize::MAX
+            };
+            if n <= left {
+                left -= n;
+                ranked.push(phrase);
+            } else {
+                misses += 1;
+                common.push(phrase);
+            }
+        }
+        Ok((ranked, common))
+    }
+
+    /// How many pages match `phrase`, counting at most `cap` (FTS5 walks the phrase's list
+    /// of rows without scoring them).
+    fn count_matches(&self, phrase: &str, cap: usize) -> Result<usize> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT 1 FROM pages_fts WHERE pages_fts MATCH ?1 LIMIT ?2)",
+            )
+            .map_err(|e| self.err(e))?;
+        let n: i64 = stmt
+            .query_row(rusqlite::params![phrase, sql_int(cap)], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// Runs one FTS5 MATCH and returns up to `pool` candidates in `order`: with BM25 scores
+    /// (higher is better), or newest first with score 0.
+    fn fts(
+        &self,
+        expr: &str,
+        opts: &SearchOptions,
+        pool: usize,
+        order: Order,
+    ) -> Result<Vec<Candidate>> {
+        let rows = self.fts_rows(expr, opts, pool, order)?;
         rows.into_iter()
             .map(|(stored, score, cand)| {
                 let hit = self.verified(stored)?;
@@ -217,14 +318,33 @@ impl Searcher<'_> {
         expr: &str,
         opts: &SearchOptions,
         pool: usize,
+        order: Order,
     ) -> Result<Vec<(StoredHit, f64, Candidate)>> {
         let r = &self.ranking;
+        // Newest first: FTS5 walks the matches in descending rowid order and stops after
+        // `pool` rows pass the filters, scoring none. Ids grow with seq (pages are written in
+        // seq order and only ever deleted all together), so the seq bound is a rowid bound
+        // FTS5 applies itself.
+        let (score, newest, order_by) = match order {
+            Order::Bm25 => (
+                "-bm25(pages_fts, ?1, ?2, ?3, ?4)",
+                "",
+                "bm25(pages_fts, ?1, ?2, ?3, ?4)",
+            ),
+            Order::Newest => (
+                "0.0",
+                "AND pages_fts.rowid < coalesce((SELECT id FROM pages WHERE seq >= ?6 \
+                 ORDER BY seq, page LIMIT 1), 9223372036854775807)",
+                "pages_fts.rowid DESC",
+            ),
+        };
         let sql = format!(
-            "SELECT {COLUMNS}, p.supersedes, p.cue, -bm25(pages_fts, ?1, ?2, ?3, ?4) AS score, \
+            "SELECT {COLUMNS}, p.supersedes, p.cue, {score} AS score, \
              p.author, p.episode, p.id \
              FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid \
-             WHERE pages_fts MATCH ?5 AND p.seq < ?6 AND (?7 = '' OR instr(?7, ',' || p.kind || ',') > 0) \
-             ORDER BY bm25(pages_fts, ?1, ?2, ?3, ?4) LIMIT ?8"
+             WHERE pages_fts MATCH ?5 {newest} AND p.seq < ?6 \
+             AND (?7 = '' OR instr(?7, ',' || p.kind || ',') > 0) \
+             ORDER BY {order_by} LIMIT ?8"
         );
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         let rows = stmt
@@ -303,6 +423,15 @@ impl Searcher<'_> {
         hits.truncate(limit);
         Ok((hits, more))
     }
+}
+
+/// How [`Searcher::fts`] orders and scores its matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    /// Best BM25 first (every match is scored).
+    Bm25,
+    /// Newest first, unscored (score 0).
+    Newest,
 }
 
 /// A hit that stands for "not read yet" while a row's other columns are read.

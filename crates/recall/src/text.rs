@@ -403,10 +403,16 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-/// The FTS5 expression for `terms`: every word and CJK gram quoted, OR-ed; each multi-gram
-/// CJK run also as a quoted phrase (so exact runs score higher); a one-character CJK run as a
-/// quoted prefix. Only quoted strings, `OR` and that `*` appear: no user text is syntax.
+/// The FTS5 expression for `terms`: its [`match_phrases`] OR-ed.
 pub fn match_expression(terms: &Terms) -> String {
+    match_phrases(terms).join(" OR ")
+}
+
+/// The phrases of [`match_expression`]: every word and CJK gram quoted; each multi-gram CJK
+/// run also as a quoted phrase (so exact runs score higher); a one-character CJK run as a
+/// quoted prefix. Only quoted strings and that `*` appear: no user text is syntax. Each is
+/// an FTS5 expression on its own (a search counts each one's matches to bound its cost).
+pub fn match_phrases(terms: &Terms) -> Vec<String> {
     let mut parts: Vec<String> = terms.words.iter().map(|w| quote(w)).collect();
     let mut grams = HashSet::new();
     for run in &terms.cjk {
@@ -422,7 +428,7 @@ pub fn match_expression(terms: &Terms) -> String {
             }
         }
     }
-    parts.join(" OR ")
+    parts
 }
 
 #[cfg(test)]

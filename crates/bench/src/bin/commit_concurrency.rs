@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
+use ctxlog_bench::peak_rss_mib;
 use ctxlog_ledger::{EventBody, Ledger, NewCommit, Options};
 
 fn turn(i: usize) -> NewCommit {
@@ -29,18 +30,6 @@ fn turn(i: usize) -> NewCommit {
             },
         ],
     }
-}
-
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .unwrap_or(f64::NAN)
-        / 1024.0
 }
 
 /// Runs `threads` workers, each calling `work(thread, dir)`, which returns its latencies.

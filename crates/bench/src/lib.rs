@@ -11,6 +11,8 @@
 
 use ctxlog_ledger::event::{Event, EventBody};
 
+pub mod doc;
+
 /// This process's peak resident set size in KiB (`VmHWM` in `/proc/self/status`); 0 where
 /// that file is missing (not Linux).
 pub fn peak_rss_kib() -> u64 {

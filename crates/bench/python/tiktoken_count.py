@@ -13,27 +13,12 @@ import time
 
 import tiktoken
 
+import locomo
 from local_tiktoken import encoding
 
 
 def locomo_texts(path):
-    texts = []
-    for sample in json.load(open(path)):
-        conv = sample.get("conversation")
-        if not isinstance(conv, dict):
-            continue
-        sessions = []
-        for k, v in conv.items():
-            n = k.removeprefix("session_")
-            if n != k and n.isdigit() and isinstance(v, list):
-                sessions.append((int(n), v))
-        for _, turns in sorted(sessions, key=lambda s: s[0]):
-            for t in turns:
-                text = t.get("text") if isinstance(t.get("text"), str) else ""
-                if isinstance(t.get("blip_caption"), str):
-                    text += f" [shares a photo: {t['blip_caption']}]"
-                texts.append(text)
-    return texts
+    return [text for sample in json.load(open(path)) for _, text in locomo.turns(sample)]
 
 
 def main():

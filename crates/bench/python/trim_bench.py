@@ -13,6 +13,7 @@ import time
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages
 
+import locomo
 from local_tiktoken import encoding
 
 SYSTEM = "You are a helpful assistant."
@@ -21,21 +22,11 @@ ROLE = {"human": "user", "ai": "assistant", "system": "system"}
 
 
 def locomo_messages(sample):
-    conv = sample["conversation"]
-    a = conv["speaker_a"]
-    sessions = sorted(
-        (int(k.split("_")[1]), v)
-        for k, v in conv.items()
-        if k.startswith("session_") and not k.endswith("date_time") and isinstance(v, list)
-    )
-    out = []
-    for _, turns in sessions:
-        for t in turns:
-            text = t.get("text", "")
-            if t.get("blip_caption"):
-                text += f" [shares a photo: {t['blip_caption']}]"
-            out.append(HumanMessage(text) if t["speaker"] == a else AIMessage(text))
-    return out
+    a = sample["conversation"]["speaker_a"]
+    return [
+        HumanMessage(text) if speaker == a else AIMessage(text)
+        for speaker, text in locomo.turns(sample)
+    ]
 
 
 def main():

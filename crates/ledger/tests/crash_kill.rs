@@ -50,18 +50,25 @@ fn commit_for(id: u64) -> NewCommit {
     }
 }
 
+/// In a child process: its conversation directory and first commit id (`None` when the
+/// test runs on its own).
+fn child_env() -> Option<(String, u64)> {
+    let dir = std::env::var(CHILD_ENV).ok()?;
+    let start = std::env::var("CTXLOG_LEDGER_CRASH_START")
+        .ok()?
+        .parse()
+        .unwrap();
+    Some((dir, start))
+}
+
 /// The child process of the tests below, not a test of its own: ignored unless they run it
 /// (with `--ignored` and its environment).
 #[test]
 #[ignore = "subprocess entry point, run by the tests in this file"]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else {
+    let Some((dir, start)) = child_env() else {
         return;
     };
-    let start: u64 = std::env::var("CTXLOG_LEDGER_CRASH_START")
-        .unwrap()
-        .parse()
-        .unwrap();
     let (mut ledger, _) = Ledger::open(Path::new(&dir), &Options::default()).unwrap();
     for id in start.. {
         let r = ledger.commit(&commit_for(id)).unwrap();
@@ -75,13 +82,9 @@ fn crash_child() {
 #[test]
 #[ignore = "subprocess entry point, run by the tests in this file"]
 fn group_crash_child() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else {
+    let Some((dir, start)) = child_env() else {
         return;
     };
-    let start: u64 = std::env::var("CTXLOG_LEDGER_CRASH_START")
-        .unwrap()
-        .parse()
-        .unwrap();
     let (ledger, _) = Ledger::open(Path::new(&dir), &Options::default()).unwrap();
     let writer = GroupWriter::new(ledger);
     std::thread::scope(|s| {

@@ -78,7 +78,8 @@ impl GroupWriter {
     ///
     /// # Errors
     /// As [`Ledger::commit`]. A failed write or sync of the batch fails every commit of it;
-    /// [`Error::Poisoned`] also when the thread writing the batch panicked.
+    /// [`Error::Poisoned`] also once a thread panicked while holding the writer (reopen the
+    /// conversation to go on).
     pub fn commit(&self, commit: &NewCommit) -> Result<CommitReceipt> {
         let ticket = {
             let mut q = lock(&self.queue);
@@ -87,7 +88,14 @@ impl GroupWriter {
             q.waiting.push((ticket, commit.clone()));
             ticket
         };
-        let mut ledger = lock(&self.ledger);
+        // A thread that panicked while writing a batch may have left staged commits in the
+        // writer's memory that were never written: refuse, as after a failed sync.
+        let Ok(mut ledger) = self.ledger.lock() else {
+            let mut q = lock(&self.queue);
+            q.done.remove(&ticket);
+            q.waiting.retain(|(t, _)| *t != ticket);
+            return Err(Error::Poisoned);
+        };
         // A leader that held the writer meanwhile may have taken this commit: it left the
         // result before letting go of the writer.
         if let Some(result) = lock(&self.queue).done.remove(&ticket) {
@@ -116,7 +124,8 @@ impl GroupWriter {
         mine.unwrap_or(Err(Error::Poisoned))
     }
 
-    /// Runs `f` with the writer (to read, erase, or commit alone), between batches.
+    /// Runs `f` with the writer (to read, erase, or commit alone), between batches. After a
+    /// thread panicked while holding the writer, its in-memory state may be wrong: reopen.
     pub fn with<T>(&self, f: impl FnOnce(&mut Ledger) -> T) -> T {
         f(&mut lock(&self.ledger))
     }

@@ -169,3 +169,19 @@ fn threads_sharing_a_group_writer_each_get_their_own_receipt() {
     assert_eq!(ledger.last_seq(), 400);
     assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
 }
+
+#[test]
+fn a_panic_while_holding_the_writer_refuses_later_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let writer = GroupWriter::new(ledger);
+    writer.commit(&turn(0)).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        writer.with(|_| panic!("a thread dies holding the writer"))
+    }));
+    assert!(panicked.is_err());
+    assert!(matches!(writer.commit(&turn(1)), Err(Error::Poisoned)));
+    drop(writer);
+    let (ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    assert_eq!(ledger.last_seq(), 2, "only the commit before the panic");
+}

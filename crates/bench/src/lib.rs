@@ -12,6 +12,41 @@
 
 use ctxlog_ledger::event::{Event, EventBody};
 
+pub mod doc;
+
+/// This process's peak resident set size in KiB (`VmHWM` in `/proc/self/status`); 0 where
+/// that file is missing (not Linux).
+pub fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// [`peak_rss_kib`] in MiB.
+pub fn peak_rss_mib() -> f64 {
+    peak_rss_kib() as f64 / 1024.0
+}
+
+/// Resets this process's peak RSS to its current RSS (writes `5` to `/proc/self/clear_refs`,
+/// Linux ≥ 4.0), so that [`peak_rss_kib`] afterwards measures only what follows. Returns
+/// false where that is not possible; the peak then covers the whole process so far.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Runs `f` after [`reset_peak_rss`] and returns its result with the peak RSS (MiB) reached
+/// while it ran (the whole process's, so other threads count too).
+pub fn with_peak_rss<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    reset_peak_rss();
+    let out = f();
+    (out, peak_rss_mib())
+}
+
 /// A synthetic conversation of `turns` user/assistant turns (~100 bytes each, with quotes,
 /// a newline, CJK and an emoji so every escape path of the wire formats is exercised), for the
 /// projection benchmarks.
@@ -36,17 +71,4 @@ pub fn conversation(turns: usize) -> Vec<Event> {
         }
     }
     events
-}
-
-/// This process's peak resident set size (`VmHWM` in `/proc/self/status`), in MiB; NaN where
-/// the file is not there.
-pub fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kib| kib / 1024.0)
 }

@@ -25,15 +25,17 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// What [`LedgerState::apply`] takes in once the records are written.
-    pub(crate) fn appended(self) -> Appended {
-        Appended {
+    /// Splits the commit into what [`LedgerState::apply`] takes in (staged ahead of the
+    /// write), the records to append and the artifacts to store before them.
+    pub(crate) fn into_parts(self) -> (Appended, Vec<u8>, Vec<Vec<u8>>) {
+        let appended = Appended {
             bytes: self.bytes.len() as u64,
             entries: self.entries,
             user_seqs: self.user_seqs,
             note_seqs: self.note_seqs,
             commit: self.commit,
-        }
+        };
+        (appended, self.bytes, self.artifacts)
     }
 }
 

@@ -17,7 +17,7 @@ use crate::format::{CommitEntry, names};
 use crate::options::{Options, SyncMode};
 use crate::recovery::{self, RecoveryReport};
 use crate::scan::Tail;
-use crate::state::LedgerState;
+use crate::state::{LedgerState, Mark};
 use crate::storage::{DirStorage, LockGuard, Storage};
 use crate::tombstone::Tombstone;
 use crate::validate::{self, Origin, TurnState};
@@ -32,6 +32,15 @@ pub struct CommitReceipt {
     /// True when this is the receipt of an earlier commit with the same id and content:
     /// nothing was written this time.
     pub replayed: bool,
+}
+
+/// A commit checked and applied to the writer's in-memory state, not yet written.
+struct Staged {
+    receipt: CommitReceipt,
+    /// Its records (empty for a replayed id).
+    bytes: Vec<u8>,
+    /// Artifacts to store (synced) before the records.
+    artifacts: Vec<Vec<u8>>,
 }
 
 /// The one writer of a conversation. Holds the directory's OS lock until dropped.
@@ -248,10 +257,13 @@ impl Ledger {
         };
         let prepared = preparer.prepare(&commit, &times, None)?;
         preparer.check_caps(&prepared)?;
-        self.write(&prepared)?;
-        self.state.apply(prepared.appended());
+        // Staged and written as a commit is (the same rollback on a failed write or sync).
         // System events leave the open turn as it was; the last event's time is unchanged.
-        let _ = self.state.flush_sidecars();
+        let mark = self.state.mark();
+        let cached = (self.turn.clone(), self.last_ms);
+        let (appended, bytes, artifacts) = prepared.into_parts();
+        self.state.apply(appended);
+        self.write_staged(&mark, cached, &bytes, &artifacts)?;
         Ok(CommitReceipt {
             replayed: false,
             ..receipt
@@ -389,6 +401,90 @@ impl Ledger {
         origin: Origin,
     ) -> Result<CommitReceipt> {
         self.check_usable()?;
+        let mark = self.state.mark();
+        let cached = (self.turn.clone(), self.last_ms);
+        let staged = self.stage(commit, times, origin)?;
+        if staged.receipt.replayed {
+            return Ok(staged.receipt);
+        }
+        self.write_staged(&mark, cached, &staged.bytes, &staged.artifacts)?;
+        Ok(staged.receipt)
+    }
+
+    /// Commits several commits with one append and one sync (group commit, SPEC L1).
+    ///
+    /// Each commit is checked as [`Ledger::commit`] checks it, against the conversation as it
+    /// stands after the commits before it in the batch: a refused one (invalid, too large,
+    /// an id conflict) gets its own error in the result and is left out, and the others are
+    /// still written; a repeated id, also one repeated within the batch, gets the original
+    /// receipt. Then the artifacts of the accepted commits are stored (synced), their
+    /// records appended in one write (each commit keeps its own end-of-commit record, so a
+    /// torn write cuts back to a commit boundary) and the log synced once. A receipt is
+    /// returned only after that sync: it means exactly what a receipt of
+    /// [`Ledger::commit`] means.
+    ///
+    /// ```
+    /// use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};
+    /// # fn main() -> ctxlog_ledger::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
+    /// let turn = |text: &str| NewCommit {
+    ///     id: None,
+    ///     events: vec![
+    ///         EventBody::User { text: text.into() },
+    ///         EventBody::Assistant { text: "ok".into() },
+    ///     ],
+    /// };
+    /// let empty = NewCommit { id: None, events: vec![] };
+    /// let results = ledger.commit_batch(&[turn("one"), empty, turn("two")])?;
+    /// assert_eq!(results[0].as_ref().unwrap().last_seq, 2);
+    /// assert!(results[1].is_err()); // refused alone
+    /// assert_eq!(results[2].as_ref().unwrap().first_seq, 3);
+    /// assert_eq!(ledger.last_seq(), 4);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The outer error is the batch's write or sync failing (as for [`Ledger::commit`]: the
+    /// log is cut back, a failed sync poisons the writer): then no commit of the batch is
+    /// acknowledged. [`Error::Poisoned`] before anything is done. Each inner error is one
+    /// commit's refusal, with nothing of it written.
+    pub fn commit_batch(&mut self, commits: &[NewCommit]) -> Result<Vec<Result<CommitReceipt>>> {
+        self.check_usable()?;
+        // Load every cache before staging: staged events are not in the log yet.
+        if commits.iter().any(|c| c.id.is_some()) {
+            self.ids()?;
+        }
+        self.turn_state()?;
+        self.last_ms()?;
+        let mark = self.state.mark();
+        let cached = (self.turn.clone(), self.last_ms);
+        let mut results = Vec::with_capacity(commits.len());
+        let (mut bytes, mut artifacts) = (Vec::new(), Vec::new());
+        for commit in commits {
+            match self.stage(commit, &[], Origin::Application) {
+                Ok(staged) => {
+                    bytes.extend_from_slice(&staged.bytes);
+                    artifacts.extend(staged.artifacts);
+                    results.push(Ok(staged.receipt));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        if !bytes.is_empty() {
+            self.write_staged(&mark, cached, &bytes, &artifacts)?;
+        }
+        Ok(results)
+    }
+
+    /// Checks `commit` and applies it to the in-memory state ahead of its write (a repeated
+    /// id is answered without staging anything). On error nothing is staged.
+    fn stage(
+        &mut self,
+        commit: &NewCommit,
+        times: &[Option<i64>],
+        origin: Origin,
+    ) -> Result<Staged> {
         let key = match &commit.id {
             Some(id) => {
                 validate::check_id(id)?;
@@ -397,7 +493,11 @@ impl Ledger {
                     crate::digest::commit_digest(&commit.events, times)?,
                 );
                 if let Some(receipt) = self.replay(id, &key)? {
-                    return Ok(receipt);
+                    return Ok(Staged {
+                        receipt,
+                        bytes: Vec::new(),
+                        artifacts: Vec::new(),
+                    });
                 }
                 Some(key)
             }
@@ -415,7 +515,6 @@ impl Ledger {
         };
         let prepared = preparer.prepare(commit, &times, key)?;
         preparer.check_caps(&prepared)?;
-        self.write(&prepared)?;
         let receipt = CommitReceipt {
             first_seq: next,
             last_seq: next + commit.events.len() as u64 - 1,
@@ -424,21 +523,50 @@ impl Ledger {
         if let (Some(c), Some(ids)) = (prepared.commit, &mut self.ids) {
             ids.insert(c.id_hash, c);
         }
-        self.state.apply(prepared.appended());
+        let (appended, bytes, artifacts) = prepared.into_parts();
+        self.state.apply(appended);
         self.turn = Some(new_state);
         self.last_ms = times.last().copied().or(self.last_ms);
-        let _ = self.state.flush_sidecars();
-        Ok(receipt)
+        Ok(Staged {
+            receipt,
+            bytes,
+            artifacts,
+        })
     }
 
-    /// Artifacts first (synced), then the records in one write, then the sync (SPEC L6, L8).
-    fn write(&mut self, p: &crate::commit::Prepared) -> Result<()> {
+    /// Artifacts first (synced), then the staged records in one write, then the sync (SPEC
+    /// L6, L8). On failure the staged commits are taken back: the state returns to `mark`,
+    /// the open turn and last time to `cached`, and the idempotency table is reloaded on
+    /// next use.
+    fn write_staged(
+        &mut self,
+        mark: &Mark,
+        cached: (Option<TurnState>, Option<i64>),
+        bytes: &[u8],
+        artifacts: &[Vec<u8>],
+    ) -> Result<()> {
         let sync = self.syncs();
         let st = self.state.storage().clone();
-        for a in &p.artifacts {
-            crate::artifact::write(st.as_ref(), a, sync, &mut self.poisoned)?;
+        let mut result = Ok(());
+        for a in artifacts {
+            result = crate::artifact::write(st.as_ref(), a, sync, &mut self.poisoned).map(drop);
+            if result.is_err() {
+                break;
+            }
         }
-        self.state.append(&p.bytes, sync, &mut self.poisoned)
+        if result.is_ok() {
+            result = self
+                .state
+                .write_staged(mark, bytes, sync, &mut self.poisoned);
+        }
+        if result.is_err() {
+            self.state.rollback(mark);
+            (self.turn, self.last_ms) = cached;
+            self.ids = None;
+            return result;
+        }
+        let _ = self.state.flush_sidecars();
+        Ok(())
     }
 
     /// The receipt of an earlier commit with this id, or a conflict.

@@ -51,7 +51,8 @@
 //!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
 //!    directory, writing nothing), `reader` ([`LedgerRead`], [`Reader`]).
 //! 6. `ledger`: [`Ledger`], the one writer, which ties them together.
-//! 7. `rules`: the ledger's rules for other storage engines (SPEC L9).
+//! 7. `group`: [`GroupWriter`], one writer shared by threads, with group commit.
+//! 8. `rules`: the ledger's rules for other storage engines (SPEC L9).
 
 /// Implements [`LedgerRead`] for a handle by delegating to its `state` field (a
 /// `state::LedgerState`): the writer and the reader read the same way.
@@ -97,6 +98,7 @@ mod error;
 pub use ctxlog_event as event;
 mod files;
 pub mod format;
+mod group;
 mod hex;
 mod ledger;
 mod options;
@@ -117,6 +119,7 @@ pub use error::{Error, Result};
 pub use event::{
     ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker, ToolStatus, turn_starts,
 };
+pub use group::GroupWriter;
 pub use ledger::{CommitReceipt, Ledger};
 pub use options::{Options, SyncMode};
 pub use reader::{LedgerRead, Reader};
@@ -133,6 +136,7 @@ mod tests {
     fn handles_can_move_between_threads() {
         send_sync::<crate::Ledger>();
         send_sync::<crate::Reader>();
+        send_sync::<crate::GroupWriter>();
         send_sync::<crate::Error>();
     }
 }

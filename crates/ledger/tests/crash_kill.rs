@@ -4,7 +4,9 @@
 //! byte for byte; no partial commit is ever visible; seqs stay contiguous; and the next writer
 //! recovers the torn tail, if any, and continues. The test re-executes its own binary as a
 //! child process that commits in a loop and prints each receipt, kills it at random moments
-//! for 25 rounds, and checks the ledger after each kill.
+//! for 25 rounds, and checks the ledger after each kill. The same holds with group commit
+//! ([`GroupWriter`]: several threads' commits written by one append and one sync), where
+//! some commits of a batch are refused and must not take their neighbours down.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -16,10 +18,17 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};
+use ctxlog_ledger::{EventBody, GroupWriter, Ledger, LedgerRead, NewCommit, Options};
 
 const CHILD_ENV: &str = "CTXLOG_LEDGER_CRASH_CHILD_DIR";
 const ROUNDS: u64 = 25;
+/// Threads committing through one [`GroupWriter`] in `group_crash_child`.
+const GROUP_THREADS: u64 = 4;
+
+/// In the group-commit test, commits with these ids are invalid (no events): refused alone.
+fn refused(id: u64) -> bool {
+    id % 7 == 3
+}
 
 /// The commit the child writes for `id`: its shape depends on the id, so the parent can
 /// recompute it. Every fifth commit carries a large tool output (an artifact).
@@ -41,23 +50,60 @@ fn commit_for(id: u64) -> NewCommit {
     }
 }
 
+/// In a child process: its conversation directory and first commit id (`None` when the
+/// test runs on its own).
+fn child_env() -> Option<(String, u64)> {
+    let dir = std::env::var(CHILD_ENV).ok()?;
+    let start = std::env::var("CTXLOG_LEDGER_CRASH_START")
+        .ok()?
+        .parse()
+        .unwrap();
+    Some((dir, start))
+}
+
 /// The child process of the tests below, not a test of its own: ignored unless they run it
 /// (with `--ignored` and its environment).
 #[test]
 #[ignore = "subprocess entry point, run by the tests in this file"]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else {
+    let Some((dir, start)) = child_env() else {
         return;
     };
-    let start: u64 = std::env::var("CTXLOG_LEDGER_CRASH_START")
-        .unwrap()
-        .parse()
-        .unwrap();
     let (mut ledger, _) = Ledger::open(Path::new(&dir), &Options::default()).unwrap();
     for id in start.. {
         let r = ledger.commit(&commit_for(id)).unwrap();
         println!("ACK {id} {} {}", r.first_seq, r.last_seq);
     }
+}
+
+/// The group-commit child: [`GROUP_THREADS`] threads share one writer, thread `t` commits
+/// ids `start + t`, `start + t + GROUP_THREADS`, …; the ids [`refused`] picks are sent empty
+/// and must be refused alone. Not a test of its own (see `crash_child`).
+#[test]
+#[ignore = "subprocess entry point, run by the tests in this file"]
+fn group_crash_child() {
+    let Some((dir, start)) = child_env() else {
+        return;
+    };
+    let (ledger, _) = Ledger::open(Path::new(&dir), &Options::default()).unwrap();
+    let writer = GroupWriter::new(ledger);
+    std::thread::scope(|s| {
+        for t in 0..GROUP_THREADS {
+            let writer = &writer;
+            s.spawn(move || {
+                for id in (start + t..).step_by(GROUP_THREADS as usize) {
+                    let mut commit = commit_for(id);
+                    if refused(id) {
+                        commit.events.clear();
+                        assert!(writer.commit(&commit).is_err(), "empty commit {id} refused");
+                        continue;
+                    }
+                    let r = writer.commit(&commit).unwrap();
+                    println!("ACK {id} {} {}", r.first_seq, r.last_seq);
+                }
+            });
+        }
+    });
 }
 
 struct Rng(u64);
@@ -72,11 +118,11 @@ impl Rng {
 
 /// Runs one child from commit id `start`; once it acknowledged its first commit, waits
 /// `delay` and kills it. Returns its receipts.
-fn run_child(dir: &Path, start: u64, delay: Duration) -> Vec<(u64, u64, u64)> {
+fn run_child(dir: &Path, name: &str, start: u64, delay: Duration) -> Vec<(u64, u64, u64)> {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "crash_child",
+            name,
             "--ignored",
             "--nocapture",
             "--test-threads=1",
@@ -160,6 +206,21 @@ fn commits_in(ledger: &Ledger) -> BTreeMap<u64, (u64, u64)> {
 
 #[test]
 fn sigkill_during_commits_loses_no_acknowledged_commit() {
+    let acked = kill_rounds("crash_child", 60_000);
+    assert!(acked >= ROUNDS, "children made progress: {acked}");
+}
+
+#[test]
+fn sigkill_during_group_commits_loses_no_acknowledged_commit() {
+    let acked = kill_rounds("group_crash_child", 60_000);
+    assert!(acked >= ROUNDS, "children made progress: {acked}");
+}
+
+/// Runs [`ROUNDS`] children of `name`, each killed a random time (under `max_delay_us`) after
+/// its first acknowledgement, and checks the ledger after each kill: every acknowledged
+/// commit present with its seqs, no partial commit, no refused one, nothing torn left.
+/// Returns how many commits were acknowledged.
+fn kill_rounds(name: &str, max_delay_us: u64) -> u64 {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("conv");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id()));
@@ -167,8 +228,8 @@ fn sigkill_during_commits_loses_no_acknowledged_commit() {
     let mut next_id = 0;
     let mut cuts = 0;
     for round in 0..ROUNDS {
-        let delay = Duration::from_micros(rng.next() % 60_000);
-        for (id, first, last) in run_child(&dir, next_id, delay) {
+        let delay = Duration::from_micros(rng.next() % max_delay_us);
+        for (id, first, last) in run_child(&dir, name, next_id, delay) {
             acknowledged.insert(id, (first, last));
         }
         let (ledger, report) = Ledger::open(&dir, &Options::default()).unwrap();
@@ -181,17 +242,19 @@ fn sigkill_during_commits_loses_no_acknowledged_commit() {
                 "round {round}: acknowledged commit {id} missing"
             );
         }
+        if name == "group_crash_child" {
+            assert!(
+                present.keys().all(|&id| !refused(id)),
+                "round {round}: a refused commit was written"
+            );
+        }
         next_id = present.keys().next_back().map_or(0, |k| k + 1);
         drop(ledger);
         assert!(ctxlog_ledger::verify(&dir).unwrap().torn_tail_bytes == 0);
     }
-    assert!(
-        acknowledged.len() as u64 >= ROUNDS,
-        "children made progress: {}",
-        acknowledged.len()
-    );
     eprintln!(
-        "{} commits acknowledged over {ROUNDS} kills, {cuts} torn tails cut",
+        "{name}: {} commits acknowledged over {ROUNDS} kills, {cuts} torn tails cut",
         acknowledged.len()
     );
+    acknowledged.len() as u64
 }

@@ -30,6 +30,7 @@ const LAYERS: &[&str] = &[
     "verify",
     "reader",
     "ledger",
+    "group",
     "rules",
 ];
 

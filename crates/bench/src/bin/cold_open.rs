@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use ctxlog::ops::ProjectRequest;
+use ctxlog_bench::peak_rss_kib;
 use ctxlog_ledger::event::{EventBody, NewCommit, ToolStatus};
 use ctxlog_ledger::{Ledger, Options, SyncMode};
 
@@ -80,17 +81,6 @@ fn evict(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 fn child(root: &str) -> Result<()> {

@@ -1,6 +1,13 @@
-//! Commit throughput under concurrency: 1, 4 and 16 conversations committing at once (one
-//! thread and one ledger each, fsync per commit), commits/s and latency percentiles, beside a
-//! plain `write` + `fdatasync` loop with the same threads and bytes (one file per thread).
+//! Commit throughput under concurrency, fsync per commit, commits/s and latency percentiles,
+//! with 1, 4 and 16 threads:
+//!
+//! - each thread its own conversation (its own ledger), beside a plain `write` + `fdatasync`
+//!   loop with the same threads and bytes (one file per thread), with `Ledger::commit` and
+//!   through a `GroupWriter` per conversation (batches of one: its cost, no gain expected);
+//! - all threads one conversation, beside the plain loop on one shared file (a mutex around
+//!   `write` + `fdatasync`): a `Mutex<Ledger>` (one sync per commit, serialized) and a
+//!   `GroupWriter` (group commit: what queued meanwhile is written with one sync).
+//!
 //! Also prints the process's peak RSS.
 //!
 //! ```text
@@ -10,10 +17,12 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use ctxlog_ledger::{EventBody, Ledger, NewCommit, Options};
+use ctxlog_bench::peak_rss_mib;
+use ctxlog_ledger::{EventBody, GroupWriter, Ledger, NewCommit, Options};
 
 fn turn(i: usize) -> NewCommit {
     NewCommit {
@@ -29,18 +38,6 @@ fn turn(i: usize) -> NewCommit {
             },
         ],
     }
-}
-
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .unwrap_or(f64::NAN)
-        / 1024.0
 }
 
 /// Runs `threads` workers, each calling `work(thread, dir)`, which returns its latencies.
@@ -75,6 +72,30 @@ fn run(
     Ok((all.len() as f64 / elapsed, all))
 }
 
+/// Times `n` calls of `op(i)`.
+fn timed(n: usize, mut op: impl FnMut(usize) -> Result<()>) -> Result<Vec<Duration>> {
+    let mut lat = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        op(i)?;
+        lat.push(t.elapsed());
+    }
+    Ok(lat)
+}
+
+/// Prints one table row per method; the first is the plain baseline of the ratios.
+fn print_rows(threads: usize, conversations: &str, rows: &[(&str, (f64, Vec<Duration>))]) {
+    let plain = rows.first().map_or(f64::NAN, |r| r.1.0);
+    for (name, (rate, lat)) in rows {
+        println!(
+            "| {threads} | {conversations} | {name} | {rate:.0} | {:.2} | {:.2} | {:.2}× |",
+            pct(lat, 0.5),
+            pct(lat, 0.99),
+            rate / plain
+        );
+    }
+}
+
 fn pct(sorted: &[Duration], q: f64) -> f64 {
     sorted
         .get(((sorted.len().saturating_sub(1)) as f64 * q) as usize)
@@ -90,52 +111,96 @@ fn main() -> Result<()> {
     let root =
         std::env::temp_dir().join(format!("ctxlog-commit-concurrency-{}", std::process::id()));
     let bytes = serde_json::to_vec(&turn(0).events)?.len();
-    println!(
-        "commit concurrency: {per_thread} commits per thread, fsync per commit, one conversation (or file) per thread (ms)"
-    );
+    println!("commit concurrency: {per_thread} commits per thread, fsync per commit (ms)");
     println!();
-    println!("| threads | method | commits/s | p50 | p99 | ratio of commits/s vs plain |");
-    println!("|---:|---|---:|---:|---:|---:|");
+    println!(
+        "| threads | conversations | method | commits/s | p50 | p99 | ratio of commits/s vs plain |"
+    );
+    println!("|---:|---|---|---:|---:|---:|---:|");
+    let payload = vec![b'x'; bytes];
     for threads in [1, 4, 16] {
+        let mut rows = Vec::new();
+        // One conversation (or file) per thread.
         let _ = std::fs::remove_dir_all(&root);
-        let (plain, plain_lat) = run(&root, threads, |_, dir| {
-            let mut file = OpenOptions::new()
+        rows.push((
+            "plain write + fdatasync, one file per thread",
+            run(&root, threads, |_, dir| {
+                let mut file = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join("plain.log"))?;
+                timed(per_thread, |_| {
+                    file.write_all(&payload)?;
+                    Ok(file.sync_data()?)
+                })
+            })?,
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        rows.push((
+            "ledger commit",
+            run(&root, threads, |_, dir| {
+                let (mut ledger, _) = Ledger::open(dir, &Options::default())?;
+                timed(per_thread, |i| Ok(ledger.commit(&turn(i)).map(drop)?))
+            })?,
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        rows.push((
+            "GroupWriter (batches of one)",
+            run(&root, threads, |_, dir| {
+                let (ledger, _) = Ledger::open(dir, &Options::default())?;
+                let writer = GroupWriter::new(ledger);
+                timed(per_thread, |i| Ok(writer.commit(&turn(i)).map(drop)?))
+            })?,
+        ));
+        print_rows(threads, "one per thread", &rows);
+
+        // One conversation (or file) for all threads.
+        let mut rows = Vec::new();
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root)?;
+        let file = Mutex::new(
+            OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(dir.join("plain.log"))?;
-            let payload = vec![b'x'; bytes];
-            let mut lat = Vec::with_capacity(per_thread);
-            for _ in 0..per_thread {
-                let t = Instant::now();
-                file.write_all(&payload)?;
-                file.sync_data()?;
-                lat.push(t.elapsed());
-            }
-            Ok(lat)
-        })?;
+                .open(root.join("shared.log"))?,
+        );
+        rows.push((
+            "plain write + fdatasync, one shared file (mutex)",
+            run(&root, threads, |_, _| {
+                timed(per_thread, |_| {
+                    let mut f = file.lock().map_err(|_| anyhow!("poisoned"))?;
+                    f.write_all(&payload)?;
+                    Ok(f.sync_data()?)
+                })
+            })?,
+        ));
+        drop(file);
         let _ = std::fs::remove_dir_all(&root);
-        let (ours, ours_lat) = run(&root, threads, |_, dir| {
-            let (mut ledger, _) = Ledger::open(dir, &Options::default())?;
-            let mut lat = Vec::with_capacity(per_thread);
-            for i in 0..per_thread {
-                let c = turn(i);
-                let t = Instant::now();
-                ledger.commit(&c)?;
-                lat.push(t.elapsed());
-            }
-            Ok(lat)
-        })?;
-        for (name, rate, lat) in [
-            ("plain write + fdatasync", plain, &plain_lat),
-            ("ledger commit, fsync per commit", ours, &ours_lat),
-        ] {
-            println!(
-                "| {threads} | {name} | {rate:.0} | {:.2} | {:.2} | {:.2}× |",
-                pct(lat, 0.5),
-                pct(lat, 0.99),
-                rate / plain
-            );
-        }
+        let (ledger, _) = Ledger::open(&root.join("shared"), &Options::default())?;
+        let ledger = Mutex::new(ledger);
+        rows.push((
+            "Mutex<Ledger>, commit",
+            run(&root, threads, |t, _| {
+                timed(per_thread, |i| {
+                    let mut l = ledger.lock().map_err(|_| anyhow!("poisoned"))?;
+                    Ok(l.commit(&turn(t * per_thread + i)).map(drop)?)
+                })
+            })?,
+        ));
+        drop(ledger);
+        let _ = std::fs::remove_dir_all(&root);
+        let (ledger, _) = Ledger::open(&root.join("shared"), &Options::default())?;
+        let writer = GroupWriter::new(ledger);
+        rows.push((
+            "GroupWriter (group commit)",
+            run(&root, threads, |t, _| {
+                timed(per_thread, |i| {
+                    Ok(writer.commit(&turn(t * per_thread + i)).map(drop)?)
+                })
+            })?,
+        ));
+        drop(writer);
+        print_rows(threads, "one for all", &rows);
     }
     let _ = std::fs::remove_dir_all(&root);
     println!();

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use ctxlog_bench::with_peak_rss;
 use ctxlog_ledger::{EventBody, Ledger, NewCommit, Options, SyncMode};
 
 fn turn(i: usize) -> NewCommit {
@@ -50,6 +51,9 @@ struct Method {
     name: &'static str,
     samples: Vec<Duration>,
     bytes: u64,
+    /// Peak RSS (MiB) of a separate, untimed pass of this method alone; `None` when not
+    /// measured (the references).
+    peak_rss: Option<f64>,
 }
 
 impl Method {
@@ -58,6 +62,7 @@ impl Method {
             name,
             samples: Vec::with_capacity(n),
             bytes: 0,
+            peak_rss: None,
         }
     }
 
@@ -204,7 +209,23 @@ fn run_group(root: &Path, n: usize, sync: bool) -> Result<Vec<Method>> {
         q.samples.push(t.elapsed());
         q.bytes += written_bytes().saturating_sub(before);
     }
+    drop(ledger);
+    l.peak_rss = Some(ledger_peak_rss(&root.join(format!("rss-{tag}")), &opts, n)?);
     Ok(vec![p, l, q])
+}
+
+/// The process's peak RSS (MiB) while a fresh ledger alone takes `n` commits (untimed; the
+/// interleaved pass mixes in the references' memory).
+fn ledger_peak_rss(dir: &Path, opts: &Options, n: usize) -> Result<f64> {
+    let (result, mib) = with_peak_rss(|| -> Result<()> {
+        let (mut ledger, _) = Ledger::open(dir, opts).context("opening the ledger")?;
+        for i in 0..n {
+            ledger.commit(&turn(i))?;
+        }
+        Ok(())
+    });
+    result?;
+    Ok(mib)
 }
 
 fn micros(d: Duration) -> String {
@@ -214,8 +235,8 @@ fn micros(d: Duration) -> String {
 fn print_table(n: usize, groups: &[Vec<Method>]) {
     println!("commit latency, {n} operations per method, interleaved (µs)");
     println!();
-    println!("| method | bytes/op | median | p90 | p99 | median ratio vs plain |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| method | bytes/op | median | p90 | p99 | median ratio vs plain | peak RSS |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for group in groups {
         let Some(plain) = group.first() else {
             continue;
@@ -223,8 +244,11 @@ fn print_table(n: usize, groups: &[Vec<Method>]) {
         let base = plain.percentile(0.5).as_secs_f64();
         for m in group {
             let ratio = m.percentile(0.5).as_secs_f64() / base;
+            let rss = m
+                .peak_rss
+                .map_or_else(|| "-".to_string(), |r| format!("{r:.1} MiB"));
             println!(
-                "| {} | {} | {} | {} | {} | {:.2}× |",
+                "| {} | {} | {} | {} | {} | {:.2}× | {rss} |",
                 m.name,
                 m.bytes / m.samples.len().max(1) as u64,
                 micros(m.percentile(0.5)),
@@ -265,6 +289,9 @@ fn main() -> Result<()> {
     );
     println!(" CRC32C, one pwrite, fdatasync and the unsynced sidecar index appends;");
     println!(" SQLite bytes/op is what it passed to write calls: WAL frames, not row bytes;");
-    println!(" ratios compare medians with the plain loop of the same group)");
+    println!(" ratios compare medians with the plain loop of the same group;");
+    println!(
+        " peak RSS: the whole process while a fresh ledger alone takes the same commits, untimed)"
+    );
     Ok(())
 }

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use ctxlog_bench::with_peak_rss;
 
 const CLIENTS: usize = 16;
 const HISTORY_TURNS: usize = 1_000;
@@ -130,14 +131,14 @@ fn load(
     Ok((all, wall))
 }
 
-fn row(name: &str, mut samples: Vec<Duration>, wall: Duration) -> String {
+fn row(name: &str, mut samples: Vec<Duration>, wall: Duration, rss_mib: f64) -> String {
     samples.sort_unstable();
     let pct = |p: f64| {
         let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
         samples[i].as_secs_f64() * 1e3
     };
     format!(
-        "| {name} | {} | {:.0} | {:.2} | {:.2} | {:.2} |",
+        "| {name} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {rss_mib:.1} MiB |",
         samples.len(),
         samples.len() as f64 / wall.as_secs_f64(),
         pct(0.50),
@@ -172,16 +173,22 @@ fn run(root: &PathBuf, per_client: usize) -> Result<()> {
     println!(
         "http load: {CLIENTS} concurrent keep-alive clients on {addr}, in-process server (ms)\n"
     );
-    println!("| operation | requests | requests/s | p50 | p99 | max |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    let (s, w) = load(addr, per_client, |c, i| {
-        ("/v1/conversations/shared/commits".into(), turn(c, i))
-    })?;
-    println!("{}", row("commit, one conversation (queued)", s, w));
-    let (s, w) = load(addr, per_client, |c, i| {
-        (format!("/v1/conversations/own-{c}/commits"), turn(c, i))
-    })?;
-    println!("{}", row("commit, one conversation per client", s, w));
+    println!("| operation | requests | requests/s | p50 | p99 | max | peak RSS |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let (r, rss) = with_peak_rss(|| {
+        load(addr, per_client, |c, i| {
+            ("/v1/conversations/shared/commits".into(), turn(c, i))
+        })
+    });
+    let (s, w) = r?;
+    println!("{}", row("commit, one conversation (queued)", s, w, rss));
+    let (r, rss) = with_peak_rss(|| {
+        load(addr, per_client, |c, i| {
+            (format!("/v1/conversations/own-{c}/commits"), turn(c, i))
+        })
+    });
+    let (s, w) = r?;
+    println!("{}", row("commit, one conversation per client", s, w, rss));
 
     let mut setup = Client::connect(addr)?;
     for i in 0..HISTORY_TURNS {
@@ -199,9 +206,12 @@ fn run(root: &PathBuf, per_client: usize) -> Result<()> {
     if status != 200 {
         bail!("projection: {status} {report}");
     }
-    let (s, w) = load(addr, per_client * 4, |_, _| {
-        ("/v1/conversations/long/projection".into(), project.clone())
-    })?;
+    let (r, rss) = with_peak_rss(|| {
+        load(addr, per_client * 4, |_, _| {
+            ("/v1/conversations/long/projection".into(), project.clone())
+        })
+    });
+    let (s, w) = r?;
     println!(
         "{}",
         row(
@@ -210,8 +220,13 @@ fn run(root: &PathBuf, per_client: usize) -> Result<()> {
                 report["report"]["turns"]["kept"]
             ),
             s,
-            w
+            w,
+            rss
         )
+    );
+    println!(
+        "\npeak RSS: the whole process (server and the {CLIENTS} client threads) during each load, \
+         reset before it"
     );
     let _ = stop.send(());
     runtime.block_on(server)??;

@@ -1,7 +1,7 @@
 //! ctxlog against LangChain's `trim_messages` on the LoCoMo conversations: token budgets
 //! 2,000 and 8,000, o200k and OpenAI's per-message rule on both sides (speaker A as `user`,
 //! speaker B as `assistant`, a system prompt and a current user input). Run by
-//! `scripts/bench-langchain`, which runs `crates/bench/langchain/trim_bench.py` first and
+//! `scripts/bench-langchain`, which runs `crates/bench/python/trim_bench.py` first and
 //! passes its JSON lines here; prints both sides per conversation and budget.
 //!
 //! ```text

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
-use ctxlog_bench::conversation;
+use ctxlog_bench::{conversation, with_peak_rss};
 use ctxlog_projection::naive::project_naive;
 use ctxlog_projection::{Projection, ProjectionRequest, SizeCache, SliceHistory, project};
 
@@ -66,15 +66,14 @@ fn main() -> Result<()> {
         everything.report.bytes, everything.report.tokens
     );
     println!(
-        "{:>14} | {:>6} | {:>9} | {:>11} | {:>11} | {:>12} | {:>10} | {:>10} | equal",
-        "budget", "kept", "bytes", "warm", "cold", "naive", "naive/warm", "naive/cold"
+        "{:>14} | {:>6} | {:>9} | {:>11} | {:>11} | {:>12} | {:>10} | {:>10} | equal | {:>10}",
+        "budget", "kept", "bytes", "warm", "cold", "naive", "naive/warm", "naive/cold", "peak RSS"
     );
     let mut warm_cache = SizeCache::new();
     project(&history, &request(None, None)?, &mut warm_cache)?;
     for budget in [8 * 1024, 64 * 1024, 512 * 1024, everything.report.bytes] {
         let req = request(Some(budget), None)?;
-        let (warm, ours) = time(50, || Ok(project(&history, &req, &mut warm_cache)?))?;
-        let (cold, _) = time(5, || Ok(project(&history, &req, &mut SizeCache::new())?))?;
+        let ((warm, ours, cold), rss) = ours(&history, &req, &mut warm_cache)?;
         let (naive, naive_body) = time(1, || Ok(project_naive(&history, &req)?))?;
         let equal = naive_body == ours.body;
         ensure!(equal, "naive and projector differ at budget {budget}");
@@ -85,14 +84,17 @@ fn main() -> Result<()> {
             cold,
             Some(naive),
             equal,
+            rss,
         );
     }
     for tokens in [2_000, 16_000, 128_000] {
         let req = request(None, Some(tokens))?;
-        let (warm, ours) = time(50, || Ok(project(&history, &req, &mut warm_cache)?))?;
-        let (cold, _) = time(5, || Ok(project(&history, &req, &mut SizeCache::new())?))?;
-        row(&format!("{tokens} tok"), &ours, warm, cold, None, true);
+        let ((warm, ours, cold), rss) = ours(&history, &req, &mut warm_cache)?;
+        row(&format!("{tokens} tok"), &ours, warm, cold, None, true, rss);
     }
+    println!(
+        "peak RSS: the process's, reset before our warm and cold runs of each row (not the naive run)"
+    );
     println!(
         "warm cache: {} entries, {} hits, {} misses",
         warm_cache.len(),
@@ -102,6 +104,21 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// Our projector on `req`: median warm time (50 calls on `warm_cache`), the last projection,
+/// median cold time (5 calls, fresh cache each), and the peak RSS (MiB) while they ran.
+fn ours(
+    history: &SliceHistory<'_>,
+    req: &ProjectionRequest,
+    warm_cache: &mut SizeCache,
+) -> Result<((Duration, Projection, Duration), f64)> {
+    let (r, rss) = with_peak_rss(|| -> Result<_> {
+        let (warm, ours) = time(50, || Ok(project(history, req, warm_cache)?))?;
+        let (cold, _) = time(5, || Ok(project(history, req, &mut SizeCache::new())?))?;
+        Ok((warm, ours, cold))
+    });
+    Ok((r?, rss))
+}
+
 fn row(
     label: &str,
     p: &Projection,
@@ -109,6 +126,7 @@ fn row(
     cold: Duration,
     naive: Option<Duration>,
     equal: bool,
+    rss_mib: f64,
 ) {
     let (naive_s, rw, rc) = match naive {
         Some(n) => (
@@ -119,7 +137,7 @@ fn row(
         None => ("n/a".into(), "-".into(), "-".into()),
     };
     println!(
-        "{label:>14} | {:>6} | {:>9} | {:>11} | {:>11} | {naive_s:>12} | {rw:>10} | {rc:>10} | {}",
+        "{label:>14} | {:>6} | {:>9} | {:>11} | {:>11} | {naive_s:>12} | {rw:>10} | {rc:>10} | {:>5} | {:>6.1} MiB",
         p.report.turns.kept,
         p.report.bytes,
         ms(warm),
@@ -128,6 +146,7 @@ fn row(
             if equal { "yes" } else { "NO" }
         } else {
             "-"
-        }
+        },
+        rss_mib
     );
 }

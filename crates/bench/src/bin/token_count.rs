@@ -4,9 +4,14 @@
 //! (tokens/s) and whether every turn gets the same count.
 //!
 //! ```text
-//! cargo run --release -p ctxlog-bench --bin token_count [-- LOCOMO_JSON]
+//! cargo run --release -p ctxlog-bench --bin token_count [-- LOCOMO_JSON [--python RESULTS]]
 //! cargo run --release -p ctxlog-bench --bin token_count -- --load ctxlog|tiktoken|bpe-openai o200k|cl100k
+//! scripts/bench-tiktoken     # with Python tiktoken, in the same run
 //! ```
+//!
+//! `--python RESULTS` adds Python `tiktoken`'s rows from the JSON that
+//! `crates/bench/python/tiktoken_count.py` printed on the same turns (its per-turn counts are
+//! compared with `tiktoken-rs`'s); `scripts/bench-tiktoken` runs both.
 //!
 //! `--load` builds one tokenizer, counts one word and exits: it is meant for `hyperfine`, to
 //! time a whole process. LoCoMo is read from `CTXLOG_LOCOMO` or
@@ -85,12 +90,34 @@ fn main() -> Result<()> {
         };
         return load_only(side, tokenizer);
     }
-    let path = args
-        .first()
-        .cloned()
+    let mut path = None;
+    let mut python = None;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--python" => python = Some(rest.next().context("--python needs a file")?.clone()),
+            other if path.is_none() => path = Some(other.to_owned()),
+            other => bail!("unexpected argument {other:?}"),
+        }
+    }
+    let path = path
         .or_else(|| std::env::var("CTXLOG_LOCOMO").ok())
         .unwrap_or_else(|| DEFAULT_LOCOMO.to_owned());
     let texts = locomo_texts(&path)?;
+    let python: Option<Value> = python
+        .map(|p| -> Result<Value> {
+            let bytes = std::fs::read(&p).with_context(|| format!("reading {p}"))?;
+            serde_json::from_slice(&bytes).with_context(|| format!("{p} is not JSON"))
+        })
+        .transpose()?;
+    if let Some(py) = &python {
+        anyhow::ensure!(
+            py["turns"].as_u64() == Some(texts.len() as u64),
+            "the Python results hold {} turns, LoCoMo {}",
+            py["turns"],
+            texts.len()
+        );
+    }
     let bytes: usize = texts.iter().map(String::len).sum();
     println!(
         "token_count: {} LoCoMo turns, {bytes} bytes of text, each side counts every turn 5 times \
@@ -171,6 +198,33 @@ fn main() -> Result<()> {
                 texts.len(),
             );
         }
+        if let Some(py) = python
+            .as_ref()
+            .map(|p| &p["tokenizers"][tokenizer.to_string()])
+        {
+            let counts: Vec<u64> = py["counts"]
+                .as_array()
+                .context("Python results without counts")?
+                .iter()
+                .map(|c| c.as_u64().unwrap_or(u64::MAX))
+                .collect();
+            let py_equal = counts.iter().zip(&theirs).filter(|(a, b)| a == b).count();
+            let ms = py["best_ms"].as_f64().unwrap_or(f64::NAN);
+            let total = py["total"].as_u64().unwrap_or(0);
+            let secs = ms / 1e3;
+            println!(
+                "| {tokenizer} | Python tiktoken {} | {:.1} ms | {total} | {ms:.1} ms | {:.2} | {:.1} | {py_equal}/{} |",
+                python
+                    .as_ref()
+                    .map_or(Value::Null, |p| p["tiktoken"].clone())
+                    .as_str()
+                    .unwrap_or("?"),
+                py["build_ms"].as_f64().unwrap_or(f64::NAN),
+                total as f64 / secs / 1e6,
+                bytes as f64 / secs / 1e6,
+                texts.len(),
+            );
+        }
         if let Some(i) = first_diff {
             println!(
                 "first difference at turn {i}: ctxlog {} vs tiktoken-rs {}: {:?}",
@@ -183,5 +237,11 @@ fn main() -> Result<()> {
         "(first build: the time the first count took in this process, tables built then; \
          throughput: the best of 5 passes over all turns, one thread)"
     );
+    if python.is_some() {
+        println!(
+            "(Python tiktoken: its own process, just before this one; first build includes \
+             reading the BPE file; `encode_ordinary` per turn)"
+        );
+    }
     Ok(())
 }

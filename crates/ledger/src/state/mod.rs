@@ -64,6 +64,18 @@ pub(crate) struct Loaded {
     pub file_len: u64,
 }
 
+/// The state's position before commits were staged: see [`LedgerState::mark`].
+pub(crate) struct Mark {
+    log_len: u64,
+    last_seq: u64,
+    overlay: usize,
+    user_seqs: usize,
+    note_seqs: usize,
+    pending_commits: usize,
+    turns_crc: u32,
+    notes_crc: u32,
+}
+
 /// What a successful append added to the log, for [`LedgerState::apply`].
 pub(crate) struct Appended {
     /// Bytes written at the old end of the log.
@@ -246,6 +258,59 @@ impl LedgerState {
     pub(crate) fn sync_log(&mut self) -> Result<()> {
         let io = io_err(self.storage.as_ref(), names::LOG);
         self.log.sync().map_err(io)
+    }
+
+    /// Where the state stands now, so that commits applied ahead of their write (staged, see
+    /// [`LedgerState::write_staged`]) can be taken back.
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            log_len: self.log_len,
+            last_seq: self.last_seq,
+            overlay: self.overlay.len(),
+            user_seqs: self.user_seqs.len(),
+            note_seqs: self.note_seqs.len(),
+            pending_commits: self.pending_commits.len(),
+            turns_crc: self.turns_crc,
+            notes_crc: self.notes_crc,
+        }
+    }
+
+    /// Takes back every commit applied since `mark` (none of them was written).
+    pub(crate) fn rollback(&mut self, mark: &Mark) {
+        self.log_len = mark.log_len;
+        self.last_seq = mark.last_seq;
+        self.overlay.truncate(mark.overlay);
+        self.user_seqs.truncate(mark.user_seqs);
+        self.note_seqs.truncate(mark.note_seqs);
+        self.pending_commits.truncate(mark.pending_commits);
+        self.turns_crc = mark.turns_crc;
+        self.notes_crc = mark.notes_crc;
+    }
+
+    /// Writes `bytes`, the records of the commits applied (staged) since `mark`, at the
+    /// mark's end of the log in one write, then syncs when `sync`. On failure the state is
+    /// rolled back to `mark` and the log as [`LedgerState::append`] leaves it. Between
+    /// staging and this call nothing may read the staged events from the log (they are not
+    /// written yet) or flush the sidecars.
+    pub(crate) fn write_staged(
+        &mut self,
+        mark: &Mark,
+        bytes: &[u8],
+        sync: bool,
+        poisoned: &mut bool,
+    ) -> Result<()> {
+        let staged_len = self.log_len;
+        self.log_len = mark.log_len;
+        match self.append(bytes, sync, poisoned) {
+            Ok(()) => {
+                self.log_len = staged_len;
+                Ok(())
+            }
+            Err(e) => {
+                self.rollback(mark);
+                Err(e)
+            }
+        }
     }
 
     /// Writes `bytes` at the end of the last complete commit, then syncs when `sync`. On a

@@ -2,7 +2,8 @@
 
 Run by `scripts/bench-langchain` (which makes the virtual environment). Prints one JSON line
 per (conversation, budget): kept messages, median ms per call. The o200k BPE file is read
-from a local path (`--bpe`): `tiktoken` would otherwise download it.
+from a local directory (`--bpe-dir`, see `local_tiktoken.py`): `tiktoken` would otherwise
+download it.
 """
 
 import argparse
@@ -10,19 +11,10 @@ import json
 import statistics
 import time
 
-import tiktoken
-from tiktoken.load import load_tiktoken_bpe
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages
 
-O200K_PAT = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
+import locomo
+from local_tiktoken import encoding
 
 SYSTEM = "You are a helpful assistant."
 INPUT = "What do you remember about our earlier conversations?"
@@ -30,35 +22,20 @@ ROLE = {"human": "user", "ai": "assistant", "system": "system"}
 
 
 def locomo_messages(sample):
-    conv = sample["conversation"]
-    a = conv["speaker_a"]
-    sessions = sorted(
-        (int(k.split("_")[1]), v)
-        for k, v in conv.items()
-        if k.startswith("session_") and not k.endswith("date_time") and isinstance(v, list)
-    )
-    out = []
-    for _, turns in sessions:
-        for t in turns:
-            text = t.get("text", "")
-            if t.get("blip_caption"):
-                text += f" [shares a photo: {t['blip_caption']}]"
-            out.append(HumanMessage(text) if t["speaker"] == a else AIMessage(text))
-    return out
+    a = sample["conversation"]["speaker_a"]
+    return [
+        HumanMessage(text) if speaker == a else AIMessage(text)
+        for speaker, text in locomo.turns(sample)
+    ]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--locomo", required=True)
-    ap.add_argument("--bpe", required=True)
+    ap.add_argument("--bpe-dir", required=True)
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
-    enc = tiktoken.Encoding(
-        name="o200k_base_local",
-        pat_str=O200K_PAT,
-        mergeable_ranks=load_tiktoken_bpe(args.bpe),
-        special_tokens={},
-    )
+    enc = encoding("o200k_base", args.bpe_dir)
 
     def counter(messages):
         # OpenAI's cookbook rule: 3 per message + role + content; 3 to prime the reply.

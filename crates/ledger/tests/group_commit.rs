@@ -1,0 +1,187 @@
+//! Failure class: a batch of commits (group commit) where some commits are refused, ids
+//! repeat or conflict within the batch, or the batch's write or sync fails.
+//!
+//! Guarantee (SPEC L1–L3, L8): each commit of a batch is checked as a single commit would be,
+//! against the conversation as the batch's earlier commits leave it; a refused one gets its
+//! own error and nothing of it is written, while its neighbours are; a repeated id replays,
+//! a reused id with other content conflicts; a failed write or sync fails the whole batch and
+//! leaves the log and the writer's state as before it (no commit of it acknowledged). Threads
+//! sharing a [`GroupWriter`] each get their own commit's receipt, seqs contiguous.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use ctxlog_ledger::{
+    Error, FaultPlan, FaultyStorage, GroupWriter, Ledger, LedgerRead, MemStorage, NewCommit,
+    Options, Storage,
+};
+
+fn with_id(id: &str, c: NewCommit) -> NewCommit {
+    NewCommit {
+        id: Some(id.into()),
+        ..c
+    }
+}
+
+fn texts(ledger: &Ledger) -> Vec<String> {
+    ledger
+        .events(1..=ledger.last_seq())
+        .unwrap()
+        .into_iter()
+        .map(|e| format!("{:?}", e.body))
+        .collect()
+}
+
+#[test]
+fn a_refused_commit_fails_alone_and_its_neighbours_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    ledger.commit(&with_id("a", turn(0))).unwrap();
+    let batch = [
+        turn(1),
+        commit(vec![]),                    // no events
+        commit(vec![result("nope", "x")]), // a result without its call
+        with_id("a", turn(9)),             // id reused with other content
+        with_id("a", turn(0)),             // id repeated: replays
+        with_id("b", commit(vec![user("q2"), call("c1")])),
+        commit(vec![result("c1", "ok"), assistant("done")]), // closes the batch's own call
+        with_id("b", commit(vec![user("q2"), call("c1")])),  // repeated within the batch
+    ];
+    let results = ledger.commit_batch(&batch).unwrap();
+    let ok: Vec<Option<(u64, u64, bool)>> = results
+        .iter()
+        .map(|r| {
+            r.as_ref()
+                .ok()
+                .map(|r| (r.first_seq, r.last_seq, r.replayed))
+        })
+        .collect();
+    assert_eq!(
+        ok,
+        [
+            Some((3, 4, false)),
+            None,
+            None,
+            None,
+            Some((1, 2, true)),
+            Some((5, 6, false)),
+            Some((7, 8, false)),
+            Some((5, 6, true)),
+        ]
+    );
+    assert!(matches!(results[1], Err(Error::InvalidCommit { .. })));
+    assert!(matches!(results[2], Err(Error::InvalidCommit { .. })));
+    assert!(matches!(results[3], Err(Error::Conflict { .. })));
+    assert_eq!(ledger.last_seq(), 8);
+    let before = texts(&ledger);
+    drop(ledger);
+    let (mut ledger, report) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    assert!(report.is_clean());
+    assert_eq!(texts(&ledger), before, "the batch survives a reopen");
+    assert_eq!(ledger.commit_seqs("b").unwrap(), Some((5, 6)));
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+    // A batch of refusals only writes nothing.
+    let log = std::fs::read(dir.path().join("ledger.log")).unwrap();
+    let results = ledger.commit_batch(&[commit(vec![])]).unwrap();
+    assert!(results[0].is_err());
+    assert_eq!(std::fs::read(dir.path().join("ledger.log")).unwrap(), log);
+}
+
+#[test]
+fn a_failed_batch_write_or_sync_acknowledges_nothing_and_changes_nothing() {
+    for sync in [false, true] {
+        let faulty = FaultyStorage::new(Arc::new(MemStorage::new()) as Arc<dyn Storage>);
+        let s: Arc<dyn Storage> = Arc::new(faulty.clone());
+        let (mut ledger, _) = Ledger::open_with(s.clone(), &Options::default()).unwrap();
+        ledger.commit(&turn(0)).unwrap();
+        let mut plan = FaultPlan {
+            only_files: Some("ledger.log".into()),
+            ..FaultPlan::default()
+        };
+        if sync {
+            plan.fail_sync = Some(0);
+        } else {
+            plan.fail_write = Some(0);
+        }
+        faulty.set_plan(plan);
+        let batch = [with_id("x", commit(vec![user("q"), call("c7")])), turn(2)];
+        let err = ledger.commit_batch(&batch).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+        assert_eq!(ledger.last_seq(), 2, "state rolled back");
+        assert_eq!(ledger.user_seqs(), &[1]);
+        assert_eq!(ledger.is_poisoned(), sync);
+        faulty.set_plan(FaultPlan::default());
+        if sync {
+            assert!(matches!(ledger.commit(&turn(3)), Err(Error::Poisoned)));
+            drop(ledger);
+            let (reopened, _) = Ledger::open_with(s.clone(), &Options::default()).unwrap();
+            ledger = reopened;
+        }
+        // Nothing of the batch is known: its id is free, its open call is not.
+        assert_eq!(ledger.commit_seqs("x").unwrap(), None);
+        let orphan = ledger.commit(&commit(vec![result("c7", "x")])).unwrap_err();
+        assert!(matches!(orphan, Error::InvalidCommit { .. }), "{orphan:?}");
+        let results = ledger.commit_batch(&batch).unwrap();
+        assert_eq!(results[0].as_ref().unwrap().first_seq, 3);
+        assert_eq!(results[1].as_ref().unwrap().last_seq, 6);
+    }
+}
+
+#[test]
+fn threads_sharing_a_group_writer_each_get_their_own_receipt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let writer = GroupWriter::new(ledger);
+    let receipts: Vec<(u64, u64, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8u64)
+            .map(|t| {
+                let writer = &writer;
+                s.spawn(move || {
+                    (0..25u64)
+                        .map(|i| {
+                            let id = format!("t{t}-{i}");
+                            let r = writer.commit(&with_id(&id, turn(t * 100 + i))).unwrap();
+                            (r.first_seq, r.last_seq, id)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut seqs: Vec<(u64, u64)> = receipts.iter().map(|r| (r.0, r.1)).collect();
+    seqs.sort_unstable();
+    let want: Vec<(u64, u64)> = (0..200).map(|i| (2 * i + 1, 2 * i + 2)).collect();
+    assert_eq!(seqs, want, "every receipt distinct, seqs contiguous");
+    let mut ledger = writer.into_inner();
+    for (first, last, id) in &receipts {
+        assert_eq!(ledger.commit_seqs(id).unwrap(), Some((*first, *last)));
+    }
+    drop(ledger);
+    let (ledger, report) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    assert!(report.is_clean());
+    assert_eq!(ledger.last_seq(), 400);
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+}
+
+#[test]
+fn a_panic_while_holding_the_writer_refuses_later_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let writer = GroupWriter::new(ledger);
+    writer.commit(&turn(0)).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        writer.with(|_| panic!("a thread dies holding the writer"))
+    }));
+    assert!(panicked.is_err());
+    assert!(matches!(writer.commit(&turn(1)), Err(Error::Poisoned)));
+    drop(writer);
+    let (ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    assert_eq!(ledger.last_seq(), 2, "only the commit before the panic");
+}

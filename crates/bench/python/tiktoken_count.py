@@ -4,11 +4,12 @@ Run by `scripts/bench-tiktoken`. Turns are read as `token_count` reads them (eve
 `session_<n>` in order, a photo's caption appended to its text). For o200k and cl100k prints
 one JSON object: tiktoken's version and, per tokenizer, the time the encoding took to build
 (from the local BPE file), each turn's count (`encode_ordinary`, one thread) and the best of
-5 passes over all turns.
+5 passes over all turns, and the process's peak RSS once it is done.
 """
 
 import argparse
 import json
+import resource
 import time
 
 import tiktoken
@@ -46,6 +47,8 @@ def main():
             "counts": counts,
             "total": total,
             "best_ms": best * 1e3,
+            # This process's peak so far (Linux: KiB): o200k's alone, then both encodings.
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
     print(json.dumps(out))
 

@@ -8,6 +8,7 @@ download it.
 
 import argparse
 import json
+import resource
 import statistics
 import time
 
@@ -70,6 +71,8 @@ def main():
                 "kept_messages": len(kept) - 2,
                 "tokens": counter(kept),
                 "median_ms": statistics.median(times) * 1e3,
+                # Linux reports ru_maxrss in KiB: this process's peak so far.
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }))
 
 

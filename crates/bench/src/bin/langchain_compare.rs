@@ -78,6 +78,7 @@ fn main() -> Result<()> {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let (mut lc_total, mut cold_total, mut warm_total, mut same) = (0.0, 0.0, 0.0, 0);
+    let mut lc_rss = f64::NAN;
     let mut rows = 0;
     for sample in samples.as_array().context("LoCoMo is not an array")? {
         let name = sample["sample_id"].as_str().unwrap_or_default().to_owned();
@@ -119,6 +120,7 @@ fn main() -> Result<()> {
             }
             rows += 1;
             lc_total += lc_ms;
+            lc_rss = lc_rss.max(theirs["peak_rss_mib"].as_f64().unwrap_or(f64::NAN));
             cold_total += cold;
             warm_total += warm;
             println!(
@@ -140,6 +142,10 @@ fn main() -> Result<()> {
         lc_total / cold_total,
         warm_total / rows as f64,
         lc_total / warm_total,
+    );
+    println!(
+        "peak RSS: LangChain's Python process {lc_rss:.1} MiB, ctxlog's (this process) {:.1} MiB",
+        ctxlog_bench::peak_rss_mib()
     );
     Ok(())
 }

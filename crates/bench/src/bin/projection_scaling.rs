@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, ensure};
-use ctxlog_bench::conversation;
+use ctxlog_bench::{conversation, with_peak_rss};
 use ctxlog_projection::naive::project_naive;
 use ctxlog_projection::{ProjectionRequest, SizeCache, SliceHistory, project};
 use plotters::prelude::*;
@@ -89,28 +89,34 @@ fn main() -> Result<()> {
     let mut points = Vec::new();
     println!(
         "projection_scaling: openai-chat, turns policy, notice on, byte budgets; medians of 21 warm \
-         and 5 cold calls, 1 naive call (ms)"
+         and 5 cold calls, 1 naive call (ms); peak RSS: the process while ctxlog's calls of the \
+         row ran (the generated conversation included)"
     );
     println!();
     println!(
-        "| turns | window | kept turns | warm cache | cold cache | naive | naive/cold | equal |"
+        "| turns | window | kept turns | warm cache | cold cache | naive | naive/cold | equal | peak RSS (ctxlog) |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---|---:|");
     for turns in TURNS {
         let events = conversation(turns);
         let history = SliceHistory::new(&events);
         let mut warm_cache = SizeCache::new();
         for (window, (budget, label)) in WINDOWS.iter().enumerate() {
             let req = request(*budget)?;
-            let ours = project(&history, &req, &mut warm_cache)?;
-            let warm = median_of(21, || {
-                project(&history, &req, &mut warm_cache)?;
-                Ok(())
-            })?;
-            let cold = median_of(5, || {
-                project(&history, &req, &mut SizeCache::new())?;
-                Ok(())
-            })?;
+            // Peak RSS while ctxlog projects (the conversation already in memory counts).
+            let (timed, rss) = with_peak_rss(|| -> Result<_> {
+                let ours = project(&history, &req, &mut warm_cache)?;
+                let warm = median_of(21, || {
+                    project(&history, &req, &mut warm_cache)?;
+                    Ok(())
+                })?;
+                let cold = median_of(5, || {
+                    project(&history, &req, &mut SizeCache::new())?;
+                    Ok(())
+                })?;
+                Ok((ours, warm, cold))
+            });
+            let (ours, warm, cold) = timed?;
             let naive = if turns <= NAIVE_MAX_TURNS {
                 let start = Instant::now();
                 let body = project_naive(&history, &req)?;
@@ -132,7 +138,7 @@ fn main() -> Result<()> {
                 naive,
             };
             println!(
-                "| {turns} | {label} | {} | {:.3} | {:.3} | {} | {} | {} |",
+                "| {turns} | {label} | {} | {:.3} | {:.3} | {} | {} | {} | {rss:.1} MiB |",
                 point.kept,
                 point.warm,
                 point.cold,

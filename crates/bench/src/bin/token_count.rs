@@ -70,25 +70,60 @@ fn locomo_texts(path: &str) -> Result<Vec<String>> {
     Ok(texts)
 }
 
-fn load_only(side: &str, tokenizer: &str) -> Result<()> {
-    let tokenizer: Tokenizer = tokenizer.parse()?;
-    let n = match side {
-        "ctxlog" => text_tokens(tokenizer, "hello"),
-        "tiktoken" => tiktoken(tokenizer).encode_ordinary("hello").len() as u64,
-        "bpe-openai" => bpe_openai(tokenizer).count("hello") as u64,
+/// One side's count of `text`.
+fn count(side: &str, tokenizer: Tokenizer, text: &str) -> Result<u64> {
+    Ok(match side {
+        "ctxlog" => text_tokens(tokenizer, text),
+        "tiktoken" => tiktoken(tokenizer).encode_ordinary(text).len() as u64,
+        "bpe-openai" => bpe_openai(tokenizer).count(text) as u64,
         other => bail!("unknown side {other:?} (ctxlog, tiktoken or bpe-openai)"),
+    })
+}
+
+/// `--load SIDE TOKENIZER [LOCOMO]`: builds one tokenizer and counts one word (for
+/// `hyperfine`), or every LoCoMo turn once, then prints the tokens and this process's peak
+/// RSS in KiB (what [`own_peak_rss`] reads).
+fn load_only(side: &str, tokenizer: &str, locomo: Option<&String>) -> Result<()> {
+    let tokenizer: Tokenizer = tokenizer.parse()?;
+    let n = match locomo {
+        None => count(side, tokenizer, "hello")?,
+        Some(path) => {
+            let mut n = 0;
+            for text in locomo_texts(path)? {
+                n += count(side, tokenizer, &text)?;
+            }
+            n
+        }
     };
-    println!("{n}");
+    println!("{n} {}", ctxlog_bench::peak_rss_kib());
     Ok(())
+}
+
+/// The peak RSS (MiB) of a fresh process of this program that builds `side`'s `tokenizer`
+/// and counts every turn of `locomo` once: each side measured alone.
+fn own_peak_rss(side: &str, tokenizer: Tokenizer, locomo: &str) -> Result<f64> {
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .args(["--load", side, &tokenizer.to_string(), locomo])
+        .output()?;
+    anyhow::ensure!(out.status.success(), "the {side} child failed: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let kib: u64 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|k| k.parse().ok())
+        .with_context(|| format!("the {side} child printed {text:?}"))?;
+    Ok(kib as f64 / 1024.0)
 }
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--load") {
         let (Some(side), Some(tokenizer)) = (args.get(1), args.get(2)) else {
-            bail!("usage: token_count --load ctxlog|tiktoken|bpe-openai o200k|cl100k");
+            bail!(
+                "usage: token_count --load ctxlog|tiktoken|bpe-openai o200k|cl100k [LOCOMO_JSON]"
+            );
         };
-        return load_only(side, tokenizer);
+        return load_only(side, tokenizer, args.get(3));
     }
     let mut path = None;
     let mut python = None;
@@ -126,9 +161,9 @@ fn main() -> Result<()> {
     );
     println!();
     println!(
-        "| tokenizer | side | first build (in process) | tokens | best pass | Mtokens/s | MB/s | turns counted as tiktoken-rs does |"
+        "| tokenizer | side | first build (in process) | tokens | best pass | Mtokens/s | MB/s | turns counted as tiktoken-rs does | peak RSS (own process) |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for tokenizer in Tokenizer::ALL {
         let start = Instant::now();
         text_tokens(tokenizer, "hello");
@@ -171,8 +206,9 @@ fn main() -> Result<()> {
         let (theirs_time, theirs_total) =
             best(&|t| tiktoken(tokenizer).encode_ordinary(t).len() as u64);
         let (bpe_time, bpe_total) = best(&|t| bpe_openai(tokenizer).count(t) as u64);
-        for (side, build, time, total, equal) in [
+        for (side, name, build, time, total, equal) in [
             (
+                "ctxlog",
                 "ctxlog (`text_tokens`)",
                 ours_build,
                 ours_time,
@@ -180,17 +216,26 @@ fn main() -> Result<()> {
                 equal,
             ),
             (
+                "tiktoken",
                 "tiktoken-rs 0.12",
                 theirs_build,
                 theirs_time,
                 theirs_total,
                 texts.len(),
             ),
-            ("bpe-openai 0.3", bpe_build, bpe_time, bpe_total, bpe_equal),
+            (
+                "bpe-openai",
+                "bpe-openai 0.3",
+                bpe_build,
+                bpe_time,
+                bpe_total,
+                bpe_equal,
+            ),
         ] {
             let secs = time.as_secs_f64();
+            let rss = own_peak_rss(side, tokenizer, &path)?;
             println!(
-                "| {tokenizer} | {side} | {:.1} ms | {total} | {:.1} ms | {:.2} | {:.1} | {equal}/{} |",
+                "| {tokenizer} | {name} | {:.1} ms | {total} | {:.1} ms | {:.2} | {:.1} | {equal}/{} | {rss:.1} MiB |",
                 build.as_secs_f64() * 1e3,
                 secs * 1e3,
                 total as f64 / secs / 1e6,
@@ -213,7 +258,7 @@ fn main() -> Result<()> {
             let total = py["total"].as_u64().unwrap_or(0);
             let secs = ms / 1e3;
             println!(
-                "| {tokenizer} | Python tiktoken {} | {:.1} ms | {total} | {ms:.1} ms | {:.2} | {:.1} | {py_equal}/{} |",
+                "| {tokenizer} | Python tiktoken {} | {:.1} ms | {total} | {ms:.1} ms | {:.2} | {:.1} | {py_equal}/{} | {:.1} MiB |",
                 python
                     .as_ref()
                     .map_or(Value::Null, |p| p["tiktoken"].clone())
@@ -223,6 +268,7 @@ fn main() -> Result<()> {
                 total as f64 / secs / 1e6,
                 bytes as f64 / secs / 1e6,
                 texts.len(),
+                py["peak_rss_mib"].as_f64().unwrap_or(f64::NAN),
             );
         }
         if let Some(i) = first_diff {
@@ -235,12 +281,15 @@ fn main() -> Result<()> {
     println!();
     println!(
         "(first build: the time the first count took in this process, tables built then; \
-         throughput: the best of 5 passes over all turns, one thread)"
+         throughput: the best of 5 passes over all turns, one thread; peak RSS of a Rust side: \
+         a fresh process of this program that builds that tokenizer alone and counts every \
+         turn once)"
     );
     if python.is_some() {
         println!(
             "(Python tiktoken: its own process, just before this one; first build includes \
-             reading the BPE file; `encode_ordinary` per turn)"
+             reading the BPE file; `encode_ordinary` per turn; its peak RSS is the process's \
+             after o200k, then after both encodings)"
         );
     }
     Ok(())

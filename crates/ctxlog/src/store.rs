@@ -4,8 +4,9 @@
 //! A store serves many calls from many threads. It keeps each conversation's writer open
 //! between commits, and a small pool of read handles (with their size caches and recall
 //! index) between reads. Commits to one conversation are serialized inside the process:
-//! they queue for the writer (for at most [`Store::set_writer_wait`], if set); reads never
-//! wait for commits and run in parallel with each other.
+//! they queue for the writer (for at most [`Store::set_writer_wait`], if set), and whoever
+//! gets the writer writes everything queued as one batch with one sync (group commit,
+//! [`Store::commit`]); reads never wait for commits and run in parallel with each other.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -227,7 +228,8 @@ impl Store {
 
     /// How long a commit waits for other commits of this process to the same conversation
     /// [default: `None`, as long as it takes]. Past it, the commit fails with
-    /// [`Error::Busy`] and nothing is written.
+    /// [`Error::Busy`] and nothing is written. A commit that a batch has already taken is not
+    /// timed out: it waits for that batch's sync.
     pub fn set_writer_wait(&mut self, wait: Option<Duration>) -> &mut Store {
         self.writer_wait = wait;
         self

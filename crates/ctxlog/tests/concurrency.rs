@@ -315,3 +315,69 @@ fn an_invalid_commit_among_concurrent_ones_fails_alone() {
         }
     }
 }
+
+/// A batch whose sync fails acknowledges none of its commits: the callers whose commits it
+/// carried all get the I/O error, the next commit reopens the writer, and every commit that
+/// was acknowledged is in the log at the seqs its receipt names.
+#[test]
+fn a_failed_sync_fails_its_whole_batch_and_acknowledges_nothing_of_it() {
+    use ctxlog::backend::FileBackend;
+    use ctxlog::ledger::{FaultPlan, FaultyStorage, MemStorage};
+
+    let caches = tempfile::tempdir().unwrap();
+    let storage = FaultyStorage::new(MemStorage::new());
+    let backend = FileBackend::with_storage(
+        Arc::new(storage.clone()),
+        caches.path(),
+        ctxlog::Options::default(),
+    );
+    let store = Arc::new(Store::with_backend(Arc::new(backend)));
+    store.commit(&turn("faulty", 99, 0)).unwrap();
+    storage.set_plan(FaultPlan {
+        fail_sync: Some(20),
+        only_files: Some("ledger.log".into()),
+        ..Default::default()
+    });
+    let outcomes: Vec<(String, Result<u64, ErrorClass>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                scope.spawn(move || {
+                    (0..COMMITS_PER_THREAD)
+                        .map(|i| {
+                            let outcome = store
+                                .commit(&turn("faulty", t, i))
+                                .map(|r| r.first_seq)
+                                .map_err(|e| e.class());
+                            (format!("marker-{t}-{i}"), outcome)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(storage.plan().fired, 1, "the planned sync failed");
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.1.is_err()).collect();
+    assert!(!failed.is_empty(), "the failed sync's batch failed");
+    for (marker, outcome) in &failed {
+        assert_eq!(*outcome, Err(ErrorClass::Other), "{marker}");
+    }
+    let (_, texts) = user_texts(&store, "faulty");
+    for (marker, outcome) in &outcomes {
+        if let Ok(first) = outcome {
+            assert!(
+                texts[first].ends_with(marker.as_str()),
+                "seq {first}: {marker}"
+            );
+        }
+    }
+    let acknowledged = outcomes.iter().filter(|o| o.1.is_ok()).count();
+    assert!(
+        texts.len() > acknowledged,
+        "the log holds every acknowledged commit"
+    );
+}

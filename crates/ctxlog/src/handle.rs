@@ -138,6 +138,36 @@ impl Conversation {
         }
     }
 
+    /// Several commits with their times, each redacted as [`Conversation::commit_timed`]
+    /// redacts it, acknowledged together ([`LedgerWriter::commit_batch`]: on the file ledger
+    /// one append and one sync). One result per commit, in order; a refused commit fails
+    /// alone, a failed write or sync fails them all (the outer error).
+    ///
+    /// # Errors
+    /// A failure of the whole batch: I/O, a poisoned writer.
+    pub fn commit_batch(
+        &mut self,
+        commits: &[(&NewCommit, &[Option<i64>])],
+    ) -> Result<Vec<Result<CommitReceipt>>> {
+        let redacted: Vec<std::borrow::Cow<'_, NewCommit>>;
+        let commits: Vec<(&NewCommit, &[Option<i64>])> = match &self.redactor {
+            Some(redactor) => {
+                redacted = commits
+                    .iter()
+                    .map(|(c, _)| redactor.redact_commit(c))
+                    .collect();
+                redacted
+                    .iter()
+                    .zip(commits)
+                    .map(|(c, (_, t))| (&**c, *t))
+                    .collect()
+            }
+            None => commits.to_vec(),
+        };
+        let results = self.ledger.commit_batch(&commits)?;
+        Ok(results.into_iter().map(|r| r.map_err(Into::into)).collect())
+    }
+
     /// Appends an export's tombstone as it was (an import; see
     /// [`ctxlog_ledger::Ledger::append_tombstone`]). A reason is audit text the erasure
     /// recorded, never redacted again.

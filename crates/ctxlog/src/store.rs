@@ -4,15 +4,16 @@
 //! A store serves many calls from many threads. It keeps each conversation's writer open
 //! between commits, and a small pool of read handles (with their size caches and recall
 //! index) between reads. Commits to one conversation are serialized inside the process:
-//! they queue for the writer (for at most [`Store::set_writer_wait`], if set); reads never
-//! wait for commits and run in parallel with each other.
+//! they queue for the writer (for at most [`Store::set_writer_wait`], if set), and whoever
+//! gets the writer writes everything queued as one batch with one sync (group commit,
+//! [`Store::commit`]); reads never wait for commits and run in parallel with each other.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use ctxlog_ledger::{CommitReceipt, Options, VerifyReport};
+use ctxlog_ledger::{CommitReceipt, NewCommit, Options, VerifyReport};
 use ctxlog_projection::{Count, Projection, SizeCache, SliceHistory, WireFormat};
 use ctxlog_recall::{Progress, RecallResult, SearchOptions};
 
@@ -85,21 +86,65 @@ struct Slot {
 struct WriterState {
     busy: bool,
     handle: Option<Conversation>,
+    /// Commits waiting for the writer, oldest first: the next holder writes them all as one
+    /// batch (group commit).
+    queue: Vec<Queued>,
+    /// Results of commits a batch wrote, until their callers pick them up.
+    done: HashMap<u64, Result<CommitReceipt>>,
+    next_ticket: u64,
 }
 
-/// Exclusive use of a conversation's writer slot; hands it back when dropped.
+/// A commit waiting in a conversation's queue.
+struct Queued {
+    ticket: u64,
+    commit: NewCommit,
+    times: Vec<Option<i64>>,
+}
+
+/// Exclusive use of a conversation's writer slot; hands it back when dropped, with the
+/// results of the batch written meanwhile.
 struct WriterTurn<'a> {
     slot: &'a Slot,
     handle: Option<Conversation>,
+    /// The queued commits this turn took to write (their callers wait for an answer).
+    taken: Vec<u64>,
+    /// Their results, handed to their callers when the turn ends.
+    answers: Vec<(u64, Result<CommitReceipt>)>,
+}
+
+impl<'a> WriterTurn<'a> {
+    fn new(slot: &'a Slot, handle: Option<Conversation>) -> WriterTurn<'a> {
+        WriterTurn {
+            slot,
+            handle,
+            taken: Vec::new(),
+            answers: Vec::new(),
+        }
+    }
 }
 
 impl Drop for WriterTurn<'_> {
     fn drop(&mut self) {
+        let panicking = std::thread::panicking();
         let mut state = lock(&self.slot.writer);
-        state.handle = self.handle.take();
+        // A panic while writing may leave staged, unwritten commits in the writer's memory:
+        // the next commit reopens it from disk, as after a crash.
+        state.handle = if panicking { None } else { self.handle.take() };
         state.busy = false;
+        state.done.extend(self.answers.drain(..));
+        for ticket in self.taken.drain(..) {
+            state.done.entry(ticket).or_insert_with(|| {
+                Err(Error::Internal {
+                    reason: "the thread writing this commit panicked: it was not acknowledged \
+                             (it may be in the log, as after a crash)"
+                        .into(),
+                })
+            });
+        }
         drop(state);
-        self.slot.writer_free.notify_one();
+        // Every waiter: the callers of the batch just written pick up their results, one
+        // of the others takes the writer.
+        self.slot.writer_free.notify_all();
     }
 }
 
@@ -183,7 +228,8 @@ impl Store {
 
     /// How long a commit waits for other commits of this process to the same conversation
     /// [default: `None`, as long as it takes]. Past it, the commit fails with
-    /// [`Error::Busy`] and nothing is written.
+    /// [`Error::Busy`] and nothing is written. A commit that a batch has already taken is not
+    /// timed out: it waits for that batch's sync.
     pub fn set_writer_wait(&mut self, wait: Option<Duration>) -> &mut Store {
         self.writer_wait = wait;
         self
@@ -270,7 +316,7 @@ impl Store {
         }
         state.busy = true;
         let handle = state.handle.take();
-        Ok(WriterTurn { slot, handle })
+        Ok(WriterTurn::new(slot, handle))
     }
 
     /// A read handle of `name` from the pool, or a new one.
@@ -329,10 +375,119 @@ impl Store {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::Busy`], and the ledger's refusals: invalid turns,
     /// caps, [`ctxlog_ledger::Error::Conflict`], [`ctxlog_ledger::Error::Locked`], I/O.
+    ///
+    /// Concurrent commits to one conversation share syncs (group commit): a commit that
+    /// finds the writer busy queues; the next caller to get the writer writes every queued
+    /// commit as one batch ([`Conversation::commit_batch`]: on the file backend one append
+    /// and one sync) and each caller gets its own result, only after the sync that covers
+    /// its bytes. A refused commit fails alone. The writer wait ([`Store::set_writer_wait`])
+    /// applies while a commit is queued; once a batch has taken it, it waits for that batch.
     pub fn commit(&self, request: &CommitRequest) -> Result<CommitReceipt> {
-        self.write(&request.conversation, |handle| {
-            handle.commit_timed(&request.commit, &request.times)
-        })
+        let name = ConversationName::new(&request.conversation)?;
+        let slot = self.slot(&name);
+        let start = Instant::now();
+        let mut state = lock(&slot.writer);
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.queue.push(Queued {
+            ticket,
+            commit: request.commit.clone(),
+            times: request.times.clone(),
+        });
+        loop {
+            if let Some(result) = state.done.remove(&ticket) {
+                return result;
+            }
+            if !state.busy {
+                break;
+            }
+            let queued = state.queue.iter().any(|q| q.ticket == ticket);
+            state = match self.writer_wait {
+                Some(wait) if queued => {
+                    let Some(left) = wait.checked_sub(start.elapsed()) else {
+                        state.queue.retain(|q| q.ticket != ticket);
+                        return Err(Error::Busy {
+                            name: name.to_string(),
+                            waited_ms: start.elapsed().as_millis() as u64,
+                        });
+                    };
+                    slot.writer_free
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0
+                }
+                _ => slot
+                    .writer_free
+                    .wait(state)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            };
+        }
+        // Not answered and the writer free: this commit is still queued, and this caller
+        // writes the queue.
+        state.busy = true;
+        let mut turn = WriterTurn::new(&slot, state.handle.take());
+        drop(state);
+        // Opening fails this commit alone; the others stay queued and the next one tries.
+        let created = match self.ensure_writer(&slot, &name, &mut turn) {
+            Ok(created) => created,
+            Err(e) => {
+                lock(&slot.writer).queue.retain(|q| q.ticket != ticket);
+                return Err(e);
+            }
+        };
+        let batch = std::mem::take(&mut lock(&slot.writer).queue);
+        turn.taken = batch.iter().map(|q| q.ticket).collect();
+        let commits: Vec<(&NewCommit, &[Option<i64>])> = batch
+            .iter()
+            .map(|q| (&q.commit, q.times.as_slice()))
+            .collect();
+        let results = match turn.handle.as_mut() {
+            Some(handle) => handle.commit_batch(&commits),
+            None => Err(Error::Internal {
+                reason: "writer handle taken".into(),
+            }),
+        };
+        let mut answers: Vec<Result<CommitReceipt>> = match results {
+            Ok(results) => results,
+            Err(Error::Ledger(e)) => batch
+                .iter()
+                .map(|_| Err(e.for_each_commit().into()))
+                .collect(),
+            Err(e) => {
+                let reason = e.to_string();
+                batch
+                    .iter()
+                    .map(|_| {
+                        Err(Error::Internal {
+                            reason: reason.clone(),
+                        })
+                    })
+                    .collect()
+            }
+        };
+        let mine = batch.iter().position(|q| q.ticket == ticket);
+        let mut result = match mine {
+            Some(i) => std::mem::replace(
+                &mut answers[i],
+                Err(Error::Internal {
+                    reason: "answered".into(),
+                }),
+            ),
+            None => Err(Error::Internal {
+                reason: "the commit left the queue unanswered".into(),
+            }),
+        };
+        // Every commit of the batch refused and the conversation new: it is removed again.
+        if let Err(e) = self.settle_writer(&slot, &name, &mut turn, created) {
+            result = Err(e);
+        }
+        turn.answers = batch
+            .iter()
+            .zip(answers)
+            .filter(|(q, _)| q.ticket != ticket)
+            .map(|(q, answer)| (q.ticket, answer))
+            .collect();
+        result
     }
 
     /// Appends an export's tombstone as it was (an import; see
@@ -355,39 +510,70 @@ impl Store {
         let name = ConversationName::new(conversation)?;
         let slot = self.slot(&name);
         let mut turn = self.writer_turn(&slot, &name)?;
-        let mut created = false;
-        let handle = match turn.handle.take() {
-            Some(handle) => handle,
-            None => {
-                let opened = self.backend.open_writer(&name, true)?;
-                created = opened.created;
-                let mut handle = Conversation::new(
-                    name.clone(),
-                    opened.writer,
-                    opened.recovery,
-                    self.backend.recall_cache(&name),
-                );
-                handle.set_redactor(Some(self.redactor.clone()));
-                if self.retain_on_open && !created && !self.retention.is_empty() {
-                    self.retain(&slot, &mut handle, &self.retention)?;
-                }
-                handle
-            }
+        let created = self.ensure_writer(&slot, &name, &mut turn)?;
+        let result = match turn.handle.as_mut() {
+            Some(handle) => write(handle),
+            None => Err(Error::Internal {
+                reason: "writer handle taken".into(),
+            }),
         };
-        let handle = turn.handle.insert(handle);
-        let result = write(handle);
-        if result.is_err() && created && handle.last_seq() == 0 {
+        self.settle_writer(&slot, &name, &mut turn, created)?;
+        result
+    }
+
+    /// Opens the writer of `name` into `turn` unless it holds it already, creating the
+    /// conversation if missing (and applying retention on open, if configured). Returns
+    /// true when this call created the conversation.
+    fn ensure_writer(
+        &self,
+        slot: &Slot,
+        name: &ConversationName,
+        turn: &mut WriterTurn<'_>,
+    ) -> Result<bool> {
+        if turn.handle.is_some() {
+            return Ok(false);
+        }
+        let opened = self.backend.open_writer(name, true)?;
+        let created = opened.created;
+        let mut handle = Conversation::new(
+            name.clone(),
+            opened.writer,
+            opened.recovery,
+            self.backend.recall_cache(name),
+        );
+        handle.set_redactor(Some(self.redactor.clone()));
+        if self.retain_on_open && !created && !self.retention.is_empty() {
+            self.retain(slot, &mut handle, &self.retention)?;
+        }
+        turn.handle = Some(handle);
+        Ok(created)
+    }
+
+    /// After writing through `turn`: a conversation this turn created that still holds
+    /// nothing (its commits were refused) is removed again, so a rejected request leaves no
+    /// trace (SPEC §9); a writer whose sync failed is dropped (the next commit reopens, SPEC
+    /// L8).
+    fn settle_writer(
+        &self,
+        slot: &Slot,
+        name: &ConversationName,
+        turn: &mut WriterTurn<'_>,
+        created: bool,
+    ) -> Result<()> {
+        let Some(handle) = turn.handle.as_ref() else {
+            return Ok(());
+        };
+        if created && handle.last_seq() == 0 {
             if let Some(handle) = turn.handle.take() {
                 // A read may have opened the new files meanwhile: let it finish first.
-                self.exclusive(&slot, || {
-                    self.backend.discard_created(&name, handle.into_writer())
+                self.exclusive(slot, || {
+                    self.backend.discard_created(name, handle.into_writer())
                 })?;
             }
         } else if handle.is_poisoned() {
-            // A failed sync cannot be retried safely: the next commit reopens (SPEC L8).
             turn.handle = None;
         }
-        result
+        Ok(())
     }
 
     /// Events of a conversation, `from` on (SPEC I2 `log`).

@@ -174,3 +174,210 @@ fn a_bounded_writer_wait_fails_with_busy_and_writes_nothing() {
         .unwrap();
     assert_eq!(log.last_seq, 2 * (landed + 1), "busy commits wrote nothing");
 }
+
+/// Every acknowledged commit of `log` by its first seq: the user text of that seq.
+fn user_texts(store: &Store, conversation: &str) -> (u64, std::collections::BTreeMap<u64, String>) {
+    let log = store
+        .log(&LogRequest {
+            conversation: conversation.into(),
+            from: 1,
+            limit: None,
+        })
+        .unwrap();
+    let seqs: Vec<u64> = log.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=log.last_seq).collect::<Vec<_>>(), "contiguous");
+    let texts = log
+        .events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::User { text } => Some((e.seq, text.clone())),
+            _ => None,
+        })
+        .collect();
+    (log.last_seq, texts)
+}
+
+/// Group commit (queued commits written as one batch by whoever holds the writer): sixteen
+/// threads on one conversation each get their own receipt, the seqs are contiguous, and the
+/// log holds exactly the acknowledged commits, each at the seqs its receipt names.
+#[test]
+fn sixteen_threads_on_one_conversation_each_get_their_own_receipt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path()));
+    let receipts: Vec<(String, u64, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..16)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                scope.spawn(move || {
+                    (0..COMMITS_PER_THREAD)
+                        .map(|i| {
+                            let request = turn("shared", t, i);
+                            let receipt = store.commit(&request).unwrap();
+                            assert!(!receipt.replayed);
+                            let EventBody::User { text } = &request.commit.events[0] else {
+                                unreachable!()
+                            };
+                            (text.clone(), receipt.first_seq, receipt.last_seq)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(receipts.len(), 16 * COMMITS_PER_THREAD);
+    let mut firsts: Vec<u64> = receipts.iter().map(|r| r.1).collect();
+    firsts.sort_unstable();
+    firsts.dedup();
+    assert_eq!(firsts.len(), receipts.len(), "every receipt distinct");
+    let (last_seq, texts) = user_texts(&store, "shared");
+    assert_eq!(last_seq, 2 * receipts.len() as u64);
+    for (text, first, last) in &receipts {
+        assert_eq!(last - first, 1);
+        assert_eq!(texts.get(first), Some(text), "seq {first} holds its commit");
+    }
+    assert_eq!(
+        texts.len(),
+        receipts.len(),
+        "the log is the acknowledged set"
+    );
+    let report = store
+        .verify(&VerifyRequest {
+            conversation: "shared".into(),
+        })
+        .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}
+
+/// A refused commit among concurrent ones fails alone: an empty turn and an id reused with
+/// other content are refused with their own errors; every other commit lands.
+#[test]
+fn an_invalid_commit_among_concurrent_ones_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path()));
+    store.commit(&turn("mixed", 99, 0)).unwrap();
+    let outcomes: Vec<(usize, usize, Result<u64, ErrorClass>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                scope.spawn(move || {
+                    (0..COMMITS_PER_THREAD)
+                        .map(|i| {
+                            let mut request = turn("mixed", t, i);
+                            if i == 10 && t == 0 {
+                                request.commit.events.clear();
+                            }
+                            if i == 10 && t == 1 {
+                                // The id of the first commit, with other content.
+                                request.commit.id = Some("t99-0".into());
+                            }
+                            let outcome = store
+                                .commit(&request)
+                                .map(|r| r.first_seq)
+                                .map_err(|e| e.class());
+                            (t, i, outcome)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    for (t, i, outcome) in &outcomes {
+        match (t, i) {
+            (0, 10) => assert!(outcome.is_err(), "the empty turn is refused"),
+            (1, 10) => assert_eq!(*outcome, Err(ErrorClass::Conflict)),
+            _ => assert!(outcome.is_ok(), "thread {t} commit {i}: {outcome:?}"),
+        }
+    }
+    let landed = outcomes.iter().filter(|o| o.2.is_ok()).count();
+    assert_eq!(landed, 8 * COMMITS_PER_THREAD - 2);
+    let (last_seq, texts) = user_texts(&store, "mixed");
+    assert_eq!(
+        last_seq,
+        2 * (landed as u64 + 1),
+        "refused commits wrote nothing"
+    );
+    for (t, i, outcome) in &outcomes {
+        if let Ok(first) = outcome {
+            let marker = format!("marker-{t}-{i}");
+            assert!(
+                texts[first].ends_with(&marker),
+                "seq {first}: {}",
+                texts[first]
+            );
+        }
+    }
+}
+
+/// A batch whose sync fails acknowledges none of its commits: the callers whose commits it
+/// carried all get the I/O error, the next commit reopens the writer, and every commit that
+/// was acknowledged is in the log at the seqs its receipt names.
+#[test]
+fn a_failed_sync_fails_its_whole_batch_and_acknowledges_nothing_of_it() {
+    use ctxlog::backend::FileBackend;
+    use ctxlog::ledger::{FaultPlan, FaultyStorage, MemStorage};
+
+    let caches = tempfile::tempdir().unwrap();
+    let storage = FaultyStorage::new(MemStorage::new());
+    let backend = FileBackend::with_storage(
+        Arc::new(storage.clone()),
+        caches.path(),
+        ctxlog::Options::default(),
+    );
+    let store = Arc::new(Store::with_backend(Arc::new(backend)));
+    store.commit(&turn("faulty", 99, 0)).unwrap();
+    storage.set_plan(FaultPlan {
+        fail_sync: Some(20),
+        only_files: Some("ledger.log".into()),
+        ..Default::default()
+    });
+    let outcomes: Vec<(String, Result<u64, ErrorClass>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                scope.spawn(move || {
+                    (0..COMMITS_PER_THREAD)
+                        .map(|i| {
+                            let outcome = store
+                                .commit(&turn("faulty", t, i))
+                                .map(|r| r.first_seq)
+                                .map_err(|e| e.class());
+                            (format!("marker-{t}-{i}"), outcome)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(storage.plan().fired, 1, "the planned sync failed");
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.1.is_err()).collect();
+    assert!(!failed.is_empty(), "the failed sync's batch failed");
+    for (marker, outcome) in &failed {
+        assert_eq!(*outcome, Err(ErrorClass::Other), "{marker}");
+    }
+    let (_, texts) = user_texts(&store, "faulty");
+    for (marker, outcome) in &outcomes {
+        if let Ok(first) = outcome {
+            assert!(
+                texts[first].ends_with(marker.as_str()),
+                "seq {first}: {marker}"
+            );
+        }
+    }
+    let acknowledged = outcomes.iter().filter(|o| o.1.is_ok()).count();
+    assert!(
+        texts.len() > acknowledged,
+        "the log holds every acknowledged commit"
+    );
+}

@@ -96,6 +96,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// A batch's failure (its write or sync, [`crate::Ledger::commit_batch`]) as each of its
+    /// commits reports it: the same kind and message, for every caller of the batch.
+    pub fn for_each_commit(&self) -> Error {
+        match self {
+            Error::Poisoned => Error::Poisoned,
+            Error::Io { path, source } => Error::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            other => Error::Io {
+                path: std::path::PathBuf::new(),
+                source: std::io::Error::other(other.to_string()),
+            },
+        }
+    }
+
     pub(crate) fn invalid(reason: impl Into<String>) -> Error {
         Error::InvalidCommit {
             reason: reason.into(),

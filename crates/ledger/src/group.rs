@@ -107,7 +107,7 @@ impl GroupWriter {
                 .unzip();
         let results = match ledger.commit_batch(&commits) {
             Ok(results) => results,
-            Err(e) => tickets.iter().map(|_| Err(shared(&e))).collect(),
+            Err(e) => tickets.iter().map(|_| Err(e.for_each_commit())).collect(),
         };
         let mut mine = None;
         let mut q = lock(&self.queue);
@@ -135,20 +135,5 @@ impl GroupWriter {
         self.ledger
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// A batch's failure as each of its commits reports it.
-fn shared(e: &Error) -> Error {
-    match e {
-        Error::Poisoned => Error::Poisoned,
-        Error::Io { path, source } => Error::Io {
-            path: path.clone(),
-            source: std::io::Error::new(source.kind(), source.to_string()),
-        },
-        other => Error::Io {
-            path: std::path::PathBuf::new(),
-            source: std::io::Error::other(other.to_string()),
-        },
     }
 }

@@ -450,9 +450,24 @@ impl Ledger {
     /// acknowledged. [`Error::Poisoned`] before anything is done. Each inner error is one
     /// commit's refusal, with nothing of it written.
     pub fn commit_batch(&mut self, commits: &[NewCommit]) -> Result<Vec<Result<CommitReceipt>>> {
+        let timed: Vec<(&NewCommit, &[Option<i64>])> =
+            commits.iter().map(|c| (c, &[][..])).collect();
+        self.commit_batch_timed(&timed)
+    }
+
+    /// [`Ledger::commit_batch`] with original times: each commit's times as
+    /// [`Ledger::commit_timed`] takes them (an empty slice: the clock).
+    ///
+    /// # Errors
+    /// As [`Ledger::commit_batch`]; a commit whose explicit time is earlier than the event
+    /// before it (the batch's earlier commits included) is refused alone.
+    pub fn commit_batch_timed(
+        &mut self,
+        commits: &[(&NewCommit, &[Option<i64>])],
+    ) -> Result<Vec<Result<CommitReceipt>>> {
         self.check_usable()?;
         // Load every cache before staging: staged events are not in the log yet.
-        if commits.iter().any(|c| c.id.is_some()) {
+        if commits.iter().any(|(c, _)| c.id.is_some()) {
             self.ids()?;
         }
         self.turn_state()?;
@@ -461,8 +476,8 @@ impl Ledger {
         let cached = (self.turn.clone(), self.last_ms);
         let mut results = Vec::with_capacity(commits.len());
         let (mut bytes, mut artifacts) = (Vec::new(), Vec::new());
-        for commit in commits {
-            match self.stage(commit, &[], Origin::Application) {
+        for (commit, times) in commits {
+            match self.stage(commit, times, Origin::Application) {
                 Ok(staged) => {
                     bytes.extend_from_slice(&staged.bytes);
                     artifacts.extend(staged.artifacts);

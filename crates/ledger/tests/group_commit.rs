@@ -185,3 +185,34 @@ fn a_panic_while_holding_the_writer_refuses_later_commits() {
     let (ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
     assert_eq!(ledger.last_seq(), 2, "only the commit before the panic");
 }
+
+/// `commit_batch_timed` keeps each commit's original times, checked against the batch's
+/// earlier commits: a time before the event before it is refused alone.
+#[test]
+fn a_timed_batch_keeps_each_commits_times_and_refuses_a_backwards_one_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    let t0 = 1_683_554_160_000;
+    let (a, b, c) = (turn(1), turn(2), turn(3));
+    let results = ledger
+        .commit_batch_timed(&[
+            (&a, &[Some(t0), Some(t0 + 1)][..]),
+            (&b, &[Some(t0 - 5)][..]), // before the batch's previous commit
+            (&c, &[Some(t0 + 10)][..]),
+        ])
+        .unwrap();
+    assert_eq!(results[0].as_ref().unwrap().first_seq, 1);
+    assert!(matches!(results[1], Err(Error::InvalidCommit { .. })));
+    assert_eq!(results[2].as_ref().unwrap().first_seq, 3);
+    let times: Vec<i64> = ledger
+        .events(1..=ledger.last_seq())
+        .unwrap()
+        .iter()
+        .map(|e| e.ts_ms)
+        .collect();
+    assert_eq!(times[..3], [t0, t0 + 1, t0 + 10]);
+    assert!(
+        times[3] >= t0 + 10,
+        "an event without a time takes the clock, never earlier"
+    );
+}

@@ -61,6 +61,25 @@ pub trait LedgerWriter: LedgerView {
         commit: &NewCommit,
         times: &[Option<i64>],
     ) -> ctxlog_ledger::Result<CommitReceipt>;
+    /// Several commits, each with its times as [`LedgerWriter::commit_timed`] takes them,
+    /// acknowledged together: one result per commit, in order, each returned only when that
+    /// commit is as durable as a receipt of [`LedgerWriter::commit_timed`] says. A refused
+    /// commit fails alone; the outer error fails them all (none written). The file ledger
+    /// writes them with one append and one sync ([`Ledger::commit_batch_timed`]); the default
+    /// commits them one at a time (the PostgreSQL backend: one transaction each).
+    ///
+    /// # Errors
+    /// Only a failure that fails the whole batch (a failed write or sync, a poisoned writer).
+    #[allow(clippy::type_complexity)]
+    fn commit_batch(
+        &mut self,
+        commits: &[(&NewCommit, &[Option<i64>])],
+    ) -> ctxlog_ledger::Result<Vec<ctxlog_ledger::Result<CommitReceipt>>> {
+        Ok(commits
+            .iter()
+            .map(|(commit, times)| self.commit_timed(commit, times))
+            .collect())
+    }
     /// The seqs written by the commit that carried `id`, if any.
     ///
     /// # Errors
@@ -188,6 +207,12 @@ impl LedgerWriter for Ledger {
         times: &[Option<i64>],
     ) -> ctxlog_ledger::Result<CommitReceipt> {
         Ledger::commit_timed(self, commit, times)
+    }
+    fn commit_batch(
+        &mut self,
+        commits: &[(&NewCommit, &[Option<i64>])],
+    ) -> ctxlog_ledger::Result<Vec<ctxlog_ledger::Result<CommitReceipt>>> {
+        Ledger::commit_batch_timed(self, commits)
     }
     fn commit_seqs(&mut self, id: &str) -> ctxlog_ledger::Result<Option<(u64, u64)>> {
         Ledger::commit_seqs(self, id)

@@ -3,7 +3,7 @@
 use ctxlog_ledger::{EventBody, ToolStatus};
 use serde_json::Value;
 
-use super::openai::{message_ts, messages};
+use super::openai::{message_role, message_ts, messages};
 use super::{Incoming, shown};
 use crate::{Error, Result};
 
@@ -43,10 +43,7 @@ pub(crate) fn parse(value: &Value) -> Result<(Vec<Incoming>, Vec<String>)> {
         let at = |reason: String| Error::BadInput {
             reason: format!("message {i}: {reason}"),
         };
-        let role = m
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| at("no \"role\"".into()))?;
+        let role = message_role(m, i)?;
         if role != "user" && role != "assistant" {
             return Err(at(format!(
                 "unknown role {role:?} (expected user or assistant)"

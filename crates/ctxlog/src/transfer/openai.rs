@@ -30,6 +30,15 @@ pub(crate) fn message_ts(m: &Value, i: usize) -> Result<Option<i64>> {
         .transpose()
 }
 
+/// The `"role"` of message `i` (required).
+pub(crate) fn message_role(m: &Value, i: usize) -> Result<&str> {
+    m.get("role")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::BadInput {
+            reason: format!("message {i}: no \"role\""),
+        })
+}
+
 /// The text of an OpenAI `content`: a string, or the `text` parts of an array joined by
 /// newlines (other parts are counted in `skipped`).
 fn content_text(
@@ -68,10 +77,7 @@ pub(crate) fn parse(value: &Value) -> Result<(Vec<Incoming>, Vec<String>)> {
         let at = |reason: String| Error::BadInput {
             reason: format!("message {i}: {reason}"),
         };
-        let role = m
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| at("no \"role\"".into()))?;
+        let role = message_role(m, i)?;
         let ts = message_ts(m, i)?;
         let text = content_text(m.get("content"), &mut skipped_parts).map_err(at)?;
         let mut push = |body: EventBody| out.push(Incoming { body, ts });

@@ -294,7 +294,12 @@ fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
         tools,
         recall_tool: args.recall_tool,
     };
-    let projection = store.project(&request)?;
+    // Without --report only the body and the notes are read: no token figures are counted
+    // for a byte budget, so no tokenizer is built.
+    let projection = match args.report {
+        Some(_) => store.project(&request)?,
+        None => store.project_body(&request)?,
+    };
     for note in &projection.report.notes {
         eprintln!("ctxlog: note: {note}");
     }

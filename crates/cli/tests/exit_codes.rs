@@ -211,6 +211,10 @@ fn over_budget_exits_3_and_json_errors_are_one_object() {
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let err: serde_json::Value = serde_json::from_str(stderr(&out).trim()).unwrap();
     assert_eq!(err["code"], 3);
-    assert!(err["message"].as_str().unwrap().contains("needs"), "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("needs"), "{err}");
+    // A byte budget without --report counts no tokens, except for this error, which names them.
+    assert!(message.contains(" o200k tokens"), "{err}");
+    assert!(!message.contains(" 0 o200k tokens"), "{err}");
     assert!(out.stdout.is_empty(), "no body on failure");
 }

@@ -169,8 +169,16 @@ impl ProjectRequest {
     /// [`ctxlog_projection::Error::InvalidRequest`]/`InvalidBudget` for a request the
     /// projector refuses (class usage).
     pub fn to_projection(&self) -> Result<ProjectionRequest> {
+        self.to_projection_with(true)
+    }
+
+    /// [`to_projection`](Self::to_projection), with the report's token figures counted
+    /// when no token budget needs them, or not
+    /// ([`ctxlog_projection::ProjectionRequestBuilder::token_figures`]).
+    pub(crate) fn to_projection_with(&self, token_figures: bool) -> Result<ProjectionRequest> {
         let mut request = ProjectionRequest::builder();
         request
+            .token_figures(token_figures)
             .format(self.format)
             .model(self.model.as_deref().unwrap_or(default_model(self.format)))
             .tokenizer(self.tokenizer)

@@ -145,14 +145,24 @@ impl std::str::FromStr for PatternConfig {
 /// One compiled rule.
 #[derive(Clone, Debug)]
 enum Rule {
-    Pattern { kind: String, regex: Regex },
-    Literal { kind: String, value: String },
+    Pattern {
+        kind: String,
+        regex: Regex,
+    },
+    /// [`BUILTIN_KINDS`]`[i]`, compiled on the first text redacted (once per process), so a
+    /// store that only reads never compiles it.
+    Builtin(usize),
+    Literal {
+        kind: String,
+        value: String,
+    },
 }
 
 impl Rule {
     fn kind(&self) -> &str {
         match self {
             Rule::Pattern { kind, .. } | Rule::Literal { kind, .. } => kind,
+            Rule::Builtin(i) => BUILTIN_KINDS.get(*i).map_or("builtin", |(kind, _)| kind),
         }
     }
 
@@ -161,6 +171,11 @@ impl Rule {
         match self {
             Rule::Pattern { regex, .. } => {
                 out.extend(regex.find_iter(text).map(|m| (m.start(), m.end())));
+            }
+            Rule::Builtin(i) => {
+                if let Some(Some(regex)) = builtin_regexes().get(*i) {
+                    out.extend(regex.find_iter(text).map(|m| (m.start(), m.end())));
+                }
             }
             Rule::Literal { value, .. } => {
                 out.extend(
@@ -178,17 +193,14 @@ pub struct Redactor {
     rules: Vec<Rule>,
 }
 
-fn builtin_rules() -> &'static [Rule] {
-    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
-    RULES.get_or_init(|| {
+/// The built-in shapes compiled, in [`BUILTIN_KINDS`] order (they are constants that compile;
+/// one that did not would match nothing rather than panic).
+fn builtin_regexes() -> &'static [Option<Regex>] {
+    static REGEXES: OnceLock<Vec<Option<Regex>>> = OnceLock::new();
+    REGEXES.get_or_init(|| {
         BUILTIN_KINDS
             .iter()
-            .filter_map(|(kind, re)| {
-                Regex::new(re).ok().map(|regex| Rule::Pattern {
-                    kind: (*kind).to_string(),
-                    regex,
-                })
-            })
+            .map(|(_, re)| Regex::new(re).ok())
             .collect()
     })
 }
@@ -222,7 +234,7 @@ impl Redactor {
             }
         }
         if config.builtin {
-            rules.extend(builtin_rules().iter().cloned());
+            rules.extend((0..BUILTIN_KINDS.len()).map(Rule::Builtin));
         }
         if config.env {
             for (name, value) in &env {

@@ -615,8 +615,26 @@ impl Store {
     /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] (class over budget) when the
     /// mandatory input alone does not fit; invalid requests (class usage); ledger errors.
     pub fn project(&self, request: &ProjectRequest) -> Result<Projection> {
+        self.project_with(request, true)
+    }
+
+    /// [`project`](Self::project), for a caller that sends the body and does not read the
+    /// report's token figures (the CLI without `--report`, the server without
+    /// `?report=true`). Unless the request has a token budget, nothing is tokenized, so a
+    /// fresh process builds no tokenizer: the report's counted token figures (`tokens`,
+    /// `mandatory.tokens`, each tier's `tokens`) are 0. The body and everything else in the
+    /// report are what [`project`](Self::project) returns, and
+    /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] still names the tokens needed.
+    ///
+    /// # Errors
+    /// As [`project`](Self::project).
+    pub fn project_body(&self, request: &ProjectRequest) -> Result<Projection> {
+        self.project_with(request, false)
+    }
+
+    fn project_with(&self, request: &ProjectRequest, token_figures: bool) -> Result<Projection> {
         check_recall_k(request.recall)?;
-        let plain = request.to_projection()?;
+        let plain = request.to_projection_with(token_figures)?;
         match self.read(&request.conversation, |snapshot| snapshot.project(&plain)) {
             Err(Error::NotFound { .. }) => {
                 let mut projection = ctxlog_projection::project(

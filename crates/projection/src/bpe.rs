@@ -13,7 +13,8 @@
 use std::collections::BinaryHeap;
 use std::sync::OnceLock;
 
-use regex_automata::meta::Regex;
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::util::pool::Pool;
 use regex_automata::{Anchored, Input};
 
 use crate::options::Tokenizer;
@@ -224,9 +225,18 @@ impl Tables {
     }
 }
 
+/// A lazy DFA's search state, one per thread using it.
+type CachePool = Pool<Cache, Box<dyn Fn() -> Cache + Send + Sync>>;
+
 /// OpenAI's pre-tokenizer: the text is split into pieces, each encoded on its own.
+///
+/// Each piece is the leftmost-first match anchored where the last one ended, so a forward
+/// lazy DFA finds it alone (its end and pattern are all a piece needs). Only the forward NFA
+/// is compiled (a general regex would also compile a reverse one, and more engines, to find
+/// where matches start): this is the cost of the first count in a process.
 struct Pretokenizer {
-    regex: Regex,
+    dfa: DFA,
+    caches: CachePool,
     /// Per pattern: whether its last character is a look-ahead to give back.
     lookahead: [bool; 3],
 }
@@ -245,25 +255,29 @@ impl Pretokenizer {
             ]
             .join("|"),
         };
-        let regex = Regex::new_many(&[first.as_str(), "\\s+\\s", "\\s+"]).ok()?;
+        let dfa = DFA::new_many(&[first.as_str(), "\\s+\\s", "\\s+"]).ok()?;
+        let for_caches = dfa.clone();
         Some(Pretokenizer {
-            regex,
+            dfa,
+            caches: Pool::new(Box::new(move || for_caches.create_cache())),
             lookahead: [false, true, false],
         })
     }
 
     /// Calls `f` with each piece of `text`, in order.
     fn for_each_piece(&self, text: &str, mut f: impl FnMut(&str)) {
+        let mut cache = self.caches.get();
         let mut last = 0;
         while last < text.len() {
             let input = Input::new(&text[last..]).anchored(Anchored::Yes);
-            let Some(m) = self.regex.find(input) else {
-                // Every character matches one of the patterns; never reached. Count the rest
-                // as one piece rather than loop.
+            let Ok(Some(m)) = self.dfa.try_search_fwd(&mut cache, &input) else {
+                // Every character matches one of the patterns, and the DFA never gives up (no
+                // quit bytes, no cache-clear limit); never reached. Count the rest as one
+                // piece rather than loop.
                 f(&text[last..]);
                 return;
             };
-            let mut end = last + m.range().end;
+            let mut end = last + m.offset();
             if self.lookahead[m.pattern().as_usize()]
                 && let Some(c) = text[last..end].chars().next_back()
             {

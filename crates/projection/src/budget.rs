@@ -14,7 +14,7 @@ use crate::options::{Tokenizer, WireFormat};
 use crate::report::{BudgetReport, Size, Tier, TierSize};
 use crate::request::ProjectionRequest;
 use crate::tokens::{
-    REPLY_PRIMING, TOKENS_PER_MESSAGE, call_tokens, system_prompt_tokens, text_tokens,
+    Counter, REPLY_PRIMING, TOKENS_PER_MESSAGE, call_tokens, system_prompt_tokens, text_tokens,
     tool_use_tokens, tools_tokens,
 };
 use crate::wire::{
@@ -25,7 +25,8 @@ use crate::wire::{
 pub(crate) struct Budget<'r> {
     pub req: &'r ProjectionRequest,
     pub format: WireFormat,
-    pub tokenizer: Tokenizer,
+    /// Counts the token figures (nothing, when none is needed: [`Counter`]).
+    pub counter: Counter,
     pub envelope: Envelope,
     envelope_size: Cost,
     /// Held back for recalled pages by [`fits`](Self::fits) (SPEC P13); can be given up.
@@ -35,11 +36,12 @@ pub(crate) struct Budget<'r> {
 impl<'r> Budget<'r> {
     pub fn new(req: &'r ProjectionRequest) -> Budget<'r> {
         let envelope = envelope_of(req);
-        let envelope_size = envelope_cost(&envelope, req.tokenizer);
+        let counter = Counter::of(req);
+        let envelope_size = envelope_cost(&envelope, counter);
         Budget {
             req,
             format: req.format,
-            tokenizer: req.tokenizer,
+            counter,
             envelope,
             envelope_size,
             reserve: std::cell::Cell::new(req.recall_reserve_size()),
@@ -82,7 +84,7 @@ impl<'r> Budget<'r> {
     /// The cost of rendered messages written one after another.
     pub fn cost(&self, msgs: &[Msg]) -> Cost {
         msgs.iter().fold(Cost::default(), |chain, msg| {
-            chain.then(message_cost(self.tokenizer, msg), self.tokenizer)
+            chain.then(message_cost(self.counter, msg), self.counter)
         })
     }
 
@@ -108,7 +110,7 @@ impl<'r> Budget<'r> {
             max_tokens: self.req.max_tokens,
             reserve_output: self.req.output_limit(),
             input_token_limit: self.req.input_token_limit(),
-            tokenizer: self.tokenizer,
+            tokenizer: self.counter.tokenizer,
         })
     }
 
@@ -142,12 +144,18 @@ fn envelope_of(req: &ProjectionRequest) -> Envelope {
 
 /// The envelope alone (an empty messages array), including reply priming, the Anthropic
 /// system prompt and the tool definitions.
-fn envelope_cost(envelope: &Envelope, tokenizer: Tokenizer) -> Cost {
+fn envelope_cost(envelope: &Envelope, counter: Counter) -> Cost {
     let bytes = envelope.write(Vec::new()).len();
-    let mut tokens = REPLY_PRIMING + tools_tokens(envelope.format, tokenizer, &envelope.tools);
-    if let (WireFormat::AnthropicMessages, Some(system)) = (envelope.format, &envelope.system) {
-        tokens += system_prompt_tokens(tokenizer, system);
-    }
+    let tokens = counter.count(|tokenizer| {
+        let tools = tools_tokens(envelope.format, tokenizer, &envelope.tools);
+        let system = match (envelope.format, &envelope.system) {
+            (WireFormat::AnthropicMessages, Some(system)) => {
+                system_prompt_tokens(tokenizer, system)
+            }
+            _ => 0,
+        };
+        REPLY_PRIMING + tools + system
+    });
     Cost {
         bytes: bytes as i64,
         tokens: tokens as i64,
@@ -167,11 +175,11 @@ pub(crate) struct Cost {
 impl Cost {
     /// The cost of `self` followed by `next` in one messages array: a comma between them, or,
     /// for same-role Anthropic neighbours, one merged message.
-    pub fn then(self, next: Cost, tokenizer: Tokenizer) -> Cost {
+    pub fn then(self, next: Cost, counter: Counter) -> Cost {
         let (Some((first, last)), Some((next_first, next_last))) = (self.ends, next.ends) else {
             return if self.ends.is_some() { self } else { next };
         };
-        let (join_bytes, join_tokens) = join(last, next_first, tokenizer);
+        let (join_bytes, join_tokens) = join(last, next_first, counter);
         Cost {
             bytes: self.bytes + next.bytes + join_bytes,
             tokens: self.tokens + next.tokens + join_tokens,
@@ -182,26 +190,29 @@ impl Cost {
 
 /// What joining two messages adds: a comma, or, when they merge, minus what merging saves
 /// (the second message's opening and per-message tokens).
-fn join(last: MergesWith, first: MergesWith, tokenizer: Tokenizer) -> (i64, i64) {
+fn join(last: MergesWith, first: MergesWith, counter: Counter) -> (i64, i64) {
     let speaker = match (last, first) {
         (MergesWith::User, MergesWith::User) => Speaker::User,
         (MergesWith::Assistant, MergesWith::Assistant) => Speaker::Assistant,
         _ => return (1, 0),
     };
-    let tokens = TOKENS_PER_MESSAGE + text_tokens(tokenizer, speaker.as_str());
+    let tokens = counter.count(|t| TOKENS_PER_MESSAGE + text_tokens(t, speaker.as_str()));
     (-merge_saving(speaker), -(tokens as i64))
 }
 
 /// The cost of one message on its own.
-fn message_cost(tokenizer: Tokenizer, msg: &Msg) -> Cost {
+fn message_cost(counter: Counter, msg: &Msg) -> Cost {
     let bytes = msg.to_bytes();
-    let tokens = if beyond_parser_depth(msg) {
-        // `count` cannot parse such a message (serde_json stops at 128 levels); it is counted
-        // by its whole JSON text, more than its fields' text, so a token budget still holds.
-        TOKENS_PER_MESSAGE + text_tokens(tokenizer, &String::from_utf8_lossy(&bytes))
-    } else {
-        message_tokens(tokenizer, msg)
-    };
+    let tokens = counter.count(|tokenizer| {
+        if beyond_parser_depth(msg) {
+            // `count` cannot parse such a message (serde_json stops at 128 levels); it is
+            // counted by its whole JSON text, more than its fields' text, so a token budget
+            // still holds.
+            TOKENS_PER_MESSAGE + text_tokens(tokenizer, &String::from_utf8_lossy(&bytes))
+        } else {
+            message_tokens(tokenizer, msg)
+        }
+    });
     let edge = msg.merges_with();
     Cost {
         bytes: bytes.len() as i64,
@@ -276,15 +287,15 @@ fn deeper_than(value: &Value, levels: usize) -> bool {
 pub(crate) struct TierSums {
     chain: Cost,
     tiers: Vec<TierSize>,
-    tokenizer: Tokenizer,
+    counter: Counter,
 }
 
 impl TierSums {
-    pub fn new(tokenizer: Tokenizer) -> TierSums {
+    pub fn new(counter: Counter) -> TierSums {
         TierSums {
             chain: Cost::default(),
             tiers: Vec::new(),
-            tokenizer,
+            counter,
         }
     }
 
@@ -293,7 +304,7 @@ impl TierSums {
         if cost.ends.is_none() {
             return;
         }
-        let next = self.chain.then(cost, self.tokenizer);
+        let next = self.chain.then(cost, self.counter);
         let bytes = (next.bytes - self.chain.bytes).max(0) as u64;
         let tokens = (next.tokens - self.chain.tokens).max(0) as u64;
         self.chain = next;

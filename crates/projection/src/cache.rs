@@ -5,12 +5,14 @@ use std::collections::HashMap;
 use crate::budget::Cost;
 use crate::history::SeqRange;
 use crate::options::{Tokenizer, WireFormat};
+use crate::tokens::Counter;
 
 /// Sizes of rendered history units (a turn, or the preamble), kept by the caller between
 /// projections so that each unit is serialized and tokenized once.
 ///
-/// An entry is keyed by the unit's seq range, the wire format and the tokenizer, and holds the
-/// unit's exact byte length and token count as rendered in a body. Selection uses only these
+/// An entry is keyed by the unit's seq range, the wire format and the tokenizer (or that no
+/// tokens were counted), and holds the unit's exact byte length and token count as rendered
+/// in a body. Selection uses only these
 /// figures: with a warm cache a projection loads and renders just the turns that go into the
 /// body, so its cost is proportional to the window, not to the history.
 ///
@@ -36,7 +38,7 @@ pub struct SizeCache {
 struct Key {
     seqs: SeqRange,
     format: WireFormat,
-    tokenizer: Tokenizer,
+    counter: Counter,
 }
 
 impl SizeCache {
@@ -75,14 +77,14 @@ impl SizeCache {
         &mut self,
         seqs: SeqRange,
         format: WireFormat,
-        tokenizer: Tokenizer,
+        counter: Counter,
     ) -> Option<Cost> {
         let found = self
             .entries
             .get(&Key {
                 seqs,
                 format,
-                tokenizer,
+                counter,
             })
             .copied();
         if found.is_some() {
@@ -97,14 +99,14 @@ impl SizeCache {
         &mut self,
         seqs: SeqRange,
         format: WireFormat,
-        tokenizer: Tokenizer,
+        counter: Counter,
         cost: Cost,
     ) {
         self.entries.insert(
             Key {
                 seqs,
                 format,
-                tokenizer,
+                counter,
             },
             cost,
         );

@@ -139,6 +139,28 @@ fn project_by_policy<H: History + ?Sized>(
         Some(p) => Some(&mut **p),
         None => None,
     };
+    match project_reserved(history, request, cache, first) {
+        // The error names the mandatory part's tokens: count them, even if the caller wanted
+        // no token figures (the mandatory part is settled before any page is asked for).
+        Err(Error::MandatoryExceedsBudget { .. }) if !request.token_figures() => {
+            project_reserved(history, &request.with_token_figures(), cache, pages)
+        }
+        result => result,
+    }
+}
+
+/// One projection, then, if recalled pages were left out for room, one with the recall
+/// reserve held back (SPEC P13).
+fn project_reserved<H: History + ?Sized>(
+    history: &H,
+    request: &ProjectionRequest,
+    cache: &mut SizeCache,
+    mut pages: Option<&mut dyn PageSource>,
+) -> Result<Projection> {
+    let first: Option<&mut dyn PageSource> = match &mut pages {
+        Some(p) => Some(&mut **p),
+        None => None,
+    };
     let plain = project_once(history, &request.without_recall_reserve(), cache, first)?;
     // Pages left out for want of room while history took it all: hold the reserve back for
     // them (SPEC P13), and keep that body if it does include more pages.

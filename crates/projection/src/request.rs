@@ -108,6 +108,7 @@ pub struct ProjectionRequest {
     pub(crate) tools: Vec<serde_json::Value>,
     pub(crate) recall_unavailable: Option<String>,
     pub(crate) recall_reserve: Option<RecallReserve>,
+    pub(crate) token_figures: bool,
 }
 
 impl ProjectionRequest {
@@ -198,6 +199,18 @@ impl ProjectionRequest {
         }
     }
 
+    /// Whether the report's token figures are counted when no token budget needs them.
+    pub fn token_figures(&self) -> bool {
+        self.token_figures
+    }
+
+    /// This request with its token figures counted.
+    pub(crate) fn with_token_figures(&self) -> ProjectionRequest {
+        let mut r = self.clone();
+        r.token_figures = true;
+        r
+    }
+
     /// This request with no room held back for recalled pages.
     pub(crate) fn without_recall_reserve(&self) -> ProjectionRequest {
         let mut r = self.clone();
@@ -284,6 +297,7 @@ pub struct ProjectionRequestBuilder {
     tools: Vec<serde_json::Value>,
     recall_unavailable: Option<String>,
     recall_reserve: Option<RecallReserve>,
+    token_figures: Option<bool>,
 }
 
 impl ProjectionRequestBuilder {
@@ -385,6 +399,18 @@ impl ProjectionRequestBuilder {
         self
     }
 
+    /// Whether the report carries token figures when no token budget needs them. Default:
+    /// true. With false and no [`max_tokens`](Self::max_tokens), nothing is tokenized (a
+    /// fresh process builds no tokenizer): the report's counted token figures (`tokens`,
+    /// `mandatory.tokens`, each tier's `tokens`) are 0, and the body and every other figure
+    /// are what they would be with true. A [`Error::MandatoryExceedsBudget`] still names
+    /// the mandatory part's tokens (counted for the error). For a caller that sends the
+    /// body and does not read those figures.
+    pub fn token_figures(&mut self, counted: bool) -> &mut Self {
+        self.token_figures = Some(counted);
+        self
+    }
+
     /// Validates and returns the request.
     ///
     /// # Errors
@@ -430,6 +456,7 @@ impl ProjectionRequestBuilder {
             tools: self.tools.clone(),
             recall_unavailable: self.recall_unavailable.clone(),
             recall_reserve: self.recall_reserve,
+            token_figures: self.token_figures.unwrap_or(true),
         };
         check_budget(&request)?;
         Ok(request)

@@ -51,6 +51,42 @@ pub fn text_tokens(tokenizer: Tokenizer, text: &str) -> u64 {
     crate::bpe::count(tokenizer, text)
 }
 
+/// What a projection counts its token figures with: the request's tokenizer, or nothing
+/// when no figure is needed (no token budget, and the caller does not read the report's
+/// token figures: [`crate::ProjectionRequestBuilder::token_figures`]). Counting nothing
+/// builds no tokenizer: every figure it gives is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Counter {
+    /// The tokenizer the figures are (or would be) counted with.
+    pub tokenizer: Tokenizer,
+    counting: bool,
+}
+
+impl Counter {
+    /// The counter `request` needs: its tokenizer, unless it has no token budget and does
+    /// not want token figures.
+    pub fn of(request: &crate::ProjectionRequest) -> Counter {
+        Counter {
+            tokenizer: request.tokenizer,
+            counting: request.token_figures || request.max_tokens.is_some(),
+        }
+    }
+
+    /// `tokens(tokenizer)` when counting, else 0 (and `tokens` is not called).
+    pub fn count(self, tokens: impl FnOnce(Tokenizer) -> u64) -> u64 {
+        if self.counting {
+            tokens(self.tokenizer)
+        } else {
+            0
+        }
+    }
+
+    /// The tokens of `text` ([`text_tokens`]) when counting, else 0.
+    pub fn text(self, text: &str) -> u64 {
+        self.count(|tokenizer| text_tokens(tokenizer, text))
+    }
+}
+
 /// The result of [`count`]: a request body's size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Count {

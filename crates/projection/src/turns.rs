@@ -90,7 +90,7 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
     // The open turn stands in for the input; its results are clipped if it does not fit.
     let (open_events, input_msgs, input, open_clips) = match open_events {
         Some(events) => {
-            let tok = budget.tokenizer;
+            let tok = budget.counter;
             let turn = fit_open_turn(budget, events, &|c| budget.total(prefix.then(c, tok)))?;
             (Some(turn.events), turn.msgs, turn.cost, turn.clips)
         }
@@ -99,7 +99,7 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
             (None, msgs, cost, Vec::new())
         }
     };
-    let mandatory = budget.total(prefix.then(input, budget.tokenizer));
+    let mandatory = budget.total(prefix.then(input, budget.counter));
     Ok(FixedParts {
         pinned,
         prefix_msgs,
@@ -147,7 +147,7 @@ fn walk<H: History + ?Sized>(
     fixed: &FixedParts,
     turn_count: usize,
 ) -> Result<Walk> {
-    let tok = budget.tokenizer;
+    let tok = budget.counter;
     let mut units: Vec<MeasuredUnit> = Vec::new();
     // suffixes[k]: the newest k units joined. Grown while the notice-free body still fits:
     // that size only grows with k, so no larger k can fit once it does not.
@@ -245,7 +245,7 @@ fn candidate_size<H: History + ?Sized>(
     k: usize,
     turn_count: usize,
 ) -> Result<Size> {
-    let tok = budget.tokenizer;
+    let tok = budget.counter;
     let notice = notice_for(budget, history, k, turn_count)?
         .map(|n| n.2)
         .unwrap_or_default();
@@ -269,7 +269,7 @@ fn next_unit<H: History + ?Sized>(
     if k < turn_count {
         let unit = HistoryUnit::Turn(turn_count - 1 - k);
         let seqs = read(history.turn_seqs(turn_count - 1 - k))?;
-        if let Some(cost) = cache.get(seqs, budget.format, budget.tokenizer) {
+        if let Some(cost) = cache.get(seqs, budget.format, budget.counter) {
             return Ok(Some(MeasuredUnit {
                 unit,
                 seqs,
@@ -298,7 +298,7 @@ fn measure(
 ) -> MeasuredUnit {
     let seqs = SeqRange::of(events).unwrap_or(SeqRange::new(0, 0));
     let (msgs, cost) = budget.render(&turn_items(events));
-    cache.insert(seqs, budget.format, budget.tokenizer, cost);
+    cache.insert(seqs, budget.format, budget.counter, cost);
     MeasuredUnit {
         unit,
         seqs,
@@ -336,7 +336,7 @@ fn assemble<H: History + ?Sized>(
     turn_count: usize,
     source: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
-    let tok = budget.tokenizer;
+    let tok = budget.counter;
     walk.units.truncate(walk.kept);
     walk.units.reverse();
     let mut pieces = Vec::with_capacity(walk.units.len() + 1);
@@ -457,7 +457,7 @@ fn assemble<H: History + ?Sized>(
     }
     let report = Report {
         format: budget.format,
-        tokenizer: tok,
+        tokenizer: tok.tokenizer,
         policy: budget.req.policy,
         bytes: total.bytes,
         tokens: total.tokens,
@@ -524,7 +524,7 @@ pub(crate) fn choose_pages(
     oldest_kept: Option<u64>,
     offered: &Offered,
 ) -> ChosenPages {
-    let tok = budget.tokenizer;
+    let tok = budget.counter;
     let k = budget.req.recall_k;
     let mut report = RecallReport {
         k,

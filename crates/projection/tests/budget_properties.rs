@@ -17,8 +17,8 @@
 use ctxlog_event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
 use ctxlog_projection::naive::project_naive;
 use ctxlog_projection::{
-    Error, Policy, ProjectionRequest, RecalledPage, SizeCache, SliceHistory, Tokenizer, WireFormat,
-    count, project,
+    Error, Policy, ProjectionRequest, ProjectionRequestBuilder, RecalledPage, Report, SizeCache,
+    SliceHistory, Tokenizer, WireFormat, count, project,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -213,6 +213,17 @@ fn request(
     max_bytes: Option<u64>,
     max_tokens: Option<u64>,
 ) -> ProjectionRequest {
+    builder(shape, events, max_bytes, max_tokens)
+        .build()
+        .unwrap()
+}
+
+fn builder(
+    shape: &Shape,
+    events: &[Event],
+    max_bytes: Option<u64>,
+    max_tokens: Option<u64>,
+) -> ProjectionRequestBuilder {
     let mut b = ProjectionRequest::builder();
     b.format(shape.format)
         .tokenizer(shape.tokenizer)
@@ -247,7 +258,18 @@ fn request(
     if let Some(n) = max_tokens {
         b.max_tokens(n + 7);
     }
-    b.build().unwrap()
+    b
+}
+
+/// `report` with the figures a projection without token figures leaves at 0.
+fn without_token_figures(report: &Report) -> Report {
+    let mut report = report.clone();
+    report.tokens = 0;
+    report.mandatory.tokens = 0;
+    for tier in &mut report.tiers {
+        tier.tokens = 0;
+    }
+    report
 }
 
 /// Checks that the report's tiers add up to its totals (SPEC P8).
@@ -451,6 +473,57 @@ proptest! {
                     prop_assert_eq!(needed_tokens, mandatory_tokens);
                 }
                 Err(e) => prop_assert!(false, "unexpected error {e}"),
+            }
+        }
+    }
+
+    /// A caller that does not read token figures (`token_figures(false)`: the CLI without
+    /// `--report`) gets the same body, the same error and the same report but for the counted
+    /// token figures, which are 0 — unless a token budget needs them, then everything is the
+    /// same. With one cache shared by both kinds of calls, neither sees the other's sizes.
+    #[test]
+    fn without_token_figures_only_the_counted_tokens_differ(
+        (preamble, turns) in conversation(),
+        shape in shape(),
+        agent in any::<bool>(),
+        stride in 3u64..40,
+    ) {
+        let events = build_events(&preamble, &turns);
+        let history = SliceHistory::new(&events);
+        let policy = if agent { Policy::Agent } else { Policy::Turns };
+        let full = project(&history, &request(&shape, &events, None, None), &mut SizeCache::new()).unwrap();
+        let mut shared = SizeCache::new();
+        let mut budgets: Vec<(Option<u64>, Option<u64>)> = vec![(None, None)];
+        let bytes = full.report.mandatory.bytes.saturating_sub(3).max(1)..=full.report.bytes + 2;
+        budgets.extend(bytes.step_by(stride as usize).map(|b| (Some(b), None)));
+        budgets.push((Some(full.report.mandatory.bytes.saturating_sub(1).max(1)), None));
+        budgets.push((None, Some(full.report.mandatory.tokens.saturating_sub(1).max(1))));
+        budgets.push((None, Some(full.report.tokens)));
+        for (max_bytes, max_tokens) in budgets {
+            let mut b = builder(&shape, &events, max_bytes, max_tokens);
+            b.policy(policy);
+            let counted = b.build().unwrap();
+            let uncounted = b.token_figures(false).build().unwrap();
+            prop_assert!(counted.token_figures() && !uncounted.token_figures());
+            let expected = project(&history, &counted, &mut SizeCache::new());
+            for cache in [&mut SizeCache::new(), &mut shared] {
+                let ours = project(&history, &uncounted, cache);
+                match (&expected, &ours) {
+                    (Ok(e), Ok(o)) => {
+                        prop_assert_eq!(&o.body, &e.body);
+                        if max_tokens.is_some() {
+                            prop_assert_eq!(&o.report, &e.report);
+                        } else {
+                            prop_assert_eq!(&o.report, &without_token_figures(&e.report));
+                            prop_assert!(e.report.tokens > 0);
+                        }
+                    }
+                    (Err(e), Err(o)) => prop_assert_eq!(e.to_string(), o.to_string()),
+                    _ => prop_assert!(false, "{:?} against {:?}", expected, ours),
+                }
+                // The counted projection after the uncounted one (same cache) is unchanged.
+                let again = project(&history, &counted, cache);
+                prop_assert_eq!(format!("{again:?}"), format!("{expected:?}"));
             }
         }
     }

@@ -325,10 +325,11 @@ async fn projection(
 ) -> Result<Response, AppError> {
     let q: ProjectionQuery = query(&uri)?;
     let request: ProjectRequest = request_for(&name, &body)?;
-    let projection = blocking(tenant, move |s| s.project(&request)).await?;
     if !q.report {
+        let projection = blocking(tenant, move |s| s.project_body(&request)).await?;
         return Ok(json_bytes(projection.body));
     }
+    let projection = blocking(tenant, move |s| s.project(&request)).await?;
     let report = serde_json::to_vec(&projection.report).map_err(|e| AppError::internal(&e))?;
     let mut out = Vec::with_capacity(projection.body.len() + report.len() + 24);
     out.extend_from_slice(b"{\"body\":");

@@ -103,7 +103,7 @@ impl AgentLayout<'_, '_> {
     }
 
     pub fn chain(&self, context: Cost) -> Cost {
-        let tok = self.budget.tokenizer;
+        let tok = self.budget.counter;
         self.system_cost
             .then(self.pinned_cost, tok)
             .then(context, tok)

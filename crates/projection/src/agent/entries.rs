@@ -6,9 +6,8 @@ use ctxlog_event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
 
 use crate::cache::SizeCache;
 use crate::json::escaped_len;
-use crate::options::Tokenizer;
 use crate::report::Tier;
-use crate::tokens::text_tokens;
+use crate::tokens::{Counter, text_tokens};
 use crate::wire::openai_arguments;
 
 /// Characters kept at each end of a clipped tool result.
@@ -73,18 +72,20 @@ impl Entry {
 
     /// Tokens of the entry's current text, from the cache when the entry is cacheable (every
     /// entry but the status line, whose text depends on the whole history).
-    pub fn tokens(&self, tokenizer: Tokenizer, cache: &mut SizeCache) -> i64 {
+    pub fn tokens(&self, counter: Counter, cache: &mut SizeCache) -> i64 {
         let Some(text) = self.text() else {
             return 0;
         };
         if self.tier == Tier::Status || self.uncached {
-            return text_tokens(tokenizer, text) as i64;
+            return counter.text(text) as i64;
         }
         let variant = (self.tier as u8) << 2
             | u8::from(self.form == Form::Clipped) << 1
             | u8::from(self.interrupted);
-        cache.entry_tokens((self.seq, variant, tokenizer), || {
-            text_tokens(tokenizer, text)
+        counter.count(|tokenizer| {
+            cache.entry_tokens((self.seq, variant, tokenizer), || {
+                text_tokens(tokenizer, text)
+            })
         }) as i64
     }
 

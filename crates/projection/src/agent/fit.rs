@@ -8,7 +8,6 @@ use crate::cache::SizeCache;
 use crate::error::Result;
 use crate::json::escaped_len;
 use crate::report::{Size, Tier};
-use crate::tokens::text_tokens;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Action {
@@ -76,7 +75,7 @@ pub(super) fn fit(
     let estimate_tokens = budget.req.max_tokens.is_some();
     let mut token_of = |e: &Entry| -> i64 {
         if estimate_tokens && e.form != Form::Dropped {
-            e.tokens(budget.tokenizer, cache) + 1
+            e.tokens(budget.counter, cache) + 1
         } else {
             0
         }
@@ -84,7 +83,7 @@ pub(super) fn fit(
     let notice_size = |omitted: Omitted| -> (i64, i64) {
         layout.notice_line(omitted).map_or((0, 0), |text| {
             let tokens = if estimate_tokens {
-                text_tokens(budget.tokenizer, &text) as i64 + 1
+                budget.counter.text(&text) as i64 + 1
             } else {
                 0
             };

@@ -23,7 +23,6 @@ use crate::expand::excerpt;
 use crate::history::{History, read};
 use crate::json::escaped_len;
 use crate::report::{Size, Tier};
-use crate::tokens::text_tokens;
 
 /// Room (bytes) below which a longer excerpt is not looked for in an unread artifact.
 const SPENT_BYTES: u64 = 64;
@@ -82,7 +81,7 @@ pub(super) fn grow_results<H: History + ?Sized>(
             continue;
         }
         let current_tokens = if tokens_counted {
-            text_tokens(budget.tokenizer, &current)
+            budget.counter.text(&current)
         } else {
             0
         };
@@ -102,8 +101,8 @@ pub(super) fn grow_results<H: History + ?Sized>(
                 });
             }
             {
-                let estimate = (size.tokens + text_tokens(budget.tokenizer, candidate))
-                    .saturating_sub(current_tokens);
+                let estimate =
+                    (size.tokens + budget.counter.text(candidate)).saturating_sub(current_tokens);
                 let least = Size {
                     bytes,
                     tokens: estimate.saturating_sub(TOKEN_SLACK),

@@ -79,7 +79,7 @@ pub(crate) fn project<H: History + ?Sized>(
     source: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
     let budget = Budget::new(req);
-    let tok = budget.tokenizer;
+    let tok = budget.counter;
     let pinned = pinned_notes(history)?;
     let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
     let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));

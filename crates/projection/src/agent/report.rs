@@ -8,12 +8,11 @@ use crate::cache::SizeCache;
 use crate::history::SeqRange;
 use crate::json::escaped_len;
 use crate::report::{Clip, Drop, RecallReport, Report, Size, Tier, TierSize, TurnCounts};
-use crate::tokens::text_tokens;
 
 impl AgentLayout<'_, '_> {
     pub fn report(&self, cache: &mut SizeCache, o: Outcome<'_>) -> Report {
         let budget = self.budget;
-        let tok = budget.tokenizer;
+        let tok = budget.counter;
         let mut sums = TierSums::new(tok);
         sums.push(Tier::System, self.system_cost, 1);
         sums.push(Tier::Pinned, self.pinned_cost, o.pinned.len());
@@ -25,14 +24,14 @@ impl AgentLayout<'_, '_> {
             sums.add_raw(
                 Tier::Notice,
                 2 + escaped_len(text) as i64,
-                text_tokens(tok, text) as i64,
+                tok.text(text) as i64,
             );
         }
         for page in o.pages {
             sums.add_raw(
                 Tier::Recalled,
                 2 + escaped_len(page) as i64,
-                text_tokens(tok, page) as i64,
+                tok.text(page) as i64,
             );
         }
         for e in o.entries.iter().filter(|e| e.form != Form::Dropped) {
@@ -77,7 +76,7 @@ impl AgentLayout<'_, '_> {
         }
         Report {
             format: budget.format,
-            tokenizer: tok,
+            tokenizer: tok.tokenizer,
             policy: budget.req.policy,
             bytes: o.total.bytes,
             tokens: o.total.tokens,

@@ -5,10 +5,10 @@ use std::path::Path;
 
 use ctxlog::ops::{
     CommitRequest, CountRequest, EraseRequest, EraseTarget, ExportRequest, GcRequest,
-    ImportRequest, ListRequest, LogRequest, ProjectRequest, RecallRequest, ReindexRequest,
-    VerifyRequest,
+    ImportRequest, ListRequest, LogRequest, ProjectRequest, RecallIndexCheck, RecallRequest,
+    ReindexRequest, VerifyRequest, VerifyResponse,
 };
-use ctxlog::{Event, EventBody, Store, VerifyReport};
+use ctxlog::{Event, EventBody, Store};
 
 use crate::args::{
     Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, GcArgs, ImportArgs, LogArgs,
@@ -216,10 +216,11 @@ fn verify(store: &Store, args: ConvArg, json: bool) -> Result<(), Failure> {
 }
 
 /// The human-readable verify report: a summary line, then one line per finding.
-fn verify_text(report: &VerifyReport) -> String {
+fn verify_text(response: &VerifyResponse) -> String {
+    let report = &response.ledger;
     let mut text = format!(
         "{}: {} events (last seq {}), {} bytes, {} artifacts\n",
-        if report.is_clean() {
+        if response.is_clean() {
             "ok"
         } else {
             "found problems"
@@ -262,6 +263,20 @@ fn verify_text(report: &VerifyReport) -> String {
         text.push_str(&format!(
             "sidecar index: {problem} (a cache, rebuildable from the log)\n"
         ));
+    }
+    match &response.recall_index {
+        RecallIndexCheck::Absent => {
+            text.push_str("recall index: none yet (built on the first recall)\n")
+        }
+        RecallIndexCheck::Ok { pages } => {
+            text.push_str(&format!("recall index: ok, {pages} pages\n"))
+        }
+        RecallIndexCheck::Damaged { problem } => text.push_str(&format!(
+            "{problem} (a cache: the ledger is intact; until then recall may miss pages)\n"
+        )),
+        RecallIndexCheck::Unchecked { reason } => {
+            text.push_str(&format!("recall index: not checked: {reason}\n"))
+        }
     }
     text
 }

@@ -34,7 +34,7 @@ pub fn run(store: &Store, root: &Path) -> Result<(), Failure> {
     let _ = writeln!(
         out,
         "\n5. `ctxlog verify {name}`: {} events, {} bytes, every checksum good, {} artifact(s).",
-        report.events, report.bytes, report.artifacts
+        report.ledger.events, report.ledger.bytes, report.ledger.artifacts
     );
     let root_arg = shell_quoted(&root.display().to_string());
     let _ = writeln!(

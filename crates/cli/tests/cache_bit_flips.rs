@@ -8,6 +8,11 @@
 //! recall was unavailable: the fallback SPEC R2 asks for).
 //! Never a wrong event, a wrong body or a recalled text that is not the ledger's.
 //!
+//! One kind of damage no read can see: FTS5's term data (and the context column), which no
+//! page row's checksum covers. A flip there can make a search miss or rank differently, so a
+//! projection may recall other pages of the ledger than it did; every such case must then be
+//! found by `ctxlog verify` (which runs FTS5's own integrity check) as a damaged recall index.
+//!
 //! Small files have every bit flipped; for larger ones each byte has one bit flipped (bit
 //! `offset % 8`), and `recall.sqlite` is sampled. The conversation directory is restored to
 //! its exact bytes before each flip. Two worker threads share the cases.
@@ -148,8 +153,15 @@ fn check_project_recall(env: &Env, base: &Baseline) -> Option<String> {
     if report["recall"]["unavailable"].is_string() {
         return None;
     }
+    // Damage no read sees (see the top of this file): other pages of the ledger, and
+    // `verify` must find it.
+    let verify: Value = serde_json::from_slice(&env.ok(&["verify", CONV, "--json"], b"")).unwrap();
+    if verify["recall_index"]["state"] == "damaged" {
+        return None;
+    }
     Some(format!(
-        "{PROJECT_RECALL:?}: different output with exit 0, and the report says recall was available"
+        "{PROJECT_RECALL:?}: different output with exit 0, the report says recall was available and verify finds nothing: {}",
+        verify["recall_index"]
     ))
 }
 
@@ -316,4 +328,45 @@ fn recall_index_text_flips_never_serve_wrong_text() {
         .collect();
     assert!(!cases.is_empty(), "the page text is stored in the index");
     run_flips(cases);
+}
+
+/// `verify` checks the recall index through and through: a clean one is "ok" with its page
+/// count, and a flip in any stored copy of a word — page text, context or FTS5 term data — is
+/// a damaged index (exit 0: the ledger is intact; `reindex` repairs), and `verify` writes
+/// nothing.
+#[test]
+fn verify_finds_every_flip_inside_a_stored_word() {
+    let (env, base) = build();
+    let dir = env.conv_dir(CONV);
+    let text = String::from_utf8(env.ok(&["verify", CONV], b"")).unwrap();
+    assert!(text.starts_with("ok: "), "{text}");
+    assert!(text.contains("recall index: ok, 10 pages\n"), "{text}");
+    let index = dir.join("recall.sqlite");
+    let clean = std::fs::read(&index).unwrap();
+    let offsets: Vec<usize> = clean
+        .windows(5)
+        .enumerate()
+        .filter(|(_, w)| *w == b"zebra")
+        .map(|(o, _)| o + 1)
+        .collect();
+    assert!(offsets.len() >= 3, "{offsets:?}");
+    for offset in offsets {
+        restore(&dir, &base.files, &dir);
+        let mut bytes = clean.clone();
+        bytes[offset] ^= 1;
+        std::fs::write(&index, &bytes).unwrap();
+        let text = String::from_utf8(env.ok(&["verify", CONV], b"")).unwrap();
+        assert!(
+            text.starts_with("found problems: ") && text.contains("is damaged"),
+            "byte {offset}: {text}"
+        );
+        let json: Value =
+            serde_json::from_slice(&env.ok(&["verify", CONV, "--json"], b"")).unwrap();
+        assert_eq!(json["recall_index"]["state"], "damaged", "byte {offset}");
+        assert_eq!(std::fs::read(&index).unwrap(), bytes, "verify wrote");
+    }
+    restore(&dir, &base.files, &dir);
+    env.ok(&["reindex", CONV], b"");
+    let text = String::from_utf8(env.ok(&["verify", CONV], b"")).unwrap();
+    assert!(text.contains("recall index: ok, 10 pages\n"), "{text}");
 }

@@ -13,7 +13,7 @@
 //! |---|---|---|
 //! | commit | [`CommitRequest`] | [`CommitReceipt`]: `{"first_seq","last_seq","replayed"}` |
 //! | log | [`LogRequest`] | [`LogResponse`]: `{"last_seq","events":[Event…]}` |
-//! | verify | [`VerifyRequest`] | [`VerifyReport`] (`ok` false names the problem) |
+//! | verify | [`VerifyRequest`] | [`VerifyResponse`]: the ledger's [`VerifyReport`] and `recall_index` |
 //! | project | [`ProjectRequest`] | [`Projection`]: the exact body bytes and the report |
 //! | count | [`CountRequest`] | [`Count`]: `{"bytes","tokens","tokenizer",…}` |
 //! | recall | [`RecallRequest`] | [`RecallResult`]: `{"query","hits","next_offset","note"}` |
@@ -563,17 +563,77 @@ pub type ProjectResponse = Projection;
 pub type CountResponse = Count;
 /// What the response of [`RecallRequest`] is.
 pub type RecallResponse = RecallResult;
-/// What the response of [`VerifyRequest`] is.
-pub type VerifyResponse = VerifyReport;
+/// What verify found: the ledger's report (its fields at the top level of the JSON) and the
+/// state of the conversation's recall index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VerifyResponse {
+    /// Every record, the sidecar index and the artifacts.
+    #[serde(flatten)]
+    pub ledger: VerifyReport,
+    /// The recall index, a cache of the ledger (SPEC R2), checked through and through.
+    pub recall_index: RecallIndexCheck,
+}
 
-/// Corruption that a [`VerifyReport`] found beyond the records themselves (referenced
-/// artifacts missing or altered), as an error of class [`crate::ErrorClass::Corrupt`].
-pub fn verify_problem(report: &VerifyReport) -> Option<Error> {
-    if report.artifact_problems.is_empty() {
+impl VerifyResponse {
+    /// True when the ledger is clean and the recall index is not damaged.
+    pub fn is_clean(&self) -> bool {
+        self.ledger.is_clean() && !matches!(self.recall_index, RecallIndexCheck::Damaged { .. })
+    }
+}
+
+/// What verify found of a conversation's recall index: `{"state": "ok", "pages": N}` and so on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RecallIndexCheck {
+    /// No index file yet: the first recall or projection with recalled pages builds it.
+    Absent,
+    /// SQLite's and FTS5's own checks passed and every page matches its checksum.
+    Ok {
+        /// Pages in the index (0 for an index of an older version, recreated on next use).
+        pages: u64,
+    },
+    /// The index is damaged. The ledger is not: `ctxlog reindex` rebuilds the index from it.
+    /// Until then explicit recall fails, and damage that no read can see (FTS5's term data)
+    /// may make searches miss or misrank pages — never serve text that is not the ledger's.
+    Damaged {
+        /// What was found wrong.
+        problem: String,
+    },
+    /// The check could not run (for example a read-only file: FTS5's check needs to open it
+    /// for writing, though it writes nothing).
+    Unchecked {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl RecallIndexCheck {
+    /// Checks the index file at `path` (a full read; writes nothing).
+    pub fn of(path: &std::path::Path) -> RecallIndexCheck {
+        if std::fs::symlink_metadata(path).is_err() {
+            return RecallIndexCheck::Absent;
+        }
+        match ctxlog_recall::RecallIndex::check_file(path) {
+            Ok(pages) => RecallIndexCheck::Ok { pages },
+            Err(e) if e.is_damaged() => RecallIndexCheck::Damaged {
+                problem: e.to_string(),
+            },
+            Err(e) => RecallIndexCheck::Unchecked {
+                reason: e.to_string(),
+            },
+        }
+    }
+}
+
+/// Corruption that a [`VerifyResponse`] found beyond the records themselves (referenced
+/// artifacts missing or altered), as an error of class [`crate::ErrorClass::Corrupt`]. A
+/// damaged recall index is not corruption: it is a cache, and `reindex` rebuilds it.
+pub fn verify_problem(report: &VerifyResponse) -> Option<Error> {
+    if report.ledger.artifact_problems.is_empty() {
         return None;
     }
     Some(Error::ArtifactsDamaged {
-        problems: report.artifact_problems.clone(),
+        problems: report.ledger.artifact_problems.clone(),
     })
 }
 

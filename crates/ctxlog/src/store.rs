@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use ctxlog_ledger::{CommitReceipt, NewCommit, Options, VerifyReport};
+use ctxlog_ledger::{CommitReceipt, NewCommit, Options};
 use ctxlog_projection::{Count, Projection, SizeCache, SliceHistory, WireFormat};
 use ctxlog_recall::{Progress, RecallResult, SearchOptions};
 
@@ -21,7 +21,8 @@ use crate::backend::{Backend, FileBackend};
 use crate::ops::{
     AllMarker, CommitRequest, CountRequest, EraseRequest, EraseResponse, EraseTarget,
     GcConversation, GcRequest, GcResponse, ListRequest, ListResponse, LogRequest, LogResponse,
-    ProjectRequest, RecallRequest, ReindexRequest, ReindexResponse, VerifyRequest,
+    ProjectRequest, RecallIndexCheck, RecallRequest, ReindexRequest, ReindexResponse,
+    VerifyRequest, VerifyResponse,
 };
 use crate::redact::{RedactionConfig, Redactor};
 use crate::retention::RetentionPolicy;
@@ -596,15 +597,20 @@ impl Store {
         })
     }
 
-    /// Checks every record's checksum, the sidecar index and the artifacts; writes nothing.
-    /// Artifact problems are in the report; [`crate::ops::verify_problem`] turns them into
-    /// the corruption error.
+    /// Checks every record's checksum, the sidecar index, the artifacts and the recall index
+    /// (a full read of each); writes nothing. Artifact problems are in the report;
+    /// [`crate::ops::verify_problem`] turns them into the corruption error. A damaged recall
+    /// index is reported, not an error (`reindex` rebuilds it).
     ///
     /// # Errors
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::Corrupt`] naming the offset and seq.
-    pub fn verify(&self, request: &VerifyRequest) -> Result<VerifyReport> {
-        self.backend
-            .verify(&ConversationName::new(&request.conversation)?)
+    pub fn verify(&self, request: &VerifyRequest) -> Result<VerifyResponse> {
+        let name = ConversationName::new(&request.conversation)?;
+        let ledger = self.backend.verify(&name)?;
+        Ok(VerifyResponse {
+            ledger,
+            recall_index: RecallIndexCheck::of(&self.backend.recall_cache(&name)),
+        })
     }
 
     /// The exact request body for one model call (SPEC §5). A conversation with no commits

@@ -85,7 +85,14 @@ fn commits_get_contiguous_seqs(e: &dyn Engine) {
             conversation: "c".into(),
         })
         .unwrap();
-    assert_eq!((report.events, report.last_seq, report.turns), (10, 10, 5));
+    assert_eq!(
+        (
+            report.ledger.events,
+            report.ledger.last_seq,
+            report.ledger.turns
+        ),
+        (10, 10, 5)
+    );
 }
 
 fn ids_replay_or_conflict(e: &dyn Engine) {
@@ -206,7 +213,13 @@ fn large_outputs_become_artifacts(e: &dyn Engine) {
             conversation: "c".into(),
         })
         .unwrap();
-    assert_eq!((report.artifacts, report.artifact_problems.len()), (1, 0));
+    assert_eq!(
+        (
+            report.ledger.artifacts,
+            report.ledger.artifact_problems.len()
+        ),
+        (1, 0)
+    );
 }
 
 fn damaged_payloads_fail_closed(e: &dyn Engine) {
@@ -294,7 +307,7 @@ fn erasure_removes_text_everywhere(e: &dyn Engine) {
             conversation: "c".into(),
         })
         .unwrap();
-    assert_eq!(report.erased, 4);
+    assert_eq!(report.ledger.erased, 4);
     let next = commit(&store, "c", &turn("after", "erasure"), None).unwrap();
     assert_eq!(next.first_seq, 9);
 
@@ -361,7 +374,7 @@ fn earlier_tombstones_stay_as_written(e: &dyn Engine) {
             conversation: "c".into(),
         })
         .unwrap();
-    assert_eq!(report.erased, 8, "{}", e.name());
+    assert_eq!(report.ledger.erased, 8, "{}", e.name());
     let stored: Vec<Vec<u8>> = (1..=8).map(|s| e.stored("e6", "c", s)).collect();
     let EraseResponse::Range { already_erased, .. } =
         erase(&store, "c", EraseTarget::Seqs { from: 1, to: 8 }).unwrap()
@@ -450,6 +463,7 @@ fn export_import_round_trips_with_erasures(e: &dyn Engine) {
                 conversation: "copy".into(),
             })
             .unwrap()
+            .ledger
             .erased
             > 0
     );

@@ -560,9 +560,10 @@ impl PyConversation {
         json::to_py(py, &log.events)
     }
 
-    /// Checks every record, the sidecar index and the artifacts; writes nothing. Returns the
-    /// report (a dict); raises `Corrupt` (with `offset`, `seq`) for a damaged record or
-    /// artifact.
+    /// Checks every record, the sidecar index, the artifacts and the recall index; writes
+    /// nothing. Returns the report (a dict; `recall_index["state"]` is `ok`, `absent`,
+    /// `damaged` or `unchecked`); raises `Corrupt` (with `offset`, `seq`) for a damaged record
+    /// or artifact. A damaged recall index is reported, not raised: `reindex()` rebuilds it.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let request = VerifyRequest {
             conversation: self.name.clone(),

@@ -120,6 +120,44 @@ pub(crate) fn read_hit(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredHit> {
     })
 }
 
+/// Reads every page row with its text and checks it against its checksum; the number of
+/// rows. A page row without its full-text row (or the reverse) is damage too.
+pub(crate) fn check_every_page(
+    conn: &rusqlite::Connection,
+    path: &std::path::Path,
+) -> crate::Result<u64> {
+    let sqlite = |e| crate::Error::sqlite(path, e);
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT {COLUMNS} FROM pages p JOIN pages_fts ON pages_fts.rowid = p.id ORDER BY p.id"
+        ))
+        .map_err(sqlite)?;
+    let mut rows = stmt.query([]).map_err(sqlite)?;
+    let mut checked = 0u64;
+    while let Some(row) = rows.next().map_err(sqlite)? {
+        read_hit(row)
+            .map_err(sqlite)?
+            .verify()
+            .map_err(|reason| crate::store::damaged(path, reason))?;
+        checked += 1;
+    }
+    let count = |table: &str| -> crate::Result<u64> {
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|n| n as u64)
+        .map_err(sqlite)
+    };
+    let (pages, texts) = (count("pages")?, count("pages_fts")?);
+    if pages != checked || texts != checked {
+        return Err(crate::store::damaged(
+            path,
+            format!("{pages} page rows and {texts} full-text rows, {checked} of them paired"),
+        ));
+    }
+    Ok(checked)
+}
+
 /// A hit's row as read, before its checksum is checked.
 #[derive(Debug)]
 pub(crate) struct StoredHit {

@@ -325,26 +325,33 @@ impl Searcher<'_> {
         // `pool` rows pass the filters, scoring none. Ids grow with seq (pages are written in
         // seq order and only ever deleted all together), so the seq bound is a rowid bound
         // FTS5 applies itself.
-        let (score, newest, order_by) = match order {
+        let (score, newest, order_by, outer_order) = match order {
             Order::Bm25 => (
                 "-bm25(pages_fts, ?1, ?2, ?3, ?4)",
                 "",
                 "bm25(pages_fts, ?1, ?2, ?3, ?4)",
+                "top.score DESC, top.id DESC",
             ),
             Order::Newest => (
                 "0.0",
                 "AND pages_fts.rowid < coalesce((SELECT id FROM pages WHERE seq >= ?6 \
                  ORDER BY seq, page LIMIT 1), 9223372036854775807)",
                 "pages_fts.rowid DESC",
+                "top.id DESC",
             ),
         };
+        // The inner query picks the `pool` best rows by id and score alone; only those rows'
+        // text is read (SQLite's sorter holds every selected column of every matching row, and
+        // reading a page's text costs a content lookup of up to 2,048 characters).
         let sql = format!(
-            "SELECT {COLUMNS}, p.supersedes, p.cue, {score} AS score, \
-             p.author, p.episode, p.id \
-             FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid \
-             WHERE pages_fts MATCH ?5 {newest} AND p.seq < ?6 \
-             AND (?7 = '' OR instr(?7, ',' || p.kind || ',') > 0) \
-             ORDER BY {order_by} LIMIT ?8"
+            "SELECT {COLUMNS}, p.supersedes, p.cue, top.score, p.author, p.episode, p.id \
+             FROM (SELECT pages_fts.rowid AS id, {score} AS score \
+                   FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid \
+                   WHERE pages_fts MATCH ?5 {newest} AND p.seq < ?6 \
+                   AND (?7 = '' OR instr(?7, ',' || p.kind || ',') > 0) \
+                   ORDER BY {order_by} LIMIT ?8) AS top \
+             JOIN pages p ON p.id = top.id JOIN pages_fts ON pages_fts.rowid = top.id \
+             ORDER BY {outer_order}"
         );
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         let rows = stmt

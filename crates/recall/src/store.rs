@@ -263,6 +263,12 @@ pub(crate) fn prepare(conn: &mut Connection, path: &Path, meta: &Meta) -> Result
     contents((app, version), path)
 }
 
+/// What the opened file at `path` holds, by its version pragmas (a foreign or newer file is
+/// damage).
+pub(crate) fn stored_contents(conn: &Connection, path: &Path) -> Result<Contents> {
+    contents(versions(conn, path)?, path)
+}
+
 fn contents((app, version): (i64, i64), path: &Path) -> Result<Contents> {
     if app == i64::from(APPLICATION_ID) && (1..i64::from(SCHEMA_VERSION)).contains(&version) {
         return Ok(Contents::Outdated(version));

@@ -23,6 +23,22 @@ struct Neighbour {
     snippet: String,
 }
 
+/// The full-text row of one page, held until it is final.
+struct FtsRow {
+    id: i64,
+    body: String,
+    ctx: String,
+    meta: String,
+    cjk: String,
+}
+
+/// An event whose full-text rows are not written yet: its first page's context field still
+/// waits for the events that follow it (`IndexConfig::context_after`).
+struct Pending {
+    seq: u64,
+    rows: Vec<FtsRow>,
+}
+
 /// What the page rows of one event record besides their text.
 struct RowFacts<'e> {
     tool: Option<&'e str>,
@@ -49,6 +65,12 @@ pub(crate) struct Writer<'a> {
     tail: String,
     /// The seq of the previous event given to this writer.
     previous: Option<u64>,
+    /// The last indexed events of this transaction whose full-text rows may still receive a
+    /// following event's snippet, oldest first. They are inserted once, when final (or at
+    /// commit): updating a row in FTS5 is a delete and an insert, and deleting a row still in
+    /// FTS5's pending data flushes it to a new segment, which made every event a segment and
+    /// the build mostly merging. Rows go in in rowid order for the same reason.
+    pending: VecDeque<Pending>,
 }
 
 impl<'a> Writer<'a> {
@@ -85,6 +107,7 @@ impl<'a> Writer<'a> {
             through: meta.indexed_through,
             tail: meta.tail,
             previous: None,
+            pending: VecDeque::new(),
         })
     }
 
@@ -146,9 +169,12 @@ impl<'a> Writer<'a> {
     fn write_event(&mut self, event: &Event, text: &str) -> Result<()> {
         let snippet: String = text.chars().take(self.config.context_chars).collect();
         let row = self.row_facts(event, text);
-        let count = self.insert_pages(event, text, &row)?;
         self.append_context(event, &snippet)?;
+        let count = self.insert_pages(event, text, &row)?;
         self.remember(event, snippet);
+        while self.pending.len() > self.config.context_after {
+            self.flush_oldest()?;
+        }
         self.stats.events_indexed += 1;
         self.stats.pages_written += count;
         Ok(())
@@ -217,13 +243,8 @@ impl<'a> Writer<'a> {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )
             .map_err(e)?;
-        let mut insert_fts = self
-            .tx
-            .prepare_cached(
-                "INSERT INTO pages_fts(rowid, body, ctx, meta, cjk) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(e)?;
         let kind = event.kind().as_str();
+        let mut rows = Vec::with_capacity(slices.len());
         for slice in &slices {
             let facts = PageFacts {
                 seq: event.seq,
@@ -259,19 +280,49 @@ impl<'a> Writer<'a> {
             // Context and date describe the event, so only its first page carries them: the
             // pages of a large artifact must not all match its neighbours' words.
             let (ctx, meta) = if slice.page == 0 {
-                (row.ctx.as_str(), row.meta.as_str())
+                (row.ctx.clone(), row.meta.clone())
             } else {
-                ("", "")
+                (String::new(), String::new())
             };
-            insert_fts
-                .execute(params![id, slice.text, ctx, meta, cjk_grams(slice.text)])
-                .map_err(e)?;
+            rows.push(FtsRow {
+                id,
+                body: slice.text.to_owned(),
+                ctx,
+                meta,
+                cjk: cjk_grams(slice.text),
+            });
         }
+        self.pending.push_back(Pending {
+            seq: event.seq,
+            rows,
+        });
         Ok(count as u64)
     }
 
-    /// Appends the new event's snippet to the context of the earlier events it closely follows.
-    fn append_context(&self, event: &Event, snippet: &str) -> Result<()> {
+    /// Inserts the full-text rows of the oldest pending event.
+    fn flush_oldest(&mut self) -> Result<()> {
+        let Some(done) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        let e = |err| Error::sqlite(&self.path, err);
+        let mut insert_fts = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO pages_fts(rowid, body, ctx, meta, cjk) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(e)?;
+        for r in &done.rows {
+            insert_fts
+                .execute(params![r.id, r.body, r.ctx, r.meta, r.cjk])
+                .map_err(e)?;
+        }
+        Ok(())
+    }
+
+    /// Appends the new event's snippet to the context of the earlier events it closely follows:
+    /// in memory for an event of this transaction (not written yet), else in its stored row
+    /// (written by an earlier update), the same text either way.
+    fn append_context(&mut self, event: &Event, snippet: &str) -> Result<()> {
         let skip = self.window.len().saturating_sub(self.config.context_after);
         let earlier: Vec<u64> = self
             .window
@@ -292,7 +343,16 @@ impl<'a> Writer<'a> {
             )
             .map_err(e)?;
         for seq in earlier {
-            append.execute(params![snippet, seq as i64]).map_err(e)?;
+            let held = self.pending.iter_mut().find(|p| p.seq == seq);
+            match held.and_then(|p| p.rows.first_mut()) {
+                Some(first) => {
+                    first.ctx.push('\n');
+                    first.ctx.push_str(snippet);
+                }
+                None => {
+                    append.execute(params![snippet, seq as i64]).map_err(e)?;
+                }
+            }
         }
         Ok(())
     }
@@ -314,7 +374,10 @@ impl<'a> Writer<'a> {
     }
 
     /// Commits; returns the stats and the new tail fingerprint.
-    pub(crate) fn commit(self) -> Result<(UpdateStats, String)> {
+    pub(crate) fn commit(mut self) -> Result<(UpdateStats, String)> {
+        while !self.pending.is_empty() {
+            self.flush_oldest()?;
+        }
         let Writer {
             tx,
             path,

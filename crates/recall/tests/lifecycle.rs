@@ -304,3 +304,75 @@ fn out_of_order_events_are_refused_not_skipped() {
     index.update(&events[..2], &NoArtifacts).unwrap();
     assert_eq!(index.indexed_through(), 3);
 }
+
+/// Every row of both tables, in id order: `pages` and the full-text columns.
+fn all_rows(path: &std::path::Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT p.id, p.seq, p.page, p.pages, p.kind, p.tool, p.status, p.char_start, \
+             p.char_end, p.ts_ms, p.supersedes, p.cue, p.author, p.episode, p.checksum, \
+             f.body, f.ctx, f.meta, f.cjk \
+             FROM pages p JOIN pages_fts f ON f.rowid = p.id ORDER BY p.id",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            let cells: Vec<String> = (0..19)
+                .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
+                .collect();
+            Ok(cells.join(" | "))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// The writer holds an event's full-text rows until the event that follows it is known, then
+/// inserts them once; an update that ends mid-turn must leave the row so that the next update
+/// completes it exactly: split anywhere, the rows equal those of one update of everything.
+#[test]
+fn an_update_ending_mid_turn_continues_to_the_same_rows() {
+    let big = "kiwi log line with request ids and timings\n".repeat(120);
+    let mut events = Vec::new();
+    for t in 0..6u64 {
+        let s = t * 5;
+        events.push(user(
+            s + 1,
+            &format!("question {t} about kiwi and 项目代码"),
+        ));
+        events.push(ev(
+            s + 2,
+            ctxlog_event::EventBody::ToolCall {
+                call_id: format!("c{t}"),
+                tool: "sh".into(),
+                arguments: serde_json::json!({}),
+            },
+        ));
+        events.push(tool_result(s + 3, "sh", &big, None));
+        events.push(tool_result(s + 4, "recall", "never indexed", None));
+        events.push(assistant(s + 5, &format!("answer {t}: kiwi is ripe")));
+    }
+    // A pause of a day before the fourth turn starts another episode.
+    for e in events.iter_mut().skip(15) {
+        e.ts_ms += 86_400_000;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let whole_path = dir.path().join("whole.sqlite");
+    let mut whole = RecallIndex::open(&whole_path, "L").unwrap();
+    whole.update(&events, &NoArtifacts).unwrap();
+    let expected = all_rows(&whole_path);
+    assert_eq!(
+        expected.len(),
+        6 * (1 + 3 + 1),
+        "three pages per tool result"
+    );
+    for size in [1, 2, 3, 4, 7] {
+        let path = dir.path().join(format!("pieces-{size}.sqlite"));
+        let mut pieces = RecallIndex::open(&path, "L").unwrap();
+        for chunk in events.chunks(size) {
+            pieces.update(chunk, &NoArtifacts).unwrap();
+        }
+        assert_eq!(all_rows(&path), expected, "chunks of {size}");
+        pieces.verify().unwrap();
+    }
+}

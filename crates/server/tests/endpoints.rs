@@ -286,6 +286,8 @@ async fn verify_reindex_and_erase() {
     assert_eq!(report.json()["events"], 4);
     let stats = post(&app, "/v1/conversations/e/reindex", "{}").await.json();
     assert_eq!(stats["indexed_through"], 4);
+    let report = post(&app, "/v1/conversations/e/verify", "").await.json();
+    assert_eq!(report["recall_index"], json!({"state": "ok", "pages": 4}));
 
     let erased = post(
         &app,

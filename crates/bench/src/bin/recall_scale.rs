@@ -412,6 +412,7 @@ fn build(target: u64, dir: &Path) -> Result<()> {
             "pages_per_s": page_count as f64 / secs,
             "mb_per_s": page_bytes as f64 / 1e6 / secs,
             "index_bytes": size,
+            "runs": RUNS,
             "query_ms": times.iter().map(|(c, t)| json!([c, t])).collect::<Vec<_>>(),
             "hits": hits,
             "rss_mib": peak_rss_mib(),
@@ -460,13 +461,13 @@ fn report(results: &Path) -> Result<()> {
     sizes.sort_unstable();
     sizes.dedup();
     println!(
-        "recall at scale: k = {K}, {} queries × {RUNS} timed runs per size (warm cache), ctxlog `RecallIndex::search` vs Python sqlite3 FTS5 (bm25, ORDER BY rank LIMIT {K})\n",
+        "recall at scale: k = {K}, {} queries × `runs` timed runs per size after one warm-up pass (warm cache), ctxlog `RecallIndex::search` vs Python sqlite3 FTS5 (bm25, ORDER BY rank LIMIT {K})\n",
         QUERIES.len()
     );
     println!(
-        "| pages | side | events | page MB | build s | MB/s | pages/s | events/s | index MB | p50 ms | p99 ms | max ms | p50 rare / common / multi / cjk | peak RSS MiB |"
+        "| pages | side | runs | events | page MB | build s | MB/s | pages/s | events/s | index MB | p50 ms | p99 ms | max ms | p50 rare / common / multi / cjk | peak RSS MiB |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     let mut ratios = Vec::new();
     for n in &sizes {
         let side = |name: &str| {
@@ -484,8 +485,9 @@ fn report(results: &Path) -> Result<()> {
                 .as_f64()
                 .map_or("—".to_owned(), |e| format!("{e:.0}"));
             println!(
-                "| {n} | {} | {events} | {:.1} | {:.1} | {:.2} | {:.0} | {events_per_s} | {:.1} | {p50:.2} | {p99:.2} | {max:.2} | {:.2} / {:.2} / {:.2} / {:.2} | {:.1} |",
+                "| {n} | {} | {} | {events} | {:.1} | {:.1} | {:.2} | {:.0} | {events_per_s} | {:.1} | {p50:.2} | {p99:.2} | {max:.2} | {:.2} / {:.2} / {:.2} / {:.2} | {:.1} |",
                 v["side"].as_str().unwrap_or("?"),
+                v["runs"].as_u64().map_or("?".to_owned(), |r| r.to_string()),
                 f("page_bytes") / 1e6,
                 f("build_s"),
                 f("mb_per_s"),

@@ -213,7 +213,8 @@ class Conversation:
     def log(self, *, start: int = 1, limit: Optional[int] = None) -> List[JsonDict]:
         """The events in seq order."""
     def verify(self) -> JsonDict:
-        """Checks every record and artifact; raises Corrupt for damage."""
+        """Checks every record, artifact and the recall index; raises Corrupt for damaged
+        records or artifacts; a damaged recall index is in ``recall_index``."""
     def reindex(self) -> JsonDict:
         """Rebuilds the recall index from the ledger."""
     def export(self) -> bytes:

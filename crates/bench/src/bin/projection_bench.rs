@@ -5,6 +5,10 @@
 //! body is checked to equal ours byte for byte. Token budgets are shown for our projector only:
 //! the naive rule would tokenize every candidate body.
 //!
+//! The naive rule writes each candidate body in full from the messages (every string escaped
+//! again), as a caller serializing the request once per attempt would; at a small window that
+//! is every suffix of the history, so one call writes ~turns²/2 turns' worth of JSON.
+//!
 //! ```text
 //! cargo run --release -p ctxlog-bench --bin projection_bench [-- TURNS]
 //! ```
@@ -94,6 +98,9 @@ fn main() -> Result<()> {
     }
     println!(
         "peak RSS: the process's, reset before our warm and cold runs of each row (not the naive run)"
+    );
+    println!(
+        "naive: one call per row; every candidate body written in full from the messages (each string escaped again)"
     );
     println!(
         "warm cache: {} entries, {} hits, {} misses",

@@ -7,6 +7,26 @@
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// How each byte is escaped: 0 for not at all, `u` for `\u00XX`, else the letter after the
+/// backslash. The escape set is written down here only; one lookup per byte (as `serde_json`
+/// does) keeps the scan over a string's plain bytes short.
+const ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
 /// Appends `s` as a JSON string literal (with quotes) to `out`.
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
@@ -19,17 +39,10 @@ pub(crate) fn write_str_body(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let short = match b {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            b'\n' => b'n',
-            b'\r' => b'r',
-            b'\t' => b't',
-            0x08 => b'b',
-            0x0c => b'f',
-            0x00..=0x1f => b'u',
-            _ => continue,
-        };
+        let short = ESCAPE[usize::from(b)];
+        if short == 0 {
+            continue;
+        }
         out.extend_from_slice(&bytes[start..i]);
         out.push(b'\\');
         out.push(short);
@@ -49,10 +62,10 @@ pub(crate) fn write_str_body(out: &mut Vec<u8>, s: &str) {
 /// The length of `s` once escaped, without quotes; equals what [`write_str_body`] appends.
 pub(crate) fn escaped_len(s: &str) -> u64 {
     s.bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
-            0x00..=0x1f => 6,
-            _ => 1,
+        .map(|b| match ESCAPE[usize::from(b)] {
+            0 => 1,
+            b'u' => 6,
+            _ => 2,
         })
         .sum()
 }
@@ -93,6 +106,18 @@ mod tests {
         assert_eq!(lit("a\"b\\c\nd\te\u{1}f"), r#""a\"b\\c\nd\te\u0001f""#);
         assert_eq!(lit("中文 😀 \u{7f} /"), "\"中文 😀 \u{7f} /\"");
         assert_eq!(lit("\u{8}\u{c}\r\u{1f}"), r#""\b\f\r\u001f""#);
+    }
+
+    #[test]
+    fn every_byte_alone_matches_serde_json_and_its_escaped_len() {
+        for c in (0u8..=127)
+            .map(char::from)
+            .chain(['é', '中', '😀', '\u{2028}'])
+        {
+            let s = c.to_string();
+            assert_eq!(lit(&s), serde_json::to_string(&s).unwrap(), "{c:?}");
+            assert_eq!(escaped_len(&s) + 2, lit(&s).len() as u64, "{c:?}");
+        }
     }
 
     #[test]

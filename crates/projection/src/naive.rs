@@ -6,6 +6,13 @@
 //! is repeated without the notice.
 //! Recalled pages are then tried one by one, each by serializing the whole body again. It is
 //! quadratic in the history and exists only to check [`crate::project`] against, byte for byte.
+//!
+//! Serializing a candidate means what a caller who serializes the request once per attempt
+//! does: the body is written from the messages (`wire::Msg`), every string escaped again, and
+//! nothing written for one candidate is reused for the next. The history's messages (their
+//! strings not yet escaped) are built once per call. `projection_bench` times this rule as the reference (SPEC P9), so
+//! caching serialized bytes across candidates here would make it a cheaper rule than the one
+//! the benchmark names.
 
 use crate::budget::Budget;
 use crate::error::{Error, Result};

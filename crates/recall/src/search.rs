@@ -22,8 +22,10 @@ pub const MAX_LIMIT: usize = 50;
 pub const MAX_RANKED: usize = 1000;
 /// Phrases counted a second time (up to the scoring budget left) that may turn out not to fit,
 /// per search; the first count of every phrase stops at 1/16 of the budget. Bounds the cost
-/// of counting.
-const COUNTED_COMMON: usize = 4;
+/// of counting: at 1M pages, counting was over half of a multi-word search's instructions
+/// with 4 (docs/benchmarks.md, "Recall at scale"). After the first phrase that does not fit,
+/// the other phrases over 1/16 of the budget are common; when all matches fit, none misses.
+const COUNTED_COMMON: usize = 1;
 
 /// Options of [`RecallIndex::search`](crate::RecallIndex::search). `Default` is: no seq, offset 0, limit
 /// [`DEFAULT_LIMIT`], every kind, every seq.

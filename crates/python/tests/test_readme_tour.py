@@ -37,7 +37,8 @@ def test_the_tour(store: ctxlog.Store) -> None:
         "user", "assistant", "user", "tool_call", "tool_result", "assistant",
     ]
     assert events[0]["text"] == "My project code is ZX-81."
-    assert chat.verify()["events"] == 6
+    report = chat.verify()
+    assert report["events"] == 6 and report["recall_index"] == {"state": "absent"}
 
     body, report = chat.project(input="What is my project code?", max_bytes=400)
     assert isinstance(body, bytes) and len(body) <= 400
@@ -59,6 +60,8 @@ def test_the_tour(store: ctxlog.Store) -> None:
 
     assert [c["name"] for c in store.list()] == ["chat1"]
     assert chat.reindex()["indexed_through"] == 6
+    index = chat.verify()["recall_index"]
+    assert index["state"] == "ok" and index["pages"] > 0
 
 
 def test_body_as_a_dict_for_an_sdk(store: ctxlog.Store) -> None:

@@ -10,6 +10,7 @@
 //! recall_scale build PAGES DIR     # builds DIR/recall.sqlite and DIR/queries.json, prints one JSON line
 //! recall_scale report RESULTS      # RESULTS: the JSON lines of both sides; prints the table
 //! recall_scale query DIR QUERY…    # one search per query on DIR/recall.sqlite (for profiling)
+//! recall_scale requery DIR BUILD_JSON  # the timed queries again on DIR's index; BUILD_JSON's line with the new times
 //! ```
 
 use std::path::Path;
@@ -381,23 +382,7 @@ fn build(target: u64, dir: &Path) -> Result<()> {
         })
         .collect();
     std::fs::write(dir.join("queries.json"), serde_json::to_vec(&queries)?)?;
-    let opts = SearchOptions {
-        limit: K,
-        ..SearchOptions::default()
-    };
-    for (_, q) in QUERIES {
-        index.search(q, &opts)?;
-    }
-    let mut times: Vec<(&str, f64)> = Vec::new();
-    let mut hits = 0;
-    for _ in 0..RUNS {
-        for (category, q) in QUERIES {
-            let start = Instant::now();
-            let result = index.search(q, &opts)?;
-            times.push((category, ms(start.elapsed())));
-            hits += result.hits.len();
-        }
-    }
+    let (query_ms, hits) = timed_queries(&index)?;
     let secs = took.as_secs_f64();
     println!(
         "{}",
@@ -413,12 +398,62 @@ fn build(target: u64, dir: &Path) -> Result<()> {
             "mb_per_s": page_bytes as f64 / 1e6 / secs,
             "index_bytes": size,
             "runs": RUNS,
-            "query_ms": times.iter().map(|(c, t)| json!([c, t])).collect::<Vec<_>>(),
+            "query_ms": query_ms,
             "hits": hits,
             "rss_mib": peak_rss_mib(),
         })
     );
     Ok(())
+}
+
+/// Every query once untimed (warm-up), then [`RUNS`] timed passes: `[[category, ms], …]` and
+/// the number of hits.
+fn timed_queries(index: &RecallIndex) -> Result<(Value, usize)> {
+    let opts = SearchOptions {
+        limit: K,
+        ..SearchOptions::default()
+    };
+    for (_, q) in QUERIES {
+        index.search(q, &opts)?;
+    }
+    let mut times = Vec::new();
+    let mut hits = 0;
+    for _ in 0..RUNS {
+        for (category, q) in QUERIES {
+            let start = Instant::now();
+            let result = index.search(q, &opts)?;
+            times.push(json!([category, ms(start.elapsed())]));
+            hits += result.hits.len();
+        }
+    }
+    Ok((Value::Array(times), hits))
+}
+
+/// Times the queries again on the index `build` left in `dir` and prints `build_line` (the
+/// JSON line `build` printed) with its query times replaced: for a query phase that something
+/// else disturbed (the doc says when this was used).
+fn requery(dir: &Path, build_line: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(build_line)
+        .with_context(|| format!("reading {}", build_line.display()))?;
+    let mut line: Value =
+        serde_json::from_str(text.trim()).context("BUILD_JSON is not one JSON line")?;
+    let index = RecallIndex::open(dir.join("recall.sqlite"), "recall-scale")?;
+    let (query_ms, hits) = timed_queries(&index)?;
+    line["query_ms"] = query_ms;
+    line["hits"] = json!(hits);
+    line["requeried"] = json!(true);
+    println!("{line}");
+    Ok(())
+}
+
+/// The side's name, marked when its queries were timed again by `requery`.
+fn side_label(v: &Value) -> String {
+    let side = v["side"].as_str().unwrap_or("?");
+    if v["requeried"] == true {
+        format!("{side} (queries re-run)")
+    } else {
+        side.to_owned()
+    }
 }
 
 fn stats(v: &Value) -> (f64, f64, f64) {
@@ -486,7 +521,7 @@ fn report(results: &Path) -> Result<()> {
                 .map_or("—".to_owned(), |e| format!("{e:.0}"));
             println!(
                 "| {n} | {} | {} | {events} | {:.1} | {:.1} | {:.2} | {:.0} | {events_per_s} | {:.1} | {p50:.2} | {p99:.2} | {max:.2} | {:.2} / {:.2} / {:.2} / {:.2} | {:.1} |",
-                v["side"].as_str().unwrap_or("?"),
+                side_label(v),
                 v["runs"].as_u64().map_or("?".to_owned(), |r| r.to_string()),
                 f("page_bytes") / 1e6,
                 f("build_s"),
@@ -535,6 +570,7 @@ fn main() -> Result<()> {
             build(n, Path::new(dir))
         }
         ["report", results] => report(Path::new(results)),
+        ["requery", dir, build_line] => requery(Path::new(dir), Path::new(build_line)),
         ["query", dir, queries @ ..] => {
             let index = RecallIndex::open(Path::new(dir).join("recall.sqlite"), "recall-scale")?;
             let opts = SearchOptions {
@@ -548,6 +584,8 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        _ => bail!("usage: recall_scale build PAGES DIR | report RESULTS_JSONL | query DIR QUERY…"),
+        _ => bail!(
+            "usage: recall_scale build PAGES DIR | report RESULTS_JSONL | query DIR QUERY… | requery DIR BUILD_JSON"
+        ),
     }
 }

@@ -350,6 +350,7 @@ fn build(target: u64, dir: &Path) -> Result<()> {
     let path = dir.join("recall.sqlite");
     RecallIndex::delete_files(&path)?;
     let mut index = RecallIndex::open(&path, "recall-scale")?;
+    fts5_settings(&path)?;
     let mut generator = Generator::new();
     let (mut seq, mut ts_ms) = (0u64, 1_767_225_600_000i64);
     let (mut page_count, mut page_bytes, mut events, mut text_bytes) = (0u64, 0u64, 0u64, 0u64);
@@ -403,6 +404,30 @@ fn build(target: u64, dir: &Path) -> Result<()> {
             "rss_mib": peak_rss_mib(),
         })
     );
+    Ok(())
+}
+
+/// FTS5 settings to try on the build (`CTXLOG_RECALL_FTS5="automerge=8 pgsz=4000"`; none by
+/// default): written into the new index's FTS5 configuration, which FTS5 keeps in the file.
+/// For measuring bulk-load settings only; the product does not set them.
+fn fts5_settings(path: &Path) -> Result<()> {
+    let Ok(settings) = std::env::var("CTXLOG_RECALL_FTS5") else {
+        return Ok(());
+    };
+    let conn = rusqlite::Connection::open(path)?;
+    for setting in settings.split_whitespace() {
+        let Some((name, value)) = setting.split_once('=') else {
+            bail!("CTXLOG_RECALL_FTS5: expected NAME=VALUE, not {setting:?}");
+        };
+        let value: i64 = value
+            .parse()
+            .with_context(|| format!("CTXLOG_RECALL_FTS5: {name} must be a number"))?;
+        conn.execute(
+            "INSERT INTO pages_fts(pages_fts, rank) VALUES(?1, ?2)",
+            rusqlite::params![name, value],
+        )
+        .with_context(|| format!("FTS5 setting {name}={value}"))?;
+    }
     Ok(())
 }
 

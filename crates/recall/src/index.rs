@@ -493,14 +493,25 @@ impl RecallIndex {
     /// data, which no page row's checksum covers: damage there changes which pages a search
     /// finds, never their text — and every page row against its checksum. Costs a full read.
     /// Returns the number of pages; a file of an older schema version (the next open
-    /// recreates it) is not checked further and counts as 0 pages.
+    /// recreates it) is not checked further and counts as 0 pages, as does a zero-byte file
+    /// (an empty index).
     ///
     /// # Errors
     /// [`Error::Damaged`] naming the first problem; [`Error::Symlink`]; [`Error::Sqlite`] when
     /// the check could not run (the FTS5 check needs a writable file: it runs in a
-    /// transaction that is rolled back).
+    /// transaction that is rolled back); [`Error::Io`] when the file cannot be read.
     pub fn check_file(path: impl AsRef<Path>) -> Result<u64> {
         let path = path.as_ref();
+        store::refuse_symlink(path)?;
+        let len = std::fs::metadata(path)
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        if len == 0 {
+            return Ok(0);
+        }
         let (conn, _) = store::connect(path, Access::ReadWrite)?;
         if let Contents::Outdated(_) = store::stored_contents(&conn, path)? {
             return Ok(0);

@@ -173,6 +173,13 @@ fn check_file_finds_every_flip_inside_a_stored_word() {
     let clean = std::fs::read(&path).unwrap();
     assert_eq!(RecallIndex::check_file(&path).unwrap(), 4);
     assert_eq!(std::fs::read(&path).unwrap(), clean, "check_file wrote");
+    let empty = dir.path().join("empty.sqlite");
+    std::fs::write(&empty, b"").unwrap();
+    assert_eq!(
+        RecallIndex::check_file(&empty).unwrap(),
+        0,
+        "a zero-byte file is empty"
+    );
     let word = b"orchard";
     let at: Vec<usize> = clean
         .windows(word.len())

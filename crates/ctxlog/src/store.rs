@@ -17,7 +17,7 @@ use ctxlog_ledger::{CommitReceipt, NewCommit, Options};
 use ctxlog_projection::{Count, Projection, SizeCache, SliceHistory, WireFormat};
 use ctxlog_recall::{Progress, RecallResult, SearchOptions};
 
-use crate::backend::{Backend, FileBackend};
+use crate::backend::{Backend, FileBackend, OpenedWriter};
 use crate::ops::{
     AllMarker, CommitRequest, CountRequest, EraseRequest, EraseResponse, EraseTarget,
     GcConversation, GcRequest, GcResponse, ListRequest, ListResponse, LogRequest, LogResponse,
@@ -263,7 +263,12 @@ impl Store {
     }
 
     fn open_writer(&self, name: &ConversationName, create: bool) -> Result<Conversation> {
-        let opened = self.backend.open_writer(name, create)?;
+        Ok(self.writer_handle(name, self.backend.open_writer(name, create)?))
+    }
+
+    /// The conversation handle of a writer the backend opened: its recall cache and this
+    /// store's redactor.
+    fn writer_handle(&self, name: &ConversationName, opened: OpenedWriter) -> Conversation {
         let mut handle = Conversation::new(
             name.clone(),
             opened.writer,
@@ -271,7 +276,7 @@ impl Store {
             self.backend.recall_cache(name),
         );
         handle.set_redactor(Some(self.redactor.clone()));
-        Ok(handle)
+        handle
     }
 
     fn open_snapshot(&self, name: &ConversationName) -> Result<Snapshot> {
@@ -536,13 +541,7 @@ impl Store {
         }
         let opened = self.backend.open_writer(name, true)?;
         let created = opened.created;
-        let mut handle = Conversation::new(
-            name.clone(),
-            opened.writer,
-            opened.recovery,
-            self.backend.recall_cache(name),
-        );
-        handle.set_redactor(Some(self.redactor.clone()));
+        let mut handle = self.writer_handle(name, opened);
         if self.retain_on_open && !created && !self.retention.is_empty() {
             self.retain(slot, &mut handle, &self.retention)?;
         }

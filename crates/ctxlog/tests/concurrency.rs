@@ -138,26 +138,11 @@ fn a_bounded_writer_wait_fails_with_busy_and_writes_nothing() {
     let store = Arc::new(store);
     store.commit(&turn("c", 0, 0)).unwrap();
     // Commits race with a zero wait: each either lands or is refused as busy, never lost.
-    let outcomes: Vec<Result<u64, ErrorClass>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (1..=8)
-            .map(|t| {
-                let store = Arc::clone(&store);
-                scope.spawn(move || {
-                    (0..20)
-                        .map(|i| {
-                            store
-                                .commit(&turn("c", t, i))
-                                .map(|r| r.first_seq)
-                                .map_err(|e| e.class())
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+    let outcomes: Vec<Result<u64, ErrorClass>> = on_threads(1..=8, 20, |t, i| {
+        store
+            .commit(&turn("c", t, i))
+            .map(|r| r.first_seq)
+            .map_err(|e| e.class())
     });
     assert!(
         outcomes
@@ -173,6 +158,26 @@ fn a_bounded_writer_wait_fails_with_busy_and_writes_nothing() {
         })
         .unwrap();
     assert_eq!(log.last_seq, 2 * (landed + 1), "busy commits wrote nothing");
+}
+
+/// Runs `work(thread, i)` for `i` in `0..per_thread` on one scoped thread per number in
+/// `threads`, all at once; every result, thread after thread.
+fn on_threads<T: Send>(
+    threads: impl IntoIterator<Item = usize>,
+    per_thread: usize,
+    work: impl Fn(usize, usize) -> T + Sync,
+) -> Vec<T> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = threads
+            .into_iter()
+            .map(|t| scope.spawn(move || (0..per_thread).map(|i| work(t, i)).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    })
 }
 
 /// Every acknowledged commit of `log` by its first seq: the user text of that seq.
@@ -204,29 +209,14 @@ fn user_texts(store: &Store, conversation: &str) -> (u64, std::collections::BTre
 fn sixteen_threads_on_one_conversation_each_get_their_own_receipt() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path()));
-    let receipts: Vec<(String, u64, u64)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..16)
-            .map(|t| {
-                let store = Arc::clone(&store);
-                scope.spawn(move || {
-                    (0..COMMITS_PER_THREAD)
-                        .map(|i| {
-                            let request = turn("shared", t, i);
-                            let receipt = store.commit(&request).unwrap();
-                            assert!(!receipt.replayed);
-                            let EventBody::User { text } = &request.commit.events[0] else {
-                                unreachable!()
-                            };
-                            (text.clone(), receipt.first_seq, receipt.last_seq)
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+    let receipts: Vec<(String, u64, u64)> = on_threads(0..16, COMMITS_PER_THREAD, |t, i| {
+        let request = turn("shared", t, i);
+        let receipt = store.commit(&request).unwrap();
+        assert!(!receipt.replayed);
+        let EventBody::User { text } = &request.commit.events[0] else {
+            unreachable!()
+        };
+        (text.clone(), receipt.first_seq, receipt.last_seq)
     });
     assert_eq!(receipts.len(), 16 * COMMITS_PER_THREAD);
     let mut firsts: Vec<u64> = receipts.iter().map(|r| r.1).collect();
@@ -259,36 +249,22 @@ fn an_invalid_commit_among_concurrent_ones_fails_alone() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path()));
     store.commit(&turn("mixed", 99, 0)).unwrap();
-    let outcomes: Vec<(usize, usize, Result<u64, ErrorClass>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..8)
-            .map(|t| {
-                let store = Arc::clone(&store);
-                scope.spawn(move || {
-                    (0..COMMITS_PER_THREAD)
-                        .map(|i| {
-                            let mut request = turn("mixed", t, i);
-                            if i == 10 && t == 0 {
-                                request.commit.events.clear();
-                            }
-                            if i == 10 && t == 1 {
-                                // The id of the first commit, with other content.
-                                request.commit.id = Some("t99-0".into());
-                            }
-                            let outcome = store
-                                .commit(&request)
-                                .map(|r| r.first_seq)
-                                .map_err(|e| e.class());
-                            (t, i, outcome)
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
+    let outcomes: Vec<(usize, usize, Result<u64, ErrorClass>)> =
+        on_threads(0..8, COMMITS_PER_THREAD, |t, i| {
+            let mut request = turn("mixed", t, i);
+            if i == 10 && t == 0 {
+                request.commit.events.clear();
+            }
+            if i == 10 && t == 1 {
+                // The id of the first commit, with other content.
+                request.commit.id = Some("t99-0".into());
+            }
+            let outcome = store
+                .commit(&request)
+                .map(|r| r.first_seq)
+                .map_err(|e| e.class());
+            (t, i, outcome)
+        });
     for (t, i, outcome) in &outcomes {
         match (t, i) {
             (0, 10) => assert!(outcome.is_err(), "the empty turn is refused"),
@@ -338,28 +314,14 @@ fn a_failed_sync_fails_its_whole_batch_and_acknowledges_nothing_of_it() {
         only_files: Some("ledger.log".into()),
         ..Default::default()
     });
-    let outcomes: Vec<(String, Result<u64, ErrorClass>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..8)
-            .map(|t| {
-                let store = Arc::clone(&store);
-                scope.spawn(move || {
-                    (0..COMMITS_PER_THREAD)
-                        .map(|i| {
-                            let outcome = store
-                                .commit(&turn("faulty", t, i))
-                                .map(|r| r.first_seq)
-                                .map_err(|e| e.class());
-                            (format!("marker-{t}-{i}"), outcome)
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
+    let outcomes: Vec<(String, Result<u64, ErrorClass>)> =
+        on_threads(0..8, COMMITS_PER_THREAD, |t, i| {
+            let outcome = store
+                .commit(&turn("faulty", t, i))
+                .map(|r| r.first_seq)
+                .map_err(|e| e.class());
+            (format!("marker-{t}-{i}"), outcome)
+        });
     assert_eq!(storage.plan().fired, 1, "the planned sync failed");
     let failed: Vec<_> = outcomes.iter().filter(|o| o.1.is_err()).collect();
     assert!(!failed.is_empty(), "the failed sync's batch failed");

@@ -141,28 +141,46 @@ fn check(size: usize, max_bytes: u64, max_tokens: Option<u64>, format: WireForma
     let content = result_content(&body);
     let header = "[artifact=sha256-00 bytes=".to_string() + &size.to_string() + " recall seq=5]\n";
     assert!(content.starts_with(&header), "{content}");
+    let sent = &content[header.len()..];
+    // Whether `body` would fit the budget with the result's content replaced by `content`.
+    let fits = |body: &Value, content: &str| {
+        let mut other = body.clone();
+        replace_content(&mut other, content);
+        let bytes = serde_json::to_vec(&other).unwrap();
+        let tokens = count(&bytes, format, request.tokenizer()).unwrap().tokens;
+        bytes.len() as u64 <= max_bytes && max_tokens.is_none_or(|t| tokens <= t - 100)
+    };
     if p.report.clips.is_empty() {
-        assert_eq!(
-            &content[header.len()..],
-            full,
-            "sent in full when not clipped"
+        if sent == full {
+            return;
+        }
+        // Not grown: the excerpt the ledger stored is sent as it is, because neither the full
+        // text nor a projector's excerpt longer than it fits.
+        let stored = stored(&full);
+        assert_eq!(sent, stored, "neither the full text nor the stored excerpt");
+        let longer = excerpt(&full, stored.chars().count() + 1, 5);
+        assert!(
+            !fits(&body, &(header.clone() + &longer)),
+            "the stored excerpt sent though a longer excerpt fits"
         );
-        return;
+    } else {
+        assert!(sent.contains("chars clipped; recall seq=5]"), "{content}");
+        assert_eq!(p.report.clips[0].seq, 5);
     }
-    // Clipped: with the full text instead, the body would not fit.
+    // Clipped (by the projector, or by the ledger when it stored the output): with the full
+    // text instead, the body would not fit.
     assert!(
-        content.contains("chars clipped; recall seq=5]"),
-        "{content}"
-    );
-    assert_eq!(p.report.clips[0].seq, 5);
-    let mut whole = body.clone();
-    replace_content(&mut whole, &(header + &full));
-    let bytes = serde_json::to_vec(&whole).unwrap();
-    let tokens = count(&bytes, format, request.tokenizer()).unwrap().tokens;
-    assert!(
-        bytes.len() as u64 > max_bytes || max_tokens.is_some_and(|t| tokens > t - 100),
+        !fits(&body, &(header + &full)),
         "clipped though the full text fits"
     );
+}
+
+/// The case CI found: a 2,100-character output whose full text does not fit, and no
+/// projector's excerpt longer than the 2,007 characters the ledger stored fits either; the
+/// stored excerpt is sent as it is.
+#[test]
+fn the_stored_excerpt_is_sent_when_nothing_longer_fits() {
+    check(2_100, 2_454, None, WireFormat::OpenAiChat);
 }
 
 #[test]

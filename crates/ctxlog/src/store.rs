@@ -756,7 +756,17 @@ impl Store {
         let name = ConversationName::new(&request.conversation)?;
         let slot = self.slot(&name);
         let mut turn = self.writer_turn(&slot, &name)?;
-        let handle = match turn.handle.take() {
+        let kept = match turn.handle.take() {
+            Some(mut handle) => {
+                // A writer kept from an earlier request, which another replica may have erased
+                // whole since (PostgreSQL): caught up, it then holds nothing and is opened
+                // afresh, as a read does (not found, or the conversation created anew).
+                handle.catch_up()?;
+                handle.ledger().exists().then_some(handle)
+            }
+            None => None,
+        };
+        let handle = match kept {
             Some(handle) => handle,
             None => self.open_writer(&name, false)?,
         };

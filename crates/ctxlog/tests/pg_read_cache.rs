@@ -7,8 +7,8 @@
 //! drops what it kept. Two `Store`s over one database with their own recall cache
 //! directories (two machines), each warmed up by projections, logs and recalls before the
 //! other erases: afterwards neither serves the canary, a whole erasure answers not found at
-//! once (not an empty conversation), and the other machine's recall cache file is deleted
-//! at its first request.
+//! once (not an empty conversation; an erasure through the other machine's kept writer
+//! too), and the other machine's recall cache file is deleted at its first request.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -151,5 +151,31 @@ fn a_whole_erasure_on_one_replica_is_not_found_on_the_other_at_once() {
         assert_eq!(log(store, "c").unwrap().last_seq, 2);
         assert_eq!(recall(store, "pangolin").unwrap(), 0);
         assert!(!project(store).contains(CANARY));
+    }
+}
+
+#[test]
+fn an_erasure_through_a_writer_that_knew_the_conversation_is_not_found_after_a_whole_erasure_elsewhere()
+ {
+    let Some(r) = replicas() else {
+        return;
+    };
+    warm(&r);
+    let [a, b] = &r.stores;
+    // Both replicas keep a writer of "c" between requests.
+    commit(b, "c", &turn("from b", "ok"), None).unwrap();
+    commit(a, "c", &turn("from a", "ok"), None).unwrap();
+    erase(a, EraseTarget::All);
+    for target in [EraseTarget::Seqs { from: 1, to: 2 }, EraseTarget::All] {
+        let err = b
+            .erase(&EraseRequest {
+                conversation: "c".into(),
+                target: target.clone(),
+                reason: "user asked".into(),
+            })
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::NotFound, "{target:?}: {err}");
+        // Nothing was written: the conversation is still not there.
+        assert_eq!(log(a, "c").unwrap_err().class(), ErrorClass::NotFound);
     }
 }

@@ -598,9 +598,9 @@ impl PgLedger {
             cache,
             db: &db,
         };
-        let head = q
-            .head(&self.name, true)?
-            .ok_or_else(|| db.io("conversation row vanished".into()))?;
+        let head = q.head(&self.name, true)?.ok_or_else(|| {
+            db.io("the conversation was erased whole meanwhile (by another replica); nothing was erased".into())
+        })?;
         let mut index = self.index.clone();
         q.catch_up(&self.name, &mut index, &head)?;
         rules::check_erase(&range, index.last_seq(), reason)?;

@@ -178,4 +178,8 @@ fn an_erasure_through_a_writer_that_knew_the_conversation_is_not_found_after_a_w
         // Nothing was written: the conversation is still not there.
         assert_eq!(log(a, "c").unwrap_err().class(), ErrorClass::NotFound);
     }
+    // A commit through that writer starts the conversation anew.
+    let receipt = commit(b, "c", &turn("anew", "ok"), None).unwrap();
+    assert_eq!(receipt.first_seq, 1);
+    assert_eq!(log(a, "c").unwrap().last_seq, 2);
 }

@@ -181,6 +181,14 @@ impl Conversation {
         Ok(self.ledger.append_tombstone(t)?)
     }
 
+    /// The first and last seq of the commit that carried idempotency id `id`, if one did.
+    ///
+    /// # Errors
+    /// Ledger read errors.
+    pub fn commit_seqs(&mut self, id: &str) -> Result<Option<(u64, u64)>> {
+        Ok(self.ledger.commit_seqs(id)?)
+    }
+
     /// True after a failed sync: this handle refuses commits and must be reopened (SPEC L8).
     pub fn is_poisoned(&self) -> bool {
         self.ledger.is_poisoned()
@@ -202,8 +210,7 @@ impl Conversation {
         let (from, to) = match what {
             EraseTarget::Seqs { from, to } => (*from, *to),
             EraseTarget::Commit { id } => {
-                self.ledger
-                    .commit_seqs(id)?
+                self.commit_seqs(id)?
                     .ok_or_else(|| ctxlog_ledger::Error::BadRange {
                         reason: format!("no commit of this conversation carries the id {id:?}"),
                     })?

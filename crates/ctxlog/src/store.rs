@@ -508,11 +508,11 @@ impl Store {
 
     /// Runs `write` on the writer of `conversation`, creating the conversation if missing;
     /// if `write` fails and this call created it, it is removed again.
-    fn write(
+    pub(crate) fn write<T>(
         &self,
         conversation: &str,
-        write: impl FnOnce(&mut Conversation) -> Result<CommitReceipt>,
-    ) -> Result<CommitReceipt> {
+        write: impl FnOnce(&mut Conversation) -> Result<T>,
+    ) -> Result<T> {
         let name = ConversationName::new(conversation)?;
         let slot = self.slot(&name);
         let mut turn = self.writer_turn(&slot, &name)?;

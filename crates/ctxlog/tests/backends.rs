@@ -386,6 +386,69 @@ fn earlier_tombstones_stay_as_written(e: &dyn Engine) {
     assert_eq!(after, stored, "{}", e.name());
 }
 
+/// SPEC E4: an import of an export with erasures, interrupted before its first tombstone
+/// (here: the progress callback panics after the first chunk is committed, where a killed
+/// process would stop), can be re-run into the same name: it replays what was written and
+/// goes on, and the copy exports byte for byte. An input whose leading commits differ from
+/// what the conversation holds is still refused, with nothing written.
+fn an_interrupted_import_with_erasures_re_runs_into_the_same_name(e: &dyn Engine) {
+    let store = e.store("interrupted", &options());
+    for i in 1..=4 {
+        commit(
+            &store,
+            "orig",
+            &turn(&format!("q{i}"), &format!("a{i}")),
+            None,
+        )
+        .unwrap();
+    }
+    erase(&store, "orig", EraseTarget::Seqs { from: 5, to: 6 }).unwrap();
+    commit(&store, "orig", &turn("q5", "a5"), None).unwrap();
+    let mut export = Vec::new();
+    store
+        .export(
+            &ExportRequest {
+                conversation: "orig".into(),
+            },
+            &mut export,
+        )
+        .unwrap();
+    let request = ImportRequest {
+        conversation: Some("copy".into()),
+        format: ImportFormat::Ctxlog,
+    };
+    let interrupted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.import(&request, &export, &mut |_| panic!("interrupted"))
+    }));
+    assert!(interrupted.is_err());
+    assert_eq!(log(&store, "copy").unwrap().last_seq, 4, "{}", e.name());
+    // Another input into the interrupted copy: its leading commits are not there.
+    let mut other = export.clone();
+    let at = other.windows(2).position(|w| w == b"q1").unwrap();
+    other[at + 1] = b'9';
+    let err = store.import(&request, &other, &mut |_| {}).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::BadInput, "{}: {err}", e.name());
+    assert_eq!(log(&store, "copy").unwrap().last_seq, 4, "{}", e.name());
+    // The same input again: replayed, then finished.
+    let done = store.import(&request, &export, &mut |_| {}).unwrap();
+    assert_eq!(done.conversations[0].commits_replayed, 1, "{}", e.name());
+    let mut copy = Vec::new();
+    store
+        .export(
+            &ExportRequest {
+                conversation: "copy".into(),
+            },
+            &mut copy,
+        )
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&copy),
+        String::from_utf8_lossy(&export),
+        "{}",
+        e.name()
+    );
+}
+
 /// SPEC E4: a conversation with erasures (at the start, in the middle, at the end; events
 /// after them older than the erasure) exports, imports into a new conversation and exports
 /// again byte for byte; re-running the import writes nothing.
@@ -999,6 +1062,10 @@ const CASES: &[Case] = &[
     (
         "export_import_round_trips_with_erasures",
         export_import_round_trips_with_erasures,
+    ),
+    (
+        "an_interrupted_import_with_erasures_re_runs_into_the_same_name",
+        an_interrupted_import_with_erasures_re_runs_into_the_same_name,
     ),
 ];
 

@@ -401,8 +401,9 @@ impl crate::Store {
 
     /// Refuses, before anything is written, an export with erasures into a conversation that
     /// already holds other events: its tombstones name their seqs, which must stay the same.
-    /// Re-running the same import (the first tombstone already stands where it belongs) is
-    /// fine.
+    /// Re-running the same import is fine: after it finished or was interrupted past its first
+    /// tombstone (which then stands where it belongs), or was interrupted before it (the
+    /// conversation holds the leading commits of this same input; they are replayed).
     fn check_import_target(&self, plan: &Plan) -> Result<()> {
         let Some(first) = plan.steps.iter().find_map(|s| match s {
             Step::Tombstone(t) => Some(t),
@@ -426,6 +427,9 @@ impl crate::Store {
                 return Ok(());
             }
         }
+        if last < first.from && self.holds_leading_commits(&name, plan, last)? {
+            return Ok(());
+        }
         Err(Error::BadInput {
             reason: format!(
                 "{name:?} already holds {last} events: an export with erased ranges (the first \
@@ -434,6 +438,30 @@ impl crate::Store {
                 first.from, first.to
             ),
         })
+    }
+
+    /// True when the `last` events of `name` are the leading commits of `plan`, written by an
+    /// import of the same input: the commit of the plan that ends at seq `last` is there, by
+    /// its id (which names the input's hash and the chunk), at the seqs the plan gives it.
+    /// The commits before it are checked by their replay (a different one is a conflict,
+    /// refused before anything is written).
+    fn holds_leading_commits(&self, name: &str, plan: &Plan, last: u64) -> Result<bool> {
+        let mut end = 0;
+        for step in &plan.steps {
+            let Step::Commit(commit, _) = step else {
+                break;
+            };
+            let start = end + 1;
+            end += commit.events.len() as u64;
+            if end >= last {
+                let Some(id) = commit.id.as_deref().filter(|_| end == last) else {
+                    break;
+                };
+                let seqs = self.write(name, |handle| handle.commit_seqs(id))?;
+                return Ok(seqs == Some((start, end)));
+            }
+        }
+        Ok(false)
     }
 
     /// Writes every event of a conversation to `out` as JSON Lines (SPEC E4; the format is in

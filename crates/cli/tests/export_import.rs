@@ -7,7 +7,8 @@
 //! on a commit is kept and one earlier than the last event is refused; no progress bar is
 //! drawn when stderr is not a terminal; a conversation with erasures round-trips too; a
 //! dataset sample whose session dates go backwards is refused alone (exit 1, a summary line,
-//! the other samples imported).
+//! the other samples imported); an import killed with SIGKILL part way re-runs into the same
+//! name.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -171,4 +172,91 @@ fn a_sample_with_backwards_dates_fails_alone_with_a_summary() {
     }
     assert!(env.conv_dir("ok-1").exists() && env.conv_dir("ok-2").exists());
     assert!(!env.conv_dir("back").exists());
+}
+
+/// An import of an export with erasures, killed with SIGKILL part way through its commits
+/// (before its tombstone), is re-run into the same name: it replays what was written and
+/// finishes, and the copy exports byte for byte as the original.
+#[test]
+fn an_import_killed_part_way_re_runs_into_the_same_name() {
+    use std::io::Write;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let env = Env::new();
+    // A long conversation (imported: fast), its last turn erased, one turn after it.
+    let turns = 10_000;
+    let mut source = String::new();
+    for i in 0..turns {
+        source.push_str(&format!(
+            "{{\"kind\":\"user\",\"text\":\"question {i} about the walrus colony\"}}\n\
+             {{\"kind\":\"assistant\",\"text\":\"answer {i}: they haul out on the ice\"}}\n"
+        ));
+    }
+    env.ok(&["import", "orig", "-"], source.as_bytes());
+    let last = 2 * turns;
+    env.ok(
+        &[
+            "erase",
+            "orig",
+            "--seqs",
+            &format!("{}-{last}", last - 1),
+            "--reason",
+            "asked",
+        ],
+        b"",
+    );
+    env.commit("orig", "after", "the erasure");
+    let export = env.ok(&["export", "orig"], b"");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxlog"))
+        .arg("--root")
+        .arg(env.root())
+        .args(["import", "copy", "-"])
+        .env_remove("CTXLOG_ROOT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&export).unwrap();
+    // Killed once a few chunks are in the copy's log (each chunk is 512 events).
+    let log = env.conv_dir("copy").join("ledger.log");
+    let start = Instant::now();
+    while std::fs::metadata(&log).map_or(0, |m| m.len()) < 200_000 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the import finished first"
+        );
+        assert!(start.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    assert_eq!(child.wait().unwrap().signal(), Some(9), "killed part way");
+    let written = env.run(&["verify", "copy", "--json"], b"");
+    let written: serde_json::Value = serde_json::from_slice(&written.stdout).unwrap();
+    let kept = written["last_seq"].as_u64().unwrap();
+    assert!(
+        kept > 0 && kept < last - 1,
+        "killed before the tombstone: {kept}"
+    );
+    eprintln!(
+        "killed with seqs 1-{kept} of {} written ({} torn bytes)",
+        last + 2,
+        written["torn_tail_bytes"]
+    );
+
+    let out = env.run(&["import", "copy", "-"], &export);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let done: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        done["conversations"][0]["commits_replayed"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{done}"
+    );
+    assert_eq!(env.ok(&["export", "copy"], b""), export);
+    env.ok(&["verify", "copy"], b"");
 }

@@ -386,6 +386,30 @@ fn earlier_tombstones_stay_as_written(e: &dyn Engine) {
     assert_eq!(after, stored, "{}", e.name());
 }
 
+/// `list` gives each conversation's last activity: the time of its newest event, a tombstone
+/// included (an erasure of the last turn is activity), on both engines alike.
+fn list_gives_the_newest_event_time_tombstones_included(e: &dyn Engine) {
+    let store = e.store("activity", &options());
+    for i in 1..=3 {
+        commit(&store, "c", &turn(&format!("q{i}"), &format!("a{i}")), None).unwrap();
+    }
+    let newest = |store: &Store| log(store, "c").unwrap().events.last().unwrap().ts_ms;
+    let listed =
+        |store: &Store| store.list(&ListRequest {}).unwrap().conversations[0].last_activity_ms;
+    assert_eq!(listed(&store), newest(&store), "{}", e.name());
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    erase(&store, "c", EraseTarget::Seqs { from: 5, to: 6 }).unwrap();
+    let tombstone = newest(&store);
+    assert!(
+        tombstone > log(&store, "c").unwrap().events[3].ts_ms,
+        "{}",
+        e.name()
+    );
+    assert_eq!(listed(&store), tombstone, "{}", e.name());
+    let other = e.store("activity", &options());
+    assert_eq!(listed(&other), tombstone, "{}", e.name());
+}
+
 /// SPEC E4: an import of an export with erasures, interrupted before its first tombstone
 /// (here: the progress callback panics after the first chunk is committed, where a killed
 /// process would stop), can be re-run into the same name: it replays what was written and
@@ -1066,6 +1090,10 @@ const CASES: &[Case] = &[
     (
         "an_interrupted_import_with_erasures_re_runs_into_the_same_name",
         an_interrupted_import_with_erasures_re_runs_into_the_same_name,
+    ),
+    (
+        "list_gives_the_newest_event_time_tombstones_included",
+        list_gives_the_newest_event_time_tombstones_included,
     ),
 ];
 

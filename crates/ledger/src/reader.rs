@@ -105,4 +105,17 @@ impl Reader {
         }
         self.state.catch_up()
     }
+
+    /// The time of the newest record in ms since the epoch (0 when empty): the last event's,
+    /// or, when the last seqs are erased, the erasure's (their tombstone and placeholders
+    /// carry its time). A conversation's last activity.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when that record does not check out.
+    pub fn newest_ms(&self) -> Result<i64> {
+        match self.state.last_seq() {
+            0 => Ok(0),
+            seq => Ok(self.state.raw_event(seq)?.ts_ms),
+        }
+    }
 }

@@ -140,10 +140,7 @@ impl FileBackend {
     fn info(&self, name: &str) -> Result<ConversationInfo> {
         let reader = Reader::open_with(self.scoped(name))?;
         let last_seq = reader.last_seq();
-        let last_activity_ms = match last_seq {
-            0 => 0,
-            seq => reader.event(seq).map(|e| e.ts_ms).unwrap_or(0),
-        };
+        let last_activity_ms = reader.newest_ms()?;
         let log = format!("{name}/{}", names::LOG);
         let bytes = match self
             .root

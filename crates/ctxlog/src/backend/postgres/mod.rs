@@ -305,9 +305,15 @@ impl Backend for PgBackend {
 
     fn list(&self) -> Result<Vec<ConversationInfo>> {
         let mut conn = self.db.conn()?;
+        // Last activity: the time of the newest row, a tombstone's placeholder too (an
+        // erasure's time), as the file store gives it; `last_ts_ms` is the floor of the next
+        // event's time, which an erased tail does not move (SPEC L10).
         let sql = format!(
-            "SELECT name, last_seq, bytes, last_ts_ms FROM {}.conversations WHERE last_seq > 0",
-            self.db.schema
+            "SELECT c.name, c.last_seq, c.bytes, coalesce(e.ts_ms, c.last_ts_ms)
+             FROM {s}.conversations c
+             LEFT JOIN {s}.events e ON e.conversation = c.name AND e.seq = c.last_seq
+             WHERE c.last_seq > 0",
+            s = self.db.schema
         );
         let rows = conn
             .client

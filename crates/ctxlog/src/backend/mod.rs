@@ -138,7 +138,8 @@ pub struct ConversationInfo {
     pub events: u64,
     /// The size of its ledger in bytes.
     pub bytes: u64,
-    /// The time of its newest event, milliseconds since the epoch (0 when empty).
+    /// The time of its newest event, milliseconds since the epoch (0 when empty); when its
+    /// last turn was erased, the erasure's time (its tombstone's).
     pub last_activity_ms: i64,
 }
 

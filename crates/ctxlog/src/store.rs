@@ -279,6 +279,26 @@ impl Store {
         handle
     }
 
+    /// The writer of an existing `name` for a request that reads before it writes (an
+    /// erasure, retention): the one `turn` kept from an earlier request, caught up first —
+    /// on PostgreSQL other replicas may have committed or erased since, or erased the
+    /// conversation whole, and then it holds nothing and is opened afresh, as a read does
+    /// (not found, or the conversation created anew) — else one opened now. Never creates
+    /// the conversation.
+    fn current_writer(
+        &self,
+        turn: &mut WriterTurn<'_>,
+        name: &ConversationName,
+    ) -> Result<Conversation> {
+        if let Some(mut handle) = turn.handle.take() {
+            handle.catch_up()?;
+            if handle.ledger().exists() {
+                return Ok(handle);
+            }
+        }
+        self.open_writer(name, false)
+    }
+
     fn open_snapshot(&self, name: &ConversationName) -> Result<Snapshot> {
         let view = self.backend.open_view(name)?;
         Ok(Snapshot::new(
@@ -756,20 +776,7 @@ impl Store {
         let name = ConversationName::new(&request.conversation)?;
         let slot = self.slot(&name);
         let mut turn = self.writer_turn(&slot, &name)?;
-        let kept = match turn.handle.take() {
-            Some(mut handle) => {
-                // A writer kept from an earlier request, which another replica may have erased
-                // whole since (PostgreSQL): caught up, it then holds nothing and is opened
-                // afresh, as a read does (not found, or the conversation created anew).
-                handle.catch_up()?;
-                handle.ledger().exists().then_some(handle)
-            }
-            None => None,
-        };
-        let handle = match kept {
-            Some(handle) => handle,
-            None => self.open_writer(&name, false)?,
-        };
+        let handle = self.current_writer(&mut turn, &name)?;
         if request.target == EraseTarget::All {
             // The slot stays: a commit queued behind this one must share its locks with the
             // reads that come after it.
@@ -851,10 +858,7 @@ impl Store {
             } else {
                 let slot = self.slot(&name);
                 let mut turn = self.writer_turn(&slot, &name)?;
-                let handle = match turn.handle.take() {
-                    Some(handle) => handle,
-                    None => self.open_writer(&name, false)?,
-                };
+                let handle = self.current_writer(&mut turn, &name)?;
                 let handle = turn.handle.insert(handle);
                 self.retain(&slot, handle, &policy)?
             };

@@ -9,6 +9,7 @@
 //! other erases: afterwards neither serves the canary, a whole erasure answers not found at
 //! once (not an empty conversation; an erasure through the other machine's kept writer
 //! too), and the other machine's recall cache file is deleted at its first request.
+//! Retention through a kept writer counts the turns the other machine committed since.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -182,4 +183,36 @@ fn an_erasure_through_a_writer_that_knew_the_conversation_is_not_found_after_a_w
     let receipt = commit(b, "c", &turn("anew", "ok"), None).unwrap();
     assert_eq!(receipt.first_seq, 1);
     assert_eq!(log(a, "c").unwrap().last_seq, 2);
+}
+
+/// Retention through a writer a replica kept from an earlier commit plans on what the
+/// database holds now, not on what that writer saw: turns the other replica committed since
+/// count.
+#[test]
+fn retention_through_a_kept_writer_counts_the_other_replicas_turns() {
+    let Some(r) = replicas() else {
+        return;
+    };
+    let [a, b] = &r.stores;
+    commit(b, "c", &turn("first, from b", "ok"), None).unwrap();
+    for i in 2..=4 {
+        commit(a, "c", &turn(&format!("turn {i}, from a"), "ok"), None).unwrap();
+    }
+    let report = b
+        .gc(&ctxlog::ops::GcRequest {
+            conversation: Some("c".into()),
+            keep_turns: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(report.seqs_removed, 6, "{report:?}");
+    for store in [a, b] {
+        let events = log(store, "c").unwrap().events;
+        let text = serde_json::to_string(&events).unwrap();
+        assert!(
+            !text.contains("from b") && !text.contains("turn 3"),
+            "{text}"
+        );
+        assert!(text.contains("turn 4, from a"), "{text}");
+    }
 }

@@ -151,3 +151,39 @@ fn readers_take_no_lock_and_see_complete_commits_only() {
     assert_eq!(reader.last_seq(), 6);
     assert_eq!(reader.event(5).unwrap().body, user("question 3"));
 }
+
+/// A writer's lock is free the moment the writer is dropped, even while another thread is
+/// spawning child processes: a child holds a copy of the lock's file descriptor from its fork
+/// until its `exec`, and the lock belongs to the open file, so merely closing ours left the
+/// lock held for that moment. Measured before the fix, beside a thread running `true` in a
+/// loop: 274 of these 300 reopens found the conversation locked (49 of 300 through
+/// `ctxlog::Store`); after it, none.
+#[test]
+fn a_dropped_writer_lets_go_at_once_while_children_are_spawned() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let locked = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                Command::new("true").status().unwrap();
+            }
+        });
+        let mut locked = 0;
+        for i in 0..300 {
+            match Ledger::open(tmp.path(), &Options::default()) {
+                Ok((mut ledger, _)) => {
+                    ledger.commit(&turn(i)).unwrap();
+                }
+                Err(Error::Locked { .. }) => locked += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        locked
+    });
+    assert_eq!(
+        locked, 0,
+        "reopens that found the dropped writer's lock held"
+    );
+}

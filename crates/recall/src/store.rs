@@ -376,31 +376,42 @@ const STALE_TEMP: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 #[must_use = "the lock is held until it is dropped"]
 pub(crate) struct FileLock {
-    /// Held for its lock: closing it releases the lock.
-    _dir: Option<std::fs::File>,
+    /// Held for its lock.
+    dir: Option<std::fs::File>,
+}
+
+impl Drop for FileLock {
+    /// Unlocks before closing: a child process another thread is spawning shares the open
+    /// directory until it runs `exec`, and closing ours alone would leave the lock held for
+    /// that moment (the ledger's writer lock does the same).
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = dir.unlock();
+        }
+    }
 }
 
 impl FileLock {
     /// Shares the lock with the other handles' operations; waits while a deletion holds it.
     pub(crate) fn shared(path: &Path) -> FileLock {
         let dir = open_dir(path).filter(|d| d.lock_shared().is_ok());
-        FileLock { _dir: dir }
+        FileLock { dir }
     }
 
     /// Takes the lock alone, waiting up to [`BUSY_TIMEOUT`] for the handles' operations to end;
     /// after that, goes on without it (deleting is what erasure and repair need).
     fn exclusive(path: &Path) -> FileLock {
         let Some(dir) = open_dir(path) else {
-            return FileLock { _dir: None };
+            return FileLock { dir: None };
         };
         let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
         loop {
             match dir.try_lock() {
-                Ok(()) => return FileLock { _dir: Some(dir) },
+                Ok(()) => return FileLock { dir: Some(dir) },
                 Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(2));
                 }
-                Err(_) => return FileLock { _dir: None },
+                Err(_) => return FileLock { dir: None },
             }
         }
     }

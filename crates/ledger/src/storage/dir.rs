@@ -96,8 +96,20 @@ impl StorageFile for DiskFile {
     }
 }
 
+/// The writer lock: an exclusive `flock` on the `lock` file, held by this open file.
 struct DiskLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for DiskLock {
+    /// Unlocks before the file is closed. A `flock` belongs to the open file, which a child
+    /// process another thread is spawning shares until it runs `exec` (the descriptor is
+    /// close-on-exec, but the fork copied it): closing ours alone would leave the lock held
+    /// for that moment, and a writer opened right after this one was dropped would find the
+    /// conversation locked. Unlocking releases it through every copy at once.
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
 }
 
 impl Storage for DirStorage {
@@ -221,7 +233,7 @@ impl Storage for DirStorage {
         let deadline = wait.map(|w| Instant::now() + w);
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(Some(Box::new(DiskLock { _file: file }))),
+                Ok(()) => return Ok(Some(Box::new(DiskLock { file }))),
                 Err(std::fs::TryLockError::WouldBlock) => {}
                 Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }

@@ -15,7 +15,7 @@ mod common;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use common::{Env, code, snapshot, stderr};
 
@@ -245,16 +245,7 @@ fn catalogue(files: &Path) -> Vec<Case> {
 }
 
 fn run(env: &Env, c: &Case) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxlog"))
-        .arg("--root")
-        .arg(env.root())
-        .args(&c.args)
-        .env_remove("CTXLOG_ROOT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = env.spawn(&c.args);
     let mut stdin = child.stdin.take().unwrap();
     let input = c.stdin.clone();
     let writer = std::thread::spawn(move || {

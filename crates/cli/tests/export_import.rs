@@ -181,7 +181,6 @@ fn a_sample_with_backwards_dates_fails_alone_with_a_summary() {
 fn an_import_killed_part_way_re_runs_into_the_same_name() {
     use std::io::Write;
     use std::os::unix::process::ExitStatusExt;
-    use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
     let env = Env::new();
@@ -210,16 +209,7 @@ fn an_import_killed_part_way_re_runs_into_the_same_name() {
     env.commit("orig", "after", "the erasure");
     let export = env.ok(&["export", "orig"], b"");
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxlog"))
-        .arg("--root")
-        .arg(env.root())
-        .args(["import", "copy", "-"])
-        .env_remove("CTXLOG_ROOT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = env.spawn(&["import", "copy", "-"]);
     child.stdin.take().unwrap().write_all(&export).unwrap();
     // Killed once a few chunks are in the copy's log (each chunk is 512 events).
     let log = env.conv_dir("copy").join("ledger.log");

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Env, code, stderr};
@@ -32,16 +31,7 @@ fn a_writer_waits_for_the_lock_with_wait_and_fails_at_once_without() {
     assert!(start.elapsed() >= Duration::from_millis(500));
 
     // A waiting writer commits once the lock is let go.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxlog"))
-        .arg("--root")
-        .arg(env.root())
-        .args(["--wait", "30", "commit", "w", "-"])
-        .env_remove("CTXLOG_ROOT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = env.spawn(&["--wait", "30", "commit", "w", "-"]);
     {
         use std::io::Write;
         child.stdin.take().unwrap().write_all(TURN).unwrap();

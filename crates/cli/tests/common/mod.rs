@@ -28,9 +28,9 @@ impl Env {
         self.root().join(name)
     }
 
-    /// Runs `ctxlog --root <root> ARGS` with `stdin`.
-    pub fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ctxlog"))
+    /// Starts `ctxlog --root <root> ARGS`, its stdin, stdout and stderr piped.
+    pub fn spawn<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_ctxlog"))
             .arg("--root")
             .arg(self.root())
             .args(args)
@@ -39,7 +39,12 @@ impl Env {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Runs `ctxlog --root <root> ARGS` with `stdin`.
+    pub fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut child = self.spawn(args);
         child.stdin.take().unwrap().write_all(stdin).unwrap();
         child.wait_with_output().unwrap()
     }

@@ -46,6 +46,20 @@ fn erase(store: &Store, conv: &str, target: EraseTarget) -> ctxlog::Result<Erase
     })
 }
 
+/// Every event of `conv` as an export (JSON Lines).
+fn export(store: &Store, conv: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    store
+        .export(
+            &ExportRequest {
+                conversation: conv.into(),
+            },
+            &mut out,
+        )
+        .unwrap();
+    out
+}
+
 // ---- the cases -------------------------------------------------------------------------
 
 fn commits_get_contiguous_seqs(e: &dyn Engine) {
@@ -428,46 +442,29 @@ fn an_interrupted_import_with_erasures_re_runs_into_the_same_name(e: &dyn Engine
     }
     erase(&store, "orig", EraseTarget::Seqs { from: 5, to: 6 }).unwrap();
     commit(&store, "orig", &turn("q5", "a5"), None).unwrap();
-    let mut export = Vec::new();
-    store
-        .export(
-            &ExportRequest {
-                conversation: "orig".into(),
-            },
-            &mut export,
-        )
-        .unwrap();
+    let data = export(&store, "orig");
     let request = ImportRequest {
         conversation: Some("copy".into()),
         format: ImportFormat::Ctxlog,
     };
     let interrupted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        store.import(&request, &export, &mut |_| panic!("interrupted"))
+        store.import(&request, &data, &mut |_| panic!("interrupted"))
     }));
     assert!(interrupted.is_err());
     assert_eq!(log(&store, "copy").unwrap().last_seq, 4, "{}", e.name());
     // Another input into the interrupted copy: its leading commits are not there.
-    let mut other = export.clone();
+    let mut other = data.clone();
     let at = other.windows(2).position(|w| w == b"q1").unwrap();
     other[at + 1] = b'9';
     let err = store.import(&request, &other, &mut |_| {}).unwrap_err();
     assert_eq!(err.class(), ErrorClass::BadInput, "{}: {err}", e.name());
     assert_eq!(log(&store, "copy").unwrap().last_seq, 4, "{}", e.name());
     // The same input again: replayed, then finished.
-    let done = store.import(&request, &export, &mut |_| {}).unwrap();
+    let done = store.import(&request, &data, &mut |_| {}).unwrap();
     assert_eq!(done.conversations[0].commits_replayed, 1, "{}", e.name());
-    let mut copy = Vec::new();
-    store
-        .export(
-            &ExportRequest {
-                conversation: "copy".into(),
-            },
-            &mut copy,
-        )
-        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&copy),
-        String::from_utf8_lossy(&export),
+        String::from_utf8_lossy(&export(&store, "copy")),
+        String::from_utf8_lossy(&data),
         "{}",
         e.name()
     );
@@ -494,19 +491,7 @@ fn export_import_round_trips_with_erasures(e: &dyn Engine) {
         commit(&store, "orig", &timed(i), None).unwrap();
     }
     erase(&store, "orig", EraseTarget::Seqs { from: 3, to: 8 }).unwrap();
-    let export = |conv: &str| {
-        let mut out = Vec::new();
-        store
-            .export(
-                &ExportRequest {
-                    conversation: conv.into(),
-                },
-                &mut out,
-            )
-            .unwrap();
-        out
-    };
-    let first = export("orig");
+    let first = export(&store, "orig");
     assert!(String::from_utf8_lossy(&first).contains("tombstone"));
     let request = ImportRequest {
         conversation: Some("copy".into()),
@@ -520,7 +505,7 @@ fn export_import_round_trips_with_erasures(e: &dyn Engine) {
         e.name()
     );
     assert_eq!(
-        String::from_utf8_lossy(&export("copy")),
+        String::from_utf8_lossy(&export(&store, "copy")),
         String::from_utf8_lossy(&first),
         "{}",
         e.name()

@@ -45,14 +45,16 @@ fn recall(store: &Store, query: &str) -> ctxlog::Result<usize> {
         .map(|r| r.hits.len())
 }
 
+fn try_erase(store: &Store, target: EraseTarget) -> ctxlog::Result<ctxlog::ops::EraseResponse> {
+    store.erase(&EraseRequest {
+        conversation: "c".into(),
+        target,
+        reason: "user asked".into(),
+    })
+}
+
 fn erase(store: &Store, target: EraseTarget) {
-    store
-        .erase(&EraseRequest {
-            conversation: "c".into(),
-            target,
-            reason: "user asked".into(),
-        })
-        .unwrap();
+    try_erase(store, target).unwrap();
 }
 
 /// Two machines over one database: each its own recall cache directory.
@@ -168,13 +170,7 @@ fn an_erasure_through_a_writer_that_knew_the_conversation_is_not_found_after_a_w
     commit(a, "c", &turn("from a", "ok"), None).unwrap();
     erase(a, EraseTarget::All);
     for target in [EraseTarget::Seqs { from: 1, to: 2 }, EraseTarget::All] {
-        let err = b
-            .erase(&EraseRequest {
-                conversation: "c".into(),
-                target: target.clone(),
-                reason: "user asked".into(),
-            })
-            .unwrap_err();
+        let err = try_erase(b, target.clone()).unwrap_err();
         assert_eq!(err.class(), ErrorClass::NotFound, "{target:?}: {err}");
         // Nothing was written: the conversation is still not there.
         assert_eq!(log(a, "c").unwrap_err().class(), ErrorClass::NotFound);

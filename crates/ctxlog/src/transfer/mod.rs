@@ -453,13 +453,14 @@ impl crate::Store {
             };
             let start = end + 1;
             end += commit.events.len() as u64;
-            if end >= last {
-                let Some(id) = commit.id.as_deref().filter(|_| end == last) else {
-                    break;
-                };
-                let seqs = self.write(name, |handle| handle.commit_seqs(id))?;
-                return Ok(seqs == Some((start, end)));
+            if end < last {
+                continue;
             }
+            let Some(id) = commit.id.as_deref().filter(|_| end == last) else {
+                break; // `last` falls inside this commit: not an import's prefix
+            };
+            let seqs = self.write(name, |handle| handle.commit_seqs(id))?;
+            return Ok(seqs == Some((start, end)));
         }
         Ok(false)
     }

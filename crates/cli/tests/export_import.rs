@@ -179,7 +179,6 @@ fn a_sample_with_backwards_dates_fails_alone_with_a_summary() {
 /// finishes, and the copy exports byte for byte as the original.
 #[test]
 fn an_import_killed_part_way_re_runs_into_the_same_name() {
-    use std::io::Write;
     use std::os::unix::process::ExitStatusExt;
     use std::time::{Duration, Instant};
 
@@ -210,7 +209,7 @@ fn an_import_killed_part_way_re_runs_into_the_same_name() {
     let export = env.ok(&["export", "orig"], b"");
 
     let mut child = env.spawn(&["import", "copy", "-"]);
-    child.stdin.take().unwrap().write_all(&export).unwrap();
+    let writer = common::write_stdin(&mut child, export.clone());
     // Killed once a few chunks are in the copy's log (each chunk is 512 events).
     let log = env.conv_dir("copy").join("ledger.log");
     let start = Instant::now();
@@ -224,6 +223,7 @@ fn an_import_killed_part_way_re_runs_into_the_same_name() {
     }
     child.kill().unwrap();
     assert_eq!(child.wait().unwrap().signal(), Some(9), "killed part way");
+    writer.join().unwrap();
     let written = env.run(&["verify", "copy", "--json"], b"");
     let written: serde_json::Value = serde_json::from_slice(&written.stdout).unwrap();
     let kept = written["last_seq"].as_u64().unwrap();

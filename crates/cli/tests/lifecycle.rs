@@ -11,9 +11,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use common::{Env, code, snapshot, stderr};
 
 fn turns(env: &Env, n: usize) {
@@ -102,23 +99,9 @@ fn run_with_env(
     vars: &[(&str, &str)],
     stdin: &[u8],
 ) -> std::process::Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ctxlog"));
-    command
-        .arg("--root")
-        .arg(env.root())
-        .args(args)
-        .env_remove("CTXLOG_ROOT");
-    for (k, v) in vars {
-        command.env(k, v);
-    }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    let mut command = env.command(args);
+    command.envs(vars.iter().copied());
+    common::feed(command, stdin)
 }
 
 #[test]

@@ -22,6 +22,17 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String)
     read_response(&mut stream)
 }
 
+/// Reads one response head (up to the blank line), without its body.
+fn read_head(stream: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap().trim_end().to_string()
+}
+
 fn read_response(stream: &mut TcpStream) -> (u16, String) {
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
@@ -90,20 +101,23 @@ async fn shutdown_finishes_a_commit_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let (addr, stop, server) = start(dir.path()).await;
     let body = r#"{"user":"sent while the server stops","assistant":"kept"}"#;
-    let (half, rest) = body.split_at(body.len() / 2);
     let client = tokio::task::spawn_blocking(move || {
         let mut stream = TcpStream::connect(addr).unwrap();
+        // `Expect: 100-continue`: the server answers "100 Continue" once the handler starts
+        // reading the body, so the request is known to be in flight before the stop.
         write!(
             stream,
-            "POST /v1/conversations/inflight/commits HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n\r\n{half}",
+            "POST /v1/conversations/inflight/commits HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
             body.len()
         )
         .unwrap();
-        stream.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(read_head(&mut stream), "HTTP/1.1 100 Continue");
         stop.send(()).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        stream.write_all(rest.as_bytes()).unwrap();
+        // Shutdown has begun once the listener is gone: new connections are refused.
+        while TcpStream::connect(addr).is_ok() {
+            std::thread::yield_now();
+        }
+        stream.write_all(body.as_bytes()).unwrap();
         read_response(&mut stream)
     });
     let (status, reply) = client.await.unwrap();

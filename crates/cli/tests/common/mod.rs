@@ -28,25 +28,29 @@ impl Env {
         self.root().join(name)
     }
 
-    /// Starts `ctxlog --root <root> ARGS`, its stdin, stdout and stderr piped.
-    pub fn spawn<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_ctxlog"))
+    /// `ctxlog --root <root> ARGS`, not yet started, its stdin, stdout and stderr piped (add
+    /// environment variables or other settings before [`feed`] or `spawn`).
+    pub fn command<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ctxlog"));
+        command
             .arg("--root")
             .arg(self.root())
             .args(args)
             .env_remove("CTXLOG_ROOT")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Starts `ctxlog --root <root> ARGS`, its stdin, stdout and stderr piped.
+    pub fn spawn<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Child {
+        self.command(args).spawn().unwrap()
     }
 
     /// Runs `ctxlog --root <root> ARGS` with `stdin`.
     pub fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
-        let mut child = self.spawn(args);
-        child.stdin.take().unwrap().write_all(stdin).unwrap();
-        child.wait_with_output().unwrap()
+        feed(self.command(args), stdin)
     }
 
     /// Runs and asserts exit 0, returning stdout.
@@ -65,6 +69,30 @@ impl Env {
         let turn = serde_json::json!({"user": user, "assistant": assistant}).to_string();
         self.ok(&["commit", conv], turn.as_bytes());
     }
+}
+
+/// Runs `command` (stdio piped) to completion with `stdin` as its input.
+///
+/// The input is written from a thread of its own while the output is read, so neither side
+/// can block the other on a full pipe; and a child that exits without reading all of it (a
+/// command refused before it reads its input) is not a failure of the harness: the broken
+/// pipe is ignored, and what the child printed and its exit status are what the test checks.
+pub fn feed(mut command: Command, stdin: &[u8]) -> Output {
+    let mut child = command.spawn().unwrap();
+    let writer = write_stdin(&mut child, stdin.to_vec());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// Writes `input` to the child's stdin from a new thread and closes it. A broken pipe (the
+/// child stopped reading, or exited) is not an error; any other write error is.
+pub fn write_stdin(child: &mut Child, input: Vec<u8>) -> std::thread::JoinHandle<()> {
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || match stdin.write_all(&input) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("writing stdin: {e}"),
+        _ => {}
+    })
 }
 
 /// Every file under `dir` (recursively) with its bytes.

@@ -69,6 +69,19 @@ pub struct RedactionArgs {
     pub redact_pattern: Vec<ctxlog::redact::PatternConfig>,
 }
 
+impl RedactionArgs {
+    /// The flags as overrides of the configuration: the command line can only switch a
+    /// default off, and add variables and patterns.
+    pub fn overrides(&self) -> ctxlog::redact::RedactionOverrides {
+        ctxlog::redact::RedactionOverrides {
+            builtin: self.no_redact_builtin.then_some(false),
+            env: self.no_redact_env.then_some(false),
+            env_vars: self.redact_var.clone(),
+            patterns: self.redact_pattern.clone(),
+        }
+    }
+}
+
 const EXAMPLES: &str = "\
 Examples:
   ctxlog demo
@@ -187,8 +200,8 @@ pub struct ServeArgs {
     pub writer_wait: u64,
 }
 
+/// What to erase: exactly one of --turn, --seqs and --all (checked by the operation).
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("what").required(true).args(["turn", "seqs", "all"]))]
 pub struct EraseArgs {
     /// The conversation name.
     pub conversation: String,
@@ -201,8 +214,7 @@ pub struct EraseArgs {
     /// Erase the whole conversation: its directory is removed
     #[arg(long)]
     pub all: bool,
-    /// Why, recorded in the tombstone (at most 1024 bytes)
-    #[arg(long, default_value = ctxlog::DEFAULT_ERASE_REASON)]
+    #[arg(long, default_value = ctxlog::DEFAULT_ERASE_REASON, help = help::erase_reason())]
     pub reason: String,
 }
 
@@ -239,21 +251,17 @@ fn wait_secs(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("expected a number of seconds, got {s:?}"))
 }
 
-/// `A-B` or `A`: seqs from 1, first <= last.
+/// `A-B` or `A` (the range's rules are the operation's: seqs start at 1, first <= last).
 fn seq_range(s: &str) -> Result<(u64, u64), String> {
-    let seq = |t: &str| match t.trim().parse::<u64>() {
-        Ok(0) => Err("seqs start at 1".to_string()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("expected A-B with whole numbers, got {s:?}")),
+    let seq = |t: &str| {
+        t.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("expected A-B with whole numbers, got {s:?}"))
     };
-    let (a, b) = match s.split_once('-') {
-        Some((a, b)) => (seq(a)?, seq(b)?),
-        None => (seq(s)?, seq(s)?),
-    };
-    if a > b {
-        return Err(format!("first seq {a} is after last seq {b}"));
+    match s.split_once('-') {
+        Some((a, b)) => Ok((seq(a)?, seq(b)?)),
+        None => Ok((seq(s)?, seq(s)?)),
     }
-    Ok((a, b))
 }
 
 #[derive(Debug, Args)]
@@ -299,37 +307,6 @@ pub struct LogArgs {
     pub limit: Option<u64>,
 }
 
-/// A budget is a positive whole number.
-fn positive(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("expected a positive whole number: {e}")),
-    }
-}
-
-/// At most 50 recalled pages, like the recall limit.
-fn recall_k(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n <= ctxlog::RECALL_MAX_LIMIT => Ok(n),
-        _ => Err(format!(
-            "expected a whole number from 0 to {}",
-            ctxlog::RECALL_MAX_LIMIT
-        )),
-    }
-}
-
-/// A recall limit is 1 to 50.
-fn result_limit(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if (1..=ctxlog::RECALL_MAX_LIMIT).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "expected a whole number from 1 to {}",
-            ctxlog::RECALL_MAX_LIMIT
-        )),
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct ProjectArgs {
     /// The conversation name.
@@ -343,32 +320,26 @@ pub struct ProjectArgs {
     /// The system prompt (mandatory content) [default: none]
     #[arg(long)]
     pub system: Option<String>,
-    /// The model name, written into the body as given
-    /// [default: gpt-4o for openai-chat, claude-sonnet-4-5 for anthropic-messages]
-    #[arg(long)]
+    #[arg(long, help = help::model())]
     pub model: Option<String>,
     /// The wire format: openai-chat or anthropic-messages
     #[arg(long, default_value = "openai-chat")]
     pub format: WireFormat,
     /// Byte budget: the body's length will not exceed it [default: none]
-    #[arg(long, value_parser = positive)]
+    #[arg(long)]
     pub max_bytes: Option<u64>,
     /// Token budget (input plus reserved output) [default: none]
-    #[arg(long, value_parser = positive)]
+    #[arg(long)]
     pub max_tokens: Option<u64>,
     /// Tokenizer for token budgets and the report: o200k or cl100k
     #[arg(long, default_value = "o200k")]
     pub tokenizer: Tokenizer,
-    /// Tokens reserved for the reply: subtracted from --max-tokens and written as the output
-    /// limit field [default: none; 4096 for anthropic-messages, which requires the field]
-    #[arg(long, value_parser = positive)]
+    #[arg(long, help = help::reserve_output())]
     pub reserve_output: Option<u64>,
     /// turns: whole recent turns; agent: pinned requests, latest results and status, tiers
     #[arg(long, default_value = "turns")]
     pub policy: Policy,
-    /// Include up to K (0-50) relevant older pages from the recall index
-    /// [default: 0 for turns, 2 for agent]
-    #[arg(long, value_name = "K", value_parser = recall_k)]
+    #[arg(long, value_name = "K", help = help::recall_pages())]
     pub recall: Option<usize>,
     /// Room held back for recalled pages so recent turns cannot starve recall: a share
     /// (25% or 0.25) or N (bytes of --max-bytes, tokens of --max-tokens)
@@ -419,7 +390,50 @@ pub struct RecallArgs {
     /// Skip this many results (the previous result's next_offset)
     #[arg(long, default_value_t = 0)]
     pub offset: usize,
-    /// At most this many results (1-50)
-    #[arg(long, default_value_t = ctxlog::RECALL_DEFAULT_LIMIT, value_parser = result_limit)]
+    #[arg(long, default_value_t = ctxlog::RECALL_DEFAULT_LIMIT, help = help::recall_limit())]
     pub limit: usize,
+}
+
+/// Help texts that state figures the operations layer owns, so they can never disagree with
+/// it.
+mod help {
+    use ctxlog::WireFormat;
+
+    pub fn model() -> String {
+        let model = ctxlog::ops::default_model;
+        format!(
+            "The model name, written into the body as given [default: {} for openai-chat, {} \
+             for anthropic-messages]",
+            model(WireFormat::OpenAiChat),
+            model(WireFormat::AnthropicMessages)
+        )
+    }
+
+    pub fn reserve_output() -> String {
+        format!(
+            "Tokens reserved for the reply: subtracted from --max-tokens and written as the \
+             output limit field [default: none; {} for anthropic-messages, which requires the \
+             field]",
+            ctxlog::projection::DEFAULT_ANTHROPIC_MAX_TOKENS
+        )
+    }
+
+    pub fn recall_pages() -> String {
+        format!(
+            "Include up to K (0-{}) relevant older pages from the recall index [default: 0 for \
+             turns, 2 for agent]",
+            ctxlog::RECALL_MAX_LIMIT
+        )
+    }
+
+    pub fn recall_limit() -> String {
+        format!("At most this many results (1-{})", ctxlog::RECALL_MAX_LIMIT)
+    }
+
+    pub fn erase_reason() -> String {
+        format!(
+            "Why, recorded in the tombstone (at most {} bytes)",
+            ctxlog::MAX_ERASE_REASON_BYTES
+        )
+    }
 }

@@ -1,6 +1,5 @@
 //! One function per subcommand: read input, call the facade, print.
 
-use std::io::Read;
 use std::path::Path;
 
 use ctxlog::ops::{
@@ -12,7 +11,7 @@ use ctxlog::{Event, EventBody, Store};
 
 use crate::args::{
     Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, GcArgs, ImportArgs, LogArgs,
-    ProjectArgs, RecallArgs, RedactionArgs, ServeArgs,
+    ProjectArgs, RecallArgs, ServeArgs,
 };
 use crate::output::{self, Failure};
 
@@ -25,79 +24,54 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Some(url) => ctxlog::StoreLocation::parse(url)?,
         None => ctxlog::StoreLocation::dir(&cli.root),
     };
-    let config = store_config(&cli.root, cli.config.as_deref(), cli.redaction)?;
-    let mut store = location.open(&options);
-    store.configure(&config)?;
+    let mut builder = ctxlog::StoreBuilder::new(location.clone());
+    builder
+        .options(options)
+        .redaction(cli.redaction.overrides());
+    if let Some(file) = &cli.config {
+        builder.config_file(file);
+    }
+    // Every command but `serve` runs on one store; `serve` opens one per tenant.
+    let store = || builder.build();
     match cli.command {
-        Command::Commit(args) => commit(&store, args),
-        Command::Log(args) => log(&store, args, json),
-        Command::Verify(args) => verify(&store, args, json),
-        Command::Project(args) => project(&store, args),
-        Command::Count(args) => count(&store, args),
-        Command::Recall(args) => recall(&store, args),
-        Command::Reindex(args) => reindex(&store, args),
-        Command::Erase(args) => erase(&store, args),
-        Command::List => list(&store, json),
-        Command::Export(args) => export(&store, args),
-        Command::Import(args) => import(&store, args),
-        Command::Demo => crate::demo::run(&store, &cli.root),
-        Command::Gc(args) => gc(&store, args),
-        Command::Serve(args) => serve(location, config, args),
+        Command::Commit(args) => commit(&store()?, args),
+        Command::Log(args) => log(&store()?, args, json),
+        Command::Verify(args) => verify(&store()?, args, json),
+        Command::Project(args) => project(&store()?, args),
+        Command::Count(args) => count(&store()?, args),
+        Command::Recall(args) => recall(&store()?, args),
+        Command::Reindex(args) => reindex(&store()?, args),
+        Command::Erase(args) => erase(&store()?, args),
+        Command::List => list(&store()?, json),
+        Command::Export(args) => export(&store()?, args),
+        Command::Import(args) => import(&store()?, args),
+        Command::Demo => crate::demo::run(&store()?, &cli.root),
+        Command::Gc(args) => gc(&store()?, args),
+        Command::Serve(args) => serve(location, builder.resolved_config()?, args),
     }
 }
 
-/// The configuration file (or the defaults), with the redaction flags over it.
-fn store_config(
-    root: &Path,
-    file: Option<&Path>,
-    flags: RedactionArgs,
-) -> Result<ctxlog::StoreConfig, Failure> {
-    let mut config = ctxlog::StoreConfig::find(root, file)?;
-    let redaction = &mut config.redaction;
-    redaction.builtin &= !flags.no_redact_builtin;
-    redaction.env &= !flags.no_redact_env;
-    redaction.env_vars.extend(flags.redact_var);
-    redaction.patterns.extend(flags.redact_pattern);
-    Ok(config)
-}
-
 fn commit(store: &Store, args: CommitArgs) -> Result<(), Failure> {
-    let input = read_input(&args.file)?;
+    let input = read_input(&args.file, ctxlog::ops::MAX_INPUT_BYTES)?;
     // Parse before touching the store, so malformed input never creates anything.
     let request = CommitRequest::from_json(&args.conversation, &input, args.id.as_deref())?;
     output::json_line(&store.commit(&request)?)
 }
 
-/// The most `commit` and `count` read from a file or stdin: four times the ledger's default
-/// commit cap, so that the ledger, not the reader, names the limit a turn exceeds.
-const MAX_INPUT_BYTES: u64 = 64 << 20;
-
-/// Reads a whole file, or standard input for `-`, up to [`MAX_INPUT_BYTES`].
-fn read_input(file: &Path) -> Result<Vec<u8>, Failure> {
-    let stdin = file == Path::new("-");
-    let what = if stdin {
-        "standard input".to_string()
-    } else {
-        file.display().to_string()
-    };
-    let cannot = |e: std::io::Error| Failure::other(format!("cannot read {what}: {e}"));
-    let reader: Box<dyn Read> = if stdin {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::fs::File::open(file).map_err(&cannot)?)
-    };
-    let mut bytes = Vec::new();
-    reader
-        .take(MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(&cannot)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(Failure::other(format!(
-            "{what} is larger than {} MiB; nothing was written",
-            MAX_INPUT_BYTES >> 20
-        )));
+/// Reads a whole file, or standard input for `-`, up to `cap` bytes
+/// ([`ctxlog::ops::MAX_INPUT_BYTES`], [`ctxlog::ops::MAX_IMPORT_BYTES`]).
+fn read_input(file: &Path, cap: u64) -> Result<Vec<u8>, Failure> {
+    if file == Path::new("-") {
+        return Ok(ctxlog::ops::read_input(
+            std::io::stdin().lock(),
+            cap,
+            "standard input",
+        )?);
     }
-    Ok(bytes)
+    let what = file.display().to_string();
+    let opened = std::fs::File::open(file)
+        .map_err(|e| Failure::other(format!("cannot read {what}: {e}")))?;
+    Ok(ctxlog::ops::read_input(opened, cap, &what)?)
 }
 
 fn log(store: &Store, args: LogArgs, json: bool) -> Result<(), Failure> {
@@ -284,13 +258,16 @@ fn verify_text(response: &VerifyResponse) -> String {
 fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
     let tools = match &args.tools {
         None => Vec::new(),
-        Some(path) => serde_json::from_slice::<Vec<serde_json::Value>>(&read_input(path)?)
-            .map_err(|e| {
-                Failure::other(format!(
-                    "--tools {}: expected a JSON array of tool definitions: {e}",
-                    path.display()
-                ))
-            })?,
+        Some(path) => serde_json::from_slice::<Vec<serde_json::Value>>(&read_input(
+            path,
+            ctxlog::ops::MAX_INPUT_BYTES,
+        )?)
+        .map_err(|e| {
+            Failure::other(format!(
+                "--tools {}: expected a JSON array of tool definitions: {e}",
+                path.display()
+            ))
+        })?,
     };
     let request = ProjectRequest {
         conversation: args.conversation,
@@ -330,7 +307,7 @@ fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
 
 fn count(store: &Store, args: CountArgs) -> Result<(), Failure> {
     let request = CountRequest {
-        body: read_input(&args.file)?,
+        body: read_input(&args.file, ctxlog::ops::MAX_INPUT_BYTES)?,
         format: args.format,
         tokenizer: args.tokenizer,
     };
@@ -366,18 +343,7 @@ fn reindex(store: &Store, args: ConvArg) -> Result<(), Failure> {
 }
 
 fn erase(store: &Store, args: EraseArgs) -> Result<(), Failure> {
-    let target = match (args.all, args.turn, args.seqs) {
-        (true, _, _) => EraseTarget::All,
-        (false, Some(id), _) => EraseTarget::Commit { id },
-        (false, None, Some((from, to))) => EraseTarget::Seqs { from, to },
-        (false, None, None) => {
-            return Err(Failure::with_code(
-                2,
-                "usage",
-                "give one of --turn ID, --seqs A-B or --all",
-            ));
-        }
-    };
+    let target = EraseTarget::choose(args.seqs, args.turn, args.all)?;
     let response = store.erase(&EraseRequest {
         conversation: args.conversation,
         target,
@@ -443,18 +409,7 @@ fn import(store: &Store, args: ImportArgs) -> Result<(), Failure> {
             ));
         }
     };
-    let file = Path::new(&file);
-    let data = if file == Path::new("-") {
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut bytes)
-            .map_err(|e| Failure::other(format!("cannot read standard input: {e}")))?;
-        bytes
-    } else {
-        std::fs::read(file)
-            .map_err(|e| Failure::other(format!("cannot read {}: {e}", file.display())))?
-    };
+    let data = read_input(Path::new(&file), ctxlog::ops::MAX_IMPORT_BYTES)?;
     let bar =
         indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
     bar.set_style(

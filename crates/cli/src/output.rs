@@ -56,18 +56,15 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
-        let (code, kind) = match e.class() {
-            ErrorClass::Usage => (2, "usage"),
-            ErrorClass::OverBudget => (3, "over_budget"),
-            ErrorClass::Locked => (4, "locked"),
-            ErrorClass::Busy => (4, "busy"),
-            ErrorClass::Corrupt => (5, "corrupt"),
-            ErrorClass::Conflict => (6, "conflict"),
-            ErrorClass::BadInput => (1, "bad_input"),
-            ErrorClass::NotFound => (1, "not_found"),
-            ErrorClass::Unavailable => (1, "unavailable"),
-            _ => (1, "error"),
+        let code = match e.class() {
+            ErrorClass::Usage => 2,
+            ErrorClass::OverBudget => 3,
+            ErrorClass::Locked | ErrorClass::Busy => 4,
+            ErrorClass::Corrupt => 5,
+            ErrorClass::Conflict => 6,
+            _ => 1,
         };
+        let kind = e.class().name();
         let mut message = e.to_string();
         if let Some(hint) = hint(&e) {
             message.push_str("; ");
@@ -91,6 +88,9 @@ fn hint(e: &Error) -> Option<&'static str> {
         }
         ErrorClass::Corrupt => Some("nothing was changed"),
         ErrorClass::NotFound => Some("commit a turn first or check --root"),
+        ErrorClass::IndexDamaged => Some(
+            "the recall index is a cache and the ledger is intact: `ctxlog reindex CONV` rebuilds it",
+        ),
         _ => None,
     }
 }

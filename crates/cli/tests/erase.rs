@@ -150,7 +150,7 @@ fn bad_ranges_exit_2_and_change_nothing() {
 fn a_second_writer_makes_erase_exit_4() {
     let env = Env::new();
     setup(&env);
-    let store = ctxlog::Store::open(env.root());
+    let store = ctxlog::Store::open(env.root()).unwrap();
     let held = store.conversation("c").unwrap();
     let before = snapshot(env.root());
     for args in [

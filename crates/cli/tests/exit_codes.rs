@@ -39,7 +39,7 @@ fn usage_errors_exit_2() {
 fn a_second_writer_gets_exit_4_at_once() {
     let env = Env::new();
     env.commit("chat", "hello", "hi");
-    let store = ctxlog::Store::open(env.root());
+    let store = ctxlog::Store::open(env.root()).unwrap();
     let held = store.conversation("chat").unwrap();
     let before = snapshot(env.root());
     let out = env.run(&["commit", "chat"], br#"{"user":"second writer"}"#);

@@ -17,7 +17,7 @@ fn a_writer_waits_for_the_lock_with_wait_and_fails_at_once_without() {
     let env = Env::new();
     env.commit("w", "first", "ok");
     // Another writer (this test process) holds the lock.
-    let store = ctxlog::Store::open(env.root());
+    let store = ctxlog::Store::open(env.root()).unwrap();
     let holder = store.conversation("w").unwrap();
 
     let start = Instant::now();

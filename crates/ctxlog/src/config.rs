@@ -78,8 +78,14 @@ impl StoreConfig {
     /// [`Error::InvalidRequest`] for invalid TOML, unknown keys, or rules that do not check
     /// out (an unparsable age, a pattern that does not compile).
     pub fn from_toml(text: &str, origin: &str) -> Result<StoreConfig> {
-        let config: StoreConfig = toml::from_str(text).map_err(|e| Error::InvalidRequest {
-            reason: format!("{origin}: {}", e.message()),
+        let config: StoreConfig = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+            let at = line.map(|n| format!("line {n}: ")).unwrap_or_default();
+            Error::InvalidRequest {
+                reason: format!("{origin}: {at}{}", e.message()),
+            }
         })?;
         config
             .retention
@@ -104,28 +110,18 @@ impl StoreConfig {
         StoreConfig::from_toml(&text, &path.display().to_string())
     }
 
-    /// The configuration a front end uses: the file `explicit` names (which must exist), else
-    /// [`StoreConfig::for_root`].
-    ///
-    /// # Errors
-    /// As [`StoreConfig::load`].
-    pub fn find(root: &Path, explicit: Option<&Path>) -> Result<StoreConfig> {
-        match explicit {
-            Some(path) => StoreConfig::load(path),
-            None => StoreConfig::for_root(root),
-        }
-    }
-
     /// The configuration of the store at `root`: its `ctxlog.toml` if there is one, else
-    /// the defaults.
+    /// the defaults. A file that exists but cannot be read is an error, never the defaults
+    /// (they might redact less than the file asks).
     ///
     /// # Errors
-    /// As [`StoreConfig::load`].
+    /// As [`StoreConfig::load`]; [`Error::Io`] when it cannot be told whether the file exists.
     pub fn for_root(root: &Path) -> Result<StoreConfig> {
         let path = root.join(CONFIG_FILE);
         match path.try_exists() {
             Ok(true) => StoreConfig::load(&path),
-            _ => Ok(StoreConfig::default()),
+            Ok(false) => Ok(StoreConfig::default()),
+            Err(source) => Err(Error::Io { path, source }),
         }
     }
 }

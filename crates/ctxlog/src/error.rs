@@ -104,8 +104,31 @@ pub enum ErrorClass {
     /// The store's database cannot be reached (down, restarting, connection lost); nothing
     /// was acknowledged: retry (CLI exit 1, HTTP 503).
     Unavailable,
-    /// Anything else (I/O, a damaged index, …) (CLI exit 1).
+    /// The conversation's recall index is damaged. It is a cache: the ledger is intact, and
+    /// reindexing rebuilds it (CLI exit 1, HTTP 500).
+    IndexDamaged,
+    /// Anything else (I/O, …) (CLI exit 1).
     Other,
+}
+
+impl ErrorClass {
+    /// The class's stable name, as every front end reports it: the CLI's JSON errors, the
+    /// server's `error.class`, Python's `error_class`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Usage => "usage",
+            ErrorClass::BadInput => "bad_input",
+            ErrorClass::OverBudget => "over_budget",
+            ErrorClass::Locked => "locked",
+            ErrorClass::Busy => "busy",
+            ErrorClass::Corrupt => "corrupt",
+            ErrorClass::Conflict => "conflict",
+            ErrorClass::NotFound => "not_found",
+            ErrorClass::Unavailable => "unavailable",
+            ErrorClass::IndexDamaged => "index_damaged",
+            ErrorClass::Other => "error",
+        }
+    }
 }
 
 impl Error {
@@ -122,6 +145,7 @@ impl Error {
             Error::ArtifactsDamaged { .. } => ErrorClass::Corrupt,
             Error::Busy { .. } => ErrorClass::Busy,
             Error::Projection(e) => projection_class(e),
+            Error::Recall(e) if e.is_damaged() => ErrorClass::IndexDamaged,
             _ => ErrorClass::Other,
         }
     }
@@ -254,7 +278,7 @@ mod tests {
     #[test]
     fn over_budget_errors_carry_their_shortfall() {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::Store::open(dir.path());
+        let store = crate::Store::open(dir.path()).unwrap();
         let e = store
             .project(&ProjectRequest {
                 conversation: "c".into(),
@@ -273,7 +297,7 @@ mod tests {
     #[test]
     fn a_body_that_is_not_a_request_is_bad_input() {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::Store::open(dir.path());
+        let store = crate::Store::open(dir.path()).unwrap();
         let e = store
             .count(&crate::ops::CountRequest {
                 body: b"not json".to_vec(),

@@ -10,7 +10,7 @@
 //! use ctxlog::ops::{CommitRequest, ProjectRequest, RecallRequest};
 //! # fn main() -> ctxlog::Result<()> {
 //! let dir = tempfile::tempdir().unwrap();
-//! let store = ctxlog::Store::open(dir.path());
+//! let store = ctxlog::Store::open(dir.path())?;
 //! let turn = br#"{"user":"My project code is ZX-81.","assistant":"Noted."}"#;
 //! store.commit(&CommitRequest::from_json("support-42", turn, None)?)?;
 //! store.commit(&CommitRequest::from_json("support-42", br#"{"user":"Weather?","assistant":"Sunny."}"#, None)?)?;
@@ -36,9 +36,11 @@
 //! ```
 
 // Layers, lowest first; a module uses only those above it in this list: error, name, input,
-// redact, adapters, backend, retention, config, ops, handle, store, location, transfer.
+// redact, adapters, backend, retention, config, ops, handle, store, location, builder,
+// transfer.
 mod adapters;
 pub mod backend;
+mod builder;
 mod config;
 mod error;
 mod handle;
@@ -51,6 +53,7 @@ mod retention;
 mod store;
 pub mod transfer;
 
+pub use builder::StoreBuilder;
 pub use config::{CONFIG_FILE, RetentionConfig, StoreConfig};
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};

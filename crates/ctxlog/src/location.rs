@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use ctxlog_ledger::Options;
 
-use crate::backend::{PgBackend, PgConfig};
+use crate::backend::{Backend, FileBackend, PgBackend, PgConfig};
 use crate::{Result, Store};
 
 /// Where a store is.
@@ -62,26 +62,25 @@ impl StoreLocation {
         }
     }
 
-    /// Opens the store; conversations use `options` (caps, sync). Nothing is created or
-    /// connected until the first operation: an unreachable database fails that operation,
-    /// in one line naming it.
-    pub fn open(&self, options: &Options) -> Store {
+    /// The backend of this location; conversations use `options` (caps, sync). Nothing is
+    /// created or connected until the first operation: an unreachable database fails that
+    /// operation, in one line naming it. A [`crate::StoreBuilder`] opens a store over it.
+    pub fn backend(&self, options: &Options) -> Arc<dyn Backend> {
         match self {
-            StoreLocation::Dir(root) => Store::with_options(root, options.clone()),
-            StoreLocation::Postgres(config) => {
-                Store::with_backend(Arc::new(PgBackend::new(config, options)))
-            }
+            StoreLocation::Dir(root) => Arc::new(FileBackend::new(root, options.clone())),
+            StoreLocation::Postgres(config) => Arc::new(PgBackend::new(config, options)),
         }
     }
 }
 
 impl Store {
     /// The store at `location`: a directory or a `postgres://` URL ([`StoreLocation::parse`]),
-    /// with the ledger's default options.
+    /// with the ledger's default options and the location's configuration
+    /// ([`crate::StoreBuilder`] sets the rest).
     ///
     /// # Errors
-    /// As [`StoreLocation::parse`].
+    /// As [`StoreLocation::parse`] and [`crate::StoreBuilder::build`].
     pub fn open_url(location: &str) -> Result<Store> {
-        Ok(StoreLocation::parse(location)?.open(&Options::default()))
+        crate::StoreBuilder::new(StoreLocation::parse(location)?).build()
     }
 }

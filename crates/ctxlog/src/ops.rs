@@ -53,6 +53,66 @@ pub fn recall_tool_definition(format: WireFormat) -> serde_json::Value {
     }
 }
 
+/// The most one commit's turn JSON, or one body to count, may be: 64 MiB, four times the
+/// ledger's default commit cap, so that the ledger, not the reader, names the cap a turn
+/// exceeds. Front ends read no more than this, and the operations refuse more.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// The most one import's input may be: 1 GiB. An export inlines its artifacts, so it may be
+/// far larger than any one commit; the input is parsed and checked whole before anything is
+/// written.
+pub const MAX_IMPORT_BYTES: u64 = 1 << 30;
+
+/// Refuses an input of `len` bytes over `cap`; `what` names it in the message.
+///
+/// # Errors
+/// [`Error::BadInput`] saying the cap.
+pub fn check_input_size(len: u64, cap: u64, what: &str) -> Result<()> {
+    if len <= cap {
+        return Ok(());
+    }
+    Err(Error::BadInput {
+        reason: format!(
+            "{what} is larger than {} MiB; nothing was written",
+            cap >> 20
+        ),
+    })
+}
+
+/// Reads all of `reader` (a file, standard input), refusing more than `cap` bytes without
+/// reading past it; `what` names the input in messages.
+///
+/// # Errors
+/// [`Error::BadInput`] over the cap; [`Error::Io`] when it cannot be read.
+pub fn read_input(reader: impl std::io::Read, cap: u64, what: &str) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(reader, cap + 1), &mut bytes).map_err(
+        |source| Error::Io {
+            path: what.into(),
+            source,
+        },
+    )?;
+    check_input_size(bytes.len() as u64, cap, what)?;
+    Ok(bytes)
+}
+
+/// An operation's request from its JSON fields (an HTTP request body, Python's keyword
+/// arguments), for the conversation named outside them: fields left out take the request's
+/// defaults, and a field that is unknown or of the wrong type is refused, so a misspelt
+/// option never silently does nothing.
+///
+/// # Errors
+/// [`Error::BadInput`] naming the field and what was expected.
+pub fn request_from_fields<T: serde::de::DeserializeOwned>(
+    conversation: &str,
+    mut fields: serde_json::Map<String, serde_json::Value>,
+) -> Result<T> {
+    fields.insert("conversation".into(), conversation.into());
+    serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| Error::BadInput {
+        reason: format!("request: {e}"),
+    })
+}
+
 /// Commit one turn (or part of one) to a conversation, creating it on first commit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommitRequest {
@@ -72,8 +132,10 @@ impl CommitRequest {
     /// or the full form); `id`, when given, overrides an id inside the JSON.
     ///
     /// # Errors
-    /// [`Error::BadInput`] for input that is not such a turn.
+    /// [`Error::BadInput`] for input that is not such a turn, or is over
+    /// [`MAX_INPUT_BYTES`].
     pub fn from_json(conversation: &str, json: &[u8], id: Option<&str>) -> Result<CommitRequest> {
+        check_input_size(json.len() as u64, MAX_INPUT_BYTES, "the turn JSON")?;
         let timed = crate::parse_timed_commit(json, id)?;
         Ok(CommitRequest {
             conversation: conversation.to_string(),
@@ -98,6 +160,34 @@ pub struct LogRequest {
 
 fn one() -> u64 {
     1
+}
+
+/// The most events one page of the log holds ([`LogRequest::page`]).
+pub const MAX_LOG_PAGE: u64 = 10_000;
+/// A page's size when the client names none.
+pub const DEFAULT_LOG_PAGE: u64 = 1_000;
+
+impl LogRequest {
+    /// One page of the log, for clients that read it page by page (the server's events
+    /// route): from `from` [default: 1], at most `limit` events [default:
+    /// [`DEFAULT_LOG_PAGE`], at most [`MAX_LOG_PAGE`]]. The next page starts after the last
+    /// seq returned.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for a limit outside 1 to [`MAX_LOG_PAGE`].
+    pub fn page(conversation: String, from: Option<u64>, limit: Option<u64>) -> Result<Self> {
+        let limit = limit.unwrap_or(DEFAULT_LOG_PAGE);
+        if !(1..=MAX_LOG_PAGE).contains(&limit) {
+            return Err(Error::InvalidRequest {
+                reason: format!("limit must be from 1 to {MAX_LOG_PAGE}, not {limit}"),
+            });
+        }
+        Ok(LogRequest {
+            conversation,
+            from: from.unwrap_or_else(one),
+            limit: Some(limit),
+        })
+    }
 }
 
 /// A conversation's events.
@@ -146,7 +236,8 @@ pub struct ProjectRequest {
     pub reserve_output: Option<u64>,
     /// `turns` or `agent` [default: `turns`].
     pub policy: Policy,
-    /// Relevant older pages to include [default: 0 for `turns`, 2 for `agent`].
+    /// Relevant older pages to include, at most [`ctxlog_recall::MAX_LIMIT`]
+    /// [default: 0 for `turns`, 2 for `agent`].
     pub recall: Option<usize>,
     /// Room held back for recalled pages, so recent turns cannot starve recall (SPEC P13)
     /// [default: [`ctxlog_projection::DEFAULT_RECALL_RESERVE`], a quarter of the budget,
@@ -200,6 +291,14 @@ impl ProjectRequest {
             request.reserve_output(n);
         }
         if let Some(k) = self.recall {
+            if k > ctxlog_recall::MAX_LIMIT {
+                return Err(Error::InvalidRequest {
+                    reason: format!(
+                        "recall must be from 0 to {} pages, not {k}",
+                        ctxlog_recall::MAX_LIMIT
+                    ),
+                });
+            }
             request.recall_k(k);
         }
         if let Some(reserve) = self.recall_reserve {
@@ -371,6 +470,24 @@ pub enum EraseTarget {
     All,
 }
 
+impl EraseTarget {
+    /// The target a front end's separate options name: `seqs` (first, last), a commit id, or
+    /// the whole conversation; exactly one of them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] when none or more than one is given.
+    pub fn choose(seqs: Option<(u64, u64)>, commit: Option<String>, all: bool) -> Result<Self> {
+        match (seqs, commit, all) {
+            (Some((from, to)), None, false) => Ok(EraseTarget::Seqs { from, to }),
+            (None, Some(id), false) => Ok(EraseTarget::Commit { id }),
+            (None, None, true) => Ok(EraseTarget::All),
+            _ => Err(Error::InvalidRequest {
+                reason: "erase needs exactly one target: a seq range, a commit id, or all".into(),
+            }),
+        }
+    }
+}
+
 /// Erase data for real (SPEC E1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -387,6 +504,25 @@ pub struct EraseRequest {
 
 fn default_reason() -> String {
     DEFAULT_ERASE_REASON.to_string()
+}
+
+impl EraseRequest {
+    /// Checks what can be checked before the conversation is opened: a seq range starts at
+    /// 1 and is not empty, and the reason fits (the ledger's own rule, with no last seq yet).
+    ///
+    /// # Errors
+    /// A [`ctxlog_ledger::Error::BadRange`] (class usage).
+    pub fn check(&self) -> Result<()> {
+        let range = match self.target {
+            EraseTarget::Seqs { from, to } => from..=to,
+            _ => 1..=1,
+        };
+        Ok(ctxlog_ledger::rules::check_erase(
+            &range,
+            u64::MAX,
+            &self.reason,
+        )?)
+    }
 }
 
 /// A seq range.

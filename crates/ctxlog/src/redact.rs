@@ -117,6 +117,34 @@ impl RedactionConfig {
     }
 }
 
+/// Redaction settings a front end lays over a store's configuration file (the CLI's
+/// `--no-redact-*`/`--redact-*` flags, Python's `redact_*` keywords): each `Some` replaces the
+/// file's value, and variables and patterns are added to the file's. The one place these
+/// overrides mean something, so that every front end means the same by them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedactionOverrides {
+    /// Replaces [`RedactionConfig::builtin`] [default: none: the file's value].
+    pub builtin: Option<bool>,
+    /// Replaces [`RedactionConfig::env`] [default: none: the file's value].
+    pub env: Option<bool>,
+    /// Added to [`RedactionConfig::env_vars`] [default: none].
+    pub env_vars: Vec<String>,
+    /// Added to [`RedactionConfig::patterns`] [default: none].
+    pub patterns: Vec<PatternConfig>,
+}
+
+impl RedactionConfig {
+    /// This configuration with `overrides` laid over it.
+    pub fn overridden(mut self, overrides: &RedactionOverrides) -> RedactionConfig {
+        self.builtin = overrides.builtin.unwrap_or(self.builtin);
+        self.env = overrides.env.unwrap_or(self.env);
+        self.env_vars.extend(overrides.env_vars.iter().cloned());
+        self.patterns.extend(overrides.patterns.iter().cloned());
+        self
+    }
+}
+
 /// A configured pattern: what the marker calls it, and the regular expression.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

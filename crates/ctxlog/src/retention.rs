@@ -392,7 +392,7 @@ mod tests {
     #[test]
     fn the_age_rule_goes_by_each_turns_newest_stored_time() {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::Store::open(dir.path());
+        let store = crate::Store::open(dir.path()).unwrap();
         let mut conv = store.conversation("c").unwrap();
         for i in 0..4 {
             let turn = format!(r#"{{"user":"q{i}","assistant":"a{i}"}}"#);

@@ -4,7 +4,7 @@
 //! A store serves many calls from many threads. It keeps each conversation's writer open
 //! between commits, and a small pool of read handles (with their size caches and recall
 //! index) between reads. Commits to one conversation are serialized inside the process:
-//! they queue for the writer (for at most [`Store::set_writer_wait`], if set), and whoever
+//! they queue for the writer (for at most [`StoreBuilder::writer_wait`], if set), and whoever
 //! gets the writer writes everything queued as one batch with one sync (group commit,
 //! [`Store::commit`]); reads never wait for commits and run in parallel with each other.
 
@@ -17,16 +17,16 @@ use ctxlog_ledger::{CommitReceipt, NewCommit, Options};
 use ctxlog_projection::{Count, Projection, SizeCache, SliceHistory, WireFormat};
 use ctxlog_recall::{Progress, RecallResult, SearchOptions};
 
-use crate::backend::{Backend, FileBackend, OpenedWriter};
+use crate::backend::{Backend, OpenedWriter};
 use crate::ops::{
     AllMarker, CommitRequest, CountRequest, EraseRequest, EraseResponse, EraseTarget,
     GcConversation, GcRequest, GcResponse, ListRequest, ListResponse, LogRequest, LogResponse,
     ProjectRequest, RecallIndexCheck, RecallRequest, ReindexRequest, ReindexResponse,
     VerifyRequest, VerifyResponse,
 };
-use crate::redact::{RedactionConfig, Redactor};
+use crate::redact::Redactor;
 use crate::retention::RetentionPolicy;
-use crate::{Conversation, ConversationName, Error, Result, Snapshot, StoreConfig};
+use crate::{Conversation, ConversationName, Error, Result, Snapshot, StoreBuilder, StoreConfig};
 
 /// Read handles kept per conversation for reuse (more may be open at once; extra ones are
 /// closed when done).
@@ -38,7 +38,7 @@ const POOLED_READERS: usize = 4;
 /// use ctxlog::ops::{CommitRequest, ProjectRequest};
 /// # fn main() -> ctxlog::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
-/// let store = ctxlog::Store::open(dir.path());
+/// let store = ctxlog::Store::open(dir.path())?;
 /// let turn = CommitRequest::from_json("demo", br#"{"user":"hi","assistant":"hello"}"#, None)?;
 /// let receipt = store.commit(&turn)?;
 /// assert_eq!((receipt.first_seq, receipt.last_seq), (1, 2));
@@ -181,59 +181,59 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Store {
-    /// The embedded file store at `root` with the ledger's default [`Options`].
+    /// The embedded file store at `root` with the ledger's default [`Options`] and the
+    /// root's configuration (`ctxlog.toml`, if it has one). Shorthand for
+    /// [`StoreBuilder::dir`]`(root).build()`; the builder sets everything else.
     ///
     /// Nothing is created until the first conversation is: read-only use of a store leaves
     /// no trace, and a new root is created (and its entry synced) with its first ledger.
-    pub fn open(root: impl AsRef<Path>) -> Store {
-        Store::with_options(root, Options::default())
+    ///
+    /// # Errors
+    /// A configuration file that cannot be read or does not check out
+    /// ([`StoreBuilder::build`]).
+    pub fn open(root: impl AsRef<Path>) -> Result<Store> {
+        StoreBuilder::dir(root).build()
     }
 
     /// The embedded file store at `root`; every conversation is opened with `options`.
-    pub fn with_options(root: impl AsRef<Path>, options: Options) -> Store {
-        Store::with_backend(Arc::new(FileBackend::new(root, options)))
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn with_options(root: impl AsRef<Path>, options: Options) -> Result<Store> {
+        StoreBuilder::dir(root).options(options).build()
     }
 
     /// A store over any backend, with the default [`StoreConfig`]: the built-in secret shapes
     /// and secret-named environment values (read now) are redacted; no retention policy.
-    pub fn with_backend(backend: Arc<dyn Backend>) -> Store {
-        Store {
-            backend,
-            slots: Mutex::new(HashMap::new()),
-            writer_wait: None,
-            redactor: Arc::new(Redactor::new(&RedactionConfig::default()).unwrap_or_default()),
-            retention: RetentionPolicy::default(),
-            retain_on_open: false,
-        }
-    }
-
-    /// Applies a configuration ([`StoreConfig`], e.g. [`StoreConfig::for_root`]): redaction
-    /// (the environment is read now) and the retention policy. Writers already open keep the
-    /// redaction they had.
     ///
     /// # Errors
-    /// [`Error::InvalidRequest`] for a pattern or a rule that does not check out.
-    pub fn configure(&mut self, config: &StoreConfig) -> Result<&mut Store> {
-        let policy = config.retention.policy();
-        policy.check()?;
-        self.redactor = Arc::new(Redactor::new(&config.redaction)?);
-        self.retention = policy;
-        self.retain_on_open = config.retention.on_open;
-        Ok(self)
+    /// As [`StoreBuilder::build`].
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Result<Store> {
+        StoreBuilder::backend(backend).build()
+    }
+
+    /// A store over `backend` with `config` applied: redaction (the environment is read now)
+    /// and the retention policy.
+    pub(crate) fn configured(
+        backend: Arc<dyn Backend>,
+        config: &StoreConfig,
+        writer_wait: Option<Duration>,
+    ) -> Result<Store> {
+        let retention = config.retention.policy();
+        retention.check()?;
+        Ok(Store {
+            backend,
+            slots: Mutex::new(HashMap::new()),
+            writer_wait,
+            redactor: Arc::new(Redactor::new(&config.redaction)?),
+            retention,
+            retain_on_open: config.retention.on_open,
+        })
     }
 
     /// What this store redacts commits with.
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
-    }
-
-    /// How long a commit waits for other commits of this process to the same conversation
-    /// [default: `None`, as long as it takes]. Past it, the commit fails with
-    /// [`Error::Busy`] and nothing is written. A commit that a batch has already taken is not
-    /// timed out: it waits for that batch's sync.
-    pub fn set_writer_wait(&mut self, wait: Option<Duration>) -> &mut Store {
-        self.writer_wait = wait;
-        self
     }
 
     /// The backend.
@@ -406,7 +406,7 @@ impl Store {
     /// finds the writer busy queues; the next caller to get the writer writes every queued
     /// commit as one batch ([`Conversation::commit_batch`]: on the file backend one append
     /// and one sync) and each caller gets its own result, only after the sync that covers
-    /// its bytes. A refused commit fails alone. The writer wait ([`Store::set_writer_wait`])
+    /// its bytes. A refused commit fails alone. The writer wait ([`StoreBuilder::writer_wait`])
     /// applies while a commit is queued; once a batch has taken it, it waits for that batch.
     pub fn commit(&self, request: &CommitRequest) -> Result<CommitReceipt> {
         let name = ConversationName::new(&request.conversation)?;
@@ -685,6 +685,11 @@ impl Store {
     /// [`Error::InvalidRequest`] when no format is given and the shape could be either;
     /// [`ctxlog_projection::Error`] for a body that is not such a request.
     pub fn count(&self, request: &CountRequest) -> Result<Count> {
+        crate::ops::check_input_size(
+            request.body.len() as u64,
+            crate::ops::MAX_INPUT_BYTES,
+            "the body",
+        )?;
         let format = match request.format {
             Some(format) => format,
             // Not a request body at all: the counter says what is wrong with it (bad input).
@@ -774,6 +779,7 @@ impl Store {
     /// [`ctxlog_ledger::Error::Locked`] when another process writes it; I/O.
     pub fn erase(&self, request: &EraseRequest) -> Result<EraseResponse> {
         let name = ConversationName::new(&request.conversation)?;
+        request.check()?;
         let slot = self.slot(&name);
         let mut turn = self.writer_turn(&slot, &name)?;
         let handle = self.current_writer(&mut turn, &name)?;

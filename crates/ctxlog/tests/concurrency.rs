@@ -43,7 +43,7 @@ fn the_store_is_send_and_sync() {
 #[test]
 fn eight_threads_commit_to_four_conversations_while_others_read() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(dir.path()));
+    let store = Arc::new(Store::open(dir.path()).unwrap());
     let names: Vec<String> = (0..CONVERSATIONS).map(|c| format!("conv-{c}")).collect();
     std::thread::scope(|scope| {
         for thread in 0..THREADS {
@@ -133,8 +133,10 @@ fn eight_threads_commit_to_four_conversations_while_others_read() {
 #[test]
 fn a_bounded_writer_wait_fails_with_busy_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path());
-    store.set_writer_wait(Some(Duration::from_millis(0)));
+    let store = ctxlog::StoreBuilder::dir(dir.path())
+        .writer_wait(Some(Duration::from_millis(0)))
+        .build()
+        .unwrap();
     let store = Arc::new(store);
     store.commit(&turn("c", 0, 0)).unwrap();
     // Commits race with a zero wait: each either lands or is refused as busy, never lost.
@@ -208,7 +210,7 @@ fn user_texts(store: &Store, conversation: &str) -> (u64, std::collections::BTre
 #[test]
 fn sixteen_threads_on_one_conversation_each_get_their_own_receipt() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(dir.path()));
+    let store = Arc::new(Store::open(dir.path()).unwrap());
     let receipts: Vec<(String, u64, u64)> = on_threads(0..16, COMMITS_PER_THREAD, |t, i| {
         let request = turn("shared", t, i);
         let receipt = store.commit(&request).unwrap();
@@ -247,7 +249,7 @@ fn sixteen_threads_on_one_conversation_each_get_their_own_receipt() {
 #[test]
 fn an_invalid_commit_among_concurrent_ones_fails_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(dir.path()));
+    let store = Arc::new(Store::open(dir.path()).unwrap());
     store.commit(&turn("mixed", 99, 0)).unwrap();
     let outcomes: Vec<(usize, usize, Result<u64, ErrorClass>)> =
         on_threads(0..8, COMMITS_PER_THREAD, |t, i| {
@@ -307,7 +309,7 @@ fn a_failed_sync_fails_its_whole_batch_and_acknowledges_nothing_of_it() {
         caches.path(),
         ctxlog::Options::default(),
     );
-    let store = Arc::new(Store::with_backend(Arc::new(backend)));
+    let store = Arc::new(Store::with_backend(Arc::new(backend)).unwrap());
     store.commit(&turn("faulty", 99, 0)).unwrap();
     storage.set_plan(FaultPlan {
         fail_sync: Some(20),

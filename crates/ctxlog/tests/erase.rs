@@ -22,7 +22,7 @@ fn erase_all(store: &Store, name: &str) -> ctxlog::Result<ctxlog::ops::EraseResp
 #[test]
 fn erase_purges_the_recall_index_and_keeps_the_rest() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let mut conv = store.conversation("c").unwrap();
     conv.commit_json(br#"{"user":"walrus facts","assistant":"tusks"}"#, None)
         .unwrap();
@@ -55,7 +55,7 @@ fn erase_purges_the_recall_index_and_keeps_the_rest() {
 #[test]
 fn erase_all_removes_the_conversation() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     store
         .conversation("c")
         .unwrap()
@@ -78,7 +78,7 @@ fn erase_all_removes_the_conversation() {
 #[test]
 fn erase_all_goes_through_trash_and_sweeps_what_a_crash_left() {
     let dir = tempfile::tempdir().unwrap();
-    let store = ctxlog::Store::open(dir.path());
+    let store = ctxlog::Store::open(dir.path()).unwrap();
     for name in ["a", "b"] {
         let mut conv = store.conversation(name).unwrap();
         conv.commit_json(br#"{"user":"secret-marker-77","assistant":"ok"}"#, None)
@@ -112,7 +112,7 @@ fn a_symlinked_conversation_directory_is_refused_for_writing_and_erasure() {
     let dir = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     {
-        let other = Store::open(elsewhere.path());
+        let other = Store::open(elsewhere.path()).unwrap();
         let mut conv = other.conversation("c").unwrap();
         conv.commit_json(br#"{"user":"secret walrus","assistant":"ok"}"#, None)
             .unwrap();
@@ -121,7 +121,7 @@ fn a_symlinked_conversation_directory_is_refused_for_writing_and_erasure() {
     let log_before = std::fs::read(target.join("ledger.log")).unwrap();
     std::fs::create_dir_all(dir.path()).unwrap();
     std::os::unix::fs::symlink(&target, dir.path().join("c")).unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
 
     let err = erase_all(&store, "c").expect_err("erasing through a symlink must fail");
     assert!(err.to_string().contains("symlink"), "{err}");

@@ -10,8 +10,8 @@
 mod common;
 
 use common::pg::PgCluster;
+use ctxlog::StoreLocation;
 use ctxlog::ops::{CommitRequest, ListRequest, LogRequest};
-use ctxlog::{Options, StoreLocation};
 
 #[test]
 fn tenants_over_one_database_never_see_each_other() {
@@ -25,7 +25,11 @@ fn tenants_over_one_database_never_see_each_other() {
     let tenants = ["acme", "Acme", "team-b", long_a.as_str(), long_b.as_str()];
     let stores: Vec<_> = tenants
         .iter()
-        .map(|t| base.for_tenant(t).open(&Options::default()))
+        .map(|t| {
+            ctxlog::StoreBuilder::new(base.for_tenant(t))
+                .build()
+                .unwrap()
+        })
         .collect();
     for (i, store) in stores.iter().enumerate() {
         for turn in 0..=i {

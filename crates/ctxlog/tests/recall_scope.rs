@@ -54,7 +54,7 @@ fn tool_turn(output: String) -> NewCommit {
 #[test]
 fn artifact_text_is_searchable_across_a_page_boundary() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let mut conv = store.conversation("scan").unwrap();
     conv.commit(&tool_turn(big_output("xylophonequartz")))
         .unwrap();
@@ -98,7 +98,7 @@ fn artifact_text_is_searchable_across_a_page_boundary() {
 fn an_artifact_symlinked_outside_the_conversation_is_never_read() {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let mut conv = store.conversation("scan").unwrap();
     conv.commit(&tool_turn(big_output("harmlessword"))).unwrap();
     let event = conv.events(3..=3).unwrap().remove(0);

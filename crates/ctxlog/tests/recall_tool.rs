@@ -9,7 +9,7 @@ use ctxlog::Store;
 use serde_json::json;
 
 fn conversation(dir: &std::path::Path) -> ctxlog::Conversation {
-    let store = Store::open(dir);
+    let store = Store::open(dir).unwrap();
     let mut conv = store.conversation("agent").unwrap();
     conv.commit_json(
         br#"{"user":"The deploy key lives in vault path secret/deploy.","assistant":"Noted."}"#,
@@ -75,7 +75,7 @@ fn a_damaged_index_is_a_tool_error_naming_reindex() {
         b"not a database at all",
     )
     .unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let mut conv = store.conversation("agent").unwrap();
     let out = conv.recall_tool(&json!({"query": "vault"}));
     assert!(out.is_error);

@@ -65,7 +65,7 @@ fn recall(store: &Store, query: &str) -> ctxlog::RecallResult {
 #[test]
 fn a_key_in_a_message_arguments_and_a_large_output_is_in_no_file() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let json = turn_with_key();
     let request = CommitRequest::from_json("c", json.as_bytes(), Some("t1")).unwrap();
     let receipt = store.commit(&request).unwrap();
@@ -129,7 +129,6 @@ fn a_key_in_a_message_arguments_and_a_large_output_is_in_no_file() {
 #[test]
 fn a_store_may_switch_the_built_in_shapes_off_and_add_its_own_patterns() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path());
     let config = StoreConfig {
         redaction: RedactionConfig {
             builtin: false,
@@ -141,7 +140,10 @@ fn a_store_may_switch_the_built_in_shapes_off_and_add_its_own_patterns() {
         },
         ..StoreConfig::default()
     };
-    store.configure(&config).unwrap();
+    let store = ctxlog::StoreBuilder::dir(dir.path())
+        .config(config)
+        .build()
+        .unwrap();
     let json = format!(r#"{{"user":"{KEY} and TCK-123456","assistant":"ok"}}"#);
     store
         .commit(&CommitRequest::from_json("c", json.as_bytes(), None).unwrap())
@@ -174,7 +176,7 @@ fn a_bad_pattern_is_refused_when_configuring() {
 #[test]
 fn a_low_level_handle_from_the_store_redacts_too() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let mut conv = store.conversation("c").unwrap();
     let turn = format!(r#"{{"user":"key {KEY}","assistant":"ok"}}"#);
     conv.commit_json(turn.as_bytes(), None).unwrap();

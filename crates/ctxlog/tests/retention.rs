@@ -100,7 +100,7 @@ fn tombstones(store: &Store, conv: &str) -> Vec<(u64, u64, i64, String)> {
 #[test]
 fn keep_turns_erases_whole_old_turns_under_one_retention_tombstone() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     for i in 1..=10 {
         agent_turn(&store, "c", i);
     }
@@ -156,7 +156,7 @@ fn keep_turns_erases_whole_old_turns_under_one_retention_tombstone() {
 #[test]
 fn pinned_notes_are_exempt_unless_included_and_earlier_tombstones_stay_as_written() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     commit(
         &store,
         "c",
@@ -203,7 +203,7 @@ fn pinned_notes_are_exempt_unless_included_and_earlier_tombstones_stay_as_writte
 #[test]
 fn max_bytes_removes_the_oldest_turns_until_the_ledger_fits() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     for i in 1..=20 {
         agent_turn(&store, "c", i);
     }
@@ -241,7 +241,7 @@ fn max_bytes_removes_the_oldest_turns_until_the_ledger_fits() {
 #[test]
 fn a_dry_run_changes_no_byte_of_the_store() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     for i in 1..=6 {
         agent_turn(&store, "a", i);
         agent_turn(&store, "b", i);
@@ -258,7 +258,7 @@ fn a_dry_run_changes_no_byte_of_the_store() {
         .unwrap();
     drop(store);
     let before = snapshot(dir.path());
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let dry = gc(&store, None, keep(2), true).unwrap();
     assert!(dry.dry_run);
     assert_eq!(dry.conversations.len(), 2);
@@ -282,7 +282,7 @@ fn a_gc_request_refuses_unknown_fields() {
 #[test]
 fn bad_requests_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     for i in 1..=3 {
         agent_turn(&store, "c", i);
     }
@@ -320,8 +320,10 @@ fn bad_requests_change_nothing() {
 fn the_configured_policy_applies_and_a_request_rule_overrides_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = ctxlog::StoreConfig::from_toml("[retention]\nkeep_turns = 4\n", "t").unwrap();
-    let mut store = Store::open(dir.path());
-    store.configure(&config).unwrap();
+    let store = ctxlog::StoreBuilder::dir(dir.path())
+        .config(config)
+        .build()
+        .unwrap();
     for i in 1..=6 {
         agent_turn(&store, "c", i);
     }
@@ -336,7 +338,7 @@ fn the_configured_policy_applies_and_a_request_rule_overrides_it() {
 fn retention_on_open_applies_when_a_store_first_writes_a_conversation() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(dir.path());
+        let store = Store::open(dir.path()).unwrap();
         for i in 1..=5 {
             agent_turn(&store, "c", i);
         }
@@ -344,8 +346,10 @@ fn retention_on_open_applies_when_a_store_first_writes_a_conversation() {
     let config =
         ctxlog::StoreConfig::from_toml("[retention]\nkeep_turns = 2\non_open = true\n", "t")
             .unwrap();
-    let mut store = Store::open(dir.path());
-    store.configure(&config).unwrap();
+    let store = ctxlog::StoreBuilder::dir(dir.path())
+        .config(config)
+        .build()
+        .unwrap();
     agent_turn(&store, "c", 6);
     // Opened for the commit: turns 1-3 went, then turn 6 was added.
     let stones = tombstones(&store, "c");
@@ -357,7 +361,7 @@ fn retention_on_open_applies_when_a_store_first_writes_a_conversation() {
 #[test]
 fn max_bytes_never_removes_turns_smaller_than_their_tombstones() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     for i in 0..5 {
         commit(
             &store,

@@ -10,7 +10,7 @@ use ctxlog::Store;
 #[test]
 fn a_snapshot_sees_new_commits_after_refresh() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let mut conv = store.conversation("chat").unwrap();
     conv.commit_json(br#"{"user":"hello","assistant":"hi"}"#, None)
         .unwrap();
@@ -41,7 +41,7 @@ fn a_snapshot_sees_new_commits_after_refresh() {
 #[test]
 fn a_snapshot_opened_before_an_erase_never_brings_erased_text_back() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let mut conv = store.conversation("c").unwrap();
     conv.commit_json(
         br#"{"user":"The secret code is ZEBRA-42.","assistant":"Noted."}"#,
@@ -93,7 +93,7 @@ fn a_snapshot_opened_before_an_erase_never_brings_erased_text_back() {
 #[test]
 fn a_stale_snapshot_does_not_reset_a_newer_index() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let mut conv = store.conversation("c").unwrap();
     conv.commit_json(br#"{"user":"first","assistant":"ok"}"#, None)
         .unwrap();

@@ -44,7 +44,7 @@ fn a_store_in_memory_keeps_every_ledger_byte_in_its_storage() {
     let mem = MemStorage::new();
     let backend =
         FileBackend::with_storage(Arc::new(mem.clone()), caches.path(), Options::default());
-    let store = Store::with_backend(Arc::new(backend));
+    let store = Store::with_backend(Arc::new(backend)).unwrap();
     let commit = |name: &str, json: &[u8]| {
         store.commit(&CommitRequest::from_json(name, json, None).unwrap())
     };

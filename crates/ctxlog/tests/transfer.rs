@@ -209,7 +209,7 @@ proptest! {
         more in proptest::collection::vec(erasure(), 0..3),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path());
+        let store = Store::open(dir.path()).unwrap();
         // Turns, erasures, turns committed after them (older than the erasures: their
         // times are 2020's), erasures again: tombstones at the start, the end, side by side,
         // spanning earlier ones, with events after them.
@@ -233,7 +233,7 @@ proptest! {
 #[test]
 fn a_bad_record_is_named_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let cases: [(ImportFormat, &str, &str); 10] = [
         (
             ImportFormat::Ctxlog,
@@ -320,7 +320,7 @@ fn a_bad_record_is_named_and_nothing_is_written() {
 #[test]
 fn openai_chat_arrays_group_tool_calls_and_keep_a_greeting() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let chat = br#"{"messages":[
         {"role":"assistant","content":"Hello! How can I help?"},
         {"role":"system","content":"Answer in French."},
@@ -375,7 +375,7 @@ fn openai_chat_arrays_group_tool_calls_and_keep_a_greeting() {
 #[test]
 fn anthropic_messages_turn_tool_use_blocks_into_calls_and_results() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let chat = br#"{"system":"Be terse.","messages":[
         {"role":"user","content":"Weather in Paris?","ts":1683554160000},
         {"role":"assistant","content":[{"type":"text","text":"Checking."},{"type":"tool_use","id":"tu1","name":"weather","input":{"city":"Paris"}}]},
@@ -436,7 +436,7 @@ const BACKWARDS: &str = r#"[
 #[test]
 fn a_sample_with_backwards_session_dates_is_refused_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let format = ImportFormat::ConversationDataset;
     let done = import(&store, None, format, BACKWARDS.as_bytes()).unwrap();
     let names: Vec<&str> = done
@@ -497,7 +497,7 @@ fn a_sample_with_backwards_session_dates_is_refused_alone() {
 #[test]
 fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let done = import(
         &store,
         None,
@@ -585,7 +585,7 @@ fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
 #[test]
 fn live_commits_take_the_clock_and_never_go_back_before_an_imported_future_time() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let future = r#"{"seq":1,"ts":"2100-01-01T00:00:00Z","kind":"user","text":"from the future"}"#;
     import(&store, Some("f"), ImportFormat::Ctxlog, future.as_bytes()).unwrap();
     store

@@ -39,7 +39,7 @@ fn a_symlink_at_the_trash_name_is_not_followed() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("store");
     let outside = victim_dir(tmp.path());
-    let store = Store::open(&root);
+    let store = Store::open(&root).unwrap();
     let mut conv = store.conversation("chat").unwrap();
     conv.commit_json(br#"{"user":"secret narwhal-9931","assistant":"ok"}"#, None)
         .unwrap();
@@ -66,7 +66,7 @@ fn a_stale_trash_symlink_is_removed_not_followed() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("store");
     let outside = victim_dir(tmp.path());
-    let store = Store::open(&root);
+    let store = Store::open(&root).unwrap();
     let mut conv = store.conversation("chat").unwrap();
     conv.commit_json(br#"{"user":"hello","assistant":"ok"}"#, None)
         .unwrap();

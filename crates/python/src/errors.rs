@@ -67,6 +67,12 @@ create_exception!(
     Error,
     "The store's database cannot be reached (down, restarting, connection lost); nothing was acknowledged: retry."
 );
+create_exception!(
+    ctxlog,
+    IndexDamaged,
+    Error,
+    "The conversation's recall index is damaged. It is a cache and the ledger is intact: Conversation.reindex() rebuilds it."
+);
 
 /// Adds the exception classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -84,6 +90,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Conflict", py.get_type::<Conflict>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;
     m.add("Unavailable", py.get_type::<Unavailable>())?;
+    m.add("IndexDamaged", py.get_type::<IndexDamaged>())?;
     Ok(())
 }
 
@@ -102,18 +109,20 @@ pub fn bad_input(message: String) -> PyErr {
 /// text, and `error_class` plus the class's details as attributes.
 pub fn into_py_err(py: Python<'_>, e: &ctxlog::Error) -> PyErr {
     let message = e.to_string();
-    let (err, name) = match e.class() {
-        ErrorClass::Usage => (UsageError::new_err(message), "usage"),
-        ErrorClass::BadInput => (BadInput::new_err(message), "bad_input"),
-        ErrorClass::OverBudget => (MandatoryExceedsBudget::new_err(message), "over_budget"),
-        ErrorClass::Locked => (Locked::new_err(message), "locked"),
-        ErrorClass::Busy => (Busy::new_err(message), "busy"),
-        ErrorClass::Corrupt => (Corrupt::new_err(message), "corrupt"),
-        ErrorClass::Conflict => (Conflict::new_err(message), "conflict"),
-        ErrorClass::NotFound => (NotFound::new_err(message), "not_found"),
-        ErrorClass::Unavailable => (Unavailable::new_err(message), "unavailable"),
-        _ => (Error::new_err(message), "error"),
+    let err = match e.class() {
+        ErrorClass::Usage => UsageError::new_err(message),
+        ErrorClass::BadInput => BadInput::new_err(message),
+        ErrorClass::OverBudget => MandatoryExceedsBudget::new_err(message),
+        ErrorClass::Locked => Locked::new_err(message),
+        ErrorClass::Busy => Busy::new_err(message),
+        ErrorClass::Corrupt => Corrupt::new_err(message),
+        ErrorClass::Conflict => Conflict::new_err(message),
+        ErrorClass::NotFound => NotFound::new_err(message),
+        ErrorClass::Unavailable => Unavailable::new_err(message),
+        ErrorClass::IndexDamaged => IndexDamaged::new_err(message),
+        _ => Error::new_err(message),
     };
+    let name = e.class().name();
     // Attributes are best effort: an exception without them still says everything in its
     // message.
     let _ = set_details(py, &err, e, name);

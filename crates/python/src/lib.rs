@@ -26,9 +26,9 @@ use ctxlog::ops::{
     CommitRequest, EraseRequest, EraseTarget, ExportRequest, GcRequest, ImportRequest, ListRequest,
     LogRequest, ProjectRequest, RecallRequest, ReindexRequest, VerifyRequest,
 };
-use ctxlog::{ConversationName, Policy, Tokenizer, WireFormat};
+use ctxlog::{ConversationName, WireFormat};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::errors::{into_py_err, usage};
 
@@ -99,29 +99,28 @@ impl PyStore {
         redact_vars: Option<Vec<String>>,
         redact_patterns: Option<std::collections::BTreeMap<String, String>>,
     ) -> PyResult<Self> {
-        let location = url.display().to_string();
-        let parsed = ctxlog::StoreLocation::parse(&location).map_err(|e| usage(e.to_string()))?;
+        let parsed = ctxlog::StoreLocation::parse(&url.display().to_string())
+            .map_err(|e| usage(e.to_string()))?;
         let location = parsed.display();
-        let mut store = parsed.open(&ctxlog::Options::default());
+        let mut builder = ctxlog::StoreBuilder::new(parsed);
         if let Some(seconds) = writer_wait {
             let wait = Duration::try_from_secs_f64(seconds)
                 .map_err(|e| usage(format!("writer_wait must be seconds >= 0: {e}")))?;
-            store.set_writer_wait(Some(wait));
+            builder.writer_wait(Some(wait));
         }
-        let mut settings =
-            ctxlog::StoreConfig::find(&url, config.as_deref()).map_err(|e| usage(e.to_string()))?;
-        let redaction = &mut settings.redaction;
-        redaction.builtin = redact_builtin.unwrap_or(redaction.builtin);
-        redaction.env = redact_env.unwrap_or(redaction.env);
-        redaction.env_vars.extend(redact_vars.unwrap_or_default());
-        for (name, regex) in redact_patterns.unwrap_or_default() {
-            redaction
-                .patterns
-                .push(ctxlog::redact::PatternConfig { name, regex });
+        if let Some(file) = config {
+            builder.config_file(file);
         }
-        store
-            .configure(&settings)
-            .map_err(|e| usage(e.to_string()))?;
+        let patterns = redact_patterns.unwrap_or_default().into_iter();
+        builder.redaction(ctxlog::redact::RedactionOverrides {
+            builtin: redact_builtin,
+            env: redact_env,
+            env_vars: redact_vars.unwrap_or_default(),
+            patterns: patterns
+                .map(|(name, regex)| ctxlog::redact::PatternConfig { name, regex })
+                .collect(),
+        });
+        let store = Python::attach(|py| builder.build().map_err(|e| into_py_err(py, &e)))?;
         Ok(PyStore {
             shared: Arc::new(Shared {
                 store: RwLock::new(Some(Arc::new(store))),
@@ -240,52 +239,27 @@ struct PyConversation {
     name: String,
 }
 
-/// The `project` keyword arguments, shared by `project` and `project_dict`.
-#[allow(clippy::too_many_arguments)]
+/// The request of `project` and `project_dict`: the keyword arguments are the fields of
+/// [`ProjectRequest`] (the server's projection request body), read by serde like every
+/// other front end's; `None` means the field's default.
 fn project_request(
     conversation: &str,
     input: Option<String>,
-    max_tokens: Option<u64>,
-    max_bytes: Option<u64>,
-    format: &str,
-    tokenizer: &str,
-    reserve_output: Option<u64>,
-    recall: Option<usize>,
-    policy: &str,
-    system: Option<String>,
-    model: Option<String>,
-    notice: bool,
-    tools: Option<&Bound<'_, PyAny>>,
-    recall_tool: bool,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<ProjectRequest> {
-    let tools = match tools {
-        None => Vec::new(),
-        Some(tools) => serde_json::from_value(json::from_py(tools)?).map_err(|e| {
-            errors::bad_input(format!(
-                "tools: expected a list of tool definition dicts: {e}"
-            ))
-        })?,
-    };
-    Ok(ProjectRequest {
-        conversation: conversation.to_string(),
-        input,
-        system,
-        model,
-        format: format
-            .parse::<WireFormat>()
-            .map_err(|e| usage(e.to_string()))?,
-        max_bytes,
-        max_tokens,
-        tokenizer: tokenizer
-            .parse::<Tokenizer>()
-            .map_err(|e| usage(e.to_string()))?,
-        reserve_output,
-        policy: policy.parse::<Policy>().map_err(|e| usage(e.to_string()))?,
-        recall,
-        notice,
-        tools,
-        recall_tool,
-        recall_reserve: None,
+    let mut fields = serde_json::Map::new();
+    if let Some(options) = options {
+        for (key, value) in options.iter() {
+            if !value.is_none() {
+                fields.insert(key.extract()?, json::from_py(&value)?);
+            }
+        }
+    }
+    if let Some(input) = input {
+        fields.insert("input".into(), input.into());
+    }
+    Python::attach(|py| {
+        ctxlog::ops::request_from_fields(conversation, fields).map_err(|e| into_py_err(py, &e))
     })
 }
 
@@ -372,44 +346,19 @@ impl PyConversation {
     /// The exact request body for one model call, and its report: `(body: bytes, report:
     /// dict)`. `body` is byte for byte what `ctxlog project` prints for the same options.
     /// Raises `MandatoryExceedsBudget` (with `needed_bytes`, `needed_tokens`) when the system
-    /// prompt and input alone do not fit; the ledger is never written.
-    #[pyo3(signature = (input = None, *, max_tokens = None, max_bytes = None, format = "openai-chat",
-        tokenizer = "o200k", reserve_output = None, recall = None, policy = "turns",
-        system = None, model = None, notice = false, tools = None, recall_tool = false))]
-    #[allow(clippy::too_many_arguments)]
+    /// prompt and input alone do not fit; the ledger is never written. The keyword arguments
+    /// are the fields of the server's projection request (`max_tokens`, `max_bytes`,
+    /// `format`, `tokenizer`, `reserve_output`, `recall`, `recall_reserve`, `policy`,
+    /// `system`, `model`, `notice`, `tools`, `recall_tool`); `None` is the field's default,
+    /// and an unknown one raises `UsageError`.
+    #[pyo3(signature = (input = None, **options))]
     fn project<'py>(
         &self,
         py: Python<'py>,
         input: Option<String>,
-        max_tokens: Option<u64>,
-        max_bytes: Option<u64>,
-        format: &str,
-        tokenizer: &str,
-        reserve_output: Option<u64>,
-        recall: Option<usize>,
-        policy: &str,
-        system: Option<String>,
-        model: Option<String>,
-        notice: bool,
-        tools: Option<&Bound<'py, PyAny>>,
-        recall_tool: bool,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyAny>)> {
-        let request = project_request(
-            &self.name,
-            input,
-            max_tokens,
-            max_bytes,
-            format,
-            tokenizer,
-            reserve_output,
-            recall,
-            policy,
-            system,
-            model,
-            notice,
-            tools,
-            recall_tool,
-        )?;
+        let request = project_request(&self.name, input, options)?;
         let projection = self.project_raw(py, request)?;
         Ok((
             PyBytes::new(py, &projection.body),
@@ -419,43 +368,14 @@ impl PyConversation {
 
     /// Like `project`, with the body parsed into a dict, ready for an SDK:
     /// `client.chat.completions.create(**body)`. Returns `(body: dict, report: dict)`.
-    #[pyo3(signature = (input = None, *, max_tokens = None, max_bytes = None, format = "openai-chat",
-        tokenizer = "o200k", reserve_output = None, recall = None, policy = "turns",
-        system = None, model = None, notice = false, tools = None, recall_tool = false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (input = None, **options))]
     fn project_dict<'py>(
         &self,
         py: Python<'py>,
         input: Option<String>,
-        max_tokens: Option<u64>,
-        max_bytes: Option<u64>,
-        format: &str,
-        tokenizer: &str,
-        reserve_output: Option<u64>,
-        recall: Option<usize>,
-        policy: &str,
-        system: Option<String>,
-        model: Option<String>,
-        notice: bool,
-        tools: Option<&Bound<'py, PyAny>>,
-        recall_tool: bool,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let (body, report) = self.project(
-            py,
-            input,
-            max_tokens,
-            max_bytes,
-            format,
-            tokenizer,
-            reserve_output,
-            recall,
-            policy,
-            system,
-            model,
-            notice,
-            tools,
-            recall_tool,
-        )?;
+        let (body, report) = self.project(py, input, options)?;
         Ok((json::loads(py, body.as_any())?, report))
     }
 
@@ -494,16 +414,7 @@ impl PyConversation {
         all: bool,
         reason: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let target = match (seqs, commit_id, all) {
-            (Some((from, to)), None, false) => EraseTarget::Seqs { from, to },
-            (None, Some(id), false) => EraseTarget::Commit { id },
-            (None, None, true) => EraseTarget::All,
-            _ => {
-                return Err(usage(
-                    "give exactly one of seqs=(a, b), commit_id= or all=True".into(),
-                ));
-            }
-        };
+        let target = EraseTarget::choose(seqs, commit_id, all).map_err(|e| usage(e.to_string()))?;
         let request = EraseRequest {
             conversation: self.name.clone(),
             target,

@@ -106,47 +106,45 @@ impl AppError {
     /// Maps a facade error to its status and a message without filesystem paths.
     pub fn from_store(e: Error) -> AppError {
         use StatusCode as S;
-        match e.class() {
-            ErrorClass::Usage => AppError::new(S::BAD_REQUEST, "usage", e.to_string()),
-            ErrorClass::BadInput => AppError::new(S::BAD_REQUEST, "bad_input", e.to_string()),
+        let class = e.class();
+        let plain = |status| AppError::new(status, class.name(), e.to_string());
+        match class {
+            ErrorClass::Usage | ErrorClass::BadInput => plain(S::BAD_REQUEST),
             ErrorClass::NotFound => match &e {
                 Error::NotFound { name, .. } => {
                     AppError::not_found(format!("no conversation \"{name}\""))
                 }
                 _ => AppError::not_found("not found"),
             },
-            ErrorClass::Conflict => AppError::new(S::CONFLICT, "conflict", e.to_string()),
+            ErrorClass::Conflict => plain(S::CONFLICT),
             ErrorClass::OverBudget => {
                 let details = e
                     .shortfall()
                     .and_then(|s| serde_json::to_value(s).ok())
                     .unwrap_or(Value::Null);
-                AppError::new(S::UNPROCESSABLE_ENTITY, "over_budget", e.to_string())
-                    .with_details(details)
+                plain(S::UNPROCESSABLE_ENTITY).with_details(details)
             }
             ErrorClass::Locked => AppError::new(
                 S::LOCKED,
-                "locked",
+                class.name(),
                 "the conversation is locked by another writer process; retry when it is done",
             ),
-            ErrorClass::Busy => AppError::new(S::SERVICE_UNAVAILABLE, "busy", e.to_string()),
+            ErrorClass::Busy => plain(S::SERVICE_UNAVAILABLE),
             ErrorClass::Unavailable => {
                 tracing::warn!(error = %e, "store unavailable");
-                AppError::new(S::SERVICE_UNAVAILABLE, "unavailable", e.to_string())
+                plain(S::SERVICE_UNAVAILABLE)
             }
             ErrorClass::Corrupt => corrupt(&e),
-            _ => match &e {
-                Error::Recall(recall) if recall.is_damaged() => {
-                    tracing::error!(error = %e, "recall index damaged");
-                    AppError::new(
-                        S::INTERNAL_SERVER_ERROR,
-                        "index_damaged",
-                        "the conversation's recall index is damaged (a disposable cache; the \
-                         ledger is intact): POST /v1/conversations/{name}/reindex rebuilds it",
-                    )
-                }
-                _ => AppError::internal(&e),
-            },
+            ErrorClass::IndexDamaged => {
+                tracing::error!(error = %e, "recall index damaged");
+                AppError::new(
+                    S::INTERNAL_SERVER_ERROR,
+                    class.name(),
+                    "the conversation's recall index is damaged (a disposable cache; the \
+                     ledger is intact): POST /v1/conversations/{name}/reindex rebuilds it",
+                )
+            }
+            _ => AppError::internal(&e),
         }
     }
 }

@@ -9,7 +9,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use tower::ServiceExt;
 //! let dir = tempfile::tempdir().unwrap();
-//! let app = ctxlog_server::app(ctxlog_server::AppState::new(&ctxlog_server::Config::new(dir.path())));
+//! let app = ctxlog_server::app(ctxlog_server::AppState::new(&ctxlog_server::Config::new(dir.path())).unwrap());
 //! let request = axum::http::Request::get("/healthz").body(axum::body::Body::empty()).unwrap();
 //! assert_eq!(app.oneshot(request).await.unwrap().status(), 200);
 //! # }
@@ -112,45 +112,37 @@ impl AppState {
     ///
     /// # Errors
     /// A store configuration that does not check out (a redaction pattern that does not
-    /// compile, an invalid retention rule).
-    pub fn try_new(config: &Config) -> ctxlog::Result<AppState> {
-        let mut probe = Store::open(&config.root);
-        probe.configure(&config.store)?;
-        Ok(AppState::new(config))
-    }
-
-    /// Opens the stores `config` names (nothing is created on disk until a first commit). A
-    /// store configuration that does not check out leaves the stores at the defaults
-    /// ([`AppState::try_new`] refuses it instead).
-    pub fn new(config: &Config) -> AppState {
+    /// compile, an invalid retention rule): no store falls back to the defaults.
+    pub fn new(config: &Config) -> ctxlog::Result<AppState> {
         let open = |location: ctxlog::StoreLocation| {
-            let mut store = location.open(&ctxlog::Options::default());
-            store.set_writer_wait(Some(config.writer_wait));
-            let _ = store.configure(&config.store);
-            Tenant {
+            let store = ctxlog::StoreBuilder::new(location.clone())
+                .config(config.store.clone())
+                .writer_wait(Some(config.writer_wait))
+                .build()?;
+            Ok::<_, ctxlog::Error>(Tenant {
                 store: Arc::new(store),
                 root: location.display().into(),
-            }
+            })
         };
         let location = config
             .location
             .clone()
             .unwrap_or_else(|| ctxlog::StoreLocation::dir(&config.root));
         let stores = match &config.tokens {
-            None => HashMap::from([(String::new(), open(location))]),
+            None => HashMap::from([(String::new(), open(location)?)]),
             Some(tokens) => tokens
                 .tenants()
                 .into_iter()
-                .map(|t| (t.to_string(), open(location.for_tenant(t))))
-                .collect(),
+                .map(|t| Ok((t.to_string(), open(location.for_tenant(t))?)))
+                .collect::<ctxlog::Result<_>>()?,
         };
-        AppState {
+        Ok(AppState {
             inner: Arc::new(Inner {
                 tokens: config.tokens.clone(),
                 stores,
                 body_limit: config.body_limit,
             }),
-        }
+        })
     }
 
     /// The tenant of a request's `Authorization` header value (none when the server has no
@@ -246,7 +238,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         writer_wait: options.writer_wait,
         store: options.config.clone(),
     };
-    let state = AppState::try_new(&config).context("the store configuration")?;
+    let state = AppState::new(&config).context("the store configuration")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

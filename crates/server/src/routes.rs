@@ -220,7 +220,7 @@ fn request_for<T: DeserializeOwned>(name: &str, body: &[u8]) -> Result<T, AppErr
             AppError::bad_request(format!("request body: expected a JSON object: {e}"))
         })?
     };
-    match object.insert("conversation".into(), Value::from(name)) {
+    match object.remove("conversation") {
         Some(Value::String(given)) if given != name => {
             return Err(AppError::bad_request(format!(
                 "request body names conversation \"{given}\" but the path names \"{name}\""
@@ -228,8 +228,7 @@ fn request_for<T: DeserializeOwned>(name: &str, body: &[u8]) -> Result<T, AppErr
         }
         _ => {}
     }
-    serde_json::from_value(Value::Object(object))
-        .map_err(|e| AppError::bad_request(format!("request body: {e}")))
+    ctxlog::ops::request_from_fields(name, object).map_err(AppError::from_store)
 }
 
 async fn healthz() -> Json<Value> {
@@ -275,10 +274,6 @@ async fn commit(
     Ok(Json(receipt).into_response())
 }
 
-/// The most events one `events` call returns, and the default page.
-const MAX_EVENTS_PAGE: u64 = 10_000;
-const DEFAULT_EVENTS_PAGE: u64 = 1_000;
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EventsQuery {
@@ -292,19 +287,7 @@ async fn events(
     uri: Uri,
 ) -> Result<Response, AppError> {
     let q: EventsQuery = query(&uri)?;
-    let limit = q.limit.unwrap_or(DEFAULT_EVENTS_PAGE);
-    if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
-        return Err(AppError::new(
-            StatusCode::BAD_REQUEST,
-            "usage",
-            format!("limit must be from 1 to {MAX_EVENTS_PAGE}, not {limit}"),
-        ));
-    }
-    let request = LogRequest {
-        conversation: name,
-        from: q.from.unwrap_or(1),
-        limit: Some(limit),
-    };
+    let request = LogRequest::page(name, q.from, q.limit).map_err(AppError::from_store)?;
     let log = blocking(tenant, move |s| s.log(&request)).await?;
     Ok(Json(log).into_response())
 }

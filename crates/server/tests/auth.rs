@@ -167,7 +167,7 @@ async fn oversized_bodies_are_413_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::new(dir.path());
     config.body_limit = 1024;
-    let app = app(AppState::new(&config));
+    let app = app(AppState::new(&config).unwrap());
     let big = serde_json::json!({"user": "x".repeat(2000)}).to_string();
     let reply = call(
         &app,

@@ -404,7 +404,7 @@ async fn every_bad_request_gets_its_status_one_line_and_no_byte_changed() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(run(listener, AppState::new(&config), async move {
+    let server = tokio::spawn(run(listener, AppState::new(&config).unwrap(), async move {
         let _ = stopped.await;
     }));
     let root = dir.path().to_path_buf();

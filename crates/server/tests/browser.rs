@@ -48,7 +48,7 @@ async fn inspector_draws_what_the_api_reports() {
     }
 
     let dir = tempfile::tempdir().unwrap();
-    let store = ctxlog::Store::open(dir.path());
+    let store = ctxlog::Store::open(dir.path()).unwrap();
     for i in 0..30 {
         let turn = serde_json::json!({
             "user": format!("Turn {i}: what did we decide about the deployment window for service {i}?"),
@@ -66,7 +66,7 @@ async fn inspector_draws_what_the_api_reports() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(run(
         listener,
-        AppState::new(&Config::new(dir.path())),
+        AppState::new(&Config::new(dir.path())).unwrap(),
         async move {
             let _ = stopped.await;
         },

@@ -89,7 +89,7 @@ async fn commits_past_the_writer_wait_are_503_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::new(dir.path());
     config.writer_wait = Duration::from_micros(1);
-    let app = app(AppState::new(&config));
+    let app = app(AppState::new(&config).unwrap());
     let mut tasks = Vec::new();
     for client in 0..CLIENTS {
         let app = app.clone();

@@ -420,7 +420,7 @@ async fn a_writer_in_another_process_is_423_with_retry_after() {
     let (dir, app) = open_app();
     // Another store on the same directory stands for another process: it creates the
     // conversation and keeps its writer (and the OS lock) open.
-    let other = ctxlog::Store::open(dir.path());
+    let other = ctxlog::Store::open(dir.path()).unwrap();
     let mut holder = other.conversation("held").unwrap();
     let turn = ctxlog::parse_commit(br#"{"user":"hello","assistant":"hi"}"#, None).unwrap();
     holder.commit(&turn).unwrap();

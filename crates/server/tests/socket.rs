@@ -52,7 +52,7 @@ async fn start(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let state = AppState::new(&Config::new(dir));
+    let state = AppState::new(&Config::new(dir)).unwrap();
     let server = tokio::spawn(run(listener, state, async move {
         let _ = stopped.await;
     }));
@@ -135,7 +135,7 @@ async fn shutdown_finishes_a_commit_in_flight() {
         "still accepting after shutdown"
     );
     // The commit is durable: a fresh store sees it.
-    let store = ctxlog::Store::open(dir.path());
+    let store = ctxlog::Store::open(dir.path()).unwrap();
     let log = store
         .log(&ctxlog::ops::LogRequest {
             conversation: "inflight".into(),

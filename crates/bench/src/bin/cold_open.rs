@@ -85,7 +85,7 @@ fn evict(dir: &Path) -> Result<()> {
 
 fn child(root: &str) -> Result<()> {
     let start = Instant::now();
-    let store = ctxlog::Store::open(root);
+    let store = ctxlog::Store::open(root)?;
     let projection = store.project(&ProjectRequest {
         conversation: CONVERSATION.into(),
         input: Some("what happened last?".into()),

@@ -165,7 +165,7 @@ fn run(root: &PathBuf, per_client: usize) -> Result<()> {
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let state = ctxlog_server::AppState::new(&ctxlog_server::Config::new(root));
+    let state = ctxlog_server::AppState::new(&ctxlog_server::Config::new(root))?;
     let server = runtime.spawn(ctxlog_server::run(listener, state, async move {
         let _ = stopped.await;
     }));

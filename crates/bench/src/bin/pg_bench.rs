@@ -45,7 +45,7 @@ fn main() -> anyhow::Result<()> {
         max_bytes: Some(4096),
         ..Default::default()
     };
-    engines[0].1.open(&Options::default()).project(&warm_up)?;
+    open(&engines[0].1, &Options::default())?.project(&warm_up)?;
     println!(
         "commits: {commits} per scenario, {WRITERS} writers where concurrent; durable commits on both"
     );
@@ -54,7 +54,7 @@ fn main() -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|");
     for (name, location) in &engines {
-        let durable = Arc::new(location.open(&Options::default()));
+        let durable = Arc::new(open(location, &Options::default())?);
         let single = rate(commits, || one_writer(&durable, "single", commits))?;
         let same = rate(commits, || {
             many_writers(&durable, commits, |_| "same".to_string())
@@ -71,6 +71,13 @@ fn main() -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// The store at `location` with `options`.
+fn open(location: &StoreLocation, options: &Options) -> anyhow::Result<Store> {
+    Ok(ctxlog::StoreBuilder::new(location.clone())
+        .options(options.clone())
+        .build()?)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -125,7 +132,7 @@ fn many_writers(
 fn projection(location: &StoreLocation) -> anyhow::Result<(Duration, Duration)> {
     let mut fast = Options::default();
     fast.sync(SyncMode::Never);
-    let store = location.open(&fast);
+    let store = open(location, &fast)?;
     for i in 0..TURNS {
         store.commit(&turn("long", i)?)?;
     }
@@ -136,7 +143,7 @@ fn projection(location: &StoreLocation) -> anyhow::Result<(Duration, Duration)> 
         max_bytes: Some(16 << 10),
         ..Default::default()
     };
-    let store = location.open(&fast);
+    let store = open(location, &fast)?;
     let start = Instant::now();
     let first = store.project(&request)?;
     let first_time = start.elapsed();

@@ -19,7 +19,7 @@ fn main() -> Result<()> {
         anyhow::bail!("usage: project_call ROOT CONVERSATION ITERATIONS MAX_BYTES INPUT");
     };
     let iterations: usize = iterations.parse().context("ITERATIONS")?;
-    let store = ctxlog::Store::open(root);
+    let store = ctxlog::Store::open(root)?;
     let request = ProjectRequest {
         conversation: conversation.clone(),
         input: Some(input.clone()),

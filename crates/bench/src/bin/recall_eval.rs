@@ -123,7 +123,7 @@ fn through_import(path: &Path) -> anyhow::Result<String> {
     let dir =
         std::env::temp_dir().join(format!("ctxlog-recall-eval-import-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let store = ctxlog::Store::open(&dir);
+    let store = ctxlog::Store::open(&dir)?;
     let request = ImportRequest {
         conversation: None,
         format: ImportFormat::ConversationDataset,

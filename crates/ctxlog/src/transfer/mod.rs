@@ -498,7 +498,7 @@ impl crate::Store {
     /// use ctxlog::transfer::ImportFormat;
     /// # fn main() -> ctxlog::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
-    /// let store = ctxlog::Store::open(dir.path());
+    /// let store = ctxlog::Store::open(dir.path())?;
     /// let chat = br#"[{"role":"system","content":"Be brief."},
     ///   {"role":"user","content":"What is 2+2?","ts":"2023-05-08T13:56:00Z"},
     ///   {"role":"assistant","content":"4"}]"#;
@@ -514,8 +514,8 @@ impl crate::Store {
     /// ```
     ///
     /// # Errors
-    /// [`Error::BadInput`] naming the first bad record; [`Error::InvalidRequest`] without a
-    /// needed name; [`Error::InvalidName`]; [`Error::BadInput`] for an export with erased
+    /// [`Error::BadInput`] naming the first bad record, or for an input over
+    /// [`crate::ops::MAX_IMPORT_BYTES`]; [`Error::InvalidRequest`] without a needed name; [`Error::InvalidName`]; [`Error::BadInput`] for an export with erased
     /// ranges into a conversation that holds other events (nothing written); the ledger's
     /// refusals when committing (outside datasets: an explicit time earlier than the
     /// conversation's last event, nothing of that conversation written); I/O.
@@ -525,6 +525,8 @@ impl crate::Store {
         data: &[u8],
         progress: &mut dyn FnMut(crate::ops::ImportProgress),
     ) -> Result<crate::ops::ImportResponse> {
+        let cap = crate::ops::MAX_IMPORT_BYTES;
+        crate::ops::check_input_size(data.len() as u64, cap, "the import's input")?;
         let parsed = parse(request.format, request.conversation.as_deref(), data)?;
         let per_sample = request.format == ImportFormat::ConversationDataset;
         let plans = plan(parsed, data, per_sample)?;

@@ -76,7 +76,7 @@ impl Engine for Files {
     }
     fn store(&self, case: &str, options: &Options) -> Store {
         let backend = FileBackend::new(self.dir.path().join(case), options.clone());
-        Store::with_backend(Arc::new(backend))
+        Store::with_backend(Arc::new(backend)).unwrap()
     }
     fn replicas(&self) -> usize {
         1
@@ -162,7 +162,7 @@ impl Engine for Postgres {
     }
     fn store(&self, case: &str, options: &Options) -> Store {
         let config = PgConfig::parse(&self.cluster.url(case, self.cache.path())).unwrap();
-        Store::with_backend(Arc::new(PgBackend::new(&config, options)))
+        Store::with_backend(Arc::new(PgBackend::new(&config, options))).unwrap()
     }
     fn replicas(&self) -> usize {
         2

@@ -29,6 +29,7 @@ from ._ctxlog import (
     NotFound,
     Store,
     Unavailable,
+    IndexDamaged,
     UsageError,
     __version__,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "Store",
     "TokenizerName",
     "Unavailable",
+    "IndexDamaged",
     "UsageError",
     "WireFormat",
     "__version__",

@@ -21,6 +21,7 @@ __all__ = [
     "Store",
     "TokenizerName",
     "Unavailable",
+    "IndexDamaged",
     "UsageError",
     "WireFormat",
     "__version__",
@@ -72,6 +73,9 @@ class NotFound(Error):
 
 class Unavailable(Error):
     """The store's database cannot be reached; nothing was acknowledged: retry."""
+
+class IndexDamaged(Error):
+    """The recall index is damaged; the ledger is intact: Conversation.reindex() rebuilds it."""
 
 @final
 class Store:
@@ -155,6 +159,7 @@ class Conversation:
         tokenizer: TokenizerName = "o200k",
         reserve_output: Optional[int] = None,
         recall: Optional[int] = None,
+        recall_reserve: Optional[Mapping[str, float]] = None,
         policy: PolicyName = "turns",
         system: Optional[str] = None,
         model: Optional[str] = None,
@@ -163,7 +168,9 @@ class Conversation:
         recall_tool: bool = False,
     ) -> Tuple[bytes, JsonDict]:
         """The exact request body for one model call, and its report. Without input, the
-        open turn (ending in tool results) is projected: the agent loop's next call."""
+        open turn (ending in tool results) is projected: the agent loop's next call. The
+        keyword arguments are the fields of the server's projection request (None: the
+        field's default); `recall_reserve` is {"fraction": 0.25} or {"amount": N}."""
     def project_dict(
         self,
         input: Optional[str] = None,
@@ -174,6 +181,7 @@ class Conversation:
         tokenizer: TokenizerName = "o200k",
         reserve_output: Optional[int] = None,
         recall: Optional[int] = None,
+        recall_reserve: Optional[Mapping[str, float]] = None,
         policy: PolicyName = "turns",
         system: Optional[str] = None,
         model: Optional[str] = None,

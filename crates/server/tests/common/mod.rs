@@ -16,7 +16,7 @@ pub const BOB: &str = "bob-token-0123456789ab";
 /// A router over a fresh store without tokens (the loopback default).
 pub fn open_app() -> (tempfile::TempDir, Router) {
     let dir = tempfile::tempdir().unwrap();
-    let router = app(AppState::new(&Config::new(dir.path())));
+    let router = app(AppState::new(&Config::new(dir.path())).unwrap());
     (dir, router)
 }
 
@@ -25,7 +25,7 @@ pub fn tenant_app() -> (tempfile::TempDir, Router) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::new(dir.path());
     config.tokens = Some(Tokens::parse(&format!("{ALICE} alice\n{BOB} bob\n")).unwrap());
-    (dir, app(AppState::new(&config)))
+    (dir, app(AppState::new(&config).unwrap()))
 }
 
 /// A response: status, headers, body.

@@ -266,6 +266,34 @@ fn projection_class(e: &ctxlog_projection::Error) -> ErrorClass {
     }
 }
 
+/// A refused name is the same error, and so of the same class, as before it reached a backend.
+impl From<ctxlog_event::InvalidName> for Error {
+    fn from(e: ctxlog_event::InvalidName) -> Error {
+        Error::InvalidName {
+            name: e.name,
+            why: e.why,
+        }
+    }
+}
+
+/// Each backend failure becomes the variant of the same name, so its message and its
+/// [`ErrorClass`] do not depend on the engine that reported it.
+impl From<ctxlog_backend::Error> for Error {
+    fn from(e: ctxlog_backend::Error) -> Error {
+        use ctxlog_backend::Error as B;
+        match e {
+            B::NotFound { name, root } => Error::NotFound { name, root },
+            B::InvalidRequest { reason } => Error::InvalidRequest { reason },
+            B::Io { path, source } => Error::Io { path, source },
+            B::Ledger(e) => Error::Ledger(e),
+            B::Recall(e) => Error::Recall(e),
+            other => Error::Internal {
+                reason: format!("unclassified backend error: {other}"),
+            },
+        }
+    }
+}
+
 /// `Result` with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -35,7 +35,7 @@
 //! # Ok(()) }
 //! ```
 
-// Layers, lowest first; a module uses only those above it in this list: error, name, input,
+// Layers, lowest first; a module uses only those above it in this list: error, input,
 // redact, adapters, backend, retention, config, ops, handle, store, location, builder,
 // transfer.
 mod adapters;
@@ -46,7 +46,6 @@ mod error;
 mod handle;
 mod input;
 mod location;
-mod name;
 pub mod ops;
 pub mod redact;
 mod retention;
@@ -55,11 +54,11 @@ pub mod transfer;
 
 pub use builder::StoreBuilder;
 pub use config::{CONFIG_FILE, RetentionConfig, StoreConfig};
+pub use ctxlog_event::ConversationName;
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
 pub use input::{TimedCommit, parse_commit, parse_timed_commit};
 pub use location::StoreLocation;
-pub use name::ConversationName;
 pub use redact::{RedactionConfig, Redactor};
 pub use store::Store;
 

@@ -385,7 +385,7 @@ impl Store {
 
     /// Runs `f` with no read of `name` in flight, after closing the pooled read handles (they
     /// hold files that `f` deletes or replaces).
-    fn exclusive<T>(&self, slot: &Slot, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    fn exclusive<T, E>(&self, slot: &Slot, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let _files = slot
             .files
             .write()

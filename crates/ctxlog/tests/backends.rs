@@ -1092,6 +1092,7 @@ fn the_contract_on_the_file_store() {
 }
 
 #[test]
+#[cfg(feature = "postgres")]
 fn the_contract_on_postgres() {
     let Some(pg) = Postgres::start() else {
         return;
@@ -1100,6 +1101,7 @@ fn the_contract_on_postgres() {
 }
 
 #[test]
+#[cfg(feature = "postgres")]
 fn an_unreachable_database_is_one_clear_line() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -1130,6 +1132,7 @@ fn an_unreachable_database_is_one_clear_line() {
 /// TLS is not built in: a URL that asks for it is refused before any connection (never a
 /// connection in plain text), in one line without the password.
 #[test]
+#[cfg(feature = "postgres")]
 fn a_url_asking_for_tls_is_refused_in_one_line() {
     for mode in ["require", "verify-ca", "verify-full"] {
         let url = format!("postgres://app:hunter2@db.internal:5432/ledger?sslmode={mode}");

@@ -215,6 +215,7 @@ fn the_file_store_matches_a_vec_of_acknowledged_commits() {
 }
 
 #[test]
+#[cfg(feature = "postgres")]
 fn postgres_matches_a_vec_of_acknowledged_commits() {
     let Some(pg) = Postgres::start() else {
         return;

@@ -9,6 +9,8 @@
 //! it until its segments are removed; with `wal_recycle = off`, two WAL switches and
 //! checkpoints remove them, and then no file of the data directory holds it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The engine under test is compiled only with the `postgres` feature (the default).
+#![cfg(feature = "postgres")]
 
 mod common;
 

@@ -11,6 +11,8 @@
 //! too), and the other machine's recall cache file is deleted at its first request.
 //! Retention through a kept writer counts the turns the other machine committed since.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The engine under test is compiled only with the `postgres` feature (the default).
+#![cfg(feature = "postgres")]
 
 mod common;
 

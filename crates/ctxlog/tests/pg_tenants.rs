@@ -6,6 +6,8 @@
 //! opens them) is its own schema: the same conversation name in two tenants is two
 //! conversations, each listing only its own, each numbering its seqs from 1.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The engine under test is compiled only with the `postgres` feature (the default).
+#![cfg(feature = "postgres")]
 
 mod common;
 

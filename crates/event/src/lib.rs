@@ -7,6 +7,9 @@
 //! A **turn** is a user event and everything after it up to the next user event. Events before
 //! the first user event (notes, imports) belong to no turn; see [`turn_starts`].
 //!
+//! A conversation is named by a [`ConversationName`]: it becomes a directory of the file
+//! store and a row key in a database, so every engine checks it the same way.
+//!
 //! # JSON form
 //!
 //! [`EventBody`] serializes as an internally tagged object, the same form the CLI accepts:
@@ -19,7 +22,11 @@
 //! {"kind":"note","text":"never push to main","pinned":true}
 //! ```
 
+mod name;
+
 use serde::{Deserialize, Serialize};
+
+pub use name::{ConversationName, InvalidName, MAX_NAME_LEN};
 
 /// One stored event: its position, when it was committed, and what it says.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -13,20 +13,21 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ctxlog_backend::{
+    Backend, ConversationInfo, ConversationName, Error, LedgerView, LedgerWriter, OpenedWriter,
+    Result,
+};
 use ctxlog_ledger::format::names;
 use ctxlog_ledger::{
     DirStorage, Ledger, LedgerRead, Options, Reader, Storage, VerifyReport, storage::OpenMode,
 };
-
-use super::{Backend, ConversationInfo, LedgerView, LedgerWriter, OpenedWriter};
-use crate::{ConversationName, Error, Result};
 
 /// Directories being erased are renamed to this prefix first; it is not a valid conversation
 /// name, so nothing else ever opens them.
 const TRASH_PREFIX: &str = ".erasing-";
 
 /// The name of the recall index file inside a conversation directory.
-pub(crate) const RECALL_INDEX_FILE: &str = "recall.sqlite";
+const RECALL_INDEX_FILE: &str = "recall.sqlite";
 
 /// A directory of conversations (the embedded default store).
 pub struct FileBackend {

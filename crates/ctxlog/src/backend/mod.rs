@@ -1,243 +1,90 @@
 //! The backend seam: where conversations live.
 //!
-//! A [`Backend`] opens, creates, lists, verifies and erases conversations, and says where a
-//! conversation's recall cache lives. What it opens are ledger handles behind two traits:
-//! [`LedgerView`] (read: events, turns, notes, artifacts; catch up with what others committed)
-//! and [`LedgerWriter`] (append commits with idempotency, erase). Everything above this seam
-//! (projection, recall, the operations) works on these traits only, so a second engine (a
-//! database) is a second implementation of this module and nothing else changes.
+//! The traits are the `ctxlog-backend` crate's ([`Backend`], [`LedgerView`],
+//! [`LedgerWriter`]), re-exported here; an engine implements them and [`crate::Store::with_backend`]
+//! gives every front end the new engine. A backend's failures ([`BackendError`]) become the
+//! facade's [`crate::Error`] variants of the same names.
 //!
 //! The embedded default is [`FileBackend`]: one directory per conversation, every byte of it
-//! written through the ledger's [`Storage`](ctxlog_ledger::Storage) trait.
+//! written through the ledger's [`Storage`](ctxlog_ledger::Storage) trait. With the `postgres`
+//! feature (on by default), [`PgBackend`] keeps conversations in PostgreSQL (the
+//! `ctxlog-postgres` crate).
 
 mod file;
-mod postgres;
 
-use std::fmt::Debug;
-use std::ops::RangeInclusive;
-use std::path::PathBuf;
-
-use ctxlog_ledger::{
-    CommitReceipt, ErasureReport, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport,
-    VerifyReport,
+pub use ctxlog_backend::{
+    Backend, ConversationInfo, Error as BackendError, LedgerView, LedgerWriter, OpenedWriter,
 };
-use serde::{Deserialize, Serialize};
-
+#[cfg(feature = "postgres")]
+pub use ctxlog_postgres::{DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, PgBackend, PgConfig, PgLedger};
 pub use file::FileBackend;
-pub use postgres::{DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, PgBackend, PgConfig, PgLedger};
 
-use crate::{ConversationName, Result};
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
 
-/// A read handle on one conversation's ledger. Takes no lock; sees a committed prefix.
-pub trait LedgerView: LedgerRead + Send + Sync {
-    /// Brings the view up to date with what is committed. When the ledger was rewritten
-    /// (erasure), the view starts over and [`LedgerRead::ledger_id`] changes.
-    ///
-    /// # Errors
-    /// Ledger read errors, e.g. [`ctxlog_ledger::Error::Corrupt`].
-    fn catch_up(&mut self) -> ctxlog_ledger::Result<()>;
-    /// False when the last catch-up found the conversation gone: erased whole by another
-    /// replica since the view was opened (the view then holds nothing). A file store view
-    /// always says true.
-    fn exists(&self) -> bool {
-        true
-    }
-}
+    use super::BackendError;
+    use crate::{Error, ErrorClass};
 
-/// The one writer of a conversation (SPEC L3). It is always current: nobody else writes.
-pub trait LedgerWriter: LedgerView {
-    /// Appends `commit` atomically and durably (SPEC L1, L4, L5, L8).
-    ///
-    /// # Errors
-    /// Invalid turns, caps, id conflicts, I/O; nothing is written on error.
-    fn commit(&mut self, commit: &NewCommit) -> ctxlog_ledger::Result<CommitReceipt>;
-    /// [`LedgerWriter::commit`] keeping original times: `times[i]` (ms), when given, is event
-    /// `i`'s time; an explicit time earlier than the event before it is refused (SPEC L10).
-    ///
-    /// # Errors
-    /// As [`LedgerWriter::commit`].
-    fn commit_timed(
-        &mut self,
-        commit: &NewCommit,
-        times: &[Option<i64>],
-    ) -> ctxlog_ledger::Result<CommitReceipt>;
-    /// Several commits, each with its times as [`LedgerWriter::commit_timed`] takes them,
-    /// acknowledged together: one result per commit, in order, each returned only when that
-    /// commit is as durable as a receipt of [`LedgerWriter::commit_timed`] says. A refused
-    /// commit fails alone; the outer error fails them all (none written). The file ledger
-    /// writes them with one append and one sync ([`Ledger::commit_batch_timed`]); the default
-    /// commits them one at a time (the PostgreSQL backend: one transaction each).
-    ///
-    /// # Errors
-    /// Only a failure that fails the whole batch (a failed write or sync, a poisoned writer).
-    #[allow(clippy::type_complexity)]
-    fn commit_batch(
-        &mut self,
-        commits: &[(&NewCommit, &[Option<i64>])],
-    ) -> ctxlog_ledger::Result<Vec<ctxlog_ledger::Result<CommitReceipt>>> {
-        Ok(commits
-            .iter()
-            .map(|(commit, times)| self.commit_timed(commit, times))
-            .collect())
+    /// A backend's failure reads and classes as the facade error of the same name, so the
+    /// CLI's exit codes, the HTTP statuses and the Python exceptions do not depend on the
+    /// engine.
+    #[test]
+    fn backend_errors_keep_their_message_and_class() {
+        let io = |kind| std::io::Error::new(kind, "gone");
+        let unavailable = ctxlog_ledger::Error::Io {
+            path: PathBuf::from("postgres://app@db:5432/x"),
+            source: io(std::io::ErrorKind::NotConnected),
+        };
+        let recall = ctxlog_recall::Error::Io {
+            path: PathBuf::from("/c/x.recall.sqlite"),
+            source: io(std::io::ErrorKind::PermissionDenied),
+        };
+        let cases = [
+            (
+                BackendError::NotFound {
+                    name: "c".into(),
+                    root: PathBuf::from("/s"),
+                },
+                ErrorClass::NotFound,
+            ),
+            (
+                BackendError::InvalidRequest {
+                    reason: "bad URL".into(),
+                },
+                ErrorClass::Usage,
+            ),
+            (
+                BackendError::Io {
+                    path: PathBuf::from("/s/c"),
+                    source: io(std::io::ErrorKind::InvalidInput),
+                },
+                ErrorClass::Other,
+            ),
+            (BackendError::Ledger(unavailable), ErrorClass::Unavailable),
+            (
+                BackendError::Ledger(ctxlog_ledger::Error::BadRange {
+                    reason: "no".into(),
+                }),
+                ErrorClass::Usage,
+            ),
+            (BackendError::Recall(recall), ErrorClass::Other),
+        ];
+        for (e, class) in cases {
+            let message = e.to_string();
+            let facade = Error::from(e);
+            assert_eq!(facade.to_string(), message);
+            assert_eq!(facade.class(), class, "{facade:?}");
+        }
     }
-    /// The seqs written by the commit that carried `id`, if any.
-    ///
-    /// # Errors
-    /// Ledger read errors.
-    fn commit_seqs(&mut self, id: &str) -> ctxlog_ledger::Result<Option<(u64, u64)>>;
-    /// Checks an erasure request without changing anything.
-    ///
-    /// # Errors
-    /// [`ctxlog_ledger::Error::BadRange`] for a range or reason the erasure would refuse.
-    fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> ctxlog_ledger::Result<()>;
-    /// True when earlier erasures already cover all of `range` (widened to whole turns):
-    /// erasing it again changes nothing (SPEC E6).
-    ///
-    /// # Errors
-    /// Log corruption or I/O.
-    fn is_erased(&self, range: &RangeInclusive<u64>) -> ctxlog_ledger::Result<bool>;
-    /// Erases `range` (widened to whole turns) for `reason` (SPEC E1).
-    ///
-    /// # Errors
-    /// As [`LedgerWriter::check_erase`], and I/O.
-    fn erase(
-        &mut self,
-        range: RangeInclusive<u64>,
-        reason: &str,
-    ) -> ctxlog_ledger::Result<ErasureReport>;
-    /// Appends an erased range decided elsewhere, as it was (an import rebuilding an
-    /// export's tombstone; see [`ctxlog_ledger::Ledger::append_tombstone`]).
-    ///
-    /// # Errors
-    /// [`ctxlog_ledger::Error::InvalidCommit`] when it does not start at the next seq (and
-    /// does not already stand there), or its range, time or reason is invalid; caps; I/O.
-    fn append_tombstone(
-        &mut self,
-        t: &ctxlog_ledger::rules::Tombstone,
-    ) -> ctxlog_ledger::Result<CommitReceipt>;
-    /// True after a failed sync: the writer must be reopened before it commits again (L8).
-    fn is_poisoned(&self) -> bool;
-}
 
-/// A writer just opened, with what opening it found.
-pub struct OpenedWriter {
-    /// The writer.
-    pub writer: Box<dyn LedgerWriter>,
-    /// What opening it cut (a torn tail after a crash), if anything.
-    pub recovery: RecoveryReport,
-    /// True when this open created the conversation.
-    pub created: bool,
-}
-
-/// One conversation in a listing.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConversationInfo {
-    /// The conversation's name.
-    pub name: String,
-    /// The seq of its newest event (events ever written, erased ones included).
-    pub events: u64,
-    /// The size of its ledger in bytes.
-    pub bytes: u64,
-    /// The time of its newest event, milliseconds since the epoch (0 when empty); when its
-    /// last turn was erased, the erasure's time (its tombstone's).
-    pub last_activity_ms: i64,
-}
-
-/// Where conversations live: the embedded file store, or a database.
-pub trait Backend: Send + Sync + Debug {
-    /// Where the store is, for messages (a directory, or a URL without credentials).
-    fn location(&self) -> String;
-    /// Opens `name` for writing, creating it when `create` is set (else
-    /// [`crate::Error::NotFound`]). Fails with [`ctxlog_ledger::Error::Locked`] when another
-    /// process holds the writer.
-    ///
-    /// # Errors
-    /// As above; a torn tail is cut and reported, a corrupt record fails closed.
-    fn open_writer(&self, name: &ConversationName, create: bool) -> Result<OpenedWriter>;
-    /// Opens `name` for reading.
-    ///
-    /// # Errors
-    /// [`crate::Error::NotFound`] when it does not exist; ledger errors.
-    fn open_view(&self, name: &ConversationName) -> Result<Box<dyn LedgerView>>;
-    /// Removes a conversation this store just created whose first commit was refused, so a
-    /// rejected request leaves no trace (SPEC §9). `writer` is the handle that created it.
-    ///
-    /// # Errors
-    /// I/O.
-    fn discard_created(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>)
-    -> Result<()>;
-    /// Every conversation, in no particular order.
-    ///
-    /// # Errors
-    /// I/O or ledger errors.
-    fn list(&self) -> Result<Vec<ConversationInfo>>;
-    /// Checks every record and artifact of `name`; writes nothing.
-    ///
-    /// # Errors
-    /// [`crate::Error::NotFound`]; [`ctxlog_ledger::Error::Corrupt`] naming offset and seq.
-    fn verify(&self, name: &ConversationName) -> Result<VerifyReport>;
-    /// Erases the whole conversation (SPEC E1): every copy of its data is gone when this
-    /// returns Ok. `writer` is its writer, held so no commit is in flight.
-    ///
-    /// # Errors
-    /// I/O; nothing is reported erased unless it was.
-    fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()>;
-    /// The file of `name`'s recall index: a local, disposable cache (SPEC R2, L9).
-    fn recall_cache(&self, name: &ConversationName) -> PathBuf;
-}
-
-impl LedgerView for Ledger {
-    fn catch_up(&mut self) -> ctxlog_ledger::Result<()> {
-        Ok(())
-    }
-}
-
-impl LedgerView for Reader {
-    fn catch_up(&mut self) -> ctxlog_ledger::Result<()> {
-        Reader::refresh(self)
-    }
-}
-
-impl LedgerWriter for Ledger {
-    fn commit(&mut self, commit: &NewCommit) -> ctxlog_ledger::Result<CommitReceipt> {
-        Ledger::commit(self, commit)
-    }
-    fn commit_timed(
-        &mut self,
-        commit: &NewCommit,
-        times: &[Option<i64>],
-    ) -> ctxlog_ledger::Result<CommitReceipt> {
-        Ledger::commit_timed(self, commit, times)
-    }
-    fn commit_batch(
-        &mut self,
-        commits: &[(&NewCommit, &[Option<i64>])],
-    ) -> ctxlog_ledger::Result<Vec<ctxlog_ledger::Result<CommitReceipt>>> {
-        Ledger::commit_batch_timed(self, commits)
-    }
-    fn commit_seqs(&mut self, id: &str) -> ctxlog_ledger::Result<Option<(u64, u64)>> {
-        Ledger::commit_seqs(self, id)
-    }
-    fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> ctxlog_ledger::Result<()> {
-        Ledger::check_erase(self, range, reason)
-    }
-    fn is_erased(&self, range: &RangeInclusive<u64>) -> ctxlog_ledger::Result<bool> {
-        Ledger::is_erased(self, range)
-    }
-    fn erase(
-        &mut self,
-        range: RangeInclusive<u64>,
-        reason: &str,
-    ) -> ctxlog_ledger::Result<ErasureReport> {
-        Ledger::erase(self, range, reason)
-    }
-    fn append_tombstone(
-        &mut self,
-        t: &ctxlog_ledger::rules::Tombstone,
-    ) -> ctxlog_ledger::Result<CommitReceipt> {
-        Ledger::append_tombstone(self, t)
-    }
-    fn is_poisoned(&self) -> bool {
-        Ledger::is_poisoned(self)
+    /// Names are checked in the event model; a refusal is still the facade's usage error.
+    #[test]
+    fn a_refused_name_is_a_usage_error() {
+        let name = crate::ConversationName::new("a/b").map_err(Error::from);
+        let Err(e @ Error::InvalidName { .. }) = name else {
+            panic!("{name:?}");
+        };
+        assert_eq!(e.class(), ErrorClass::Usage);
     }
 }

@@ -7,10 +7,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use ctxlog::backend::{FileBackend, PgBackend, PgConfig};
+use ctxlog::backend::FileBackend;
+#[cfg(feature = "postgres")]
+use ctxlog::backend::{PgBackend, PgConfig};
 use ctxlog::ops::{CommitRequest, LogRequest};
 use ctxlog::{EventBody, NewCommit, Options, Store, SyncMode, ToolStatus};
 
+#[cfg(feature = "postgres")]
 use super::pg::PgCluster;
 
 /// One engine under test.
@@ -141,11 +144,13 @@ impl Engine for Files {
 }
 
 /// PostgreSQL: a throwaway cluster, one schema per case.
+#[cfg(feature = "postgres")]
 pub struct Postgres {
     pub cluster: PgCluster,
     pub cache: tempfile::TempDir,
 }
 
+#[cfg(feature = "postgres")]
 impl Postgres {
     /// Starts a cluster, or `None` (the test skips) where PostgreSQL is not installed.
     pub fn start() -> Option<Postgres> {
@@ -156,6 +161,7 @@ impl Postgres {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Engine for Postgres {
     fn name(&self) -> &'static str {
         "postgres"

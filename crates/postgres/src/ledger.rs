@@ -17,6 +17,7 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use ctxlog_backend::{LedgerView, LedgerWriter};
 use ctxlog_ledger::rules::{self, Caps};
 use ctxlog_ledger::{
     ArtifactRef, CommitReceipt, ErasureReport, Error, Event, EventBody, EventKind, LedgerRead,
@@ -27,7 +28,6 @@ use postgres::{GenericClient, Statement};
 
 use super::db::{Db, TxMode, stmt};
 use super::memory::{EventCache, Index};
-use crate::backend::{LedgerView, LedgerWriter};
 
 /// The conversation's row: what a catch-up compares against.
 struct Head {

@@ -3,8 +3,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::Error;
-
 /// The longest accepted conversation name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -14,7 +12,7 @@ pub const MAX_NAME_LEN: usize = 64;
 /// spaces, non-ASCII) is refused before any file is touched.
 ///
 /// ```
-/// use ctxlog::ConversationName;
+/// use ctxlog_event::ConversationName;
 /// assert!("support-42".parse::<ConversationName>().is_ok());
 /// assert!("../etc".parse::<ConversationName>().is_err());
 /// ```
@@ -25,8 +23,8 @@ impl ConversationName {
     /// Validates `name`.
     ///
     /// # Errors
-    /// [`Error::InvalidName`] saying what is wrong with it.
-    pub fn new(name: &str) -> Result<Self, Error> {
+    /// [`InvalidName`] saying what is wrong with it.
+    pub fn new(name: &str) -> Result<Self, InvalidName> {
         let problem = if name.is_empty() {
             Some("it is empty".to_string())
         } else if name.len() > MAX_NAME_LEN {
@@ -41,7 +39,7 @@ impl ConversationName {
         };
         match problem {
             None => Ok(ConversationName(name.to_string())),
-            Some(why) => Err(Error::InvalidName {
+            Some(why) => Err(InvalidName {
                 name: name.escape_default().to_string(),
                 why,
             }),
@@ -55,8 +53,8 @@ impl ConversationName {
 }
 
 impl FromStr for ConversationName {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
+    type Err = InvalidName;
+    fn from_str(s: &str) -> Result<Self, InvalidName> {
         ConversationName::new(s)
     }
 }
@@ -66,6 +64,28 @@ impl fmt::Display for ConversationName {
         f.write_str(&self.0)
     }
 }
+
+/// A name [`ConversationName::new`] refused. The facade reports it as its `Error::InvalidName`
+/// (a usage error: nothing was touched).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidName {
+    /// The name as given (escaped for display).
+    pub name: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl fmt::Display for InvalidName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid conversation name \"{}\": {} (use 1-64 characters from A-Z a-z 0-9 _ -)",
+            self.name, self.why
+        )
+    }
+}
+
+impl std::error::Error for InvalidName {}
 
 #[cfg(test)]
 mod tests {
@@ -84,5 +104,15 @@ mod tests {
         for bad in ["", "a/b", "..", "a\0b", "a b", "é", &long, "."] {
             assert!(ConversationName::new(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_refusal_says_what_is_wrong_and_what_is_allowed() {
+        let e = ConversationName::new("a/b").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid conversation name \"a/b\": it contains '/' \
+             (use 1-64 characters from A-Z a-z 0-9 _ -)"
+        );
     }
 }

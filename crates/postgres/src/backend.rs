@@ -1,0 +1,183 @@
+//! [`PgBackend`]: the store's conversations as rows of one schema: open, create, list,
+//! verify and erase them, and this machine's recall cache of each.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ctxlog_backend::{
+    Backend, ConversationInfo, ConversationName, Error, LedgerView, LedgerWriter, OpenedWriter,
+    Result,
+};
+use ctxlog_ledger::rules::{self, Caps};
+use ctxlog_ledger::{Options, RecoveryReport, VerifyReport};
+
+use crate::PgConfig;
+use crate::db::Db;
+use crate::ledger::PgLedger;
+
+/// A PostgreSQL store.
+pub struct PgBackend {
+    db: Arc<Db>,
+    caps: Caps,
+    sync: bool,
+    cache_dir: PathBuf,
+}
+
+impl std::fmt::Debug for PgBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgBackend")
+            .field("location", &self.db.location)
+            .field("schema", &self.db.schema_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgBackend {
+    /// A backend over `config`; conversations are opened with `options`' caps, and commits
+    /// are acknowledged after PostgreSQL's synchronous commit (unless `options` says never
+    /// to sync). Connects lazily: an unreachable server fails the first operation, in one
+    /// line naming host, port and what failed.
+    pub fn new(config: &PgConfig, options: &Options) -> PgBackend {
+        let location = config.location().to_string();
+        let db = Db::new(
+            config.config.clone(),
+            location,
+            &config.schema,
+            config.pool_size,
+        );
+        PgBackend {
+            db: Arc::new(db),
+            caps: rules::caps(options),
+            sync: rules::syncs(options),
+            cache_dir: config.cache_dir.clone(),
+        }
+    }
+
+    /// The directory of this machine's recall caches for the store.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    fn not_found(&self, name: &ConversationName) -> Error {
+        Error::NotFound {
+            name: name.to_string(),
+            root: PathBuf::from(self.location()),
+        }
+    }
+
+    /// Opens `name`; `None` when it does not exist, after deleting any recall cache this
+    /// machine still has of it (another replica erased it whole).
+    fn open(&self, name: &ConversationName) -> Result<Option<PgLedger>> {
+        let ledger = PgLedger::open(self.db.clone(), name.as_str(), self.caps, self.sync)?;
+        if ledger.is_none() {
+            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        }
+        Ok(ledger)
+    }
+}
+
+impl Backend for PgBackend {
+    fn location(&self) -> String {
+        format!("{}#{}", self.db.location, self.db.schema_name)
+    }
+
+    fn open_writer(&self, name: &ConversationName, create: bool) -> Result<OpenedWriter> {
+        let (ledger, created) = match self.open(name)? {
+            Some(ledger) => (ledger, false),
+            None if create => (
+                PgLedger::new_empty(self.db.clone(), name.as_str(), self.caps, self.sync),
+                true,
+            ),
+            None => return Err(self.not_found(name)),
+        };
+        Ok(OpenedWriter {
+            writer: Box::new(ledger),
+            recovery: RecoveryReport::default(),
+            created,
+        })
+    }
+
+    fn open_view(&self, name: &ConversationName) -> Result<Box<dyn LedgerView>> {
+        match self.open(name)? {
+            Some(ledger) => Ok(Box::new(ledger)),
+            None => Err(self.not_found(name)),
+        }
+    }
+
+    /// A refused first commit wrote nothing (its transaction rolled back); a row left
+    /// without events is removed all the same.
+    fn discard_created(
+        &self,
+        name: &ConversationName,
+        writer: Box<dyn LedgerWriter>,
+    ) -> Result<()> {
+        drop(writer);
+        let mut conn = self.db.conn()?;
+        let sql = format!(
+            "DELETE FROM {}.conversations WHERE name = $1 AND last_seq = 0",
+            self.db.schema
+        );
+        conn.client
+            .execute(&sql, &[&name.as_str()])
+            .map_err(|e| self.db.err("cannot remove an empty conversation", &e))?;
+        Ok(())
+    }
+
+    fn list(&self) -> Result<Vec<ConversationInfo>> {
+        let mut conn = self.db.conn()?;
+        // Last activity: the time of the newest row, a tombstone's placeholder too (an
+        // erasure's time), as the file store gives it; `last_ts_ms` is the floor of the next
+        // event's time, which an erased tail does not move (SPEC L10).
+        let sql = format!(
+            "SELECT c.name, c.last_seq, c.bytes, coalesce(e.ts_ms, c.last_ts_ms)
+             FROM {s}.conversations c
+             LEFT JOIN {s}.events e ON e.conversation = c.name AND e.seq = c.last_seq
+             WHERE c.last_seq > 0",
+            s = self.db.schema
+        );
+        let rows = conn
+            .client
+            .query(&sql, &[])
+            .map_err(|e| self.db.err("cannot list conversations", &e))?;
+        Ok(rows
+            .iter()
+            .map(|r| ConversationInfo {
+                name: r.get(0),
+                events: r.get::<_, i64>(1) as u64,
+                bytes: r.get::<_, i64>(2) as u64,
+                last_activity_ms: r.get(3),
+            })
+            .collect())
+    }
+
+    fn verify(&self, name: &ConversationName) -> Result<VerifyReport> {
+        let mut ledger = self.open(name)?.ok_or_else(|| self.not_found(name))?;
+        Ok(ledger.verify()?)
+    }
+
+    /// Deletes the conversation's row (its events, commits and artifacts go with it), then
+    /// vacuums the tables and deletes this machine's recall cache. Other replicas find the
+    /// row gone (or a new ledger id) at their next catch-up and drop their caches.
+    fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()> {
+        drop(writer);
+        {
+            let mut conn = self.db.conn()?;
+            let sql = format!(
+                "DELETE FROM {}.conversations WHERE name = $1",
+                self.db.schema
+            );
+            conn.client
+                .execute(&sql, &[&name.as_str()])
+                .map_err(|e| self.db.err("cannot erase the conversation", &e))?;
+        }
+        ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        Ok(self.db.scrub()?)
+    }
+
+    /// `<cache_dir>/<name>.recall.sqlite`; the directory is created here if missing (a
+    /// failure shows when the index is opened).
+    fn recall_cache(&self, name: &ConversationName) -> PathBuf {
+        let _ = std::fs::create_dir_all(&self.cache_dir);
+        self.cache_dir.join(format!("{name}.recall.sqlite"))
+    }
+}

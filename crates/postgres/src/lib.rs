@@ -1,0 +1,47 @@
+//! [`PgBackend`]: conversations in PostgreSQL, for many server replicas over one database
+//! (SPEC L9), behind the same seam as the file store ([`ctxlog_backend::Backend`]). The
+//! schema, the guarantees and what erasure leaves are in `docs/postgres.md`.
+//!
+//! ```
+//! use ctxlog_postgres::{PgBackend, PgConfig};
+//! # fn main() -> ctxlog_backend::Result<()> {
+//! let config = PgConfig::parse("postgres://app:secret@db.internal:5432/ledger?schema=chat")?;
+//! assert_eq!(config.location(), "postgres://app@db.internal:5432/ledger");
+//! assert_eq!(config.schema, "chat");
+//! // Connects lazily: an unreachable server fails the first operation, not this.
+//! let backend = PgBackend::new(&config, &ctxlog_ledger::Options::default());
+//! # drop(backend);
+//! # Ok(()) }
+//! ```
+//!
+//! ```text
+//! <schema> (one per tenant; "ctxlog" by default)
+//!   migrations     version, name, applied_ms            (versioned, applied once)
+//!   conversations  name, ledger_id, last_seq, bytes, last_ts_ms, created_ms
+//!   events         conversation, seq, kind, ts_ms, record_len, artifact, payload, crc
+//!   commits        conversation, id_hash, digest, first_seq, last_seq   (idempotency)
+//!   artifacts      conversation, name (sha256-…), content
+//! ```
+//!
+//! Recall indexes stay local SQLite files (one per conversation) under a cache directory of
+//! this machine: [`PgBackend::cache_dir`].
+//!
+//! # Layout
+//!
+//! `config.rs` reads a store URL ([`PgConfig`]); `db.rs` holds the connection pool, the
+//! migrations and database errors as ledger errors; `memory.rs` what a handle keeps between
+//! calls (the committed index, the read cache); `ledger.rs` one conversation as a
+//! [`ctxlog_backend::LedgerWriter`] ([`PgLedger`]: row-locked commits, erasure); `backend.rs`
+//! the store ([`PgBackend`]: open, list, verify, erase whole conversations).
+
+// Layers, lowest first; a module uses only those above it in this list: config, db, memory,
+// ledger, backend.
+mod backend;
+mod config;
+mod db;
+mod ledger;
+mod memory;
+
+pub use backend::PgBackend;
+pub use config::{DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, PgConfig};
+pub use ledger::PgLedger;

@@ -143,7 +143,7 @@ impl<'a> Rewrite<'a> {
 
 /// Checks, without changing anything, that an erasure would accept `range` and `reason`.
 pub(crate) fn check(state: &LedgerState, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
-    check_range(*range.start(), *range.end(), state.last_seq(), reason)?;
+    crate::rules::check_erase(range, state.last_seq(), reason)?;
     check_dirs_inside(state.storage().as_ref())
 }
 
@@ -456,28 +456,6 @@ impl Eraser<'_> {
         *self.state = state;
         Ok(())
     }
-}
-
-fn check_range(from: u64, to: u64, last_seq: u64, reason: &str) -> Result<()> {
-    let bad = |reason: String| Err(Error::BadRange { reason });
-    if from == 0 {
-        return bad("seqs start at 1".into());
-    }
-    if from > to {
-        return bad(format!("range {from}-{to} is empty (first > last)"));
-    }
-    if to > last_seq {
-        return bad(format!(
-            "range {from}-{to} goes past the last seq ({last_seq})"
-        ));
-    }
-    if reason.len() > MAX_ERASE_REASON_BYTES {
-        return bad(format!(
-            "reason is {} bytes, the limit is {MAX_ERASE_REASON_BYTES}",
-            reason.len()
-        ));
-    }
-    Ok(())
 }
 
 fn read_old(w: &mut Window<'_>, pos: u64, seq: u64) -> std::result::Result<Old, String> {

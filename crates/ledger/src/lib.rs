@@ -45,14 +45,16 @@
 //! 3. What the files hold: `scan` (reading the log sequentially), `tombstone` (erased
 //!    ranges), `artifact` (content-addressed files), `sidecar` (the four index files, driven
 //!    by one table).
-//! 4. `state`: `LedgerState`, a ledger's committed state in memory; its fields are private
+//! 4. `rules`: the ledger's rules, one copy of each (commit checks, the idempotency key,
+//!    event times, artifact offloading, the caps, erasure ranges, tombstones): the file
+//!    store's `commit`, `erase` and `ledger` call them, and so do other storage engines.
+//! 5. `state`: `LedgerState`, a ledger's committed state in memory; its fields are private
 //!    and change only through its methods.
-//! 5. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
+//! 6. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
 //!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
 //!    directory, writing nothing), `reader` ([`LedgerRead`], [`Reader`]).
-//! 6. `ledger`: [`Ledger`], the one writer, which ties them together.
-//! 7. `group`: [`GroupWriter`], one writer shared by threads, with group commit.
-//! 8. `rules`: the ledger's rules for other storage engines (SPEC L9).
+//! 7. `ledger`: [`Ledger`], the one writer, which ties them together.
+//! 8. `group`: [`GroupWriter`], one writer shared by threads, with group commit.
 
 /// Implements [`LedgerRead`] for a handle by delegating to its `state` field (a
 /// `state::LedgerState`): the writer and the reader read the same way.

@@ -23,6 +23,7 @@ const LAYERS: &[&str] = &[
     "tombstone",
     "artifact",
     "sidecar",
+    "rules",
     "state",
     "recovery",
     "commit",
@@ -31,7 +32,6 @@ const LAYERS: &[&str] = &[
     "reader",
     "ledger",
     "group",
-    "rules",
 ];
 
 fn module_of(path: &Path, src: &Path) -> String {

@@ -53,8 +53,8 @@
 //! 6. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
 //!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
 //!    directory, writing nothing), `reader` ([`LedgerRead`], [`Reader`]).
-//! 7. `ledger`: [`Ledger`], the one writer, which ties them together.
-//! 8. `group`: [`GroupWriter`], one writer shared by threads, with group commit.
+//! 7. `ledger`: [`Ledger`], the one writer, which ties them together (group commit is
+//!    [`Ledger::commit_batch`]: one append and one sync for many commits).
 
 /// Implements [`LedgerRead`] for a handle by delegating to its `state` field (a
 /// `state::LedgerState`): the writer and the reader read the same way.
@@ -100,7 +100,6 @@ mod error;
 pub use ctxlog_event as event;
 mod files;
 pub mod format;
-mod group;
 mod hex;
 mod ledger;
 mod options;
@@ -121,7 +120,6 @@ pub use error::{Error, Result};
 pub use event::{
     ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker, ToolStatus, turn_starts,
 };
-pub use group::GroupWriter;
 pub use ledger::{CommitReceipt, Ledger};
 pub use options::{Options, SyncMode};
 pub use reader::{LedgerRead, Reader};
@@ -138,7 +136,6 @@ mod tests {
     fn handles_can_move_between_threads() {
         send_sync::<crate::Ledger>();
         send_sync::<crate::Reader>();
-        send_sync::<crate::GroupWriter>();
         send_sync::<crate::Error>();
     }
 }

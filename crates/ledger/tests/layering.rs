@@ -31,7 +31,6 @@ const LAYERS: &[&str] = &[
     "verify",
     "reader",
     "ledger",
-    "group",
 ];
 
 fn module_of(path: &Path, src: &Path) -> String {

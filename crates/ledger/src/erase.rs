@@ -518,28 +518,25 @@ fn check_dirs_inside(st: &dyn Storage) -> Result<()> {
 
 /// Deletes every file in `artifacts/` that `referenced` does not name (temporary files too).
 fn delete_unreferenced(st: &dyn Storage, referenced: &BTreeSet<String>, sync: bool) -> Result<u64> {
-    let dir = names::ARTIFACTS;
-    let mut deleted = 0;
-    for name in st.list(dir).map_err(io_err(st, dir))? {
-        if referenced.contains(&name) {
-            continue;
-        }
-        let path = format!("{dir}/{name}");
-        st.remove(&path).map_err(io_err(st, &path))?;
-        deleted += 1;
-    }
-    if deleted > 0 && sync {
-        st.sync_dir(dir).map_err(io_err(st, dir))?;
-    }
-    Ok(deleted)
+    delete_all_but(st, names::ARTIFACTS, sync, |name| referenced.contains(name))
 }
 
 /// Deletes every file under `recovered/` but `keep`: cut tails may hold erased bytes.
 fn delete_recovered(st: &dyn Storage, sync: bool, keep: Option<&str>) -> Result<u64> {
-    let dir = names::RECOVERED;
+    delete_all_but(st, names::RECOVERED, sync, |name| keep == Some(name))
+}
+
+/// Deletes every file in `dir` that `kept` does not pick, then syncs `dir` (when `sync` and
+/// something was deleted); returns how many were deleted.
+fn delete_all_but(
+    st: &dyn Storage,
+    dir: &str,
+    sync: bool,
+    kept: impl Fn(&str) -> bool,
+) -> Result<u64> {
     let mut deleted = 0;
     for name in st.list(dir).map_err(io_err(st, dir))? {
-        if keep == Some(name.as_str()) {
+        if kept(&name) {
             continue;
         }
         let path = format!("{dir}/{name}");

@@ -2,7 +2,9 @@
 //! last one as clean, a torn tail (cut by the writer, ignored by readers) or corruption.
 
 use std::io;
+use std::path::PathBuf;
 
+use crate::error::{Error, Result};
 use crate::event::EventKind;
 use crate::format::{self, CommitEntry, EventEntry, RECORD_HEADER_LEN, RECORD_MAGIC, RecordHeader};
 
@@ -103,6 +105,24 @@ impl Scan {
     /// The tail classification (never `None` once `scan` returned).
     pub(crate) fn tail(&self) -> Tail {
         self.tail.clone().unwrap_or(Tail::Clean)
+    }
+
+    /// The scan, or [`Error::Corrupt`] at the bad record when it found corruption (a bad
+    /// record with valid records after it) in the log at `log_path`. A torn tail is kept.
+    pub(crate) fn or_corrupt(self, log_path: PathBuf) -> Result<Scan> {
+        match self.tail() {
+            Tail::Corrupt {
+                offset,
+                seq,
+                reason,
+            } => Err(Error::Corrupt {
+                path: log_path,
+                offset,
+                seq: Some(seq),
+                reason,
+            }),
+            _ => Ok(self),
+        }
     }
 }
 

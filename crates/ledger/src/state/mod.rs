@@ -121,21 +121,10 @@ impl LedgerState {
             },
             scan_start,
         );
-        let found = scan::scan(log.as_ref(), file_len, start).map_err(io_err(st, names::LOG))?;
+        let found = scan::scan(log.as_ref(), file_len, start)
+            .map_err(io_err(st, names::LOG))?
+            .or_corrupt(st.location().join(names::LOG))?;
         let tail = found.tail();
-        if let Tail::Corrupt {
-            offset,
-            seq,
-            reason,
-        } = &tail
-        {
-            return Err(Error::Corrupt {
-                path: st.location().join(names::LOG),
-                offset: *offset,
-                seq: Some(*seq),
-                reason: reason.clone(),
-            });
-        }
         sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;
         let state = LedgerState::assemble(storage.clone(), log, header, trusted, found);
         Ok(Loaded {
@@ -368,20 +357,9 @@ impl LedgerState {
             notes: self.note_seqs.len() as u32,
             notes_crc: self.notes_crc,
         };
-        let found = scan::scan(self.log.as_ref(), file_len, start).map_err(io())?;
-        if let Tail::Corrupt {
-            offset,
-            seq,
-            reason,
-        } = found.tail()
-        {
-            return Err(Error::Corrupt {
-                path: self.log_path(),
-                offset,
-                seq: Some(seq),
-                reason,
-            });
-        }
+        let found = scan::scan(self.log.as_ref(), file_len, start)
+            .map_err(io())?
+            .or_corrupt(self.log_path())?;
         self.take_scanned(found);
         Ok(())
     }
@@ -529,29 +507,17 @@ impl LedgerState {
             ..ScanStart::default()
         };
         let found = scan::scan(self.log.as_ref(), self.log_len, start)
-            .map_err(io_err(self.storage.as_ref(), names::LOG))?;
-        let problem = match found.tail() {
-            Tail::Corrupt {
-                offset,
-                seq,
-                reason,
-            } => Some((offset, seq, reason)),
-            _ if found.last_seq != self.last_seq => Some((
-                found.good_end,
-                found.last_seq + 1,
-                "the log no longer matches the state it was opened in".to_string(),
-            )),
-            _ => None,
-        };
-        match problem {
-            Some((offset, seq, reason)) => Err(Error::Corrupt {
+            .map_err(io_err(self.storage.as_ref(), names::LOG))?
+            .or_corrupt(self.log_path())?;
+        if found.last_seq != self.last_seq {
+            return Err(Error::Corrupt {
                 path: self.log_path(),
-                offset,
-                seq: Some(seq),
-                reason,
-            }),
-            None => Ok(found),
+                offset: found.good_end,
+                seq: Some(found.last_seq + 1),
+                reason: "the log no longer matches the state it was opened in".to_string(),
+            });
         }
+        Ok(found)
     }
 }
 
@@ -573,7 +539,13 @@ fn scan_start(t: &Trusted) -> ScanStart {
     }
 }
 
-fn read_header(st: &dyn Storage, log: &dyn StorageFile, file_len: u64) -> Result<LogHeader> {
+/// The log's header, or [`Error::Corrupt`] when the file (`file_len` bytes) is shorter than
+/// one or it does not decode.
+pub(crate) fn read_header(
+    st: &dyn Storage,
+    log: &dyn StorageFile,
+    file_len: u64,
+) -> Result<LogHeader> {
     let corrupt = |reason: String| Error::Corrupt {
         path: st.location().join(names::LOG),
         offset: 0,

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::event::{EventBody, EventKind, NewCommit};
 use crate::format::{
-    self, CommitEntry, EventEntry, FLAG_COMMIT_META, FLAG_END_OF_COMMIT, RECORD_HEADER_LEN,
+    self, CommitEntry, Counts, EventEntry, FLAG_COMMIT_META, FLAG_END_OF_COMMIT, RECORD_HEADER_LEN,
 };
 use crate::options::Options;
 use crate::rules;
@@ -48,32 +48,6 @@ struct Draft<'a> {
     first_seq: u64,
     /// Events in the commit.
     n: usize,
-}
-
-/// The running counts every `ledger.idx` entry carries.
-#[derive(Clone, Copy)]
-struct Counts {
-    turns: u32,
-    turns_crc: u32,
-    notes: u32,
-    notes_crc: u32,
-    commits: u32,
-}
-
-impl Counts {
-    /// Counts event `seq` of `kind`; a user or note seq is also recorded in `p`.
-    fn add(&mut self, kind: EventKind, seq: u64, p: &mut Prepared) {
-        if kind == EventKind::User {
-            self.turns += 1;
-            self.turns_crc = format::seq_crc_append(self.turns_crc, seq);
-            p.user_seqs.push(seq);
-        }
-        if kind == EventKind::Note {
-            self.notes += 1;
-            self.notes_crc = format::seq_crc_append(self.notes_crc, seq);
-            p.note_seqs.push(seq);
-        }
-    }
 }
 
 /// The commit metadata the last record carries when the commit has an id (empty if not).
@@ -149,22 +123,19 @@ impl Preparer<'_> {
         let kind = body.kind();
         let (index, ts) = (i as u32, d.times.get(i).copied().unwrap_or(0));
         let crc = format::encode_record(&mut d.p.bytes, kind, flags, index, seq, ts, &json, meta);
-        d.counts.add(kind, seq, &mut d.p);
+        d.counts.add(kind, seq);
+        match kind {
+            EventKind::User => d.p.user_seqs.push(seq),
+            EventKind::Note => d.p.note_seqs.push(seq),
+            _ => {}
+        }
         d.counts.commits += u32::from(last && !meta.is_empty());
         let meta_flag = if meta.is_empty() { 0 } else { FLAG_COMMIT_META };
-        let c = d.counts;
-        d.p.entries.push(EventEntry {
-            offset,
-            record_len: (RECORD_HEADER_LEN + json.len() + meta.len()) as u32,
-            record_crc: crc,
-            kind,
-            flags: flags | meta_flag,
-            turns: c.turns,
-            commits: c.commits,
-            turns_crc: c.turns_crc,
-            notes: c.notes,
-            notes_crc: c.notes_crc,
-        });
+        let record_len = (RECORD_HEADER_LEN + json.len() + meta.len()) as u32;
+        let entry = d
+            .counts
+            .entry(offset, record_len, crc, kind, flags | meta_flag);
+        d.p.entries.push(entry);
         Ok(())
     }
 

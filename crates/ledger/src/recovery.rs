@@ -49,11 +49,7 @@ pub(crate) fn check_whole_log(st: &dyn Storage) -> Result<()> {
     if file_len < LOG_HEADER_LEN as u64 {
         return Ok(()); // no records; the header check that follows reports it
     }
-    let start = ScanStart {
-        offset: LOG_HEADER_LEN as u64,
-        ..ScanStart::default()
-    };
-    scan::scan(log.as_ref(), file_len, start)
+    scan::scan(log.as_ref(), file_len, ScanStart::log_start())
         .map_err(io_err(st, names::LOG))?
         .or_corrupt(st.location().join(names::LOG))?;
     Ok(())

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody};
 use crate::files::{io_err, open_file};
-use crate::format::{LOG_HEADER_LEN, RECORD_HEADER_LEN, RecordHeader, names};
+use crate::format::{RECORD_HEADER_LEN, RecordHeader, names};
 use crate::scan::{self, Scan, ScanStart, Tail, Window};
 use crate::storage::{DirStorage, OpenMode, Storage, StorageFile};
 use crate::tombstone::Coverage;
@@ -89,11 +89,7 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     let acked = crate::sidecar::acknowledged(st, Some(&header.ledger_id))
         .map_err(io_err(st, names::EVENT_INDEX))?;
     let file_len = log.len().map_err(io_err(st, names::LOG))?;
-    let start = ScanStart {
-        offset: LOG_HEADER_LEN as u64,
-        ..ScanStart::default()
-    };
-    let found = scan::scan(log.as_ref(), file_len, start)
+    let found = scan::scan(log.as_ref(), file_len, ScanStart::log_start())
         .map_err(io_err(st, names::LOG))?
         .or_corrupt(log_path.clone())?;
     crate::sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;

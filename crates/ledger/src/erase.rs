@@ -56,6 +56,8 @@ pub struct ErasureReport {
 
 /// One record of the old log, as pass 2 needs it.
 struct Old {
+    /// Where it starts in the log.
+    offset: u64,
     header: RecordHeader,
     bytes: Vec<u8>,
 }
@@ -344,23 +346,35 @@ impl Eraser<'_> {
     /// Every artifact name the events of the log reference (one sequential read).
     fn referenced_artifacts(&self) -> Result<BTreeSet<String>> {
         let mut referenced = BTreeSet::new();
-        let mut w = Window::new(self.state.log(), self.state.log_len());
-        let mut pos = LOG_HEADER_LEN as u64;
-        for seq in 1..=self.state.last_seq() {
-            let offset = pos;
-            let old = read_old(&mut w, offset, seq).map_err(|e| self.corrupt(offset, seq, e))?;
-            pos += old.header.record_len();
-            if old.header.kind != EventKind::ToolResult {
-                continue;
-            }
-            if let EventBody::ToolResult {
-                artifact: Some(r), ..
-            } = decode_body(&old).map_err(|e| self.corrupt(offset, seq, e))?
+        self.for_each_old(|seq, old| {
+            if old.header.kind == EventKind::ToolResult
+                && let EventBody::ToolResult {
+                    artifact: Some(r), ..
+                } = self.body(seq, old)?
             {
                 referenced.insert(r.name);
             }
-        }
+            Ok(())
+        })?;
         Ok(referenced)
+    }
+
+    /// Hands every record of the log to `f`, in seq order (one sequential read), each checked
+    /// against its checksum and seq.
+    fn for_each_old(&self, mut f: impl FnMut(u64, &Old) -> Result<()>) -> Result<()> {
+        let mut w = Window::new(self.state.log(), self.state.log_len());
+        let mut pos = LOG_HEADER_LEN as u64;
+        for seq in 1..=self.state.last_seq() {
+            let old = read_old(&mut w, pos, seq).map_err(|e| self.corrupt(pos, seq, e))?;
+            pos += old.header.record_len();
+            f(seq, &old)?;
+        }
+        Ok(())
+    }
+
+    /// The event body of `old`, the record of `seq`.
+    fn body(&self, seq: u64, old: &Old) -> Result<EventBody> {
+        decode_body(old).map_err(|e| self.corrupt(old.offset, seq, e))
     }
 
     /// Refuses (before anything is written) a tombstone that claims seqs past the end of the
@@ -402,24 +416,20 @@ impl Eraser<'_> {
         let mut r = Rewrite::new(runs, reason);
         r.out.extend_from_slice(&header.encode());
         let mut at = 0u64;
-        let mut w = Window::new(self.state.log(), self.state.log_len());
-        let mut pos = LOG_HEADER_LEN as u64;
-        for seq in 1..=self.state.last_seq() {
-            let offset = pos;
-            let old = read_old(&mut w, offset, seq).map_err(|e| self.corrupt(offset, seq, e))?;
-            pos += old.header.record_len();
-            let body = decode_body(&old).map_err(|e| self.corrupt(offset, seq, e))?;
+        self.for_each_old(|seq, old| {
+            let body = self.body(seq, old)?;
             if let Some(run) = r.run_of(seq) {
                 r.erase(seq, run, &body)?;
             } else {
-                r.keep(seq, &old, &body);
+                r.keep(seq, old, &body);
             }
             if r.out.len() >= WRITE_CHUNK {
                 f.write_at(at, &r.out).map_err(io)?;
                 at += r.out.len() as u64;
                 r.out.clear();
             }
-        }
+            Ok(())
+        })?;
         f.write_at(at, &r.out).map_err(io)?;
         if self.syncs() {
             f.sync().map_err(io)?;
@@ -476,7 +486,11 @@ fn read_old(w: &mut Window<'_>, pos: u64, seq: u64) -> std::result::Result<Old, 
     if header.seq != seq {
         return Err(format!("found seq {} where seq {seq} belongs", header.seq));
     }
-    Ok(Old { header, bytes })
+    Ok(Old {
+        offset: pos,
+        header,
+        bytes,
+    })
 }
 
 fn decode_body(old: &Old) -> std::result::Result<EventBody, String> {

@@ -3,12 +3,12 @@
 //! anything is written.
 
 use crate::error::{Error, Result};
-use crate::event::{ArtifactRef, EventBody, EventKind, NewCommit};
+use crate::event::{EventBody, EventKind, NewCommit};
 use crate::format::{
-    self, CommitEntry, EventEntry, FLAG_COMMIT_META, FLAG_END_OF_COMMIT, RECORD_HEADER_LEN,
+    self, CommitEntry, Counts, EventEntry, FLAG_COMMIT_META, FLAG_END_OF_COMMIT, RECORD_HEADER_LEN,
 };
 use crate::options::Options;
-use crate::scan::CommitMeta;
+use crate::rules;
 use crate::state::{Appended, LedgerState};
 
 /// A commit ready to append: its records and what the state gains once they are written.
@@ -43,93 +43,19 @@ impl Prepared {
 struct Draft<'a> {
     p: Prepared,
     counts: Counts,
-    /// Each event's time (ms), resolved by [`resolve_times`].
+    /// Each event's time (ms), resolved by [`rules::resolve_times`].
     times: &'a [i64],
     first_seq: u64,
     /// Events in the commit.
     n: usize,
 }
 
-/// The running counts every `ledger.idx` entry carries.
-#[derive(Clone, Copy)]
-struct Counts {
-    turns: u32,
-    turns_crc: u32,
-    notes: u32,
-    notes_crc: u32,
-    commits: u32,
-}
-
-impl Counts {
-    /// Counts event `seq` of `kind`; a user or note seq is also recorded in `p`.
-    fn add(&mut self, kind: EventKind, seq: u64, p: &mut Prepared) {
-        if kind == EventKind::User {
-            self.turns += 1;
-            self.turns_crc = format::seq_crc_append(self.turns_crc, seq);
-            p.user_seqs.push(seq);
-        }
-        if kind == EventKind::Note {
-            self.notes += 1;
-            self.notes_crc = format::seq_crc_append(self.notes_crc, seq);
-            p.note_seqs.push(seq);
-        }
-    }
-}
-
 /// The commit metadata the last record carries when the commit has an id (empty if not).
 fn commit_meta(commit: &NewCommit, key: Option<&([u8; 32], [u8; 32])>) -> Result<Vec<u8>> {
     match (&commit.id, key) {
-        (Some(id), Some(k)) => serde_json::to_vec(&CommitMeta {
-            id: id.clone(),
-            digest: crate::hex::encode(&k.1),
-        })
-        .map_err(|e| Error::invalid(format!("commit id cannot be encoded: {e}"))),
+        (Some(id), Some((_, digest))) => rules::commit_meta(id, digest),
         _ => Ok(Vec::new()),
     }
-}
-
-/// Each event's time (SPEC L10): an explicit time (`given[i]`, ms) is kept, and must not be
-/// earlier than the event before it (the conversation's last event, `last_ms`, for the first
-/// one); an event without one takes the clock `now_ms`, or the previous event's time when the
-/// clock is behind it, so time never goes backwards within a conversation.
-///
-/// # Errors
-/// [`Error::InvalidCommit`] naming the event, both times and the rule.
-pub(crate) fn resolve_times(
-    n: usize,
-    given: &[Option<i64>],
-    last_ms: i64,
-    now_ms: i64,
-) -> Result<Vec<i64>> {
-    if given.len() > n {
-        return Err(Error::invalid(format!(
-            "{} times given for {n} events",
-            given.len()
-        )));
-    }
-    let mut prev = last_ms;
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let t = match given.get(i).copied().flatten() {
-            Some(t) if t < prev => {
-                let what = if i == 0 {
-                    "the conversation's last event"
-                } else {
-                    "the event before it"
-                };
-                return Err(Error::invalid(format!(
-                    "event {}: time {t} ms is earlier than {what} ({prev} ms); times never go \
-                     backwards within a conversation",
-                    i + 1
-                )));
-            }
-            Some(t) => t,
-            None => now_ms.max(prev),
-        };
-        out.push(t);
-        prev = t;
-    }
-    Ok(out)
 }
 
 /// Prepares commits against the current state and the writer's options.
@@ -140,7 +66,7 @@ pub(crate) struct Preparer<'a> {
 
 impl Preparer<'_> {
     /// Turns large tool outputs into artifacts and encodes the records; event `i` gets time
-    /// `times[i]` (one per event, from [`resolve_times`]).
+    /// `times[i]` (one per event, from [`rules::resolve_times`]).
     pub(crate) fn prepare(
         &self,
         commit: &NewCommit,
@@ -185,10 +111,11 @@ impl Preparer<'_> {
     /// Encodes event `i` of the commit (with `meta` when it is the last) into `d`.
     fn add_record(&self, d: &mut Draft<'_>, i: usize, body: &EventBody, meta: &[u8]) -> Result<()> {
         self.check_artifact_ref(body)?;
-        let body = self.offload(body, &mut d.p.artifacts)?;
+        let (body, artifact) = rules::offload(body, self.options.artifact_threshold);
+        d.p.artifacts.extend(artifact);
         let json = serde_json::to_vec(&body)
             .map_err(|e| Error::invalid(format!("event {} cannot be encoded: {e}", i + 1)))?;
-        self.check_record(json.len() + meta.len())?;
+        rules::check_record(&self.caps(), json.len() + meta.len())?;
         let seq = d.first_seq + i as u64;
         let last = i + 1 == d.n;
         let offset = self.state.log_len() + d.p.bytes.len() as u64;
@@ -196,66 +123,20 @@ impl Preparer<'_> {
         let kind = body.kind();
         let (index, ts) = (i as u32, d.times.get(i).copied().unwrap_or(0));
         let crc = format::encode_record(&mut d.p.bytes, kind, flags, index, seq, ts, &json, meta);
-        d.counts.add(kind, seq, &mut d.p);
+        d.counts.add(kind, seq);
+        match kind {
+            EventKind::User => d.p.user_seqs.push(seq),
+            EventKind::Note => d.p.note_seqs.push(seq),
+            _ => {}
+        }
         d.counts.commits += u32::from(last && !meta.is_empty());
         let meta_flag = if meta.is_empty() { 0 } else { FLAG_COMMIT_META };
-        let c = d.counts;
-        d.p.entries.push(EventEntry {
-            offset,
-            record_len: (RECORD_HEADER_LEN + json.len() + meta.len()) as u32,
-            record_crc: crc,
-            kind,
-            flags: flags | meta_flag,
-            turns: c.turns,
-            commits: c.commits,
-            turns_crc: c.turns_crc,
-            notes: c.notes,
-            notes_crc: c.notes_crc,
-        });
+        let record_len = (RECORD_HEADER_LEN + json.len() + meta.len()) as u32;
+        let entry = d
+            .counts
+            .entry(offset, record_len, crc, kind, flags | meta_flag);
+        d.p.entries.push(entry);
         Ok(())
-    }
-
-    fn check_record(&self, payload: usize) -> Result<()> {
-        let actual = (RECORD_HEADER_LEN + payload) as u64;
-        let limit = self.options.max_record_bytes.min(u64::from(u32::MAX));
-        if actual > limit {
-            return Err(Error::TooLarge {
-                what: "record",
-                limit,
-                actual,
-            });
-        }
-        Ok(())
-    }
-
-    /// A tool result over the threshold becomes an artifact plus an excerpt.
-    fn offload(&self, body: &EventBody, artifacts: &mut Vec<Vec<u8>>) -> Result<EventBody> {
-        match body {
-            EventBody::ToolResult {
-                call_id,
-                tool,
-                status,
-                exit_code,
-                text,
-                artifact: None,
-            } if text.len() as u64 > self.options.artifact_threshold => {
-                let name = crate::artifact::artifact_name(text.as_bytes());
-                let r = ArtifactRef {
-                    name: name.clone(),
-                    bytes: text.len() as u64,
-                };
-                artifacts.push(text.as_bytes().to_vec());
-                Ok(EventBody::ToolResult {
-                    call_id: call_id.clone(),
-                    tool: tool.clone(),
-                    status: *status,
-                    exit_code: *exit_code,
-                    text: crate::artifact::excerpt(text, self.options.artifact_threshold, &name),
-                    artifact: Some(r),
-                })
-            }
-            other => Ok(other.clone()),
-        }
     }
 
     /// A caller-supplied artifact reference must name an artifact already stored here.
@@ -266,31 +147,20 @@ impl Preparer<'_> {
         {
             let st = self.state.storage().as_ref();
             let content = crate::artifact::read_stored(st, &r.name)?;
-            crate::artifact::check_committed_ref(r, &content)?;
+            rules::check_artifact_ref(r, &content)?;
         }
         Ok(())
     }
 
+    /// Refuses a prepared commit over the commit cap or that would take the log over the
+    /// ledger cap.
     pub(crate) fn check_caps(&self, p: &Prepared) -> Result<()> {
         let artifact_bytes: u64 = p.artifacts.iter().map(|a| a.len() as u64).sum();
-        let commit = p.bytes.len() as u64 + artifact_bytes;
-        if commit > self.options.max_commit_bytes {
-            let limit = self.options.max_commit_bytes;
-            return Err(Error::TooLarge {
-                what: "commit",
-                limit,
-                actual: commit,
-            });
-        }
-        let ledger = self.state.log_len() + p.bytes.len() as u64;
-        if ledger > self.options.max_ledger_bytes {
-            let limit = self.options.max_ledger_bytes;
-            return Err(Error::TooLarge {
-                what: "ledger",
-                limit,
-                actual: ledger,
-            });
-        }
-        Ok(())
+        let records = p.bytes.len() as u64;
+        rules::check_commit_size(&self.caps(), records, artifact_bytes, self.state.log_len())
+    }
+
+    fn caps(&self) -> rules::Caps {
+        rules::caps(self.options)
     }
 }

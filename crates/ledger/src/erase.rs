@@ -56,6 +56,8 @@ pub struct ErasureReport {
 
 /// One record of the old log, as pass 2 needs it.
 struct Old {
+    /// Where it starts in the log.
+    offset: u64,
     header: RecordHeader,
     bytes: Vec<u8>,
 }
@@ -143,7 +145,7 @@ impl<'a> Rewrite<'a> {
 
 /// Checks, without changing anything, that an erasure would accept `range` and `reason`.
 pub(crate) fn check(state: &LedgerState, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
-    check_range(*range.start(), *range.end(), state.last_seq(), reason)?;
+    crate::rules::check_erase(range, state.last_seq(), reason)?;
     check_dirs_inside(state.storage().as_ref())
 }
 
@@ -344,23 +346,35 @@ impl Eraser<'_> {
     /// Every artifact name the events of the log reference (one sequential read).
     fn referenced_artifacts(&self) -> Result<BTreeSet<String>> {
         let mut referenced = BTreeSet::new();
-        let mut w = Window::new(self.state.log(), self.state.log_len());
-        let mut pos = LOG_HEADER_LEN as u64;
-        for seq in 1..=self.state.last_seq() {
-            let offset = pos;
-            let old = read_old(&mut w, offset, seq).map_err(|e| self.corrupt(offset, seq, e))?;
-            pos += old.header.record_len();
-            if old.header.kind != EventKind::ToolResult {
-                continue;
-            }
-            if let EventBody::ToolResult {
-                artifact: Some(r), ..
-            } = decode_body(&old).map_err(|e| self.corrupt(offset, seq, e))?
+        self.for_each_old(|seq, old| {
+            if old.header.kind == EventKind::ToolResult
+                && let EventBody::ToolResult {
+                    artifact: Some(r), ..
+                } = self.body(seq, old)?
             {
                 referenced.insert(r.name);
             }
-        }
+            Ok(())
+        })?;
         Ok(referenced)
+    }
+
+    /// Hands every record of the log to `f`, in seq order (one sequential read), each checked
+    /// against its checksum and seq.
+    fn for_each_old(&self, mut f: impl FnMut(u64, &Old) -> Result<()>) -> Result<()> {
+        let mut w = Window::new(self.state.log(), self.state.log_len());
+        let mut pos = LOG_HEADER_LEN as u64;
+        for seq in 1..=self.state.last_seq() {
+            let old = read_old(&mut w, pos, seq).map_err(|e| self.corrupt(pos, seq, e))?;
+            pos += old.header.record_len();
+            f(seq, &old)?;
+        }
+        Ok(())
+    }
+
+    /// The event body of `old`, the record of `seq`.
+    fn body(&self, seq: u64, old: &Old) -> Result<EventBody> {
+        decode_body(old).map_err(|e| self.corrupt(old.offset, seq, e))
     }
 
     /// Refuses (before anything is written) a tombstone that claims seqs past the end of the
@@ -402,24 +416,20 @@ impl Eraser<'_> {
         let mut r = Rewrite::new(runs, reason);
         r.out.extend_from_slice(&header.encode());
         let mut at = 0u64;
-        let mut w = Window::new(self.state.log(), self.state.log_len());
-        let mut pos = LOG_HEADER_LEN as u64;
-        for seq in 1..=self.state.last_seq() {
-            let offset = pos;
-            let old = read_old(&mut w, offset, seq).map_err(|e| self.corrupt(offset, seq, e))?;
-            pos += old.header.record_len();
-            let body = decode_body(&old).map_err(|e| self.corrupt(offset, seq, e))?;
+        self.for_each_old(|seq, old| {
+            let body = self.body(seq, old)?;
             if let Some(run) = r.run_of(seq) {
                 r.erase(seq, run, &body)?;
             } else {
-                r.keep(seq, &old, &body);
+                r.keep(seq, old, &body);
             }
             if r.out.len() >= WRITE_CHUNK {
                 f.write_at(at, &r.out).map_err(io)?;
                 at += r.out.len() as u64;
                 r.out.clear();
             }
-        }
+            Ok(())
+        })?;
         f.write_at(at, &r.out).map_err(io)?;
         if self.syncs() {
             f.sync().map_err(io)?;
@@ -458,28 +468,6 @@ impl Eraser<'_> {
     }
 }
 
-fn check_range(from: u64, to: u64, last_seq: u64, reason: &str) -> Result<()> {
-    let bad = |reason: String| Err(Error::BadRange { reason });
-    if from == 0 {
-        return bad("seqs start at 1".into());
-    }
-    if from > to {
-        return bad(format!("range {from}-{to} is empty (first > last)"));
-    }
-    if to > last_seq {
-        return bad(format!(
-            "range {from}-{to} goes past the last seq ({last_seq})"
-        ));
-    }
-    if reason.len() > MAX_ERASE_REASON_BYTES {
-        return bad(format!(
-            "reason is {} bytes, the limit is {MAX_ERASE_REASON_BYTES}",
-            reason.len()
-        ));
-    }
-    Ok(())
-}
-
 fn read_old(w: &mut Window<'_>, pos: u64, seq: u64) -> std::result::Result<Old, String> {
     let header_bytes = w
         .get(pos, RECORD_HEADER_LEN)
@@ -498,7 +486,11 @@ fn read_old(w: &mut Window<'_>, pos: u64, seq: u64) -> std::result::Result<Old, 
     if header.seq != seq {
         return Err(format!("found seq {} where seq {seq} belongs", header.seq));
     }
-    Ok(Old { header, bytes })
+    Ok(Old {
+        offset: pos,
+        header,
+        bytes,
+    })
 }
 
 fn decode_body(old: &Old) -> std::result::Result<EventBody, String> {
@@ -540,28 +532,25 @@ fn check_dirs_inside(st: &dyn Storage) -> Result<()> {
 
 /// Deletes every file in `artifacts/` that `referenced` does not name (temporary files too).
 fn delete_unreferenced(st: &dyn Storage, referenced: &BTreeSet<String>, sync: bool) -> Result<u64> {
-    let dir = names::ARTIFACTS;
-    let mut deleted = 0;
-    for name in st.list(dir).map_err(io_err(st, dir))? {
-        if referenced.contains(&name) {
-            continue;
-        }
-        let path = format!("{dir}/{name}");
-        st.remove(&path).map_err(io_err(st, &path))?;
-        deleted += 1;
-    }
-    if deleted > 0 && sync {
-        st.sync_dir(dir).map_err(io_err(st, dir))?;
-    }
-    Ok(deleted)
+    delete_all_but(st, names::ARTIFACTS, sync, |name| referenced.contains(name))
 }
 
 /// Deletes every file under `recovered/` but `keep`: cut tails may hold erased bytes.
 fn delete_recovered(st: &dyn Storage, sync: bool, keep: Option<&str>) -> Result<u64> {
-    let dir = names::RECOVERED;
+    delete_all_but(st, names::RECOVERED, sync, |name| keep == Some(name))
+}
+
+/// Deletes every file in `dir` that `kept` does not pick, then syncs `dir` (when `sync` and
+/// something was deleted); returns how many were deleted.
+fn delete_all_but(
+    st: &dyn Storage,
+    dir: &str,
+    sync: bool,
+    kept: impl Fn(&str) -> bool,
+) -> Result<u64> {
     let mut deleted = 0;
     for name in st.list(dir).map_err(io_err(st, dir))? {
-        if keep == Some(name.as_str()) {
+        if kept(&name) {
             continue;
         }
         let path = format!("{dir}/{name}");

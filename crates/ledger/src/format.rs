@@ -421,6 +421,67 @@ pub struct EventEntry {
     pub notes_crc: u32,
 }
 
+/// The running counts an [`EventEntry`] carries: what the events up to and including it add
+/// up to. The log's scan and the commit encoder both advance them with [`Counts::add`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub turns: u32,
+    pub commits: u32,
+    pub turns_crc: u32,
+    pub notes: u32,
+    pub notes_crc: u32,
+}
+
+impl Counts {
+    /// The counts `e` carries.
+    pub(crate) fn of(e: &EventEntry) -> Counts {
+        Counts {
+            turns: e.turns,
+            commits: e.commits,
+            turns_crc: e.turns_crc,
+            notes: e.notes,
+            notes_crc: e.notes_crc,
+        }
+    }
+
+    /// Counts event `seq` of `kind`: a user event is a turn, a note a note (each also extends
+    /// its sidecar's running CRC).
+    pub(crate) fn add(&mut self, kind: EventKind, seq: u64) {
+        if kind == EventKind::User {
+            self.turns += 1;
+            self.turns_crc = seq_crc_append(self.turns_crc, seq);
+        }
+        if kind == EventKind::Note {
+            self.notes += 1;
+            self.notes_crc = seq_crc_append(self.notes_crc, seq);
+        }
+    }
+
+    /// The entry of the record at `offset` (`record_len` bytes, checksum `record_crc`) that
+    /// these counts end at.
+    pub(crate) fn entry(
+        self,
+        offset: u64,
+        record_len: u32,
+        record_crc: u32,
+        kind: EventKind,
+        flags: u8,
+    ) -> EventEntry {
+        EventEntry {
+            offset,
+            record_len,
+            record_crc,
+            kind,
+            flags,
+            turns: self.turns,
+            commits: self.commits,
+            turns_crc: self.turns_crc,
+            notes: self.notes,
+            notes_crc: self.notes_crc,
+        }
+    }
+}
+
 /// Extends the running CRC of a seq-list sidecar (`turns.idx`, `notes.idx`) with the entry
 /// for `seq`: the CRC32C of all entries so far, as stored (8 bytes little-endian each).
 pub fn seq_crc_append(crc: u32, seq: u64) -> u32 {

@@ -16,6 +16,7 @@ use crate::files::{io_err, now_ms};
 use crate::format::{CommitEntry, names};
 use crate::options::{Options, SyncMode};
 use crate::recovery::{self, RecoveryReport};
+use crate::rules;
 use crate::scan::Tail;
 use crate::state::{LedgerState, Mark};
 use crate::storage::{DirStorage, LockGuard, Storage};
@@ -289,7 +290,7 @@ impl Ledger {
     /// # Errors
     /// Log corruption or I/O while loading the table.
     pub fn commit_seqs(&mut self, id: &str) -> Result<Option<(u64, u64)>> {
-        let key = crate::hex::sha256(id.as_bytes());
+        let key = rules::commit_id_hash(id);
         Ok(self.ids()?.get(&key).map(|e| (e.first_seq, e.last_seq)))
     }
 
@@ -500,27 +501,19 @@ impl Ledger {
         times: &[Option<i64>],
         origin: Origin,
     ) -> Result<Staged> {
-        let key = match &commit.id {
-            Some(id) => {
-                validate::check_id(id)?;
-                let key = (
-                    crate::hex::sha256(id.as_bytes()),
-                    crate::digest::commit_digest(&commit.events, times)?,
-                );
-                if let Some(receipt) = self.replay(id, &key)? {
-                    return Ok(Staged {
-                        receipt,
-                        bytes: Vec::new(),
-                        artifacts: Vec::new(),
-                    });
-                }
-                Some(key)
-            }
-            None => None,
-        };
+        let key = rules::idempotency_key(commit, times)?;
+        if let (Some(id), Some(key)) = (&commit.id, &key)
+            && let Some(receipt) = self.replay(id, key)?
+        {
+            return Ok(Staged {
+                receipt,
+                bytes: Vec::new(),
+                artifacts: Vec::new(),
+            });
+        }
         let state = self.turn_state()?.clone();
         let last_ms = self.last_ms()?;
-        let times = crate::commit::resolve_times(commit.events.len(), times, last_ms, now_ms())?;
+        let times = rules::resolve_times(commit.events.len(), times, last_ms, now_ms())?;
         let next = self.state.last_seq() + 1;
         let kind_of = |seq: u64| self.state.kind(seq);
         let new_state = validate::check_events(&commit.events, &state, next, origin, &kind_of)?;

@@ -45,14 +45,16 @@
 //! 3. What the files hold: `scan` (reading the log sequentially), `tombstone` (erased
 //!    ranges), `artifact` (content-addressed files), `sidecar` (the four index files, driven
 //!    by one table).
-//! 4. `state`: `LedgerState`, a ledger's committed state in memory; its fields are private
+//! 4. `rules`: the ledger's rules, one copy of each (commit checks, the idempotency key,
+//!    event times, artifact offloading, the caps, erasure ranges, tombstones): the file
+//!    store's `commit`, `erase` and `ledger` call them, and so do other storage engines.
+//! 5. `state`: `LedgerState`, a ledger's committed state in memory; its fields are private
 //!    and change only through its methods.
-//! 5. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
+//! 6. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
 //!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
 //!    directory, writing nothing), `reader` ([`LedgerRead`], [`Reader`]).
-//! 6. `ledger`: [`Ledger`], the one writer, which ties them together.
-//! 7. `group`: [`GroupWriter`], one writer shared by threads, with group commit.
-//! 8. `rules`: the ledger's rules for other storage engines (SPEC L9).
+//! 7. `ledger`: [`Ledger`], the one writer, which ties them together (group commit is
+//!    [`Ledger::commit_batch`]: one append and one sync for many commits).
 
 /// Implements [`LedgerRead`] for a handle by delegating to its `state` field (a
 /// `state::LedgerState`): the writer and the reader read the same way.
@@ -98,7 +100,6 @@ mod error;
 pub use ctxlog_event as event;
 mod files;
 pub mod format;
-mod group;
 mod hex;
 mod ledger;
 mod options;
@@ -119,7 +120,6 @@ pub use error::{Error, Result};
 pub use event::{
     ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker, ToolStatus, turn_starts,
 };
-pub use group::GroupWriter;
 pub use ledger::{CommitReceipt, Ledger};
 pub use options::{Options, SyncMode};
 pub use reader::{LedgerRead, Reader};
@@ -136,7 +136,6 @@ mod tests {
     fn handles_can_move_between_threads() {
         send_sync::<crate::Ledger>();
         send_sync::<crate::Reader>();
-        send_sync::<crate::GroupWriter>();
         send_sync::<crate::Error>();
     }
 }

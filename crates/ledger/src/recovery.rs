@@ -7,11 +7,11 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::files::{io_err, new_ledger_id, now_ms};
 use crate::format::{LOG_HEADER_LEN, LogHeader, names};
 use crate::options::SyncMode;
-use crate::scan::{self, ScanStart, Tail};
+use crate::scan::{self, ScanStart};
 use crate::state::LedgerState;
 use crate::storage::{OpenMode, Storage};
 
@@ -49,24 +49,9 @@ pub(crate) fn check_whole_log(st: &dyn Storage) -> Result<()> {
     if file_len < LOG_HEADER_LEN as u64 {
         return Ok(()); // no records; the header check that follows reports it
     }
-    let start = ScanStart {
-        offset: LOG_HEADER_LEN as u64,
-        ..ScanStart::default()
-    };
-    let found = scan::scan(log.as_ref(), file_len, start).map_err(io_err(st, names::LOG))?;
-    if let Tail::Corrupt {
-        offset,
-        seq,
-        reason,
-    } = found.tail()
-    {
-        return Err(Error::Corrupt {
-            path: st.location().join(names::LOG),
-            offset,
-            seq: Some(seq),
-            reason,
-        });
-    }
+    scan::scan(log.as_ref(), file_len, ScanStart::log_start())
+        .map_err(io_err(st, names::LOG))?
+        .or_corrupt(st.location().join(names::LOG))?;
     Ok(())
 }
 

@@ -1,9 +1,9 @@
-//! The ledger's rules, for other storage engines (SPEC L9): what a commit may contain, what
-//! "same content" means for an idempotency id, how large tool outputs become artifacts, the
-//! caps, how an erasure range is checked and widened, and how an imported tombstone is
-//! checked. The file store applies exactly
-//! these; a database backend calls them so that both engines accept and refuse the same
-//! commits and erase the same seqs.
+//! The ledger's rules, one copy of each: what a commit may contain, what "same content" means
+//! for an idempotency id, how event times are resolved, how large tool outputs become
+//! artifacts, the caps, how an erasure range is checked and widened, and how an imported
+//! tombstone is checked. The file store's commit and erase paths call these functions, and so
+//! does any other storage engine (the PostgreSQL backend), so that every engine accepts and
+//! refuses the same commits and erases the same seqs.
 
 use std::ops::RangeInclusive;
 
@@ -58,25 +58,62 @@ pub fn idempotency_key(
         Some(id) => {
             crate::validate::check_id(id)?;
             Ok(Some((
-                crate::hex::sha256(id.as_bytes()),
+                commit_id_hash(id),
                 crate::digest::commit_digest(&commit.events, times)?,
             )))
         }
     }
 }
 
-/// The stored time of each of `n` events (SPEC L10): `given[i]` when the caller gave one, else
-/// the clock `now_ms`, never earlier than the event before (`last_ms` for the first).
+/// The hash an idempotency id is stored and looked up under: SHA-256 of its bytes.
+pub fn commit_id_hash(id: &str) -> [u8; 32] {
+    crate::hex::sha256(id.as_bytes())
+}
+
+/// The stored time of each of `n` events (SPEC L10): an explicit time (`given[i]`, ms) is
+/// kept, and must not be earlier than the event before it (the conversation's last event,
+/// `last_ms`, for the first one); an event without one takes the clock `now_ms`, or the
+/// previous event's time when the clock is behind it, so time never goes backwards within a
+/// conversation.
 ///
 /// # Errors
-/// [`Error::InvalidCommit`] for an explicit time earlier than the event before it.
+/// [`Error::InvalidCommit`] naming the event, both times and the rule; or more times given
+/// than there are events.
 pub fn resolve_times(
     n: usize,
     given: &[Option<i64>],
     last_ms: i64,
     now_ms: i64,
 ) -> Result<Vec<i64>> {
-    crate::commit::resolve_times(n, given, last_ms, now_ms)
+    if given.len() > n {
+        return Err(Error::invalid(format!(
+            "{} times given for {n} events",
+            given.len()
+        )));
+    }
+    let mut prev = last_ms;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = match given.get(i).copied().flatten() {
+            Some(t) if t < prev => {
+                let what = if i == 0 {
+                    "the conversation's last event"
+                } else {
+                    "the event before it"
+                };
+                return Err(Error::invalid(format!(
+                    "event {}: time {t} ms is earlier than {what} ({prev} ms); times never go \
+                     backwards within a conversation",
+                    i + 1
+                )));
+            }
+            Some(t) => t,
+            None => now_ms.max(prev),
+        };
+        out.push(t);
+        prev = t;
+    }
+    Ok(out)
 }
 
 /// Checks an application's `commit` against the open turn: `open_turn` holds the stored
@@ -137,15 +174,25 @@ pub fn offload(body: &EventBody, threshold: u64) -> (EventBody, Option<Vec<u8>>)
     }
 }
 
-/// The commit metadata the file store keeps in a commit's last record (its id and content
-/// digest, as JSON), so that a database counts the same record sizes against the caps.
+/// The commit metadata the last record of a commit with an id carries: the id and the hex
+/// content digest, as JSON.
+///
+/// # Errors
+/// [`Error::InvalidCommit`] when it cannot be encoded.
+pub(crate) fn commit_meta(id: &str, digest: &[u8; 32]) -> Result<Vec<u8>> {
+    serde_json::to_vec(&crate::scan::CommitMeta {
+        id: id.to_string(),
+        digest: crate::hex::encode(digest),
+    })
+    .map_err(|e| Error::invalid(format!("commit id cannot be encoded: {e}")))
+}
+
+/// The length of the commit metadata the file store keeps in a commit's last record (see
+/// `commit_meta`; 0 without an id), so that a database counts the same record sizes against
+/// the caps.
 pub fn commit_meta_len(commit: &NewCommit) -> usize {
     match &commit.id {
-        Some(id) => serde_json::to_vec(&crate::scan::CommitMeta {
-            id: id.clone(),
-            digest: "0".repeat(64),
-        })
-        .map_or(0, |v| v.len()),
+        Some(id) => commit_meta(id, &[0; 32]).map_or(0, |v| v.len()),
         None => 0,
     }
 }

@@ -2,9 +2,14 @@
 //! last one as clean, a torn tail (cut by the writer, ignored by readers) or corruption.
 
 use std::io;
+use std::path::PathBuf;
 
+use crate::error::{Error, Result};
 use crate::event::EventKind;
-use crate::format::{self, CommitEntry, EventEntry, RECORD_HEADER_LEN, RECORD_MAGIC, RecordHeader};
+use crate::format::{
+    self, CommitEntry, Counts, EventEntry, LOG_HEADER_LEN, RECORD_HEADER_LEN, RECORD_MAGIC,
+    RecordHeader,
+};
 
 /// A window over a file that refills in large chunks, so scanning costs few syscalls.
 pub(crate) struct Window<'a> {
@@ -46,23 +51,26 @@ impl<'a> Window<'a> {
     }
 }
 
-/// Counters carried from the last indexed event into a scan.
+/// Where a scan begins, and the counters carried into it from the last indexed event.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ScanStart {
     /// Where the scan begins (end of the last known-good commit).
     pub offset: u64,
     /// Seq of the last known-good event (0 for none).
     pub last_seq: u64,
-    /// User events so far.
-    pub turns: u32,
-    /// Id-carrying commits so far.
-    pub commits: u32,
-    /// Running CRC of the turn entries so far.
-    pub turns_crc: u32,
-    /// Note events so far.
-    pub notes: u32,
-    /// Running CRC of the note entries so far.
-    pub notes_crc: u32,
+    /// The counts of the last known-good event (user events, id-carrying commits, notes,
+    /// and the running CRCs of the turn and note entries).
+    pub counts: Counts,
+}
+
+impl ScanStart {
+    /// The first record of the log, nothing counted yet.
+    pub(crate) fn log_start() -> ScanStart {
+        ScanStart {
+            offset: LOG_HEADER_LEN as u64,
+            ..ScanStart::default()
+        }
+    }
 }
 
 /// What follows the last complete commit.
@@ -104,6 +112,24 @@ impl Scan {
     pub(crate) fn tail(&self) -> Tail {
         self.tail.clone().unwrap_or(Tail::Clean)
     }
+
+    /// The scan, or [`Error::Corrupt`] at the bad record when it found corruption (a bad
+    /// record with valid records after it) in the log at `log_path`. A torn tail is kept.
+    pub(crate) fn or_corrupt(self, log_path: PathBuf) -> Result<Scan> {
+        match self.tail() {
+            Tail::Corrupt {
+                offset,
+                seq,
+                reason,
+            } => Err(Error::Corrupt {
+                path: log_path,
+                offset,
+                seq: Some(seq),
+                reason,
+            }),
+            _ => Ok(self),
+        }
+    }
 }
 
 /// Commit metadata stored in the payload of the last record of an id-carrying commit.
@@ -114,11 +140,81 @@ pub(crate) struct CommitMeta {
 }
 
 /// What the commit being scanned has so far: it becomes visible only at its end record.
+#[derive(Default)]
 struct Pending {
     entries: Vec<EventEntry>,
     user_seqs: Vec<u64>,
     note_seqs: Vec<u64>,
     commits: Vec<CommitEntry>,
+}
+
+impl Pending {
+    /// Adds the record `rec` found at `pos`, advancing `counts` by it.
+    fn add(&mut self, rec: &RawRecord, pos: u64, counts: &mut Counts) {
+        let h = &rec.header;
+        counts.add(h.kind, h.seq);
+        match h.kind {
+            EventKind::User => self.user_seqs.push(h.seq),
+            EventKind::Note => self.note_seqs.push(h.seq),
+            _ => {}
+        }
+        if let Some((id_hash, digest)) = rec.meta {
+            counts.commits += 1;
+            self.commits.push(CommitEntry {
+                id_hash,
+                digest,
+                first_seq: h.seq - u64::from(h.index_in_commit),
+                last_seq: h.seq,
+            });
+        }
+        let entry = counts.entry(pos, h.record_len() as u32, h.crc, h.kind, h.flags);
+        self.entries.push(entry);
+    }
+
+    /// How the file ends when it ends here (at `good_end`, the end of the last complete
+    /// commit, plus what is pending).
+    fn tail_at_end(&self, good_end: u64) -> Tail {
+        if self.entries.is_empty() {
+            Tail::Clean
+        } else {
+            Tail::Torn {
+                offset: good_end,
+                reason: "commit without its end record".into(),
+            }
+        }
+    }
+
+    /// Corruption when `h` (at `pos`) is not the record expected next: seq `expected_seq`,
+    /// at the next position of the pending commit.
+    fn misplaced(&self, h: &RecordHeader, pos: u64, expected_seq: u64) -> Option<Tail> {
+        let index_ok = h.index_in_commit as usize == self.entries.len();
+        if h.seq == expected_seq && index_ok {
+            return None;
+        }
+        let reason = format!(
+            "record has seq {} (position {} in commit), expected seq {expected_seq} (position {})",
+            h.seq,
+            h.index_in_commit,
+            self.entries.len()
+        );
+        Some(Tail::Corrupt {
+            offset: pos,
+            seq: expected_seq,
+            reason,
+        })
+    }
+}
+
+impl Scan {
+    /// Makes the pending commit, ending with seq `last_seq` at offset `end`, complete.
+    fn complete(&mut self, pending: &mut Pending, last_seq: u64, end: u64) {
+        self.last_seq = last_seq;
+        self.good_end = end;
+        self.entries.append(&mut pending.entries);
+        self.user_seqs.append(&mut pending.user_seqs);
+        self.note_seqs.append(&mut pending.note_seqs);
+        self.commits.append(&mut pending.commits);
+    }
 }
 
 /// Scans `[start.offset, file_len)`.
@@ -134,96 +230,30 @@ pub(crate) fn scan(
         ..Scan::default()
     };
     let mut pos = start.offset;
-    let (mut turns, mut commits, mut turns_crc) = (start.turns, start.commits, start.turns_crc);
-    let (mut notes, mut notes_crc) = (start.notes, start.notes_crc);
-    let mut pending = Pending {
-        entries: Vec::new(),
-        user_seqs: Vec::new(),
-        note_seqs: Vec::new(),
-        commits: Vec::new(),
-    };
+    let mut counts = start.counts;
+    let mut pending = Pending::default();
     loop {
         if pos == file_len {
-            out.tail = Some(if pending.entries.is_empty() {
-                Tail::Clean
-            } else {
-                Tail::Torn {
-                    offset: out.good_end,
-                    reason: "commit without its end record".into(),
-                }
-            });
+            out.tail = Some(pending.tail_at_end(out.good_end));
             return Ok(out);
         }
         let expected_seq = out.last_seq + pending.entries.len() as u64 + 1;
         let rec = match read_record(&mut w, pos)? {
             Ok(rec) => rec,
             Err(reason) => {
-                out.tail = Some(classify_bad(
-                    &mut w,
-                    pos,
-                    expected_seq,
-                    out.good_end,
-                    reason,
-                )?);
+                let tail = classify_bad(&mut w, pos, expected_seq, out.good_end, reason)?;
+                out.tail = Some(tail);
                 return Ok(out);
             }
         };
-        let h = rec.header;
-        let index_ok = h.index_in_commit as usize == pending.entries.len();
-        if h.seq != expected_seq || !index_ok {
-            let reason = format!(
-                "record has seq {} (position {} in commit), expected seq {expected_seq} (position {})",
-                h.seq,
-                h.index_in_commit,
-                pending.entries.len()
-            );
-            out.tail = Some(Tail::Corrupt {
-                offset: pos,
-                seq: expected_seq,
-                reason,
-            });
+        if let Some(corrupt) = pending.misplaced(&rec.header, pos, expected_seq) {
+            out.tail = Some(corrupt);
             return Ok(out);
         }
-        if h.kind == EventKind::User {
-            turns += 1;
-            turns_crc = format::seq_crc_append(turns_crc, h.seq);
-            pending.user_seqs.push(h.seq);
-        }
-        if h.kind == EventKind::Note {
-            notes += 1;
-            notes_crc = format::seq_crc_append(notes_crc, h.seq);
-            pending.note_seqs.push(h.seq);
-        }
-        if let Some((id_hash, digest)) = rec.meta {
-            commits += 1;
-            let first_seq = h.seq - u64::from(h.index_in_commit);
-            pending.commits.push(CommitEntry {
-                id_hash,
-                digest,
-                first_seq,
-                last_seq: h.seq,
-            });
-        }
-        pending.entries.push(EventEntry {
-            offset: pos,
-            record_len: h.record_len() as u32,
-            record_crc: h.crc,
-            kind: h.kind,
-            flags: h.flags,
-            turns,
-            commits,
-            turns_crc,
-            notes,
-            notes_crc,
-        });
-        pos += h.record_len();
-        if h.ends_commit() {
-            out.last_seq = h.seq;
-            out.good_end = pos;
-            out.entries.append(&mut pending.entries);
-            out.user_seqs.append(&mut pending.user_seqs);
-            out.note_seqs.append(&mut pending.note_seqs);
-            out.commits.append(&mut pending.commits);
+        pending.add(&rec, pos, &mut counts);
+        pos += rec.header.record_len();
+        if rec.header.ends_commit() {
+            out.complete(&mut pending, rec.header.seq, pos);
         }
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody};
 use crate::files::{io_err, open_file};
-use crate::format::{LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, RecordHeader, names};
+use crate::format::{RECORD_HEADER_LEN, RecordHeader, names};
 use crate::scan::{self, Scan, ScanStart, Tail, Window};
 use crate::storage::{DirStorage, OpenMode, Storage, StorageFile};
 use crate::tombstone::Coverage;
@@ -83,37 +83,15 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
         seq,
         reason,
     };
-    if file_len < LOG_HEADER_LEN as u64 {
-        return Err(corrupt(
-            0,
-            None,
-            format!(
-                "file is {file_len} bytes, shorter than its header (a creation cut short: \
-                 no record can exist; the next writer open recreates it)"
-            ),
-        ));
-    }
-    let mut hb = [0u8; LOG_HEADER_LEN];
-    log.read_at(0, &mut hb).map_err(io_err(st, names::LOG))?;
-    let header = LogHeader::decode(&hb).map_err(|r| corrupt(0, None, r))?;
+    let header = crate::state::read_header(st, log.as_ref(), file_len)?;
     // As the writer's open does: what the sidecars prove was acknowledged, read before the
     // log's length, so that a commit acknowledged while this runs is within that length.
     let acked = crate::sidecar::acknowledged(st, Some(&header.ledger_id))
         .map_err(io_err(st, names::EVENT_INDEX))?;
     let file_len = log.len().map_err(io_err(st, names::LOG))?;
-    let start = ScanStart {
-        offset: LOG_HEADER_LEN as u64,
-        ..ScanStart::default()
-    };
-    let found = scan::scan(log.as_ref(), file_len, start).map_err(io_err(st, names::LOG))?;
-    if let Tail::Corrupt {
-        offset,
-        seq,
-        reason,
-    } = found.tail()
-    {
-        return Err(corrupt(offset, Some(seq), reason));
-    }
+    let found = scan::scan(log.as_ref(), file_len, ScanStart::log_start())
+        .map_err(io_err(st, names::LOG))?
+        .or_corrupt(log_path.clone())?;
     crate::sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;
     let mut report = VerifyReport {
         ledger_id: crate::hex::encode(&header.ledger_id),
@@ -125,21 +103,13 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
         commits_with_id: found.commits.len() as u64,
         ..VerifyReport::default()
     };
-    match found.tail() {
-        Tail::Clean => {}
-        Tail::Torn { offset, reason } => {
-            if tail_in_progress(st, log.as_ref(), file_len) {
-                report.in_progress_bytes = file_len - offset;
-            } else {
-                report.torn_tail_bytes = file_len - offset;
-                report.torn_tail_reason = Some(reason);
-            }
+    if let Tail::Torn { offset, reason } = found.tail() {
+        if tail_in_progress(st, log.as_ref(), file_len) {
+            report.in_progress_bytes = file_len - offset;
+        } else {
+            report.torn_tail_bytes = file_len - offset;
+            report.torn_tail_reason = Some(reason);
         }
-        Tail::Corrupt {
-            offset,
-            seq,
-            reason,
-        } => return Err(corrupt(offset, Some(seq), reason)),
     }
     let (refs, erased) = check_bodies(log.as_ref(), file_len, &found, &corrupt)?;
     report.erased = erased;

@@ -5,8 +5,9 @@
 //! recovers the torn tail, if any, and continues. The test re-executes its own binary as a
 //! child process that commits in a loop and prints each receipt, kills it at random moments
 //! for 25 rounds, and checks the ledger after each kill. The same holds with group commit
-//! ([`GroupWriter`]: several threads' commits written by one append and one sync), where
-//! some commits of a batch are refused and must not take their neighbours down.
+//! ([`Ledger::commit_batch_timed`]: several commits written by one append and one sync, as
+//! the facade's queue hands them over), where some commits of a batch are refused and must
+//! not take their neighbours down.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -18,12 +19,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use ctxlog_ledger::{EventBody, GroupWriter, Ledger, LedgerRead, NewCommit, Options};
+use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};
 
 const CHILD_ENV: &str = "CTXLOG_LEDGER_CRASH_CHILD_DIR";
 const ROUNDS: u64 = 25;
-/// Threads committing through one [`GroupWriter`] in `group_crash_child`.
-const GROUP_THREADS: u64 = 4;
+/// Commits per batch in `group_crash_child`.
+const BATCH: u64 = 4;
 
 /// In the group-commit test, commits with these ids are invalid (no events): refused alone.
 fn refused(id: u64) -> bool {
@@ -76,34 +77,40 @@ fn crash_child() {
     }
 }
 
-/// The group-commit child: [`GROUP_THREADS`] threads share one writer, thread `t` commits
-/// ids `start + t`, `start + t + GROUP_THREADS`, …; the ids [`refused`] picks are sent empty
-/// and must be refused alone. Not a test of its own (see `crash_child`).
+/// The group-commit child: commits ids `start..` in batches of [`BATCH`]; the ids
+/// [`refused`] picks are sent empty and must be refused alone. Not a test of its own (see
+/// `crash_child`).
 #[test]
 #[ignore = "subprocess entry point, run by the tests in this file"]
 fn group_crash_child() {
     let Some((dir, start)) = child_env() else {
         return;
     };
-    let (ledger, _) = Ledger::open(Path::new(&dir), &Options::default()).unwrap();
-    let writer = GroupWriter::new(ledger);
-    std::thread::scope(|s| {
-        for t in 0..GROUP_THREADS {
-            let writer = &writer;
-            s.spawn(move || {
-                for id in (start + t..).step_by(GROUP_THREADS as usize) {
-                    let mut commit = commit_for(id);
-                    if refused(id) {
-                        commit.events.clear();
-                        assert!(writer.commit(&commit).is_err(), "empty commit {id} refused");
-                        continue;
-                    }
-                    let r = writer.commit(&commit).unwrap();
-                    println!("ACK {id} {} {}", r.first_seq, r.last_seq);
+    let (mut ledger, _) = Ledger::open(Path::new(&dir), &Options::default()).unwrap();
+    for first in (start..).step_by(BATCH as usize) {
+        let ids: Vec<u64> = (first..first + BATCH).collect();
+        let commits: Vec<NewCommit> = ids
+            .iter()
+            .map(|&id| {
+                let mut commit = commit_for(id);
+                if refused(id) {
+                    commit.events.clear();
                 }
-            });
+                commit
+            })
+            .collect();
+        let batch: Vec<(&NewCommit, &[Option<i64>])> =
+            commits.iter().map(|c| (c, &[][..])).collect();
+        let results = ledger.commit_batch_timed(&batch).unwrap();
+        for (id, result) in ids.into_iter().zip(results) {
+            if refused(id) {
+                assert!(result.is_err(), "empty commit {id} refused");
+                continue;
+            }
+            let r = result.unwrap();
+            println!("ACK {id} {} {}", r.first_seq, r.last_seq);
         }
-    });
+    }
 }
 
 struct Rng(u64);

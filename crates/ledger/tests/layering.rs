@@ -23,6 +23,7 @@ const LAYERS: &[&str] = &[
     "tombstone",
     "artifact",
     "sidecar",
+    "rules",
     "state",
     "recovery",
     "commit",
@@ -30,8 +31,6 @@ const LAYERS: &[&str] = &[
     "verify",
     "reader",
     "ledger",
-    "group",
-    "rules",
 ];
 
 fn module_of(path: &Path, src: &Path) -> String {

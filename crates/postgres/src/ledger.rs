@@ -874,16 +874,11 @@ impl LedgerWriter for PgLedger {
         self.commit_tx(commit, times)
     }
     fn commit_seqs(&mut self, id: &str) -> Result<Option<(u64, u64)>> {
-        let hash = ctxlog_ledger::artifact_name(id.as_bytes());
-        let hash = hash.trim_start_matches("sha256-");
-        let bytes: Vec<u8> = (0..hash.len())
-            .step_by(2)
-            .filter_map(|i| u8::from_str_radix(&hash[i..i + 2], 16).ok())
-            .collect();
+        let id_hash = rules::commit_id_hash(id);
         self.with_q(|q| {
             Ok(q.query(
                 "SELECT first_seq, last_seq FROM {s}.commits WHERE conversation = $1 AND id_hash = $2",
-                &[&self.name, &bytes],
+                &[&self.name, &id_hash.as_slice()],
             )?
             .first()
             .map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64)))

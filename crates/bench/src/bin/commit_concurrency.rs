@@ -3,10 +3,10 @@
 //!
 //! - each thread its own conversation (its own ledger), beside a plain `write` + `fdatasync`
 //!   loop with the same threads and bytes (one file per thread), with `Ledger::commit` and
-//!   through a `GroupWriter` per conversation (batches of one: its cost, no gain expected);
+//!   through `Store::commit` (the facade's queue; batches of one: its cost, no gain expected);
 //! - all threads one conversation, beside the plain loop on one shared file (a mutex around
-//!   `write` + `fdatasync`): a `Mutex<Ledger>` (one sync per commit, serialized) and a
-//!   `GroupWriter` (group commit: what queued meanwhile is written with one sync).
+//!   `write` + `fdatasync`): a `Mutex<Ledger>` (one sync per commit, serialized) and
+//!   `Store::commit` (group commit: what queued meanwhile is written with one sync).
 //!
 //! Also prints the process's peak RSS.
 //!
@@ -21,8 +21,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
+use ctxlog::Store;
+use ctxlog::ops::CommitRequest;
 use ctxlog_bench::peak_rss_mib;
-use ctxlog_ledger::{EventBody, GroupWriter, Ledger, NewCommit, Options};
+use ctxlog_ledger::{EventBody, Ledger, NewCommit, Options};
 
 fn turn(i: usize) -> NewCommit {
     NewCommit {
@@ -37,6 +39,15 @@ fn turn(i: usize) -> NewCommit {
                 ),
             },
         ],
+    }
+}
+
+/// A commit of `commit` to `conversation` through the facade.
+fn request(conversation: &str, commit: NewCommit) -> CommitRequest {
+    CommitRequest {
+        conversation: conversation.into(),
+        commit,
+        times: Vec::new(),
     }
 }
 
@@ -144,14 +155,17 @@ fn main() -> Result<()> {
             })?,
         ));
         let _ = std::fs::remove_dir_all(&root);
+        let store = Store::open(&root)?;
         rows.push((
-            "GroupWriter (batches of one)",
-            run(&root, threads, |_, dir| {
-                let (ledger, _) = Ledger::open(dir, &Options::default())?;
-                let writer = GroupWriter::new(ledger);
-                timed(per_thread, |i| Ok(writer.commit(&turn(i)).map(drop)?))
+            "Store (group commit, batches of one)",
+            run(&root, threads, |t, _| {
+                let conversation = format!("c{t}");
+                timed(per_thread, |i| {
+                    Ok(store.commit(&request(&conversation, turn(i))).map(drop)?)
+                })
             })?,
         ));
+        drop(store);
         print_rows(threads, "one per thread", &rows);
 
         // One conversation (or file) for all threads.
@@ -189,17 +203,17 @@ fn main() -> Result<()> {
         ));
         drop(ledger);
         let _ = std::fs::remove_dir_all(&root);
-        let (ledger, _) = Ledger::open(&root.join("shared"), &Options::default())?;
-        let writer = GroupWriter::new(ledger);
+        let store = Store::open(&root)?;
         rows.push((
-            "GroupWriter (group commit)",
+            "Store (group commit)",
             run(&root, threads, |t, _| {
                 timed(per_thread, |i| {
-                    Ok(writer.commit(&turn(t * per_thread + i)).map(drop)?)
+                    let commit = turn(t * per_thread + i);
+                    Ok(store.commit(&request("shared", commit)).map(drop)?)
                 })
             })?,
         ));
-        drop(writer);
+        drop(store);
         print_rows(threads, "one for all", &rows);
     }
     let _ = std::fs::remove_dir_all(&root);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::files::{io_err, open_file};
-use crate::format::{CommitEntry, EventEntry, LOG_HEADER_LEN, LogHeader, names};
+use crate::format::{CommitEntry, Counts, EventEntry, LOG_HEADER_LEN, LogHeader, names};
 use crate::scan::{self, Scan, ScanStart, Tail};
 use crate::sidecar::{self, Kind, SidecarFiles, Trusted, WRITE_ORDER};
 use crate::storage::{OpenMode, Storage, StorageFile};
@@ -114,28 +114,11 @@ impl LedgerState {
         let file_len = log.len().map_err(io_err(st, names::LOG))?;
         let trusted = sidecar::load(st, mode, &header.ledger_id, log.as_ref(), file_len)
             .map_err(io_err(st, names::EVENT_INDEX))?;
-        let start = trusted.as_ref().map_or(
-            ScanStart {
-                offset: LOG_HEADER_LEN as u64,
-                ..ScanStart::default()
-            },
-            scan_start,
-        );
-        let found = scan::scan(log.as_ref(), file_len, start).map_err(io_err(st, names::LOG))?;
+        let start = trusted.as_ref().map_or(ScanStart::log_start(), scan_start);
+        let found = scan::scan(log.as_ref(), file_len, start)
+            .map_err(io_err(st, names::LOG))?
+            .or_corrupt(st.location().join(names::LOG))?;
         let tail = found.tail();
-        if let Tail::Corrupt {
-            offset,
-            seq,
-            reason,
-        } = &tail
-        {
-            return Err(Error::Corrupt {
-                path: st.location().join(names::LOG),
-                offset: *offset,
-                seq: Some(*seq),
-                reason: reason.clone(),
-            });
-        }
         sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;
         let state = LedgerState::assemble(storage.clone(), log, header, trusted, found);
         Ok(Loaded {
@@ -362,26 +345,17 @@ impl LedgerState {
         let start = ScanStart {
             offset: self.log_len.max(LOG_HEADER_LEN as u64),
             last_seq: self.last_seq,
-            turns: self.user_seqs.len() as u32,
-            commits: last.map_or(0, |e| e.commits),
-            turns_crc: self.turns_crc,
-            notes: self.note_seqs.len() as u32,
-            notes_crc: self.notes_crc,
+            counts: Counts {
+                turns: self.user_seqs.len() as u32,
+                commits: last.map_or(0, |e| e.commits),
+                turns_crc: self.turns_crc,
+                notes: self.note_seqs.len() as u32,
+                notes_crc: self.notes_crc,
+            },
         };
-        let found = scan::scan(self.log.as_ref(), file_len, start).map_err(io())?;
-        if let Tail::Corrupt {
-            offset,
-            seq,
-            reason,
-        } = found.tail()
-        {
-            return Err(Error::Corrupt {
-                path: self.log_path(),
-                offset,
-                seq: Some(seq),
-                reason,
-            });
-        }
+        let found = scan::scan(self.log.as_ref(), file_len, start)
+            .map_err(io())?
+            .or_corrupt(self.log_path())?;
         self.take_scanned(found);
         Ok(())
     }
@@ -524,34 +498,18 @@ impl LedgerState {
 
     /// One sequential scan of the committed log, which must still match this state.
     fn rescan(&self) -> Result<Scan> {
-        let start = ScanStart {
-            offset: LOG_HEADER_LEN as u64,
-            ..ScanStart::default()
-        };
-        let found = scan::scan(self.log.as_ref(), self.log_len, start)
-            .map_err(io_err(self.storage.as_ref(), names::LOG))?;
-        let problem = match found.tail() {
-            Tail::Corrupt {
-                offset,
-                seq,
-                reason,
-            } => Some((offset, seq, reason)),
-            _ if found.last_seq != self.last_seq => Some((
-                found.good_end,
-                found.last_seq + 1,
-                "the log no longer matches the state it was opened in".to_string(),
-            )),
-            _ => None,
-        };
-        match problem {
-            Some((offset, seq, reason)) => Err(Error::Corrupt {
+        let found = scan::scan(self.log.as_ref(), self.log_len, ScanStart::log_start())
+            .map_err(io_err(self.storage.as_ref(), names::LOG))?
+            .or_corrupt(self.log_path())?;
+        if found.last_seq != self.last_seq {
+            return Err(Error::Corrupt {
                 path: self.log_path(),
-                offset,
-                seq: Some(seq),
-                reason,
-            }),
-            None => Ok(found),
+                offset: found.good_end,
+                seq: Some(found.last_seq + 1),
+                reason: "the log no longer matches the state it was opened in".to_string(),
+            });
         }
+        Ok(found)
     }
 }
 
@@ -560,20 +518,19 @@ fn scan_start(t: &Trusted) -> ScanStart {
         Some(e) => ScanStart {
             offset: e.end(),
             last_seq: t.indexed,
-            turns: e.turns,
-            commits: e.commits,
-            turns_crc: e.turns_crc,
-            notes: e.notes,
-            notes_crc: e.notes_crc,
+            counts: Counts::of(&e),
         },
-        None => ScanStart {
-            offset: LOG_HEADER_LEN as u64,
-            ..ScanStart::default()
-        },
+        None => ScanStart::log_start(),
     }
 }
 
-fn read_header(st: &dyn Storage, log: &dyn StorageFile, file_len: u64) -> Result<LogHeader> {
+/// The log's header, or [`Error::Corrupt`] when the file (`file_len` bytes) is shorter than
+/// one or it does not decode.
+pub(crate) fn read_header(
+    st: &dyn Storage,
+    log: &dyn StorageFile,
+    file_len: u64,
+) -> Result<LogHeader> {
     let corrupt = |reason: String| Error::Corrupt {
         path: st.location().join(names::LOG),
         offset: 0,

@@ -78,18 +78,14 @@ impl LedgerState {
             turns += u32::from(h.kind == EventKind::User);
             notes += u32::from(h.kind == EventKind::Note);
             if s == seq {
-                return Ok(format::EventEntry {
-                    offset: pos,
-                    record_len: h.record_len() as u32,
-                    record_crc: h.crc,
-                    kind: h.kind,
-                    flags: h.flags,
+                // Only the counts are rebuilt; the seq lists' running CRCs are left 0.
+                let counts = format::Counts {
                     turns,
                     commits,
-                    turns_crc: 0,
                     notes,
-                    notes_crc: 0,
-                });
+                    ..format::Counts::default()
+                };
+                return Ok(counts.entry(pos, h.record_len() as u32, h.crc, h.kind, h.flags));
             }
             pos += h.record_len();
         }

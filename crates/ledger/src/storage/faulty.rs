@@ -17,6 +17,9 @@ pub struct FaultPlan {
     pub fail_sync: Option<u64>,
     /// Tear write number `.0`: write only its first `.1` bytes, then fail.
     pub tear_write: Option<(u64, usize)>,
+    /// Panic at the write whose 0-based number is this, before writing anything: the thread
+    /// dies inside the operation (a caller's `catch_unwind` sees the panic).
+    pub panic_write: Option<u64>,
     /// Restrict faults to file names containing this (e.g. `"ledger.log"`).
     pub only_files: Option<String>,
     /// Writes counted so far (of files the plan applies to).
@@ -93,6 +96,11 @@ impl StorageFile for FaultyFile {
         if plan.fail_write == Some(n) {
             plan.fired += 1;
             return Err(injected("write"));
+        }
+        if plan.panic_write == Some(n) {
+            plan.fired += 1;
+            drop(plan);
+            panic!("injected panic at write {n} of {}", self.name);
         }
         if let Some((at, keep)) = plan.tear_write
             && at == n

@@ -367,36 +367,23 @@ pub(crate) fn looks_like_a_request(body: &[u8]) -> bool {
 /// or of neither (a plain `{"model","max_tokens","messages":[…user/assistant…]}` is valid for
 /// both), it is ambiguous.
 pub fn detect_format(body: &[u8]) -> Option<WireFormat> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let top = value.as_object()?;
-    let messages = top.get("messages")?.as_array()?;
-    if !top.contains_key("max_tokens") {
+    use ctxlog_projection::read::{Envelope, anthropic, openai};
+    use serde::Deserialize as _;
+    let body: Envelope = serde_json::from_slice(body).ok()?;
+    if body.max_tokens.is_none() {
         return Some(WireFormat::OpenAiChat);
     }
-    let openai = top.contains_key("max_completion_tokens")
-        || messages.iter().any(|m| {
-            matches!(
-                m.get("role").and_then(|r| r.as_str()),
-                Some("system" | "developer" | "tool")
-            ) || m.get("tool_calls").is_some()
-        })
-        || top
-            .get("tools")
-            .and_then(|t| t.as_array())
-            .is_some_and(|tools| tools.iter().any(|t| t.get("function").is_some()));
-    let anthropic = top.contains_key("system")
-        || messages.iter().any(|m| {
-            m.get("content")
-                .and_then(|c| c.as_array())
-                .is_some_and(|blocks| {
-                    blocks.iter().any(|b| {
-                        matches!(
-                            b.get("type").and_then(|t| t.as_str()),
-                            Some("tool_use" | "tool_result")
-                        )
-                    })
-                })
-        });
+    let openai = body.max_completion_tokens.is_some()
+        || body.tools.iter().any(|t| t.function.is_some())
+        || body
+            .messages
+            .iter()
+            .any(|m| openai::Message::deserialize(m).is_ok_and(|m| m.only_openai()));
+    let anthropic = body.system.is_some()
+        || body
+            .messages
+            .iter()
+            .any(|m| anthropic::Message::deserialize(m).is_ok_and(|m| m.only_anthropic()));
     match (openai, anthropic) {
         (true, false) => Some(WireFormat::OpenAiChat),
         (false, true) => Some(WireFormat::AnthropicMessages),

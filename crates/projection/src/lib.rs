@@ -62,6 +62,7 @@ mod open_turn;
 mod options;
 mod pages;
 mod parts;
+pub mod read;
 mod report;
 mod request;
 pub mod tokens;

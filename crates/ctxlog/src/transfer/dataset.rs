@@ -2,15 +2,54 @@
 //! [`super::ImportFormat::ConversationDataset`]).
 
 use ctxlog_ledger::EventBody;
-use serde_json::Value;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::{Map, Value};
 
 use super::{Incoming, Parsed};
 use crate::{Error, Result};
 
-pub(crate) fn parse(value: &Value, prefix: Option<&str>) -> Result<Vec<Parsed>> {
+/// One sample. Its other fields (`qa`, summaries, …) are not conversation: not read.
+#[derive(Deserialize)]
+#[serde(expecting = "a sample object")]
+struct Sample {
+    #[serde(default)]
+    sample_id: Option<SampleId>,
+    conversation: Conversation,
+}
+
+/// A sample's id: a string or a number (anything else: the sample's position).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SampleId {
+    Text(String),
+    Number(serde_json::Number),
+    Other(IgnoredAny),
+}
+
+#[derive(Deserialize)]
+struct Conversation {
+    speaker_a: String,
+    speaker_b: String,
+    /// `session_N` (its turns) and `session_N_date_time`, and anything else (not read).
+    #[serde(flatten)]
+    sessions: Map<String, Value>,
+}
+
+/// One turn of a session. Its other fields (`dia_id`, `img_url`, …) are not read.
+#[derive(Deserialize)]
+#[serde(expecting = "a turn object")]
+struct Turn {
+    speaker: String,
+    text: String,
+    #[serde(default)]
+    blip_caption: Option<String>,
+}
+
+pub(crate) fn parse(value: Value, prefix: Option<&str>) -> Result<Vec<Parsed>> {
     let samples = match value {
-        Value::Array(samples) => samples.as_slice(),
-        Value::Object(_) => std::slice::from_ref(value),
+        Value::Array(samples) => samples,
+        Value::Object(_) => vec![value],
         _ => {
             return Err(Error::BadInput {
                 reason: "expected a dataset: an array of samples (or one sample object)".into(),
@@ -18,60 +57,30 @@ pub(crate) fn parse(value: &Value, prefix: Option<&str>) -> Result<Vec<Parsed>> 
         }
     };
     samples
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, s)| sample(s, i, prefix))
+        .map(|(i, s)| {
+            sample(s, i, prefix).map_err(|reason| Error::BadInput {
+                reason: format!("sample {i}: {reason}"),
+            })
+        })
         .collect()
 }
 
-fn sample(s: &Value, i: usize, prefix: Option<&str>) -> Result<Parsed> {
-    let at = |reason: String| Error::BadInput {
-        reason: format!("sample {i}: {reason}"),
+fn sample(value: Value, i: usize, prefix: Option<&str>) -> std::result::Result<Parsed, String> {
+    let s: Sample = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    let id = match s.sample_id {
+        Some(SampleId::Text(id)) => id,
+        Some(SampleId::Number(n)) => n.to_string(),
+        Some(SampleId::Other(_)) | None => format!("{}", i + 1),
     };
-    let id = match s.get("sample_id") {
-        Some(Value::String(id)) => id.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => format!("{}", i + 1),
-    };
-    let conv = s
-        .get("conversation")
-        .and_then(Value::as_object)
-        .ok_or_else(|| at("no \"conversation\" object".into()))?;
-    let speaker = |key: &str| {
-        conv.get(key)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| at(format!("no \"{key}\"")))
-    };
-    let (a, b) = (speaker("speaker_a")?, speaker("speaker_b")?);
-    let mut sessions: Vec<u64> = conv
-        .keys()
-        .filter_map(|k| k.strip_prefix("session_"))
-        .filter_map(|n| n.parse::<u64>().ok())
-        .collect();
-    sessions.sort_unstable();
     let mut events = Vec::new();
     // The session before, for a date going backwards: (its key, date, time).
     let mut before: Option<(String, String, i64)> = None;
     let mut refused = None;
-    for n in sessions {
-        let key = format!("session_{n}");
-        let turns = conv
-            .get(&key)
-            .and_then(Value::as_array)
-            .ok_or_else(|| at(format!("{key} is not an array of turns")))?;
-        let date_key = format!("session_{n}_date_time");
-        let date = conv
-            .get(&date_key)
-            .and_then(Value::as_str)
-            .ok_or_else(|| at(format!("no {date_key}")))?;
-        let ts = parse_session_date(date)
-            .or_else(|| super::parse_rfc3339(date).ok())
-            .ok_or_else(|| {
-                at(format!(
-                    "{date_key} {date:?} is not a date like \"1:56 pm on 8 May, 2023\""
-                ))
-            })?;
+    let conv = &s.conversation;
+    for n in session_numbers(&conv.sessions) {
+        let (date_key, date, ts) = session_date(&conv.sessions, n)?;
         if let Some((key_before, date_before, ts_before)) = &before
             && ts < *ts_before
             && refused.is_none()
@@ -82,33 +91,87 @@ fn sample(s: &Value, i: usize, prefix: Option<&str>) -> Result<Parsed> {
                  of this sample was imported"
             ));
         }
-        before = Some((date_key.clone(), date.to_string(), ts));
-        for (j, t) in turns.iter().enumerate() {
-            let at = |reason: String| at(format!("{key}[{j}]: {reason}"));
-            let who = t
-                .get("speaker")
-                .and_then(Value::as_str)
-                .ok_or_else(|| at("no \"speaker\"".into()))?;
-            let said = t
-                .get("text")
-                .and_then(Value::as_str)
-                .ok_or_else(|| at("no \"text\"".into()))?;
-            let mut text = format!("{who}: {said}");
-            if let Some(c) = t.get("blip_caption").and_then(Value::as_str) {
-                text.push_str(&format!(" [image: {c}]"));
-            }
-            let body = if who == a {
-                EventBody::User { text }
-            } else if who == b {
-                EventBody::Assistant { text }
-            } else {
-                return Err(at(format!("speaker {who:?} is neither {a:?} nor {b:?}")));
-            };
-            events.push(Incoming { body, ts: Some(ts) });
-        }
+        session_turns(conv, n, ts, &mut events)?;
+        before = Some((date_key, date, ts));
     }
-    let clean: String = id
-        .chars()
+    let clean = clean_name(&id);
+    Ok(Parsed {
+        name: match prefix {
+            Some(p) => format!("{p}-{clean}"),
+            None => clean.clone(),
+        },
+        key: clean,
+        events,
+        notes: Vec::new(),
+        refused,
+    })
+}
+
+/// The N of every `session_N` key, in numeric order.
+fn session_numbers(sessions: &Map<String, Value>) -> Vec<u64> {
+    let mut numbers: Vec<u64> = sessions
+        .keys()
+        .filter_map(|k| k.strip_prefix("session_"))
+        .filter_map(|n| n.parse::<u64>().ok())
+        .collect();
+    numbers.sort_unstable();
+    numbers
+}
+
+/// Session `n`'s `session_N_date_time`: its key, its text and its time.
+fn session_date(
+    sessions: &Map<String, Value>,
+    n: u64,
+) -> std::result::Result<(String, String, i64), String> {
+    let key = format!("session_{n}_date_time");
+    let date = match sessions.get(&key) {
+        Some(Value::String(date)) => date,
+        Some(other) => return Err(format!("{key} must be a string, not {other}")),
+        None => return Err(format!("no {key}")),
+    };
+    let ts = parse_session_date(date)
+        .or_else(|| super::parse_rfc3339(date).ok())
+        .ok_or_else(|| format!("{key} {date:?} is not a date like \"1:56 pm on 8 May, 2023\""))?;
+    Ok((key, date.clone(), ts))
+}
+
+/// Session `n`'s turns as events at time `ts`: `speaker_a`'s are user events, `speaker_b`'s
+/// assistant events.
+fn session_turns(
+    conv: &Conversation,
+    n: u64,
+    ts: i64,
+    events: &mut Vec<Incoming>,
+) -> std::result::Result<(), String> {
+    let key = format!("session_{n}");
+    let Some(Value::Array(turns)) = conv.sessions.get(&key) else {
+        return Err(format!("{key} is not an array of turns"));
+    };
+    for (j, turn) in turns.iter().enumerate() {
+        let at = |reason: String| format!("{key}[{j}]: {reason}");
+        let t = Turn::deserialize(turn).map_err(|e| at(e.to_string()))?;
+        let mut text = format!("{}: {}", t.speaker, t.text);
+        if let Some(caption) = &t.blip_caption {
+            text.push_str(&format!(" [image: {caption}]"));
+        }
+        let body = if t.speaker == conv.speaker_a {
+            EventBody::User { text }
+        } else if t.speaker == conv.speaker_b {
+            EventBody::Assistant { text }
+        } else {
+            return Err(at(format!(
+                "speaker {:?} is neither {:?} nor {:?}",
+                t.speaker, conv.speaker_a, conv.speaker_b
+            )));
+        };
+        events.push(Incoming { body, ts: Some(ts) });
+    }
+    Ok(())
+}
+
+/// A sample id as a conversation name: characters outside `A-Za-z0-9_-` become `-`.
+fn clean_name(id: &str) -> String {
+    id.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
                 c
@@ -116,18 +179,7 @@ fn sample(s: &Value, i: usize, prefix: Option<&str>) -> Result<Parsed> {
                 '-'
             }
         })
-        .collect();
-    let name = match prefix {
-        Some(p) => format!("{p}-{clean}"),
-        None => clean.clone(),
-    };
-    Ok(Parsed {
-        name,
-        key: clean,
-        events,
-        notes: Vec::new(),
-        refused,
-    })
+        .collect()
 }
 
 /// A LoCoMo-layout session date, "1:56 pm on 8 May, 2023" → milliseconds since the epoch

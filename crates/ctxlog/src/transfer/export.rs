@@ -4,21 +4,13 @@
 use std::io::Write;
 
 use ctxlog_ledger::{Event, EventBody};
-use serde::Serialize;
 
+use super::line::Line;
 use crate::backend::LedgerView;
 use crate::{Error, Result};
 
 /// Events read per batch, so memory stays bounded by the batch, not the conversation.
 const BATCH: u64 = 1024;
-
-#[derive(Serialize)]
-struct Line<'a> {
-    seq: u64,
-    ts: String,
-    #[serde(flatten)]
-    body: &'a EventBody,
-}
 
 /// Writes every readable event of `ledger` to `out`, one JSON line each, artifacts inlined.
 /// Returns the events and bytes written.

@@ -1,9 +1,11 @@
-//! Reading ctxlog's own export back (JSON Lines; see [`crate::transfer`]).
+//! Reading ctxlog's own export back (JSON Lines; see [`crate::transfer`]), line by line as
+//! [`ReadLine`]s.
 
 use ctxlog_ledger::{EventBody, SystemMarker};
 use serde_json::Value;
 
 use super::Incoming;
+use super::line::{ReadEvent, ReadLine};
 use crate::{Error, Result};
 
 /// Parses every line of an export. Blank lines are skipped; seqs must follow each other (the
@@ -22,63 +24,73 @@ pub(crate) fn parse_lines(text: &str) -> Result<Vec<Incoming>> {
         let at = |reason: String| Error::BadInput {
             reason: format!("line {}: {reason}", i + 1),
         };
-        let mut value: Value =
-            serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
-        let object = value
-            .as_object_mut()
-            .ok_or_else(|| at("expected a JSON object (one event)".into()))?;
-        let seq = match object.remove("seq") {
-            None => None,
-            Some(v) => Some(
-                v.as_u64()
-                    .filter(|s| *s >= 1)
-                    .ok_or_else(|| at(format!("\"seq\" {v} is not a positive integer")))?,
-            ),
-        };
-        if let (Some(seq), Some(last)) = (seq, last_seq)
+        let line = read_line(line).map_err(at)?;
+        if let (Some(seq), Some(last)) = (line.seq, last_seq)
             && seq != last + 1
         {
             return Err(at(format!(
                 "seq {seq} follows seq {last}; seqs must be contiguous"
             )));
         }
-        last_seq = seq.or(last_seq.map(|s| s + 1));
-        let ts = match object.remove("ts") {
-            None => None,
-            Some(v) => Some(super::parse_ts(&v).map_err(at)?),
-        };
-        let body: EventBody =
-            serde_json::from_value(value).map_err(|e| at(format!("invalid event: {e}")))?;
-        if let EventBody::System { marker } = &body {
+        last_seq = line.seq.or(last_seq.map(|s| s + 1));
+        let incoming = incoming(line).map_err(at)?;
+        if let Some(to) = tombstone_end(&incoming.body) {
+            last_seq = Some(to);
+        }
+        out.push(incoming);
+    }
+    Ok(out)
+}
+
+fn read_line(line: &str) -> std::result::Result<ReadLine, String> {
+    let value: Value = serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// The event a line imports as: a tombstone as it stands (no time of its own: it carries the
+/// erasure's), any other event at its time. Other system markers, and a tool result that
+/// names an artifact instead of carrying its text, are refused.
+fn incoming(line: ReadLine) -> std::result::Result<Incoming, String> {
+    let ReadLine {
+        seq,
+        ts,
+        body: ReadEvent(body),
+    } = line;
+    match &body {
+        EventBody::System { marker } => {
             let what = match marker {
                 SystemMarker::Tombstone {
                     from, to, at_ms, ..
                 } => {
-                    check_tombstone_line(seq, ts, *from, *to, *at_ms).map_err(at)?;
-                    last_seq = Some(*to);
-                    out.push(Incoming { body, ts: None });
-                    continue;
+                    check_tombstone_line(seq, ts, *from, *to, *at_ms)?;
+                    return Ok(Incoming { body, ts: None });
                 }
                 SystemMarker::Retention { .. } => "a retention marker",
                 SystemMarker::Import { .. } => "an import marker",
             };
-            return Err(at(format!(
+            Err(format!(
                 "{what} cannot be imported; ctxlog writes system markers itself"
-            )));
+            ))
         }
-        if let EventBody::ToolResult {
+        EventBody::ToolResult {
             artifact: Some(r), ..
-        } = &body
-        {
-            return Err(at(format!(
-                "the tool result references artifact {} instead of carrying its text (exports \
-                 inline artifacts)",
-                r.name
-            )));
-        }
-        out.push(Incoming { body, ts });
+        } => Err(format!(
+            "the tool result references artifact {} instead of carrying its text (exports \
+             inline artifacts)",
+            r.name
+        )),
+        _ => Ok(Incoming { body, ts }),
     }
-    Ok(out)
+}
+
+/// The last seq a tombstone covers.
+fn tombstone_end(body: &EventBody) -> Option<u64> {
+    match body {
+        EventBody::System {
+            marker: SystemMarker::Tombstone { to, .. },
+        } => Some(*to),
+        _ => None,
+    }
 }
 
 /// A tombstone line stands at its own `from` and carries its erasure time as `ts`.

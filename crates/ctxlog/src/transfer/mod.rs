@@ -37,9 +37,11 @@
 //! Per format, see [`ImportFormat`].
 
 mod anthropic;
+mod chat;
 mod dataset;
 mod export;
 mod import;
+mod line;
 mod openai;
 mod time;
 
@@ -65,14 +67,19 @@ pub enum ImportFormat {
     /// must be contiguous; other system markers are refused.
     #[default]
     Ctxlog,
-    /// An OpenAI chat message array (or `{"messages":[…]}`): `system`/`developer` messages
-    /// become pinned notes (and are reported), `user` and `assistant` messages their events,
-    /// an assistant's `tool_calls` tool calls, and `tool` messages their results; a message
-    /// may carry `"ts"`.
+    /// An OpenAI chat message array (or a request body, `{"messages":[…],…}`), read with
+    /// [`ctxlog_projection::read::openai`]: `system`/`developer` messages become pinned notes
+    /// (and are reported), `user` and `assistant` messages their events, an assistant's
+    /// `tool_calls` tool calls, and `tool` messages their results (a result header the
+    /// projector wrote read back into status and exit code); a message may carry `"ts"`. A
+    /// body the projector wrote imports into history that projects to the same bytes.
     OpenaiChat,
-    /// An Anthropic message array (or `{"system":…,"messages":[…]}`): `system` becomes a
-    /// pinned note (reported), `text` blocks user and assistant events, `tool_use` blocks tool
-    /// calls, `tool_result` blocks their results; a message may carry `"ts"`.
+    /// An Anthropic message array (or a request body, `{"system":…,"messages":[…],…}`), read
+    /// with [`ctxlog_projection::read::anthropic`]: `system` becomes a pinned note (reported),
+    /// each `text` block a user or assistant event, `tool_use` blocks tool calls, `tool_result`
+    /// blocks their results (the projector's stand-in for a call that never got one: no
+    /// result); a message may carry `"ts"`. A body the projector wrote imports into history
+    /// that projects to the same bytes.
     AnthropicMessages,
     /// Two-speaker conversation datasets in the LoCoMo layout: an array of samples (or one),
     /// each `{"sample_id", "conversation": {"speaker_a", "speaker_b", "session_N": [{"speaker",
@@ -213,9 +220,9 @@ pub(crate) fn parse(
     };
     match format {
         ImportFormat::Ctxlog => single((import::parse_lines(text)?, Vec::new())),
-        ImportFormat::OpenaiChat => single(openai::parse(&json(text)?)?),
-        ImportFormat::AnthropicMessages => single(anthropic::parse(&json(text)?)?),
-        ImportFormat::ConversationDataset => dataset::parse(&json(text)?, target),
+        ImportFormat::OpenaiChat => single(openai::parse(json(text)?)?),
+        ImportFormat::AnthropicMessages => single(anthropic::parse(json(text)?)?),
+        ImportFormat::ConversationDataset => dataset::parse(json(text)?, target),
     }
 }
 
@@ -375,14 +382,6 @@ fn dry_run(steps: &[Step], events: &[Incoming]) -> Result<()> {
         done += commit.events.len();
     }
     Ok(())
-}
-
-/// The typed text of a JSON value for messages: a string as is, anything else as JSON.
-pub(crate) fn shown(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => format!("{s:?}"),
-        other => other.to_string(),
-    }
 }
 
 impl crate::Store {

@@ -1,178 +1,141 @@
-//! OpenAI chat message arrays → events (see [`super::ImportFormat::OpenaiChat`]).
+//! OpenAI chat message arrays → events (see [`super::ImportFormat::OpenaiChat`]), read with
+//! [`ctxlog_projection::read::openai`]'s types.
 
-use std::collections::HashMap;
-
-use ctxlog_ledger::{EventBody, ToolStatus};
+use ctxlog_ledger::EventBody;
+use ctxlog_projection::read::openai::{
+    self, Assistant, Content, Message, Part, Plain, ToolMessage,
+};
 use serde_json::Value;
 
-use super::{Incoming, shown};
-use crate::{Error, Result};
+use super::Incoming;
+use super::chat::{self, Events};
+use crate::Result;
 
-/// The messages of `value`: an array, or an object with a `"messages"` array.
-pub(crate) fn messages<'a>(value: &'a Value, what: &str) -> Result<&'a [Value]> {
-    value
-        .as_array()
-        .or_else(|| value.get("messages").and_then(Value::as_array))
-        .map(Vec::as_slice)
-        .ok_or_else(|| Error::BadInput {
-            reason: format!("expected {what}: a JSON array of messages (or {{\"messages\":[…]}})"),
-        })
-}
-
-/// The optional `"ts"` of message `i`.
-pub(crate) fn message_ts(m: &Value, i: usize) -> Result<Option<i64>> {
-    m.get("ts")
-        .map(|v| {
-            super::parse_ts(v).map_err(|reason| Error::BadInput {
-                reason: format!("message {i}: {reason}"),
-            })
-        })
-        .transpose()
-}
-
-/// The `"role"` of message `i` (required).
-pub(crate) fn message_role(m: &Value, i: usize) -> Result<&str> {
-    m.get("role")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::BadInput {
-            reason: format!("message {i}: no \"role\""),
-        })
-}
-
-/// The text of an OpenAI `content`: a string, or the `text` parts of an array joined by
-/// newlines (other parts are counted in `skipped`).
-fn content_text(
-    content: Option<&Value>,
-    skipped: &mut usize,
-) -> std::result::Result<String, String> {
-    match content {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(parts)) => {
-            let mut texts = Vec::new();
-            for p in parts {
-                match p.get("text").and_then(Value::as_str) {
-                    Some(t) if p.get("type").and_then(Value::as_str) == Some("text") => {
-                        texts.push(t)
-                    }
-                    _ => *skipped += 1,
-                }
-            }
-            Ok(texts.join("\n"))
-        }
-        Some(other) => Err(format!(
-            "\"content\" must be a string or an array of parts, not {}",
-            shown(other)
-        )),
+pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
+    let envelope = chat::envelope(value, "an OpenAI chat message array")?;
+    let mut events = Events::default();
+    if envelope.system.is_some() {
+        events
+            .notes
+            .push("the top-level \"system\" (an Anthropic field) was not imported".into());
     }
+    for (i, m) in envelope.messages.into_iter().enumerate() {
+        let stamped = chat::message::<Message>(m, i)?;
+        message(&mut events, i, stamped.message, stamped.ts).map_err(|r| chat::at(i, r))?;
+    }
+    Ok(events.finish("non-text content part(s) skipped"))
 }
 
-pub(crate) fn parse(value: &Value) -> Result<(Vec<Incoming>, Vec<String>)> {
-    let messages = messages(value, "an OpenAI chat message array")?;
-    let mut out = Vec::new();
-    let mut notes = Vec::new();
-    let mut tools: HashMap<String, String> = HashMap::new();
-    let mut skipped_parts = 0;
-    for (i, m) in messages.iter().enumerate() {
-        let at = |reason: String| Error::BadInput {
-            reason: format!("message {i}: {reason}"),
+fn message(
+    events: &mut Events,
+    i: usize,
+    message: Message,
+    ts: Option<i64>,
+) -> std::result::Result<(), String> {
+    match message {
+        Message::System(m) => system(events, i, "system", m, ts),
+        Message::Developer(m) => system(events, i, "developer", m, ts),
+        Message::User(m) => {
+            events.unused(&m.extra);
+            let text = text(events, m.content);
+            if text.trim().is_empty() {
+                return Err("empty user message".into());
+            }
+            events.push(EventBody::User { text }, ts);
+        }
+        Message::Assistant(m) => assistant(events, i, m, ts)?,
+        Message::Tool(m) => tool(events, m, ts)?,
+    }
+    Ok(())
+}
+
+/// A system or developer message becomes a pinned note (reported).
+fn system(events: &mut Events, i: usize, role: &str, m: Plain, ts: Option<i64>) {
+    events.unused(&m.extra);
+    let text = text(events, m.content);
+    if text.trim().is_empty() {
+        events
+            .notes
+            .push(format!("message {i} ({role}) is empty: skipped"));
+        return;
+    }
+    events
+        .notes
+        .push(format!("message {i} ({role}) became a pinned note"));
+    events.pinned(text, ts);
+}
+
+/// An assistant message: its text, then one tool call per `tool_calls` entry.
+fn assistant(
+    events: &mut Events,
+    i: usize,
+    m: Assistant,
+    ts: Option<i64>,
+) -> std::result::Result<(), String> {
+    if m.function_call.is_some() {
+        return Err(
+            "\"function_call\" (the legacy function-calling API) is not imported: give the \
+             call as \"tool_calls\""
+                .into(),
+        );
+    }
+    events.unused(&m.extra);
+    let text = text(events, m.content);
+    let calls = m.tool_calls.unwrap_or_default();
+    if !text.trim().is_empty() {
+        events.push(EventBody::Assistant { text }, ts);
+    } else if calls.is_empty() {
+        events.notes.push(format!(
+            "message {i} (assistant) has no text and no tool calls: skipped"
+        ));
+    }
+    for call in calls {
+        events.unused(&call.extra);
+        events.unused(&call.function.extra);
+        let arguments = match call.function.arguments {
+            None | Some(Value::Null) => Value::Object(Default::default()),
+            Some(Value::String(s)) => openai::arguments(s),
+            Some(v) => v,
         };
-        let role = message_role(m, i)?;
-        let ts = message_ts(m, i)?;
-        let text = content_text(m.get("content"), &mut skipped_parts).map_err(at)?;
-        let mut push = |body: EventBody| out.push(Incoming { body, ts });
-        match role {
-            "system" | "developer" => {
-                if text.trim().is_empty() {
-                    notes.push(format!("message {i} ({role}) is empty: skipped"));
-                    continue;
-                }
-                notes.push(format!("message {i} ({role}) became a pinned note"));
-                push(EventBody::Note {
-                    text,
-                    pinned: true,
-                    supersedes: None,
-                });
-            }
-            "user" => {
-                if text.trim().is_empty() {
-                    return Err(at("empty user message".into()));
-                }
-                push(EventBody::User { text });
-            }
-            "assistant" => {
-                let calls = match m.get("tool_calls") {
-                    None | Some(Value::Null) => &[][..],
-                    Some(Value::Array(calls)) => calls.as_slice(),
-                    Some(other) => {
-                        return Err(at(format!(
-                            "\"tool_calls\" must be an array, not {}",
-                            shown(other)
-                        )));
+        events.call(call.id, call.function.name, arguments, ts);
+    }
+    Ok(())
+}
+
+/// A `tool` message: the result of an earlier call (named by the message's `name` when the
+/// call is not in the input).
+fn tool(events: &mut Events, m: ToolMessage, ts: Option<i64>) -> std::result::Result<(), String> {
+    events.unused(&m.extra);
+    let id = m.tool_call_id;
+    let tool = events
+        .calls
+        .get(&id)
+        .cloned()
+        .or(m.name)
+        .ok_or_else(|| format!("tool_call_id {id:?} answers no earlier tool call"))?;
+    let content = text(events, m.content);
+    events.result(id, tool, &content, None, ts);
+    Ok(())
+}
+
+/// The text of a content: a string, or its text parts joined by newlines (other parts are
+/// counted as skipped).
+fn text(events: &mut Events, content: Option<Content>) -> String {
+    match content {
+        None => String::new(),
+        Some(Content::Text(text)) => text,
+        Some(Content::Parts(parts)) => {
+            let mut texts = Vec::new();
+            for part in parts {
+                match part {
+                    Part::Text { text, extra } => {
+                        events.unused(&extra);
+                        texts.push(text);
                     }
-                };
-                if !text.trim().is_empty() {
-                    push(EventBody::Assistant { text });
-                } else if calls.is_empty() {
-                    notes.push(format!(
-                        "message {i} (assistant) has no text and no tool calls: skipped"
-                    ));
-                }
-                for (j, call) in calls.iter().enumerate() {
-                    let at = |reason: &str| Error::BadInput {
-                        reason: format!("message {i}, tool_calls[{j}]: {reason}"),
-                    };
-                    let id = call
-                        .get("id")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| at("no \"id\""))?;
-                    let f = call.get("function").ok_or_else(|| at("no \"function\""))?;
-                    let name = f
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| at("no function \"name\""))?;
-                    let arguments = match f.get("arguments") {
-                        None | Some(Value::Null) => Value::Object(Default::default()),
-                        // The wire form is a JSON string; keep it as a string if it is not JSON.
-                        Some(Value::String(s)) => {
-                            serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
-                        }
-                        Some(v) => v.clone(),
-                    };
-                    tools.insert(id.to_string(), name.to_string());
-                    push(EventBody::ToolCall {
-                        call_id: id.to_string(),
-                        tool: name.to_string(),
-                        arguments,
-                    });
+                    Part::Other => events.skipped += 1,
                 }
             }
-            "tool" => {
-                let id = m
-                    .get("tool_call_id")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| at("a tool message needs \"tool_call_id\"".into()))?;
-                let tool = tools
-                    .get(id)
-                    .cloned()
-                    .or_else(|| m.get("name").and_then(Value::as_str).map(str::to_owned))
-                    .ok_or_else(|| {
-                        at(format!("tool_call_id {id:?} answers no earlier tool call"))
-                    })?;
-                push(EventBody::ToolResult {
-                    call_id: id.to_string(),
-                    tool,
-                    status: ToolStatus::Ok,
-                    exit_code: None,
-                    text,
-                    artifact: None,
-                });
-            }
-            other => return Err(at(format!("unknown role {other:?}"))),
+            texts.join("\n")
         }
     }
-    if skipped_parts > 0 {
-        notes.push(format!("{skipped_parts} non-text content part(s) skipped"));
-    }
-    Ok((out, notes))
 }

@@ -1,0 +1,175 @@
+//! What the imports of the two chat formats share: the message list, the `"ts"` a message may
+//! carry, tool results read back, and the notes on what was not imported as such. The formats'
+//! own shapes are [`ctxlog_projection::read`]'s types.
+
+use std::collections::{BTreeMap, HashMap};
+
+use ctxlog_ledger::{EventBody, ToolStatus};
+use ctxlog_projection::INTERRUPTED_RESULT;
+use ctxlog_projection::read::{self, Envelope};
+use serde::Deserialize;
+use serde::de::{self, DeserializeOwned, Deserializer};
+use serde_json::{Map, Value};
+
+use super::Incoming;
+use crate::{Error, Result};
+
+/// One message of an input, with the time it may carry (`"ts"`, ctxlog's own field).
+#[derive(Deserialize)]
+#[serde(expecting = "a message object")]
+pub(crate) struct Stamped<M> {
+    #[serde(default, deserialize_with = "ts")]
+    pub ts: Option<i64>,
+    #[serde(flatten)]
+    pub message: M,
+}
+
+/// A `"ts"` field: RFC 3339 or milliseconds since the epoch ([`super::parse_ts`]).
+pub(crate) fn ts<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
+    let value = Value::deserialize(d)?;
+    super::parse_ts(&value).map(Some).map_err(de::Error::custom)
+}
+
+/// The messages of an input: a JSON array of them, or a request body (`{"messages":[…],…}`;
+/// its other fields describe a call, not history, and are not imported).
+pub(crate) fn envelope(value: Value, what: &str) -> Result<Envelope> {
+    let expected = format!("expected {what}: a JSON array of messages (or {{\"messages\":[…]}})");
+    match value {
+        Value::Array(messages) => Ok(Envelope {
+            messages,
+            ..Envelope::default()
+        }),
+        Value::Object(_) => serde_json::from_value(value).map_err(|e| Error::BadInput {
+            reason: format!("{expected}: {e}"),
+        }),
+        _ => Err(Error::BadInput { reason: expected }),
+    }
+}
+
+/// Reads message `i` of an input as `M`.
+pub(crate) fn message<M: DeserializeOwned>(value: Value, i: usize) -> Result<Stamped<M>> {
+    serde_json::from_value(value).map_err(|e| at(i, e))
+}
+
+/// A bad message, named by its index.
+pub(crate) fn at(i: usize, reason: impl std::fmt::Display) -> Error {
+    Error::BadInput {
+        reason: format!("message {i}: {reason}"),
+    }
+}
+
+/// The events an input becomes, and what it says about them along the way.
+#[derive(Default)]
+pub(crate) struct Events {
+    pub out: Vec<Incoming>,
+    pub notes: Vec<String>,
+    /// The tool of each call made so far, by call id.
+    pub calls: HashMap<String, String>,
+    /// Parts or blocks of types the ledger has no event for.
+    pub skipped: usize,
+    /// Fields the ledger has no place for, by name: how many times each was seen.
+    unused: BTreeMap<String, usize>,
+    /// Calls answered with the projector's stand-in for a result that never came.
+    unanswered: usize,
+}
+
+impl Events {
+    pub fn push(&mut self, body: EventBody, ts: Option<i64>) {
+        self.out.push(Incoming { body, ts });
+    }
+
+    /// Counts the fields of `extra`, which no event keeps.
+    pub fn unused(&mut self, extra: &Map<String, Value>) {
+        for key in extra.keys() {
+            *self.unused.entry(key.clone()).or_default() += 1;
+        }
+    }
+
+    /// A system prompt, which becomes a pinned note.
+    pub fn pinned(&mut self, text: String, ts: Option<i64>) {
+        let body = EventBody::Note {
+            text,
+            pinned: true,
+            supersedes: None,
+        };
+        self.push(body, ts);
+    }
+
+    /// A tool call; a later result names it by `call_id`.
+    pub fn call(&mut self, call_id: String, tool: String, arguments: Value, ts: Option<i64>) {
+        self.calls.insert(call_id.clone(), tool.clone());
+        let body = EventBody::ToolCall {
+            call_id,
+            tool,
+            arguments,
+        };
+        self.push(body, ts);
+    }
+
+    /// The result `content` of call `call_id` to `tool`; `is_error` is Anthropic's flag (OpenAI
+    /// has none). The header line the projector writes before a result's text (status, exit
+    /// code) is read back into the result's fields, so projecting the result again writes the
+    /// same content. Anthropic's answer to a call that never got a result (the projector's
+    /// stand-in, with `is_error`) is no result: the call stays unanswered, as it was, since no
+    /// stored result projects to that block. OpenAI's stand-in is an ordinary `tool` message,
+    /// imported as the result it reads as (leaving it out would join the runs of calls around
+    /// it).
+    pub fn result(
+        &mut self,
+        call_id: String,
+        tool: String,
+        content: &str,
+        is_error: Option<bool>,
+        ts: Option<i64>,
+    ) {
+        if content == INTERRUPTED_RESULT && is_error == Some(true) {
+            self.unanswered += 1;
+            return;
+        }
+        let read = read::tool_result(content);
+        // The ledger takes no `interrupted` status from an application; and Anthropic's flag
+        // must say what the header says, or the header is just text.
+        let header = read.status != ToolStatus::Interrupted
+            && is_error.is_none_or(|e| e == (read.status != ToolStatus::Ok));
+        let (status, exit_code, text) = match (header, is_error) {
+            (true, _) => (read.status, read.exit_code, read.text),
+            (false, Some(true)) => (ToolStatus::Error, None, content),
+            (false, _) => (ToolStatus::Ok, None, content),
+        };
+        let body = EventBody::ToolResult {
+            call_id,
+            tool,
+            status,
+            exit_code,
+            text: text.to_owned(),
+            artifact: None,
+        };
+        self.push(body, ts);
+    }
+
+    /// The events and the notes, with the counts gathered on the way.
+    pub fn finish(mut self, skipped: &str) -> (Vec<Incoming>, Vec<String>) {
+        if self.skipped > 0 {
+            self.notes.push(format!("{} {skipped}", self.skipped));
+        }
+        if self.unanswered > 0 {
+            self.notes.push(format!(
+                "{} tool call(s) answered {INTERRUPTED_RESULT:?} (they never got a result) \
+                 imported without a result",
+                self.unanswered
+            ));
+        }
+        if !self.unused.is_empty() {
+            let fields: Vec<String> = self
+                .unused
+                .iter()
+                .map(|(name, n)| format!("{name:?} ×{n}"))
+                .collect();
+            self.notes.push(format!(
+                "fields with no place in the ledger, not imported: {}",
+                fields.join(", ")
+            ));
+        }
+        (self.out, self.notes)
+    }
+}

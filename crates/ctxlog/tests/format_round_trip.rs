@@ -240,7 +240,7 @@ proptest! {
         turns in proptest::collection::vec(turn(), 1..6),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path());
+        let store = Store::open(dir.path()).unwrap();
         if let Some(text) = greeting {
             commit(&store, "orig", vec![EventBody::Assistant { text }]);
         }

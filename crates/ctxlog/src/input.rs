@@ -112,11 +112,9 @@ pub(crate) fn take_times(value: &mut serde_json::Value) -> Result<Vec<Option<i64
     let mut times = Vec::with_capacity(events.len());
     for (i, event) in events.iter_mut().enumerate() {
         let ts = match event.as_object_mut().and_then(|o| o.remove("ts")) {
-            Some(v) => Some(
-                crate::transfer::parse_ts(&v).map_err(|reason| Error::BadInput {
-                    reason: format!("event {}: {reason}", i + 1),
-                })?,
-            ),
+            Some(v) => Some(crate::time::parse_ts(&v).map_err(|reason| Error::BadInput {
+                reason: format!("event {}: {reason}", i + 1),
+            })?),
             None => None,
         };
         times.push(ts);
@@ -164,7 +162,7 @@ fn shorthand(s: Shorthand) -> Result<TimedCommit, Error> {
     }
     let times = match &s.ts {
         Some(v) => {
-            let ts = crate::transfer::parse_ts(v).map_err(|reason| Error::BadInput { reason })?;
+            let ts = crate::time::parse_ts(v).map_err(|reason| Error::BadInput { reason })?;
             vec![Some(ts); events.len()]
         }
         None => Vec::new(),

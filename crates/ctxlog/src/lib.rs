@@ -35,12 +35,11 @@
 //! # Ok(()) }
 //! ```
 
-// Layers, lowest first; a module uses only those above it in this list: error, input,
-// redact, adapters, backend, retention, config, ops, handle, store, location, builder,
-// transfer.
+// Layers, lowest first; a module uses only those before it in this list (directly or through
+// the re-exports below), which `tests/layering.rs` checks: error, time, redact, backend,
+// retention, config, adapters, transfer, input, ops, location, handle, store.
 mod adapters;
 pub mod backend;
-mod builder;
 mod config;
 mod error;
 mod handle;
@@ -50,9 +49,9 @@ pub mod ops;
 pub mod redact;
 mod retention;
 mod store;
+mod time;
 pub mod transfer;
 
-pub use builder::StoreBuilder;
 pub use config::{CONFIG_FILE, RetentionConfig, StoreConfig};
 pub use ctxlog_event::ConversationName;
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
@@ -60,7 +59,7 @@ pub use handle::{Conversation, Handle, Snapshot};
 pub use input::{TimedCommit, parse_commit, parse_timed_commit};
 pub use location::StoreLocation;
 pub use redact::{RedactionConfig, Redactor};
-pub use store::Store;
+pub use store::{Store, StoreBuilder};
 
 // The types that requests and responses are made of, so that front ends name them here.
 pub use ctxlog_ledger::{

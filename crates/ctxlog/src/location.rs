@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use ctxlog_ledger::Options;
 
+use crate::Result;
 use crate::backend::{Backend, FileBackend};
 #[cfg(feature = "postgres")]
 use crate::backend::{PgBackend, PgConfig};
-use crate::{Result, Store};
 
 /// Where a store is.
 #[derive(Clone, Debug)]
@@ -95,18 +95,6 @@ fn database(url: &str) -> Result<StoreLocation> {
              build with that feature"
         ),
     })
-}
-
-impl Store {
-    /// The store at `location`: a directory or a `postgres://` URL ([`StoreLocation::parse`]),
-    /// with the ledger's default options and the location's configuration
-    /// ([`crate::StoreBuilder`] sets the rest).
-    ///
-    /// # Errors
-    /// As [`StoreLocation::parse`] and [`crate::StoreBuilder::build`].
-    pub fn open_url(location: &str) -> Result<Store> {
-        crate::StoreBuilder::new(StoreLocation::parse(location)?).build()
-    }
 }
 
 #[cfg(all(test, not(feature = "postgres")))]

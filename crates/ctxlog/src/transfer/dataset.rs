@@ -221,7 +221,7 @@ pub fn parse_session_date(s: &str) -> Option<i64> {
     if !(1..=31).contains(&day) {
         return None;
     }
-    let days = super::time::days_from_civil(year.parse().ok()?, month, day);
+    let days = crate::time::days_from_civil(year.parse().ok()?, month, day);
     Some(((days * 24 + h) * 60 + m) * 60_000)
 }
 

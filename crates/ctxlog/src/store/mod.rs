@@ -8,6 +8,11 @@
 //! gets the writer writes everything queued as one batch with one sync (group commit,
 //! [`Store::commit`]); reads never wait for commits and run in parallel with each other.
 
+mod builder;
+mod transfer;
+
+pub use builder::StoreBuilder;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -26,7 +31,7 @@ use crate::ops::{
 };
 use crate::redact::Redactor;
 use crate::retention::RetentionPolicy;
-use crate::{Conversation, ConversationName, Error, Result, Snapshot, StoreBuilder, StoreConfig};
+use crate::{Conversation, ConversationName, Error, Result, Snapshot, StoreConfig};
 
 /// Read handles kept per conversation for reuse (more may be open at once; extra ones are
 /// closed when done).

@@ -161,3 +161,15 @@ impl StoreBuilder {
         Store::configured(backend, &config, self.writer_wait)
     }
 }
+
+impl Store {
+    /// The store at `location`: a directory or a `postgres://` URL ([`StoreLocation::parse`]),
+    /// with the ledger's default options and the location's configuration
+    /// ([`crate::StoreBuilder`] sets the rest).
+    ///
+    /// # Errors
+    /// As [`StoreLocation::parse`] and [`crate::StoreBuilder::build`].
+    pub fn open_url(location: &str) -> Result<Store> {
+        StoreBuilder::new(StoreLocation::parse(location)?).build()
+    }
+}

@@ -21,15 +21,16 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const CLIENTS: usize = 8;
-/// Commits per client in the round the database restarts under: enough that the clients are
-/// still committing when the stop lands (with 10, fast commits could all be acknowledged
-/// before `pg_ctl stop` took effect, and no client saw the restart).
-const RESTART_ROUND: usize = 100;
+/// Commits each client makes in the round the database restarts under, at least: the clients
+/// go on committing until the database is back (so they are committing while it is down,
+/// however long `pg_ctl` takes to stop it on a loaded machine), and then this many more
+/// each (the same replicas work again).
+const AFTER_RESTART: usize = 5;
 const CONVERSATIONS: [&str; 2] = ["shared-a", "shared-b"];
 
 struct Replica {
@@ -103,6 +104,8 @@ struct Load {
     acks: Mutex<Vec<Ack>>,
     errors: Mutex<Vec<String>>,
     done: AtomicUsize,
+    /// Commits the clients started (each is retried until acknowledged).
+    issued: AtomicUsize,
 }
 
 impl Load {
@@ -143,15 +146,24 @@ impl Load {
         panic!("commit {key} never acknowledged");
     }
 
-    fn run(self: &Arc<Self>, round: &str, per_client: usize) {
+    /// Each client commits `after` turns once `busy` is cleared, and as many as it gets to
+    /// while it is set.
+    fn run_while(self: &Arc<Self>, round: &str, after: usize, busy: &Arc<AtomicBool>) {
         let threads: Vec<_> = (0..CLIENTS)
             .map(|c| {
                 let load = self.clone();
                 let round = round.to_string();
+                let busy = busy.clone();
                 std::thread::spawn(move || {
-                    for n in 0..per_client {
+                    let (mut n, mut since) = (0, 0);
+                    while since < after {
+                        if !busy.load(Ordering::SeqCst) {
+                            since += 1;
+                        }
                         let conv = CONVERSATIONS[(c + n) % 2];
+                        load.issued.fetch_add(1, Ordering::SeqCst);
                         load.commit(c % 2, conv, &format!("{round}-c{c}-n{n}"));
+                        n += 1;
                     }
                 })
             })
@@ -198,18 +210,23 @@ fn two_replicas_one_database_lose_and_duplicate_nothing() {
         acks: Mutex::new(Vec::new()),
         errors: Mutex::new(Vec::new()),
         done: AtomicUsize::new(0),
+        issued: AtomicUsize::new(0),
     });
 
-    // Round 1: both replicas; replica A is SIGKILLed once 40 commits are acknowledged.
+    // Round 1: both replicas; replica A is SIGKILLed once 40 commits are acknowledged. The
+    // clients go on until it is gone, and then commit 20 more each (so those that prefer A
+    // find it gone, however the threads were scheduled).
+    let alive = Arc::new(AtomicBool::new(true));
     let killer = {
-        let load = load.clone();
+        let (load, alive) = (load.clone(), alive.clone());
         std::thread::spawn(move || {
             wait_for(&load.done, 40);
             a.child.kill().unwrap();
             a.child.wait().unwrap();
+            alive.store(false, Ordering::SeqCst);
         })
     };
-    load.run("r1", 20);
+    load.run_while("r1", 20, &alive);
     killer.join().unwrap();
     assert!(
         load.dead.lock().unwrap()[0],
@@ -223,11 +240,14 @@ fn two_replicas_one_database_lose_and_duplicate_nothing() {
         let cluster = &cluster;
         std::thread::scope(|s| {
             let l = load.clone();
-            let clients = s.spawn(move || l.run("r2", RESTART_ROUND));
+            let restarting = Arc::new(AtomicBool::new(true));
+            let busy = restarting.clone();
+            let clients = s.spawn(move || l.run_while("r2", AFTER_RESTART, &busy));
             wait_for(&load.done, start + 10);
             cluster.stop();
             std::thread::sleep(Duration::from_millis(1500));
             cluster.start_again();
+            restarting.store(false, Ordering::SeqCst);
             clients.join().unwrap();
         });
         load.errors.lock().unwrap().clone()
@@ -250,7 +270,8 @@ fn two_replicas_one_database_lose_and_duplicate_nothing() {
     // Every acknowledged commit is there exactly once, at the seqs it was acknowledged
     // with, and seqs are contiguous.
     let acks = load.acks.lock().unwrap().clone();
-    assert_eq!(acks.len(), CLIENTS * (20 + RESTART_ROUND));
+    assert_eq!(acks.len(), load.issued.load(Ordering::SeqCst));
+    assert!(acks.len() >= CLIENTS * (20 + AFTER_RESTART));
     for conv in CONVERSATIONS {
         let events = events(&b.addr, conv);
         let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();

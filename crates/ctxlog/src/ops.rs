@@ -98,17 +98,23 @@ pub fn read_input(reader: impl std::io::Read, cap: u64, what: &str) -> Result<Ve
 
 /// An operation's request from its JSON fields (an HTTP request body, Python's keyword
 /// arguments), for the conversation named outside them: fields left out take the request's
-/// defaults, and a field that is unknown or of the wrong type is refused, so a misspelt
-/// option never silently does nothing.
+/// defaults, and a field that is unknown, of the wrong type or not one of its names is
+/// refused (class usage), so a misspelt option never silently does nothing. `tools` that are
+/// not a list are bad input, as tools that are not tool definitions are.
 ///
 /// # Errors
-/// [`Error::BadInput`] naming the field and what was expected.
+/// [`Error::InvalidRequest`] naming what was expected; [`Error::BadInput`] for `tools`.
 pub fn request_from_fields<T: serde::de::DeserializeOwned>(
     conversation: &str,
     mut fields: serde_json::Map<String, serde_json::Value>,
 ) -> Result<T> {
+    if fields.get("tools").is_some_and(|t| !t.is_array()) {
+        return Err(Error::BadInput {
+            reason: "tools: expected a list of tool definition objects".into(),
+        });
+    }
     fields.insert("conversation".into(), conversation.into());
-    serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| Error::BadInput {
+    serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| Error::InvalidRequest {
         reason: format!("request: {e}"),
     })
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// Parsed from `openai-chat` or `anthropic-messages`; see [`crate::wire`] for the exact bodies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum WireFormat {
     /// OpenAI Chat Completions: `{"model":…,"messages":[…]}`.
     #[default]
@@ -40,6 +41,7 @@ impl WireFormat {
 
 /// An offline BPE tokenizer used to count tokens (SPEC P3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum Tokenizer {
     /// `o200k_base` (gpt-4o, gpt-4o-mini, o-series and later OpenAI models).
     #[default]
@@ -73,7 +75,7 @@ impl Tokenizer {
 
 /// Which content a projection keeps (SPEC P5, P6).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum Policy {
     /// Whole turns, newest first, as a contiguous suffix (SPEC P5).
     #[default]
@@ -209,3 +211,17 @@ mod tests {
         assert_eq!(serde_json::to_string(&Policy::Agent).unwrap(), "\"agent\"");
     }
 }
+
+// Every front end reads these names the same way: serde goes through `FromStr`, so a JSON
+// request, a Python keyword and a command-line flag name the option in the same words.
+macro_rules! from_string {
+    ($($t:ty),*) => {$(
+        impl TryFrom<String> for $t {
+            type Error = UnknownName;
+            fn try_from(s: String) -> Result<Self, UnknownName> {
+                s.parse()
+            }
+        }
+    )*};
+}
+from_string!(WireFormat, Tokenizer, Policy);

@@ -97,12 +97,21 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// A usage error raised by the adapter itself (an argument Python accepted but ctxlog does
 /// not).
 pub fn usage(message: String) -> PyErr {
-    UsageError::new_err(message)
+    with_class(UsageError::new_err(message), ErrorClass::Usage)
 }
 
 /// Bad data raised by the adapter itself (a value that is not JSON).
 pub fn bad_input(message: String) -> PyErr {
-    BadInput::new_err(message)
+    with_class(BadInput::new_err(message), ErrorClass::BadInput)
+}
+
+/// `err` with its `error_class` attribute, as every ctxlog exception has.
+fn with_class(err: PyErr, class: ErrorClass) -> PyErr {
+    Python::attach(|py| {
+        // Best effort, like the details below: the message says everything.
+        let _ = err.value(py).setattr("error_class", class.name());
+    });
+    err
 }
 
 /// The exception for `e`: its class by [`ctxlog::Error::class`], its message the error's

@@ -156,9 +156,9 @@ impl PyStore {
 
     /// The conversation `name` (1-64 characters from A-Z a-z 0-9 _ -). Nothing is created
     /// until its first commit. Raises `UsageError` for an invalid name.
-    fn conversation(&self, name: &str) -> PyResult<PyConversation> {
+    fn conversation(&self, py: Python<'_>, name: &str) -> PyResult<PyConversation> {
         self.shared.get()?;
-        let name = ConversationName::new(name).map_err(|e| usage(e.to_string()))?;
+        let name = ConversationName::new(name).map_err(|e| into_py_err(py, &e.into()))?;
         Ok(PyConversation {
             shared: self.shared.clone(),
             name: name.to_string(),

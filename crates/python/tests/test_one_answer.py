@@ -140,7 +140,7 @@ def seed(root: Path) -> None:
 def core(message: str) -> str:
     """The operation's own words: the message without a store path (`under <root>`) and
     without a remedy a front end appends after `; `."""
-    message = re.sub(r" under \S+", "", message)
+    message = re.sub(r" under [^;]+", "", message)
     return message.split("; ")[0]
 
 

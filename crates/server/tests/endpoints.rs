@@ -224,9 +224,9 @@ async fn projection_errors_name_their_class() {
     assert_eq!(e["max_bytes"], 10);
     for (body, class) in [
         (r#"{"input":"x","max_bytes":0}"#, "usage"),
-        (r#"{"input":"x","format":"xml"}"#, "bad_input"),
-        (r#"{"input":"x","tokenizer":"p50k"}"#, "bad_input"),
-        (r#"{"input":"x","colour":"red"}"#, "bad_input"),
+        (r#"{"input":"x","format":"xml"}"#, "usage"),
+        (r#"{"input":"x","tokenizer":"p50k"}"#, "usage"),
+        (r#"{"input":"x","colour":"red"}"#, "usage"),
         (r#"{"input":"x","recall":51}"#, "usage"),
         (r#"{"input":"x","conversation":"other"}"#, "bad_input"),
         (r#"{"input":"x","tools":[1]}"#, "bad_input"),

@@ -367,26 +367,22 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     fn synced_index(&mut self) -> Result<&mut RecallIndex> {
         let indexed_from = self.ledger.ledger_id().to_string();
         catch_up_index(&mut self.recall, &self.recall_path, &*self.ledger)?;
-        if !self.check_indexed_ledger(&indexed_from)? {
-            catch_up_index(&mut self.recall, &self.recall_path, &*self.ledger)?;
-        }
-        let index = self.recall.take().ok_or_else(|| crate::Error::Internal {
-            reason: "recall index missing after catch-up".into(),
-        })?;
-        Ok(self.recall.insert(index))
+        // Rebuilt from the new ledger if another process rewrote it meanwhile; otherwise
+        // this second catch-up finds nothing new.
+        self.check_indexed_ledger(&indexed_from)?;
+        catch_up_index(&mut self.recall, &self.recall_path, &*self.ledger)
     }
 
     /// After indexing from this handle's view of ledger `indexed_from`: if another process
     /// rewrote (erased) the ledger meanwhile, what was written may hold erased text, so the
-    /// index is deleted (to be built again from the new ledger). False in that case.
-    fn check_indexed_ledger(&mut self, indexed_from: &str) -> Result<bool> {
+    /// index is deleted (to be built again from the new ledger).
+    fn check_indexed_ledger(&mut self, indexed_from: &str) -> Result<()> {
         self.ledger.catch_up()?;
-        if self.ledger.ledger_id() == indexed_from {
-            return Ok(true);
+        if self.ledger.ledger_id() != indexed_from {
+            self.drop_recall_index()?;
+            self.sizes = SizeCache::new();
         }
-        self.drop_recall_index()?;
-        self.sizes = SizeCache::new();
-        Ok(false)
+        Ok(())
     }
 }
 
@@ -396,7 +392,7 @@ fn catch_up_index<'a, L: LedgerView + ?Sized>(
     slot: &'a mut Option<RecallIndex>,
     path: &Path,
     ledger: &L,
-) -> Result<&'a RecallIndex> {
+) -> Result<&'a mut RecallIndex> {
     for attempt in 0..2 {
         let mut index = match slot.take() {
             Some(index) => index,

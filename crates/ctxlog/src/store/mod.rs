@@ -9,13 +9,16 @@
 //! [`Store::commit`]); reads never wait for commits and run in parallel with each other.
 
 mod builder;
+mod lease;
 mod transfer;
+
+use lease::{Queued, Slot, WriterLease, lock, pool_reader};
 
 pub use builder::StoreBuilder;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ctxlog_ledger::{CommitReceipt, NewCommit, Options};
@@ -32,10 +35,6 @@ use crate::ops::{
 use crate::redact::Redactor;
 use crate::retention::RetentionPolicy;
 use crate::{Conversation, ConversationName, Error, Result, Snapshot, StoreConfig};
-
-/// Read handles kept per conversation for reuse (more may be open at once; extra ones are
-/// closed when done).
-const POOLED_READERS: usize = 4;
 
 /// A set of conversations and the operations on them.
 ///
@@ -73,116 +72,6 @@ impl std::fmt::Debug for Store {
             .field("backend", &self.backend)
             .finish_non_exhaustive()
     }
-}
-
-/// One conversation's cached handles.
-#[derive(Default)]
-struct Slot {
-    writer: Mutex<WriterState>,
-    /// Signalled when the writer is handed back.
-    writer_free: Condvar,
-    readers: Mutex<Vec<Snapshot>>,
-    /// Reads hold it shared; operations that delete or replace files readers have open (the
-    /// recall index on reindex and erase, the whole directory on erase of all) hold it
-    /// exclusively, so no read runs on a file being replaced.
-    files: RwLock<()>,
-}
-
-#[derive(Default)]
-struct WriterState {
-    busy: bool,
-    handle: Option<Conversation>,
-    /// Commits waiting for the writer, oldest first: the next holder writes them all as one
-    /// batch (group commit).
-    queue: Vec<Queued>,
-    /// Results of commits a batch wrote, until their callers pick them up.
-    done: HashMap<u64, Result<CommitReceipt>>,
-    next_ticket: u64,
-}
-
-/// A commit waiting in a conversation's queue.
-struct Queued {
-    ticket: u64,
-    commit: NewCommit,
-    times: Vec<Option<i64>>,
-}
-
-/// Exclusive use of a conversation's writer slot; hands it back when dropped, with the
-/// results of the batch written meanwhile.
-struct WriterTurn<'a> {
-    slot: &'a Slot,
-    handle: Option<Conversation>,
-    /// The queued commits this turn took to write (their callers wait for an answer).
-    taken: Vec<u64>,
-    /// Their results, handed to their callers when the turn ends.
-    answers: Vec<(u64, Result<CommitReceipt>)>,
-}
-
-impl<'a> WriterTurn<'a> {
-    fn new(slot: &'a Slot, handle: Option<Conversation>) -> WriterTurn<'a> {
-        WriterTurn {
-            slot,
-            handle,
-            taken: Vec::new(),
-            answers: Vec::new(),
-        }
-    }
-}
-
-impl Drop for WriterTurn<'_> {
-    fn drop(&mut self) {
-        let panicking = std::thread::panicking();
-        let mut state = lock(&self.slot.writer);
-        // A panic while writing may leave staged, unwritten commits in the writer's memory:
-        // the next commit reopens it from disk, as after a crash.
-        state.handle = if panicking { None } else { self.handle.take() };
-        state.busy = false;
-        state.done.extend(self.answers.drain(..));
-        for ticket in self.taken.drain(..) {
-            state.done.entry(ticket).or_insert_with(|| {
-                Err(Error::Internal {
-                    reason: "the thread writing this commit panicked: it was not acknowledged \
-                             (it may be in the log, as after a crash)"
-                        .into(),
-                })
-            });
-        }
-        drop(state);
-        // Every waiter: the callers of the batch just written pick up their results, one
-        // of the others takes the writer.
-        self.slot.writer_free.notify_all();
-    }
-}
-
-/// A pooled read handle; goes back to the pool when dropped.
-struct ReaderTurn<'a> {
-    slot: &'a Slot,
-    handle: Option<Snapshot>,
-}
-
-impl Drop for ReaderTurn<'_> {
-    fn drop(&mut self) {
-        if let Some(handle) = self.handle.take() {
-            let mut pool = lock(&self.slot.readers);
-            if pool.len() < POOLED_READERS {
-                pool.push(handle);
-            }
-        }
-    }
-}
-
-impl ReaderTurn<'_> {
-    fn get(&mut self) -> Result<&mut Snapshot> {
-        self.handle.as_mut().ok_or_else(|| Error::Internal {
-            reason: "reader handle taken".into(),
-        })
-    }
-}
-
-/// A poisoned lock only means another thread panicked while holding it; the state it guards
-/// is handed back whole by the turns above, so it stays usable.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Store {
@@ -285,17 +174,17 @@ impl Store {
     }
 
     /// The writer of an existing `name` for a request that reads before it writes (an
-    /// erasure, retention): the one `turn` kept from an earlier request, caught up first —
+    /// erasure, retention): the one `lease` kept from an earlier request, caught up first —
     /// on PostgreSQL other replicas may have committed or erased since, or erased the
     /// conversation whole, and then it holds nothing and is opened afresh, as a read does
     /// (not found, or the conversation created anew) — else one opened now. Never creates
     /// the conversation.
     fn current_writer(
         &self,
-        turn: &mut WriterTurn<'_>,
+        lease: &mut WriterLease<'_>,
         name: &ConversationName,
     ) -> Result<Conversation> {
-        if let Some(mut handle) = turn.handle.take() {
+        if let Some(mut handle) = lease.handle.take() {
             handle.catch_up()?;
             if handle.ledger().exists() {
                 return Ok(handle);
@@ -322,7 +211,7 @@ impl Store {
     }
 
     /// Waits for the writer slot of `name` (queued behind other commits of this process).
-    fn writer_turn<'a>(&self, slot: &'a Slot, name: &ConversationName) -> Result<WriterTurn<'a>> {
+    fn writer_lease<'a>(&self, slot: &'a Slot, name: &ConversationName) -> Result<WriterLease<'a>> {
         let start = Instant::now();
         let mut state = lock(&slot.writer);
         while state.busy {
@@ -347,20 +236,16 @@ impl Store {
         }
         state.busy = true;
         let handle = state.handle.take();
-        Ok(WriterTurn::new(slot, handle))
+        Ok(WriterLease::new(slot, handle))
     }
 
     /// A read handle of `name` from the pool, or a new one.
-    fn reader_turn<'a>(&self, slot: &'a Slot, name: &ConversationName) -> Result<ReaderTurn<'a>> {
+    fn reader(&self, slot: &Slot, name: &ConversationName) -> Result<Snapshot> {
         let pooled = lock(&slot.readers).pop();
-        let handle = match pooled {
-            Some(handle) => handle,
-            None => self.open_snapshot(name)?,
-        };
-        Ok(ReaderTurn {
-            slot,
-            handle: Some(handle),
-        })
+        match pooled {
+            Some(handle) => Ok(handle),
+            None => self.open_snapshot(name),
+        }
     }
 
     /// Runs `f` on a read handle of `name`. A pooled handle whose catch-up (every read
@@ -379,12 +264,12 @@ impl Store {
             .files
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut turn = self.reader_turn(&slot, &name)?;
-        let result = f(turn.get()?);
-        if turn.get()?.ledger().exists() {
+        let mut handle = self.reader(&slot, &name)?;
+        let result = f(&mut handle);
+        if handle.ledger().exists() {
+            pool_reader(&slot, handle);
             return result;
         }
-        turn.handle = None;
         f(&mut self.open_snapshot(&name)?)
     }
 
@@ -456,29 +341,25 @@ impl Store {
         // Not answered and the writer free: this commit is still queued, and this caller
         // writes the queue.
         state.busy = true;
-        let mut turn = WriterTurn::new(&slot, state.handle.take());
+        let mut lease = WriterLease::new(&slot, state.handle.take());
         drop(state);
         // Opening fails this commit alone; the others stay queued and the next one tries.
-        let created = match self.ensure_writer(&slot, &name, &mut turn) {
-            Ok(created) => created,
+        let (handle, created) = match self.ensure_writer(&slot, &name, &mut lease.handle) {
+            Ok(opened) => opened,
             Err(e) => {
                 lock(&slot.writer).queue.retain(|q| q.ticket != ticket);
                 return Err(e);
             }
         };
         let batch = std::mem::take(&mut lock(&slot.writer).queue);
-        turn.taken = batch.iter().map(|q| q.ticket).collect();
         let commits: Vec<(&NewCommit, &[Option<i64>])> = batch
             .iter()
             .map(|q| (&q.commit, q.times.as_slice()))
             .collect();
-        let results = match turn.handle.as_mut() {
-            Some(handle) => handle.commit_batch(&commits),
-            None => Err(Error::Internal {
-                reason: "writer handle taken".into(),
-            }),
-        };
-        let mut answers: Vec<Result<CommitReceipt>> = match results {
+        // Taken before writing: should the write panic, the lease answers them on drop.
+        lease.taken = batch.iter().map(|q| q.ticket).collect();
+        let results = handle.commit_batch(&commits);
+        let answers: Vec<Result<CommitReceipt>> = match results {
             Ok(results) => results,
             Err(Error::Ledger(e)) => batch
                 .iter()
@@ -496,29 +377,22 @@ impl Store {
                     .collect()
             }
         };
-        let mine = batch.iter().position(|q| q.ticket == ticket);
-        let mut result = match mine {
-            Some(i) => std::mem::replace(
-                &mut answers[i],
-                Err(Error::Internal {
-                    reason: "answered".into(),
-                }),
-            ),
-            None => Err(Error::Internal {
-                reason: "the commit left the queue unanswered".into(),
-            }),
-        };
-        // Every commit of the batch refused and the conversation new: it is removed again.
-        if let Err(e) = self.settle_writer(&slot, &name, &mut turn, created) {
-            result = Err(e);
+        // This caller's answer, and the others' for their callers when the lease ends.
+        let mut mine = None;
+        for (queued, answer) in batch.iter().zip(answers) {
+            if queued.ticket == ticket {
+                mine = Some(answer);
+            } else {
+                lease.answers.push((queued.ticket, answer));
+            }
         }
-        turn.answers = batch
-            .iter()
-            .zip(answers)
-            .filter(|(q, _)| q.ticket != ticket)
-            .map(|(q, answer)| (q.ticket, answer))
-            .collect();
-        result
+        // Every commit of the batch refused and the conversation new: it is removed again.
+        self.settle_writer(&slot, &name, &mut lease, created)?;
+        mine.unwrap_or_else(|| {
+            Err(Error::Internal {
+                reason: "the commit left the queue unanswered".into(),
+            })
+        })
     }
 
     /// Appends an export's tombstone as it was (an import; see
@@ -540,29 +414,24 @@ impl Store {
     ) -> Result<T> {
         let name = ConversationName::new(conversation)?;
         let slot = self.slot(&name);
-        let mut turn = self.writer_turn(&slot, &name)?;
-        let created = self.ensure_writer(&slot, &name, &mut turn)?;
-        let result = match turn.handle.as_mut() {
-            Some(handle) => write(handle),
-            None => Err(Error::Internal {
-                reason: "writer handle taken".into(),
-            }),
-        };
-        self.settle_writer(&slot, &name, &mut turn, created)?;
+        let mut lease = self.writer_lease(&slot, &name)?;
+        let (handle, created) = self.ensure_writer(&slot, &name, &mut lease.handle)?;
+        let result = write(handle);
+        self.settle_writer(&slot, &name, &mut lease, created)?;
         result
     }
 
-    /// Opens the writer of `name` into `turn` unless it holds it already, creating the
-    /// conversation if missing (and applying retention on open, if configured). Returns
-    /// true when this call created the conversation.
-    fn ensure_writer(
+    /// The writer of `name` in `writer` (a lease's), opened into it unless it holds one,
+    /// creating the conversation if missing (and applying retention on open, if configured);
+    /// and true when this call created the conversation.
+    fn ensure_writer<'l>(
         &self,
         slot: &Slot,
         name: &ConversationName,
-        turn: &mut WriterTurn<'_>,
-    ) -> Result<bool> {
-        if turn.handle.is_some() {
-            return Ok(false);
+        writer: &'l mut Option<Conversation>,
+    ) -> Result<(&'l mut Conversation, bool)> {
+        if let Some(handle) = writer.take() {
+            return Ok((writer.insert(handle), false));
         }
         let opened = self.backend.open_writer(name, true)?;
         let created = opened.created;
@@ -570,11 +439,10 @@ impl Store {
         if self.retain_on_open && !created && !self.retention.is_empty() {
             self.retain(slot, &mut handle, &self.retention)?;
         }
-        turn.handle = Some(handle);
-        Ok(created)
+        Ok((writer.insert(handle), created))
     }
 
-    /// After writing through `turn`: a conversation this turn created that still holds
+    /// After writing through `lease`: a conversation this lease created that still holds
     /// nothing (its commits were refused) is removed again, so a rejected request leaves no
     /// trace (SPEC §9); a writer whose sync failed is dropped (the next commit reopens, SPEC
     /// L8).
@@ -582,21 +450,21 @@ impl Store {
         &self,
         slot: &Slot,
         name: &ConversationName,
-        turn: &mut WriterTurn<'_>,
+        lease: &mut WriterLease<'_>,
         created: bool,
     ) -> Result<()> {
-        let Some(handle) = turn.handle.as_ref() else {
+        let Some(handle) = lease.handle.as_ref() else {
             return Ok(());
         };
         if created && handle.last_seq() == 0 {
-            if let Some(handle) = turn.handle.take() {
+            if let Some(handle) = lease.handle.take() {
                 // A read may have opened the new files meanwhile: let it finish first.
                 self.exclusive(slot, || {
                     self.backend.discard_created(name, handle.into_writer())
                 })?;
             }
         } else if handle.is_poisoned() {
-            turn.handle = None;
+            lease.handle = None;
         }
         Ok(())
     }
@@ -786,8 +654,8 @@ impl Store {
         let name = ConversationName::new(&request.conversation)?;
         request.check()?;
         let slot = self.slot(&name);
-        let mut turn = self.writer_turn(&slot, &name)?;
-        let handle = self.current_writer(&mut turn, &name)?;
+        let mut lease = self.writer_lease(&slot, &name)?;
+        let handle = self.current_writer(&mut lease, &name)?;
         if request.target == EraseTarget::All {
             // The slot stays: a commit queued behind this one must share its locks with the
             // reads that come after it.
@@ -799,7 +667,7 @@ impl Store {
                 conversation: name.to_string(),
             });
         }
-        let handle = turn.handle.insert(handle);
+        let handle = lease.handle.insert(handle);
         let report = self.exclusive(&slot, || handle.erase(&request.target, &request.reason))?;
         Ok(report.into())
     }
@@ -868,9 +736,9 @@ impl Store {
                 })?
             } else {
                 let slot = self.slot(&name);
-                let mut turn = self.writer_turn(&slot, &name)?;
-                let handle = self.current_writer(&mut turn, &name)?;
-                let handle = turn.handle.insert(handle);
+                let mut lease = self.writer_lease(&slot, &name)?;
+                let handle = self.current_writer(&mut lease, &name)?;
+                let handle = lease.handle.insert(handle);
                 self.retain(&slot, handle, &policy)?
             };
             response.seqs_removed += report.seqs_removed;

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use postgres::{Client, GenericClient, NoTls, Statement, Transaction};
 
@@ -194,7 +193,7 @@ impl Db {
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
             .min_idle(Some(0))
-            .connection_timeout(Duration::from_secs(5))
+            .connection_timeout(crate::CONNECTION_WAIT)
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(Manager { config });
         Db {

@@ -43,5 +43,10 @@ mod ledger;
 mod memory;
 
 pub use backend::PgBackend;
+
+/// How long an operation waits for a database connection (the pool's checkout, which
+/// reconnects meanwhile) before it fails as unavailable: a database back within this wait is
+/// a delay, not an error.
+pub const CONNECTION_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 pub use config::{DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, PgConfig};
 pub use ledger::PgLedger;

@@ -16,7 +16,9 @@ pub use ctxlog_backend::{
     Backend, ConversationInfo, Error as BackendError, LedgerView, LedgerWriter, OpenedWriter,
 };
 #[cfg(feature = "postgres")]
-pub use ctxlog_postgres::{DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, PgBackend, PgConfig, PgLedger};
+pub use ctxlog_postgres::{
+    CONNECTION_WAIT, DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, PgBackend, PgConfig, PgLedger,
+};
 pub use file::FileBackend;
 
 #[cfg(test)]

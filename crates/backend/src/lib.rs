@@ -49,15 +49,15 @@ pub trait LedgerView: LedgerRead + Send + Sync {
     }
 }
 
-/// The one writer of a conversation (SPEC L3). It is always current: nobody else writes.
+/// The one writer of a conversation (one writer per conversation, across processes). It is always current: nobody else writes.
 pub trait LedgerWriter: LedgerView {
-    /// Appends `commit` atomically and durably (SPEC L1, L4, L5, L8).
+    /// Appends `commit` atomically and durably: on disk before it returns, replayed for a repeated id, refused whole over a cap, and never again after a failed sync (docs/ledger-format.md).
     ///
     /// # Errors
     /// Invalid turns, caps, id conflicts, I/O; nothing is written on error.
     fn commit(&mut self, commit: &NewCommit) -> ctxlog_ledger::Result<CommitReceipt>;
     /// [`LedgerWriter::commit`] keeping original times: `times[i]` (ms), when given, is event
-    /// `i`'s time; an explicit time earlier than the event before it is refused (SPEC L10).
+    /// `i`'s time; an explicit time earlier than the event before it is refused.
     ///
     /// # Errors
     /// As [`LedgerWriter::commit`].
@@ -96,12 +96,12 @@ pub trait LedgerWriter: LedgerView {
     /// [`ctxlog_ledger::Error::BadRange`] for a range or reason the erasure would refuse.
     fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> ctxlog_ledger::Result<()>;
     /// True when earlier erasures already cover all of `range` (widened to whole turns):
-    /// erasing it again changes nothing (SPEC E6).
+    /// erasing it again changes nothing (a tombstone is never rewritten).
     ///
     /// # Errors
     /// Log corruption or I/O.
     fn is_erased(&self, range: &RangeInclusive<u64>) -> ctxlog_ledger::Result<bool>;
-    /// Erases `range` (widened to whole turns) for `reason` (SPEC E1).
+    /// Erases `range` (widened to whole turns) for `reason`: the data is removed, a tombstone records the range, when and why (docs/lifecycle.md).
     ///
     /// # Errors
     /// As [`LedgerWriter::check_erase`], and I/O.
@@ -165,7 +165,7 @@ pub trait Backend: Send + Sync + Debug {
     /// [`Error::NotFound`] when it does not exist; ledger errors.
     fn open_view(&self, name: &ConversationName) -> Result<Box<dyn LedgerView>>;
     /// Removes a conversation this store just created whose first commit was refused, so a
-    /// rejected request leaves no trace (SPEC §9). `writer` is the handle that created it.
+    /// rejected request leaves no trace. `writer` is the handle that created it.
     ///
     /// # Errors
     /// I/O.
@@ -181,13 +181,13 @@ pub trait Backend: Send + Sync + Debug {
     /// # Errors
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::Corrupt`] naming offset and seq.
     fn verify(&self, name: &ConversationName) -> Result<VerifyReport>;
-    /// Erases the whole conversation (SPEC E1): every copy of its data is gone when this
+    /// Erases the whole conversation: every copy of its data is gone when this
     /// returns Ok. `writer` is its writer, held so no commit is in flight.
     ///
     /// # Errors
     /// I/O; nothing is reported erased unless it was.
     fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()>;
-    /// The file of `name`'s recall index: a local, disposable cache (SPEC R2, L9).
+    /// The file of `name`'s recall index: a local, disposable cache rebuilt from the ledger, on this machine whichever engine holds the ledger.
     fn recall_cache(&self, name: &ConversationName) -> PathBuf;
 }
 

@@ -414,7 +414,7 @@ mod help {
             "Tokens reserved for the reply: subtracted from --max-tokens and written as the \
              output limit field [default: none; {} for anthropic-messages, which requires the \
              field]",
-            ctxlog::projection::DEFAULT_ANTHROPIC_MAX_TOKENS
+            ctxlog::ops::default_reserve_output(WireFormat::AnthropicMessages).unwrap_or_default()
         )
     }
 

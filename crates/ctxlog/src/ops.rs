@@ -45,6 +45,15 @@ pub fn default_model(format: WireFormat) -> &'static str {
     }
 }
 
+/// The output reservation a body carries when the request names none, per wire format:
+/// Anthropic requires its `max_tokens` field; the others have none.
+pub fn default_reserve_output(format: WireFormat) -> Option<u64> {
+    match format {
+        WireFormat::AnthropicMessages => Some(ctxlog_projection::DEFAULT_ANTHROPIC_MAX_TOKENS),
+        _ => None,
+    }
+}
+
 /// The definition of ctxlog's recall tool in `format`'s own tool shape.
 pub fn recall_tool_definition(format: WireFormat) -> serde_json::Value {
     match format {

@@ -70,7 +70,7 @@ pub fn commit_id_hash(id: &str) -> [u8; 32] {
     crate::hex::sha256(id.as_bytes())
 }
 
-/// The stored time of each of `n` events (SPEC L10): an explicit time (`given[i]`, ms) is
+/// The stored time of each of `n` events (times never go backwards within a conversation): an explicit time (`given[i]`, ms) is
 /// kept, and must not be earlier than the event before it (the conversation's last event,
 /// `last_ms`, for the first one); an event without one takes the clock `now_ms`, or the
 /// previous event's time when the clock is behind it, so time never goes backwards within a

@@ -2,7 +2,7 @@
 //! repeat or conflict within the batch, or the batch's write or sync fails, or the thread
 //! writing it dies.
 //!
-//! Guarantee (SPEC L1–L3, L8): a batch is one append and one sync of the log; each commit of
+//! Guarantee (durable append, recovery, one writer, failed I/O: docs/ledger-format.md): a batch is one append and one sync of the log; each commit of
 //! it is checked as a single commit would be, against the conversation as the batch's earlier
 //! commits leave it, and gets its own receipt, seqs contiguous in batch order; a refused one
 //! gets its own error and nothing of it is written, while its neighbours are; a repeated id

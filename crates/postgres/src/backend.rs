@@ -127,7 +127,7 @@ impl Backend for PgBackend {
         let mut conn = self.db.conn()?;
         // Last activity: the time of the newest row, a tombstone's placeholder too (an
         // erasure's time), as the file store gives it; `last_ts_ms` is the floor of the next
-        // event's time, which an erased tail does not move (SPEC L10).
+        // event's time, which an erased tail does not move (event times never go backwards).
         let sql = format!(
             "SELECT c.name, c.last_seq, c.bytes, coalesce(e.ts_ms, c.last_ts_ms)
              FROM {s}.conversations c

@@ -1,5 +1,5 @@
 //! [`PgBackend`]: conversations in PostgreSQL, for many server replicas over one database
-//! (SPEC L9), behind the same seam as the file store ([`ctxlog_backend::Backend`]). The
+//! (many server replicas over one database; docs/postgres.md), behind the same seam as the file store ([`ctxlog_backend::Backend`]). The
 //! schema, the guarantees and what erasure leaves are in `docs/postgres.md`.
 //!
 //! ```

@@ -87,7 +87,7 @@ impl Store {
         Ok(false)
     }
 
-    /// Writes every event of a conversation to `out` as JSON Lines (SPEC E4; the format is in
+    /// Writes every event of a conversation to `out` as JSON Lines (docs/export-import.md; the format is in
     /// [`crate::transfer`]): seq, time, kind and content, tombstones included, artifacts
     /// inlined. Reads a snapshot: commits made meanwhile are not included.
     ///
@@ -107,7 +107,7 @@ impl Store {
         })
     }
 
-    /// Imports `data` (SPEC E4): parses and checks every record first (a bad one is named by
+    /// Imports `data` (docs/export-import.md): parses and checks every record first (a bad one is named by
     /// line or index and nothing is written), then commits each conversation in chunks whose
     /// ids derive from `data`, and an export's tombstones as they were, so importing the same
     /// input again writes nothing. A dataset's sample that the ledger's rules refuse (session

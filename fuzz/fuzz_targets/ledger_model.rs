@@ -91,8 +91,7 @@ impl World {
         self.counter += 1;
         let c = NewCommit {
             id: id.map(|i| format!("id-{}", i % 6)),
-            events: shaped(shape, if shape % 4 == 3 { 0 } else { self.counter }),
-        };
+            events: shaped(shape, if shape % 4 == 3 { 0 } else { self.counter }), ..Default::default() };
         let earlier = c.id.as_ref().and_then(|id| {
             let mut first = 1;
             for a in &self.model {

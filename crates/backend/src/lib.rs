@@ -51,39 +51,27 @@ pub trait LedgerView: LedgerRead + Send + Sync {
 
 /// The one writer of a conversation (one writer per conversation, across processes). It is always current: nobody else writes.
 pub trait LedgerWriter: LedgerView {
-    /// Appends `commit` atomically and durably: on disk before it returns, replayed for a repeated id, refused whole over a cap, and never again after a failed sync (docs/ledger-format.md).
+    /// Appends `commit` atomically and durably: on disk before it returns, replayed for a
+    /// repeated id, refused whole over a cap, and never again after a failed sync
+    /// (docs/ledger-format.md). Each event keeps its explicit time ([`NewCommit::times`]) or
+    /// takes the clock; an explicit time earlier than the event before it is refused.
     ///
     /// # Errors
     /// Invalid turns, caps, id conflicts, I/O; nothing is written on error.
     fn commit(&mut self, commit: &NewCommit) -> ctxlog_ledger::Result<CommitReceipt>;
-    /// [`LedgerWriter::commit`] keeping original times: `times[i]` (ms), when given, is event
-    /// `i`'s time; an explicit time earlier than the event before it is refused.
-    ///
-    /// # Errors
-    /// As [`LedgerWriter::commit`].
-    fn commit_timed(
-        &mut self,
-        commit: &NewCommit,
-        times: &[Option<i64>],
-    ) -> ctxlog_ledger::Result<CommitReceipt>;
-    /// Several commits, each with its times as [`LedgerWriter::commit_timed`] takes them,
-    /// acknowledged together: one result per commit, in order, each returned only when that
-    /// commit is as durable as a receipt of [`LedgerWriter::commit_timed`] says. A refused
-    /// commit fails alone; the outer error fails them all (none written). The file ledger
-    /// writes them with one append and one sync ([`Ledger::commit_batch_timed`]); the default
-    /// commits them one at a time (the PostgreSQL backend: one transaction each).
+    /// Several commits acknowledged together: one result per commit, in order, each returned
+    /// only when that commit is as durable as a receipt of [`LedgerWriter::commit`] says. A
+    /// refused commit fails alone; the outer error fails them all (none written). The file
+    /// ledger writes them with one append and one sync ([`Ledger::commit_batch`]); the
+    /// default commits them one at a time (the PostgreSQL backend: one transaction each).
     ///
     /// # Errors
     /// Only a failure that fails the whole batch (a failed write or sync, a poisoned writer).
-    #[allow(clippy::type_complexity)]
     fn commit_batch(
         &mut self,
-        commits: &[(&NewCommit, &[Option<i64>])],
+        commits: &[&NewCommit],
     ) -> ctxlog_ledger::Result<Vec<ctxlog_ledger::Result<CommitReceipt>>> {
-        Ok(commits
-            .iter()
-            .map(|(commit, times)| self.commit_timed(commit, times))
-            .collect())
+        Ok(commits.iter().map(|commit| self.commit(commit)).collect())
     }
     /// The seqs written by the commit that carried `id`, if any.
     ///
@@ -207,18 +195,11 @@ impl LedgerWriter for Ledger {
     fn commit(&mut self, commit: &NewCommit) -> ctxlog_ledger::Result<CommitReceipt> {
         Ledger::commit(self, commit)
     }
-    fn commit_timed(
-        &mut self,
-        commit: &NewCommit,
-        times: &[Option<i64>],
-    ) -> ctxlog_ledger::Result<CommitReceipt> {
-        Ledger::commit_timed(self, commit, times)
-    }
     fn commit_batch(
         &mut self,
-        commits: &[(&NewCommit, &[Option<i64>])],
+        commits: &[&NewCommit],
     ) -> ctxlog_ledger::Result<Vec<ctxlog_ledger::Result<CommitReceipt>>> {
-        Ledger::commit_batch_timed(self, commits)
+        Ledger::commit_batch(self, commits)
     }
     fn commit_seqs(&mut self, id: &str) -> ctxlog_ledger::Result<Option<(u64, u64)>> {
         Ledger::commit_seqs(self, id)

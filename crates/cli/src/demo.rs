@@ -133,8 +133,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
     for events in turns {
         let receipt = conv.store.commit(&CommitRequest {
             conversation: conv.name.to_string(),
-            commit: NewCommit { id: None, events },
-            times: Vec::new(),
+            commit: NewCommit::new(events),
         })?;
         let _ = writeln!(out, "   seqs {}-{}", receipt.first_seq, receipt.last_seq);
     }

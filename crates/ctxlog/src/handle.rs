@@ -107,7 +107,10 @@ impl Conversation {
     /// Invalid turns, caps, id conflicts, I/O ([`ctxlog_ledger::Ledger::commit`]); nothing is
     /// written on error.
     pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
-        self.commit_timed(commit, &[])
+        match &self.redactor {
+            Some(redactor) => Ok(self.ledger.commit(&redactor.redact_commit(commit))?),
+            None => Ok(self.ledger.commit(commit)?),
+        }
     }
 
     /// Parses a turn in one of the accepted JSON shapes ([`crate::parse_commit`]) and commits it.
@@ -115,56 +118,25 @@ impl Conversation {
     /// # Errors
     /// [`crate::Error::BadInput`] for unparsable input, else as [`Conversation::commit`].
     pub fn commit_json(&mut self, json: &[u8], id: Option<&str>) -> Result<CommitReceipt> {
-        let timed = crate::parse_timed_commit(json, id)?;
-        self.commit_timed(&timed.commit, &timed.times)
+        self.commit(&crate::parse_commit(json, id)?)
     }
 
-    /// [`Conversation::commit`] keeping original times (SPEC L10): `times[i]`, when given, is
-    /// event `i`'s time in ms since the epoch; the others take the clock.
-    ///
-    /// # Errors
-    /// As [`Conversation::commit`]; an explicit time earlier than the event before it.
-    pub fn commit_timed(
-        &mut self,
-        commit: &NewCommit,
-        times: &[Option<i64>],
-    ) -> Result<CommitReceipt> {
-        // Redaction rewrites text only, never the events' number or order: `times` still lines up.
-        match &self.redactor {
-            Some(redactor) => Ok(self
-                .ledger
-                .commit_timed(&redactor.redact_commit(commit), times)?),
-            None => Ok(self.ledger.commit_timed(commit, times)?),
-        }
-    }
-
-    /// Several commits with their times, each redacted as [`Conversation::commit_timed`]
-    /// redacts it, acknowledged together ([`LedgerWriter::commit_batch`]: on the file ledger
-    /// one append and one sync). One result per commit, in order; a refused commit fails
-    /// alone, a failed write or sync fails them all (the outer error).
+    /// Several commits, each redacted as [`Conversation::commit`] redacts it, acknowledged
+    /// together ([`LedgerWriter::commit_batch`]: on the file ledger one append and one sync).
+    /// One result per commit, in order; a refused commit fails alone, a failed write or sync
+    /// fails them all (the outer error).
     ///
     /// # Errors
     /// A failure of the whole batch: I/O, a poisoned writer.
-    pub fn commit_batch(
-        &mut self,
-        commits: &[(&NewCommit, &[Option<i64>])],
-    ) -> Result<Vec<Result<CommitReceipt>>> {
-        let redacted: Vec<std::borrow::Cow<'_, NewCommit>>;
-        let commits: Vec<(&NewCommit, &[Option<i64>])> = match &self.redactor {
+    pub fn commit_batch(&mut self, commits: &[&NewCommit]) -> Result<Vec<Result<CommitReceipt>>> {
+        let results = match &self.redactor {
             Some(redactor) => {
-                redacted = commits
-                    .iter()
-                    .map(|(c, _)| redactor.redact_commit(c))
-                    .collect();
-                redacted
-                    .iter()
-                    .zip(commits)
-                    .map(|(c, (_, t))| (&**c, *t))
-                    .collect()
+                let redacted: Vec<_> = commits.iter().map(|c| redactor.redact_commit(c)).collect();
+                let redacted: Vec<&NewCommit> = redacted.iter().map(|c| &**c).collect();
+                self.ledger.commit_batch(&redacted)?
             }
-            None => commits.to_vec(),
+            None => self.ledger.commit_batch(commits)?,
         };
-        let results = self.ledger.commit_batch(&commits)?;
         Ok(results.into_iter().map(|r| r.map_err(Into::into)).collect())
     }
 

@@ -34,52 +34,26 @@ struct Shorthand {
     ts: Option<serde_json::Value>,
 }
 
-/// A commit and the original time of each of its events (`None`: the clock).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TimedCommit {
-    /// The events and id.
-    pub commit: NewCommit,
-    /// One entry per event, or empty when none carried a time.
-    pub times: Vec<Option<i64>>,
-}
-
-/// Parses one commit from JSON bytes in either accepted shape (see the module docs).
+/// Parses one commit from JSON bytes in either accepted shape (see the module docs), each
+/// event's `"ts"` kept in [`NewCommit::times`].
 ///
 /// `id`, when given, overrides an `"id"` inside the JSON.
 ///
 /// ```
 /// let commit = ctxlog::parse_commit(br#"{"user":"hi","assistant":"hello"}"#, None).unwrap();
 /// assert_eq!(commit.events.len(), 2);
-/// ```
-///
-/// # Errors
-/// [`Error::BadInput`] for invalid UTF-8, malformed JSON, unknown keys or kinds, or a shorthand
-/// with neither `user` nor `assistant`, with the position where the JSON parser stopped.
-pub fn parse_commit(bytes: &[u8], id: Option<&str>) -> Result<NewCommit, Error> {
-    let timed = parse_timed_commit(bytes, id)?;
-    if timed.times.iter().any(Option::is_some) {
-        return Err(Error::BadInput {
-            reason: "this entry point keeps no event times; commit events that carry \"ts\" \
-                     with CommitRequest::from_json or parse_timed_commit"
-                .into(),
-        });
-    }
-    Ok(timed.commit)
-}
-
-/// [`parse_commit`] keeping each event's `"ts"` (see the module docs).
-///
-/// ```
-/// let t = ctxlog::parse_timed_commit(
+/// let timed = ctxlog::parse_commit(
 ///     br#"{"events":[{"kind":"user","text":"hi","ts":"2023-05-08T13:56:00Z"},{"kind":"assistant","text":"hello"}]}"#,
 ///     None,
 /// ).unwrap();
-/// assert_eq!(t.times, [Some(1_683_554_160_000), None]);
+/// assert_eq!(timed.times, [Some(1_683_554_160_000), None]);
 /// ```
 ///
 /// # Errors
-/// As [`parse_commit`], and a `"ts"` that is neither RFC 3339 nor whole milliseconds.
-pub fn parse_timed_commit(bytes: &[u8], id: Option<&str>) -> Result<TimedCommit, Error> {
+/// [`Error::BadInput`] for invalid UTF-8, malformed JSON, unknown keys or kinds, a shorthand
+/// with neither `user` nor `assistant` (with the position where the JSON parser stopped), or
+/// a `"ts"` that is neither RFC 3339 nor whole milliseconds.
+pub fn parse_commit(bytes: &[u8], id: Option<&str>) -> Result<NewCommit, Error> {
     let text = std::str::from_utf8(bytes).map_err(|e| Error::BadInput {
         reason: format!(
             "input is not valid UTF-8 (first bad byte at offset {})",
@@ -88,19 +62,17 @@ pub fn parse_timed_commit(bytes: &[u8], id: Option<&str>) -> Result<TimedCommit,
     })?;
     let mut value: serde_json::Value = serde_json::from_str(text).map_err(json_error)?;
     refuse_system_events(&value)?;
-    let mut timed = if value.get("events").is_some() {
+    let mut commit = if value.get("events").is_some() {
         let times = take_times(&mut value)?;
-        TimedCommit {
-            commit: serde_json::from_value::<NewCommit>(value).map_err(json_error)?,
-            times,
-        }
+        let commit = serde_json::from_value::<NewCommit>(value).map_err(json_error)?;
+        commit.with_times(times)
     } else {
         shorthand(serde_json::from_value::<Shorthand>(value).map_err(json_error)?)?
     };
     if let Some(id) = id {
-        timed.commit.id = Some(id.to_string());
+        commit.id = Some(id.to_string());
     }
-    Ok(timed)
+    Ok(commit)
 }
 
 /// Removes `"ts"` from every event object of the full form and parses it; empty when none
@@ -147,7 +119,7 @@ fn refuse_system_events(value: &serde_json::Value) -> Result<(), Error> {
     }
 }
 
-fn shorthand(s: Shorthand) -> Result<TimedCommit, Error> {
+fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
     let mut events = Vec::new();
     if let Some(text) = s.user {
         events.push(EventBody::User { text });
@@ -167,8 +139,9 @@ fn shorthand(s: Shorthand) -> Result<TimedCommit, Error> {
         }
         None => Vec::new(),
     };
-    Ok(TimedCommit {
-        commit: NewCommit { id: s.id, events },
+    Ok(NewCommit {
+        id: s.id,
+        events,
         times,
     })
 }

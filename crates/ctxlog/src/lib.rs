@@ -56,7 +56,7 @@ pub use config::{CONFIG_FILE, RetentionConfig, StoreConfig};
 pub use ctxlog_event::ConversationName;
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
-pub use input::{TimedCommit, parse_commit, parse_timed_commit};
+pub use input::parse_commit;
 pub use location::StoreLocation;
 pub use redact::{RedactionConfig, Redactor};
 pub use store::{Store, StoreBuilder};

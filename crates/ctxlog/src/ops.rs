@@ -106,7 +106,8 @@ pub fn read_input(reader: impl std::io::Read, cap: u64, what: &str) -> Result<Ve
 }
 
 /// An operation's request from its JSON fields (an HTTP request body, Python's keyword
-/// arguments), for the conversation named outside them: fields left out take the request's
+/// arguments), for the conversation named outside them (`None`: a store-wide request, such
+/// as [`GcRequest`] over every conversation): fields left out take the request's
 /// defaults, and a field that is unknown, of the wrong type or not one of its names is
 /// refused (class usage), so a misspelt option never silently does nothing. `tools` that are
 /// not a list are bad input, as tools that are not tool definitions are.
@@ -114,7 +115,7 @@ pub fn read_input(reader: impl std::io::Read, cap: u64, what: &str) -> Result<Ve
 /// # Errors
 /// [`Error::InvalidRequest`] naming what was expected; [`Error::BadInput`] for `tools`.
 pub fn request_from_fields<T: serde::de::DeserializeOwned>(
-    conversation: &str,
+    conversation: Option<&str>,
     mut fields: serde_json::Map<String, serde_json::Value>,
 ) -> Result<T> {
     if fields.get("tools").is_some_and(|t| !t.is_array()) {
@@ -122,7 +123,9 @@ pub fn request_from_fields<T: serde::de::DeserializeOwned>(
             reason: "tools: expected a list of tool definition objects".into(),
         });
     }
-    fields.insert("conversation".into(), conversation.into());
+    if let Some(conversation) = conversation {
+        fields.insert("conversation".into(), conversation.into());
+    }
     serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| Error::InvalidRequest {
         reason: format!("request: {e}"),
     })
@@ -133,13 +136,10 @@ pub fn request_from_fields<T: serde::de::DeserializeOwned>(
 pub struct CommitRequest {
     /// The conversation's name.
     pub conversation: String,
-    /// The events, and an optional idempotency id.
+    /// The events, an optional idempotency id, and the events' original times (in the JSON
+    /// form, each event's `"ts"`: see [`crate::parse_commit`]).
     #[serde(flatten)]
     pub commit: NewCommit,
-    /// Each event's original time in ms since the epoch (`None`: the clock), from `"ts"` in
-    /// the commit JSON (SPEC L10) [default: empty, every event takes the clock].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub times: Vec<Option<i64>>,
 }
 
 impl CommitRequest {
@@ -151,11 +151,9 @@ impl CommitRequest {
     /// [`MAX_INPUT_BYTES`].
     pub fn from_json(conversation: &str, json: &[u8], id: Option<&str>) -> Result<CommitRequest> {
         check_input_size(json.len() as u64, MAX_INPUT_BYTES, "the turn JSON")?;
-        let timed = crate::parse_timed_commit(json, id)?;
         Ok(CommitRequest {
             conversation: conversation.to_string(),
-            commit: timed.commit,
-            times: timed.times,
+            commit: crate::parse_commit(json, id)?,
         })
     }
 }

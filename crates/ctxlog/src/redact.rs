@@ -333,9 +333,11 @@ impl Redactor {
         if !changed {
             return Cow::Borrowed(commit);
         }
+        // Text only changes, never the events' number or order: the times still line up.
         Cow::Owned(NewCommit {
             id: commit.id.clone(),
             events,
+            times: commit.times.clone(),
         })
     }
 
@@ -515,14 +517,11 @@ mod tests {
     fn tool_arguments_are_redacted_everywhere_inside() {
         let r = plain();
         let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";
-        let commit = NewCommit {
-            id: None,
-            events: vec![EventBody::ToolCall {
-                call_id: "c".into(),
-                tool: "t".into(),
-                arguments: serde_json::json!({"env": [{"k": format!("x {key}")}], key: 1}),
-            }],
-        };
+        let commit = NewCommit::new(vec![EventBody::ToolCall {
+            call_id: "c".into(),
+            tool: "t".into(),
+            arguments: serde_json::json!({"env": [{"k": format!("x {key}")}], key: 1}),
+        }]);
         let out = serde_json::to_string(&*r.redact_commit(&commit)).unwrap();
         assert!(!out.contains(key), "{out}");
         assert!(out.contains("[redacted:openai-key]"), "{out}");

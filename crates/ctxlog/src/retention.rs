@@ -149,6 +149,10 @@ struct Unit {
 }
 
 /// Plans `policy` over the conversation `ledger` at time `now_ms`.
+///
+/// The rules select whole units, oldest first, in order: age, then count, then size (each
+/// unit is credited to the first rule that selects it); an erased unit is never selected,
+/// nor a pinned one unless the policy includes pinned content.
 pub(crate) fn plan<L: LedgerView + ?Sized>(
     ledger: &L,
     policy: &RetentionPolicy,
@@ -167,50 +171,13 @@ pub(crate) fn plan<L: LedgerView + ?Sized>(
     let removable = |u: &Unit| !u.erased && (!u.pinned || policy.include_pinned);
     if let Some(age) = policy.age()? {
         let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-        let cutoff = now_ms.saturating_sub(age_ms);
-        for u in units
-            .iter_mut()
-            .filter(|u| removable(u) && u.rule.is_none())
-        {
-            if u.newest_ms < cutoff {
-                u.rule = Some(0);
-            }
-        }
+        select_older_than(&mut units, now_ms.saturating_sub(age_ms), removable);
     }
     if let Some(keep) = policy.keep_turns {
-        let turns = units.iter().filter(|u| u.is_turn && !u.erased).count() as u64;
-        let mut over = turns.saturating_sub(keep);
-        for u in units.iter_mut() {
-            if over == 0 {
-                break;
-            }
-            if u.is_turn && !u.erased {
-                over -= 1;
-            }
-            if removable(u) && u.rule.is_none() {
-                u.rule = Some(1);
-            }
-        }
+        select_beyond_newest(&mut units, keep, removable);
     }
-    let freed = |units: &[Unit]| -> u64 {
-        units
-            .iter()
-            .filter(|u| u.rule.is_some())
-            .map(|u| u.freed)
-            .sum()
-    };
-    let mut after = bytes_before.saturating_sub(freed(&units));
     if let Some(max) = policy.max_bytes {
-        for u in units.iter_mut() {
-            if after <= max {
-                break;
-            }
-            // A unit smaller than its tombstone records frees nothing: it stays.
-            if removable(u) && u.rule.is_none() && u.freed > 0 {
-                u.rule = Some(2);
-                after = after.saturating_sub(u.freed);
-            }
-        }
+        select_until_under(&mut units, bytes_before, max, removable);
     }
     let pinned_kept = units
         .iter()
@@ -239,6 +206,59 @@ pub(crate) fn plan<L: LedgerView + ?Sized>(
         bytes_before,
         bytes_after_estimate: bytes_before - selected + stones,
     })
+}
+
+/// The age rule: every removable unit whose newest event is before `cutoff_ms`.
+fn select_older_than(units: &mut [Unit], cutoff_ms: i64, removable: impl Fn(&Unit) -> bool) {
+    for u in units.iter_mut() {
+        if removable(u) && u.rule.is_none() && u.newest_ms < cutoff_ms {
+            u.rule = Some(0);
+        }
+    }
+}
+
+/// The count rule: the units before the newest `keep` live turns (units between those turns,
+/// such as notes, go with the older ones).
+fn select_beyond_newest(units: &mut [Unit], keep: u64, removable: impl Fn(&Unit) -> bool) {
+    let turns = units.iter().filter(|u| u.is_turn && !u.erased).count() as u64;
+    let mut over = turns.saturating_sub(keep);
+    for u in units.iter_mut() {
+        if over == 0 {
+            break;
+        }
+        if u.is_turn && !u.erased {
+            over -= 1;
+        }
+        if removable(u) && u.rule.is_none() {
+            u.rule = Some(1);
+        }
+    }
+}
+
+/// The size rule: oldest units first until the ledger (`bytes_before`, less what the other
+/// rules already free) is at most `max` bytes.
+fn select_until_under(
+    units: &mut [Unit],
+    bytes_before: u64,
+    max: u64,
+    removable: impl Fn(&Unit) -> bool,
+) {
+    let freed: u64 = units
+        .iter()
+        .filter(|u| u.rule.is_some())
+        .map(|u| u.freed)
+        .sum();
+    let mut after = bytes_before.saturating_sub(freed);
+    for u in units.iter_mut() {
+        if after <= max {
+            break;
+        }
+        // A unit smaller than its tombstone records frees nothing: it stays.
+        if removable(u) && u.rule.is_none() && u.freed > 0 {
+            u.rule = Some(2);
+            after = after.saturating_sub(u.freed);
+        }
+    }
 }
 
 /// The rules' texts, by index: age, count, size.

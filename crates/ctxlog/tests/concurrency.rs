@@ -29,8 +29,8 @@ fn turn(conversation: &str, thread: usize, i: usize) -> CommitRequest {
                     text: format!("ack {thread}/{i}"),
                 },
             ],
+            ..Default::default()
         },
-        times: Vec::new(),
     }
 }
 
@@ -343,5 +343,74 @@ fn a_failed_sync_fails_its_whole_batch_and_acknowledges_nothing_of_it() {
     assert!(
         texts.len() > acknowledged,
         "the log holds every acknowledged commit"
+    );
+}
+
+/// A thread that panics while writing a batch (here: inside the log's write) answers every
+/// commit of that batch with an error instead of leaving its callers waiting, hands the
+/// writer back, and the next commit reopens the conversation from disk and is acknowledged.
+/// Nothing acknowledged is lost and nothing unacknowledged is half written.
+#[test]
+fn a_panic_while_writing_a_batch_answers_its_commits_and_frees_the_writer() {
+    use ctxlog::backend::FileBackend;
+    use ctxlog::ledger::{FaultPlan, FaultyStorage, MemStorage};
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    let caches = tempfile::tempdir().unwrap();
+    let storage = FaultyStorage::new(MemStorage::new());
+    let backend = FileBackend::with_storage(
+        Arc::new(storage.clone()),
+        caches.path(),
+        ctxlog::Options::default(),
+    );
+    let store = Arc::new(Store::with_backend(Arc::new(backend)).unwrap());
+    store.commit(&turn("panicky", 99, 0)).unwrap();
+    storage.set_plan(FaultPlan {
+        panic_write: Some(10),
+        only_files: Some("ledger.log".into()),
+        ..Default::default()
+    });
+    // Ok(first seq), Err(class) or None: this caller's thread was the one that panicked.
+    let outcomes: Vec<(String, Option<Result<u64, ErrorClass>>)> =
+        on_threads(0..8, COMMITS_PER_THREAD, |t, i| {
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                store
+                    .commit(&turn("panicky", t, i))
+                    .map(|r| r.first_seq)
+                    .map_err(|e| e.class())
+            }));
+            (format!("marker-{t}-{i}"), outcome.ok())
+        });
+    assert_eq!(storage.plan().fired, 1, "the planned write panicked");
+    let panicked = outcomes.iter().filter(|o| o.1.is_none()).count();
+    assert_eq!(
+        panicked, 1,
+        "exactly one caller was writing when it panicked"
+    );
+    for (marker, outcome) in &outcomes {
+        if let Some(Err(class)) = outcome {
+            assert_eq!(*class, ErrorClass::Other, "{marker}");
+        }
+    }
+    // The writer is free again and reopens from disk: a new commit is acknowledged.
+    let after = store.commit(&turn("panicky", 98, 0)).unwrap();
+    let (_, texts) = user_texts(&store, "panicky");
+    for (marker, outcome) in &outcomes {
+        if let Some(Ok(first)) = outcome {
+            assert!(
+                texts[first].ends_with(marker.as_str()),
+                "seq {first}: {marker}"
+            );
+        }
+    }
+    assert!(texts[&after.first_seq].ends_with("marker-98-0"));
+    let acknowledged = outcomes
+        .iter()
+        .filter(|o| matches!(o.1, Some(Ok(_))))
+        .count();
+    assert_eq!(
+        texts.len(),
+        acknowledged + 2,
+        "the log holds the acknowledged commits and nothing of the batch that panicked"
     );
 }

@@ -25,30 +25,27 @@ fn big_output(word: &str) -> String {
 }
 
 fn tool_turn(output: String) -> NewCommit {
-    NewCommit {
-        id: None,
-        events: vec![
-            EventBody::User {
-                text: "run the scan".into(),
-            },
-            EventBody::ToolCall {
-                call_id: "c1".into(),
-                tool: "scan".into(),
-                arguments: serde_json::json!({}),
-            },
-            EventBody::ToolResult {
-                call_id: "c1".into(),
-                tool: "scan".into(),
-                status: ToolStatus::Ok,
-                exit_code: Some(0),
-                text: output,
-                artifact: None,
-            },
-            EventBody::Assistant {
-                text: "Scan done.".into(),
-            },
-        ],
-    }
+    NewCommit::new(vec![
+        EventBody::User {
+            text: "run the scan".into(),
+        },
+        EventBody::ToolCall {
+            call_id: "c1".into(),
+            tool: "scan".into(),
+            arguments: serde_json::json!({}),
+        },
+        EventBody::ToolResult {
+            call_id: "c1".into(),
+            tool: "scan".into(),
+            status: ToolStatus::Ok,
+            exit_code: Some(0),
+            text: output,
+            artifact: None,
+        },
+        EventBody::Assistant {
+            text: "Scan done.".into(),
+        },
+    ])
 }
 
 #[test]

@@ -140,8 +140,7 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
         store
             .commit(&CommitRequest {
                 conversation: name.into(),
-                commit: NewCommit { id: None, events },
-                times,
+                commit: NewCommit::new(events).with_times(times),
             })
             .unwrap();
     }
@@ -465,11 +464,8 @@ fn a_sample_with_backwards_session_dates_is_refused_alone() {
     store
         .commit(&CommitRequest {
             conversation: "y-s-c".into(),
-            commit: NewCommit {
-                id: None,
-                events: vec![EventBody::User { text: "new".into() }],
-            },
-            times: vec![Some(1_900_000_000_000)],
+            commit: NewCommit::new(vec![EventBody::User { text: "new".into() }])
+                .with_times(vec![Some(1_900_000_000_000)]),
         })
         .unwrap();
     let y = import(&store, Some("y"), format, BACKWARDS.as_bytes()).unwrap();

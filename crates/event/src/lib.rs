@@ -269,6 +269,40 @@ pub struct NewCommit {
     pub id: Option<String>,
     /// The events, in order.
     pub events: Vec<EventBody>,
+    /// The original time of each event, in milliseconds since the Unix epoch, in event order:
+    /// `times[i]` is event `i`'s, and an event without one (`None`, or past the end) takes
+    /// the clock at commit time. Empty for a live commit; kept for an imported or replayed
+    /// history. An explicit time earlier than the event before it is refused, so time never
+    /// goes backwards within a conversation.
+    ///
+    /// Not part of this type's own serde form: in the JSON commit shapes each event carries
+    /// its time as `"ts"`, and the facade's parser moves it here.
+    #[serde(skip)]
+    pub times: Vec<Option<i64>>,
+}
+
+impl NewCommit {
+    /// A commit of `events` without an id, every event timed by the clock.
+    pub fn new(events: Vec<EventBody>) -> NewCommit {
+        NewCommit {
+            events,
+            ..NewCommit::default()
+        }
+    }
+
+    /// This commit with idempotency id `id`.
+    #[must_use]
+    pub fn with_id(mut self, id: impl Into<String>) -> NewCommit {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// This commit with original event times (see [`NewCommit::times`]).
+    #[must_use]
+    pub fn with_times(mut self, times: Vec<Option<i64>>) -> NewCommit {
+        self.times = times;
+        self
+    }
 }
 
 /// The indices in `events` at which turns start (each a user event). Events before the first

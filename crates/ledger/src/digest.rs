@@ -10,17 +10,17 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::event::EventBody;
+use crate::event::NewCommit;
 
-/// SHA-256 of the canonical JSON of `events` (see the module docs). An event given an explicit
-/// time (`times[i]`, see [`crate::Ledger::commit_timed`]) has it as a `"ts"` key (milliseconds)
-/// in its object, so the same id with another time is a conflict; a commit without explicit
-/// times digests exactly as before times existed.
-pub(crate) fn commit_digest(events: &[EventBody], times: &[Option<i64>]) -> Result<[u8; 32]> {
-    let mut value = serde_json::to_value(events)
+/// SHA-256 of the canonical JSON of `commit`'s events (see the module docs). An event given an
+/// explicit time (see [`NewCommit::times`]) has it as a `"ts"` key (milliseconds) in its
+/// object, so the same id with another time is a conflict; a commit without explicit times
+/// digests exactly as before times existed.
+pub(crate) fn commit_digest(commit: &NewCommit) -> Result<[u8; 32]> {
+    let mut value = serde_json::to_value(&commit.events)
         .map_err(|e| Error::invalid(format!("commit cannot be encoded: {e}")))?;
     if let Value::Array(items) = &mut value {
-        for (item, ts) in items.iter_mut().zip(times) {
+        for (item, ts) in items.iter_mut().zip(&commit.times) {
             if let (Value::Object(map), Some(ts)) = (item, ts) {
                 map.insert("ts".into(), Value::from(*ts));
             }
@@ -74,6 +74,7 @@ fn write_scalar(value: &Value, out: &mut Vec<u8>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::EventBody;
 
     fn canonical(json: &str) -> String {
         let v: Value = serde_json::from_str(json).unwrap();
@@ -104,18 +105,21 @@ mod tests {
         let a = call(r#"{"cmd":"ls","opts":{"all":true,"long":false}}"#);
         let b = call(r#"{"opts":{"long":false,"all":true},"cmd":"ls"}"#);
         let c = call(r#"{"opts":{"long":true,"all":true},"cmd":"ls"}"#);
-        let digest = |e: &EventBody| commit_digest(std::slice::from_ref(e), &[]).unwrap();
+        let digest = |e: &EventBody| commit_digest(&NewCommit::new(vec![e.clone()])).unwrap();
         assert_eq!(digest(&a), digest(&b));
         assert_ne!(digest(&a), digest(&c));
     }
 
     #[test]
     fn an_explicit_time_is_part_of_the_digest_and_no_time_digests_as_before() {
-        let e = [EventBody::User { text: "q".into() }];
-        let plain = commit_digest(&e, &[]).unwrap();
-        assert_eq!(commit_digest(&e, &[None]).unwrap(), plain);
-        let timed = commit_digest(&e, &[Some(1_683_554_160_000)]).unwrap();
+        let digest = |times: Vec<Option<i64>>| {
+            let commit = NewCommit::new(vec![EventBody::User { text: "q".into() }]);
+            commit_digest(&commit.with_times(times)).unwrap()
+        };
+        let plain = digest(vec![]);
+        assert_eq!(digest(vec![None]), plain);
+        let timed = digest(vec![Some(1_683_554_160_000)]);
         assert_ne!(timed, plain);
-        assert_ne!(commit_digest(&e, &[Some(1)]).unwrap(), timed);
+        assert_ne!(digest(vec![Some(1)]), timed);
     }
 }

@@ -1,6 +1,7 @@
 //! The one writer of a conversation: open (lock, recover), commit (validate, store artifacts,
 //! append, sync, update the sidecars), erase.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::path::Path;
@@ -135,49 +136,37 @@ impl Ledger {
     /// and syncs per [`SyncMode`]. On a failed write the log is truncated back; on a failed
     /// sync the writer is poisoned. In-memory state changes only after success.
     ///
-    /// Every event takes the clock, or the last event's time when the clock is behind it, so
-    /// times never go backwards within a conversation (SPEC L10).
-    pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
-        self.commit_from(commit, &[], Origin::Application)
-    }
-
-    /// [`Ledger::commit`] with original times (SPEC L10): `times[i]`, when given, is event
-    /// `i`'s time in milliseconds since the epoch (an import keeps each message's time);
-    /// events without one (a shorter slice, or `None`) take the clock as in
-    /// [`Ledger::commit`]. The times are part of the commit's content for idempotency.
+    /// An event takes its original time from [`NewCommit::times`] when it has one (an import
+    /// keeps each message's time; the times are part of the commit's content for
+    /// idempotency), otherwise the clock, or the last event's time when the clock is behind
+    /// it, so times never go backwards within a conversation.
     ///
     /// ```
     /// use ctxlog_ledger::{EventBody, Ledger, LedgerRead, NewCommit, Options};
     /// # fn main() -> ctxlog_ledger::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
-    /// let turn = NewCommit {
-    ///     id: None,
-    ///     events: vec![
-    ///         EventBody::User { text: "hello".into() },
-    ///         EventBody::Assistant { text: "hi".into() },
-    ///     ],
-    /// };
+    /// let turn = NewCommit::new(vec![
+    ///     EventBody::User { text: "hello".into() },
+    ///     EventBody::Assistant { text: "hi".into() },
+    /// ]);
     /// let may_2023 = 1_683_554_160_000;
-    /// ledger.commit_timed(&turn, &[Some(may_2023), Some(may_2023 + 30_000)])?;
+    /// ledger.commit(&turn.clone().with_times(vec![Some(may_2023), Some(may_2023 + 30_000)]))?;
     /// let times: Vec<i64> = ledger.events(1..=2)?.iter().map(|e| e.ts_ms).collect();
     /// assert_eq!(times, [may_2023, may_2023 + 30_000]);
     /// // An explicit time before the last event is refused; nothing is written.
-    /// assert!(ledger.commit_timed(&turn, &[Some(may_2023)]).is_err());
+    /// assert!(ledger.commit(&turn.with_times(vec![Some(may_2023)])).is_err());
     /// assert_eq!(ledger.last_seq(), 2);
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`Ledger::commit`]; [`Error::InvalidCommit`] when an explicit time is earlier than
-    /// the event before it (the conversation's last event for the first), or more times than
-    /// events are given.
-    pub fn commit_timed(
-        &mut self,
-        commit: &NewCommit,
-        times: &[Option<i64>],
-    ) -> Result<CommitReceipt> {
-        self.commit_from(commit, times, Origin::Application)
+    /// [`Error::InvalidCommit`] for an invalid turn, an id conflict ([`Error::Conflict`]), an
+    /// explicit time earlier than the event before it (the conversation's last event for the
+    /// first), or more times than events; [`Error::TooLarge`] over a cap; [`Error::Poisoned`];
+    /// I/O. Nothing is written on error.
+    pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
+        self.commit_from(commit, Origin::Application)
     }
 
     /// Appends one system marker (retention, import). Applications cannot write these through
@@ -197,11 +186,8 @@ impl Ledger {
                  they cover)",
             ));
         }
-        let commit = NewCommit {
-            id: None,
-            events: vec![EventBody::System { marker }],
-        };
-        self.commit_from(&commit, &[], Origin::Internal)
+        let commit = NewCommit::new(vec![EventBody::System { marker }]);
+        self.commit_from(&commit, Origin::Internal)
     }
 
     /// Appends an erased range decided elsewhere, as it was (an import rebuilding an export's
@@ -224,8 +210,9 @@ impl Ledger {
     /// let t = Tombstone { from: 1, to: 3, at_ms: 1_700_000_000_000, reason: "GDPR".into() };
     /// assert!(!ledger.append_tombstone(&t)?.replayed);
     /// assert!(ledger.append_tombstone(&t)?.replayed); // already there: nothing written
-    /// let turn = NewCommit { id: None, events: vec![EventBody::User { text: "hi".into() }] };
-    /// ledger.commit_timed(&turn, &[Some(1_600_000_000_000)])?; // earlier than the erasure: fine
+    /// let turn = NewCommit::new(vec![EventBody::User { text: "hi".into() }])
+    ///     .with_times(vec![Some(1_600_000_000_000)]);
+    /// ledger.commit(&turn)?; // earlier than the erasure: fine
     /// let seqs: Vec<u64> = ledger.events(1..=4)?.iter().map(|e| e.seq).collect();
     /// assert_eq!(seqs, [1, 4]);
     /// # Ok(()) }
@@ -247,10 +234,7 @@ impl Ledger {
         if crate::tombstone::check_append(t, self.state.last_seq(), &mut stored)? {
             return Ok(receipt);
         }
-        let commit = NewCommit {
-            id: None,
-            events: t.bodies().collect(),
-        };
+        let commit = NewCommit::new(t.bodies().collect());
         let times = vec![t.at_ms; commit.events.len()];
         let preparer = Preparer {
             state: &self.state,
@@ -346,13 +330,10 @@ impl Ledger {
     /// let dir = tempfile::tempdir().unwrap();
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// for text in ["keep this", "my password is hunter2", "keep this too"] {
-    ///     ledger.commit(&NewCommit {
-    ///         id: None,
-    ///         events: vec![
-    ///             EventBody::User { text: text.into() },
-    ///             EventBody::Assistant { text: "ok".into() },
-    ///         ],
-    ///     })?;
+    ///     ledger.commit(&NewCommit::new(vec![
+    ///         EventBody::User { text: text.into() },
+    ///         EventBody::Assistant { text: "ok".into() },
+    ///     ]))?;
     /// }
     /// // Seq 4 is asked for; its whole turn (3-4) is erased.
     /// let report = ledger.erase(4..=4, "secret shared by mistake")?;
@@ -395,16 +376,11 @@ impl Ledger {
         }
     }
 
-    fn commit_from(
-        &mut self,
-        commit: &NewCommit,
-        times: &[Option<i64>],
-        origin: Origin,
-    ) -> Result<CommitReceipt> {
+    fn commit_from(&mut self, commit: &NewCommit, origin: Origin) -> Result<CommitReceipt> {
         self.check_usable()?;
         let mark = self.state.mark();
         let cached = (self.turn.clone(), self.last_ms);
-        let staged = self.stage(commit, times, origin)?;
+        let staged = self.stage(commit, origin)?;
         if staged.receipt.replayed {
             return Ok(staged.receipt);
         }
@@ -429,14 +405,13 @@ impl Ledger {
     /// # fn main() -> ctxlog_ledger::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
-    /// let turn = |text: &str| NewCommit {
-    ///     id: None,
-    ///     events: vec![
+    /// let turn = |text: &str| {
+    ///     NewCommit::new(vec![
     ///         EventBody::User { text: text.into() },
     ///         EventBody::Assistant { text: "ok".into() },
-    ///     ],
+    ///     ])
     /// };
-    /// let empty = NewCommit { id: None, events: vec![] };
+    /// let empty = NewCommit::new(vec![]);
     /// let results = ledger.commit_batch(&[turn("one"), empty, turn("two")])?;
     /// assert_eq!(results[0].as_ref().unwrap().last_seq, 2);
     /// assert!(results[1].is_err()); // refused alone
@@ -450,25 +425,13 @@ impl Ledger {
     /// log is cut back, a failed sync poisons the writer): then no commit of the batch is
     /// acknowledged. [`Error::Poisoned`] before anything is done. Each inner error is one
     /// commit's refusal, with nothing of it written.
-    pub fn commit_batch(&mut self, commits: &[NewCommit]) -> Result<Vec<Result<CommitReceipt>>> {
-        let timed: Vec<(&NewCommit, &[Option<i64>])> =
-            commits.iter().map(|c| (c, &[][..])).collect();
-        self.commit_batch_timed(&timed)
-    }
-
-    /// [`Ledger::commit_batch`] with original times: each commit's times as
-    /// [`Ledger::commit_timed`] takes them (an empty slice: the clock).
-    ///
-    /// # Errors
-    /// As [`Ledger::commit_batch`]; a commit whose explicit time is earlier than the event
-    /// before it (the batch's earlier commits included) is refused alone.
-    pub fn commit_batch_timed(
+    pub fn commit_batch<C: Borrow<NewCommit>>(
         &mut self,
-        commits: &[(&NewCommit, &[Option<i64>])],
+        commits: &[C],
     ) -> Result<Vec<Result<CommitReceipt>>> {
         self.check_usable()?;
         // Load every cache before staging: staged events are not in the log yet.
-        if commits.iter().any(|(c, _)| c.id.is_some()) {
+        if commits.iter().any(|c| c.borrow().id.is_some()) {
             self.ids()?;
         }
         self.turn_state()?;
@@ -477,8 +440,8 @@ impl Ledger {
         let cached = (self.turn.clone(), self.last_ms);
         let mut results = Vec::with_capacity(commits.len());
         let (mut bytes, mut artifacts) = (Vec::new(), Vec::new());
-        for (commit, times) in commits {
-            match self.stage(commit, times, Origin::Application) {
+        for commit in commits {
+            match self.stage(commit.borrow(), Origin::Application) {
                 Ok(staged) => {
                     bytes.extend_from_slice(&staged.bytes);
                     artifacts.extend(staged.artifacts);
@@ -495,13 +458,8 @@ impl Ledger {
 
     /// Checks `commit` and applies it to the in-memory state ahead of its write (a repeated
     /// id is answered without staging anything). On error nothing is staged.
-    fn stage(
-        &mut self,
-        commit: &NewCommit,
-        times: &[Option<i64>],
-        origin: Origin,
-    ) -> Result<Staged> {
-        let key = rules::idempotency_key(commit, times)?;
+    fn stage(&mut self, commit: &NewCommit, origin: Origin) -> Result<Staged> {
+        let key = rules::idempotency_key(commit)?;
         if let (Some(id), Some(key)) = (&commit.id, &key)
             && let Some(receipt) = self.replay(id, key)?
         {
@@ -513,7 +471,7 @@ impl Ledger {
         }
         let state = self.turn_state()?.clone();
         let last_ms = self.last_ms()?;
-        let times = rules::resolve_times(commit.events.len(), times, last_ms, now_ms())?;
+        let times = rules::resolve_times(commit.events.len(), &commit.times, last_ms, now_ms())?;
         let next = self.state.last_seq() + 1;
         let kind_of = |seq: u64| self.state.kind(seq);
         let new_state = validate::check_events(&commit.events, &state, next, origin, &kind_of)?;
@@ -580,15 +538,9 @@ impl Ledger {
     /// The receipt of an earlier commit with this id, or a conflict.
     fn replay(&mut self, id: &str, key: &([u8; 32], [u8; 32])) -> Result<Option<CommitReceipt>> {
         let ids = self.ids()?;
-        match ids.get(&key.0) {
-            None => Ok(None),
-            Some(e) if e.digest == key.1 => Ok(Some(CommitReceipt {
-                first_seq: e.first_seq,
-                last_seq: e.last_seq,
-                replayed: true,
-            })),
-            Some(_) => Err(Error::Conflict { id: id.to_string() }),
-        }
+        ids.get(&key.0)
+            .map(|e| rules::replay(id, &key.1, &e.digest, (e.first_seq, e.last_seq)))
+            .transpose()
     }
 
     /// The idempotency table, loaded on first use (one read of `commits.idx`, or one scan of

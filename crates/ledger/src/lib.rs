@@ -11,13 +11,11 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let (mut ledger, recovery) = Ledger::open(dir.path(), &Options::default())?;
 //! assert!(recovery.is_clean());
-//! let turn = NewCommit {
-//!     id: Some("turn-1".into()),
-//!     events: vec![
-//!         EventBody::User { text: "My project code is ZX-81.".into() },
-//!         EventBody::Assistant { text: "Noted.".into() },
-//!     ],
-//! };
+//! let turn = NewCommit::new(vec![
+//!     EventBody::User { text: "My project code is ZX-81.".into() },
+//!     EventBody::Assistant { text: "Noted.".into() },
+//! ])
+//! .with_id("turn-1");
 //! let receipt = ledger.commit(&turn)?;
 //! assert_eq!((receipt.first_seq, receipt.last_seq), (1, 2));
 //! // The same id and content again: the original receipt, nothing written.

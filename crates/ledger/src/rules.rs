@@ -7,6 +7,7 @@
 
 use std::ops::RangeInclusive;
 
+use crate::CommitReceipt;
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, Event, EventBody, EventKind, NewCommit};
 use crate::options::Options;
@@ -49,20 +50,39 @@ pub fn syncs(options: &Options) -> bool {
 ///
 /// # Errors
 /// [`Error::InvalidCommit`].
-pub fn idempotency_key(
-    commit: &NewCommit,
-    times: &[Option<i64>],
-) -> Result<Option<([u8; 32], [u8; 32])>> {
+pub fn idempotency_key(commit: &NewCommit) -> Result<Option<([u8; 32], [u8; 32])>> {
     match &commit.id {
         None => Ok(None),
         Some(id) => {
             crate::validate::check_id(id)?;
             Ok(Some((
                 commit_id_hash(id),
-                crate::digest::commit_digest(&commit.events, times)?,
+                crate::digest::commit_digest(commit)?,
             )))
         }
     }
+}
+
+/// The answer to a commit carrying `id` when that id is already stored with `stored_digest`
+/// over seqs `seqs`: the original receipt (nothing written) when `digest`, the new content's,
+/// is the same; [`Error::Conflict`] otherwise.
+///
+/// # Errors
+/// [`Error::Conflict`].
+pub fn replay(
+    id: &str,
+    digest: &[u8],
+    stored_digest: &[u8],
+    seqs: (u64, u64),
+) -> Result<CommitReceipt> {
+    if digest != stored_digest {
+        return Err(Error::Conflict { id: id.to_string() });
+    }
+    Ok(CommitReceipt {
+        first_seq: seqs.0,
+        last_seq: seqs.1,
+        replayed: true,
+    })
 }
 
 /// The hash an idempotency id is stored and looked up under: SHA-256 of its bytes.

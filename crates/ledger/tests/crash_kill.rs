@@ -5,7 +5,7 @@
 //! recovers the torn tail, if any, and continues. The test re-executes its own binary as a
 //! child process that commits in a loop and prints each receipt, kills it at random moments
 //! for 25 rounds, and checks the ledger after each kill. The same holds with group commit
-//! ([`Ledger::commit_batch_timed`]: several commits written by one append and one sync, as
+//! ([`Ledger::commit_batch`]: several commits written by one append and one sync, as
 //! the facade's queue hands them over), where some commits of a batch are refused and must
 //! not take their neighbours down.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -48,6 +48,7 @@ fn commit_for(id: u64) -> NewCommit {
     NewCommit {
         id: Some(format!("commit-{id}")),
         events,
+        ..Default::default()
     }
 }
 
@@ -99,9 +100,7 @@ fn group_crash_child() {
                 commit
             })
             .collect();
-        let batch: Vec<(&NewCommit, &[Option<i64>])> =
-            commits.iter().map(|c| (c, &[][..])).collect();
-        let results = ledger.commit_batch_timed(&batch).unwrap();
+        let results = ledger.commit_batch(&commits).unwrap();
         for (id, result) in ids.into_iter().zip(results) {
             if refused(id) {
                 assert!(result.is_err(), "empty commit {id} refused");

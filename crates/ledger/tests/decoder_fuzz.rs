@@ -34,6 +34,7 @@ fn base() -> (MemStorage, Vec<Event>) {
         .commit(&NewCommit {
             id: Some("one".into()),
             events: turn(1).events,
+            ..Default::default()
         })
         .unwrap();
     ledger.commit(&commit(vec![note("n")])).unwrap();
@@ -46,6 +47,7 @@ fn base() -> (MemStorage, Vec<Event>) {
                 result("c", &"r".repeat(600)),
                 assistant("ok"),
             ],
+            ..Default::default()
         })
         .unwrap();
     ledger.commit(&turn(3)).unwrap();
@@ -143,7 +145,7 @@ proptest! {
             Ok((mut ledger, _)) => {
                 check_view(&ledger, &truth);
                 // The writer keeps working (or refuses with a typed error).
-                let r = ledger.commit(&NewCommit { id: Some("one".into()), events: turn(1).events });
+                let r = ledger.commit(&NewCommit { id: Some("one".into()), events: turn(1).events, ..Default::default() });
                 if let Err(e) = r {
                     assert!(typed(&e) || matches!(e, Error::InvalidCommit { .. }), "{e:?}");
                 }

@@ -47,6 +47,7 @@ fn build(ledger: &mut Ledger) {
             result("c1", &big),
             assistant(&format!("noted {SECRET}")),
         ],
+        ..Default::default()
     };
     ledger.commit(&secret_turn).unwrap();
     ledger.commit(&turn(3)).unwrap();
@@ -64,6 +65,7 @@ fn secret_turn() -> NewCommit {
             ),
             assistant(&format!("noted {SECRET}")),
         ],
+        ..Default::default()
     }
 }
 
@@ -152,6 +154,7 @@ fn a_commit_cut_by_the_range_is_reframed() {
     let mixed = NewCommit {
         id: Some("mixed".into()),
         events: vec![assistant("b"), user(SECRET), assistant("c")],
+        ..Default::default()
     };
     ledger.commit(&mixed).unwrap();
     ledger
@@ -469,12 +472,14 @@ fn kept_ids_replay_at_their_seqs_and_erased_ids_are_gone() {
     let keep = NewCommit {
         id: Some("keep".into()),
         events: vec![user("k"), assistant("k")],
+        ..Default::default()
     };
     ledger.commit(&keep).unwrap();
     ledger.commit(&secret_turn()).unwrap();
     let later = NewCommit {
         id: Some("later".into()),
         events: vec![user("l"), assistant("l")],
+        ..Default::default()
     };
     ledger.commit(&later).unwrap();
     ledger.erase(3..=3, "x").unwrap();
@@ -684,6 +689,7 @@ fn a_commit_cut_on_both_sides_is_reframed_into_two() {
             user("d"),
             assistant("e"),
         ],
+        ..Default::default()
     };
     ledger.commit(&one).unwrap();
     let report = ledger.erase(4..=4, "middle").unwrap();

@@ -15,10 +15,7 @@ use ctxlog_ledger::{Ledger, LedgerRead, NewCommit, Options};
 const FAR_FUTURE_MS: i64 = 4_102_444_800_000; // 2100-01-01
 
 fn two(text: &str) -> NewCommit {
-    NewCommit {
-        id: None,
-        events: vec![user(text), assistant("ok")],
-    }
+    NewCommit::new(vec![user(text), assistant("ok")])
 }
 
 #[test]
@@ -26,12 +23,12 @@ fn times_are_kept_and_never_go_backwards() {
     let dir = tempfile::tempdir().unwrap();
     let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
     ledger
-        .commit_timed(&two("old"), &[Some(1_000), Some(2_000)])
+        .commit(&two("old").with_times(vec![Some(1_000), Some(2_000)]))
         .unwrap();
     let before = snapshot_dir(dir.path());
     // Earlier than the last event: refused, nothing written.
     let err = ledger
-        .commit_timed(&two("older"), &[Some(1_999)])
+        .commit(&two("older").with_times(vec![Some(1_999)]))
         .unwrap_err()
         .to_string();
     assert!(
@@ -40,7 +37,7 @@ fn times_are_kept_and_never_go_backwards() {
     );
     // Earlier than the event before it in the same commit.
     let err = ledger
-        .commit_timed(&two("x"), &[Some(5_000), Some(4_999)])
+        .commit(&two("x").with_times(vec![Some(5_000), Some(4_999)]))
         .unwrap_err()
         .to_string();
     assert!(
@@ -50,20 +47,22 @@ fn times_are_kept_and_never_go_backwards() {
     // More times than events.
     assert!(
         ledger
-            .commit_timed(&two("x"), &[Some(5_000), None, None])
+            .commit(&two("x").with_times(vec![Some(5_000), None, None]))
             .is_err()
     );
     assert_eq!(snapshot_dir(dir.path()), before);
 
     // An event without a time after a timed one takes the clock.
-    ledger.commit_timed(&two("mixed"), &[Some(3_000)]).unwrap();
+    ledger
+        .commit(&two("mixed").with_times(vec![Some(3_000)]))
+        .unwrap();
     let e = ledger.events(3..=4).unwrap();
     assert_eq!(e[0].ts_ms, 3_000);
     assert!(e[1].ts_ms > 1_600_000_000_000, "{}", e[1].ts_ms);
 
     // A time in the future: later live commits keep it (the clock is behind the last event).
     ledger
-        .commit_timed(&two("future"), &[Some(FAR_FUTURE_MS)])
+        .commit(&two("future").with_times(vec![Some(FAR_FUTURE_MS)]))
         .unwrap();
     ledger.commit(&two("live")).unwrap();
     let times: Vec<i64> = ledger
@@ -80,7 +79,7 @@ fn times_are_kept_and_never_go_backwards() {
     let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
     assert!(
         ledger
-            .commit_timed(&two("late"), &[Some(FAR_FUTURE_MS - 1)])
+            .commit(&two("late").with_times(vec![Some(FAR_FUTURE_MS - 1)]))
             .is_err()
     );
     ledger.commit(&two("live again")).unwrap();

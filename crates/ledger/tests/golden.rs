@@ -31,10 +31,7 @@ fn artifact_text() -> String {
 
 fn commits() -> Vec<NewCommit> {
     vec![
-        NewCommit {
-            id: None,
-            events: vec![note("The project code is ZX-81.")],
-        },
+        NewCommit::new(vec![note("The project code is ZX-81.")]),
         NewCommit {
             id: Some("turn-1".into()),
             events: vec![
@@ -43,6 +40,7 @@ fn commits() -> Vec<NewCommit> {
                 result("c1", &artifact_text()),
                 assistant("Built."),
             ],
+            ..Default::default()
         },
     ]
 }
@@ -225,15 +223,13 @@ fn timed_dir() -> PathBuf {
 /// 1:56 pm on 8 May 2023, UTC.
 const MAY_2023_MS: i64 = 1_683_554_160_000;
 
-fn timed_commit() -> (NewCommit, Vec<Option<i64>>) {
-    let commit = NewCommit {
-        id: Some("import-1".into()),
-        events: vec![
-            user("Hey Mel! Good to see you!"),
-            assistant("Hey Caroline! Good to see you too."),
-        ],
-    };
-    (commit, vec![Some(MAY_2023_MS), Some(MAY_2023_MS + 30_000)])
+fn timed_commit() -> NewCommit {
+    NewCommit::new(vec![
+        user("Hey Mel! Good to see you!"),
+        assistant("Hey Caroline! Good to see you too."),
+    ])
+    .with_id("import-1")
+    .with_times(vec![Some(MAY_2023_MS), Some(MAY_2023_MS + 30_000)])
 }
 
 /// Writes the timed golden ledger, like [`write_golden`]:
@@ -250,8 +246,7 @@ fn write_timed_golden() {
         "golden files are frozen; add a new version instead"
     );
     let (mut ledger, _) = Ledger::open(&dir, &options()).unwrap();
-    let (commit, times) = timed_commit();
-    ledger.commit_timed(&commit, &times).unwrap();
+    ledger.commit(&timed_commit()).unwrap();
     ledger.commit(&turn(1)).unwrap();
     std::fs::write(dir.join(LEDGER_ID_FILE), ledger.ledger_id()).unwrap();
     drop(ledger);
@@ -276,25 +271,27 @@ fn the_timed_golden_ledger_keeps_each_events_time_and_replays_its_id() {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&dir, tmp.path());
     let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
-    let (commit, times) = timed_commit();
-    assert!(ledger.commit_timed(&commit, &times).unwrap().replayed);
+    let commit = timed_commit();
+    assert!(ledger.commit(&commit).unwrap().replayed);
     // The same id with other times is another content.
-    let other = [Some(MAY_2023_MS), Some(MAY_2023_MS + 1)];
+    let other = vec![Some(MAY_2023_MS), Some(MAY_2023_MS + 1)];
     assert!(matches!(
-        ledger.commit_timed(&commit, &other),
+        ledger.commit(&commit.clone().with_times(other)),
         Err(ctxlog_ledger::Error::Conflict { .. })
     ));
     // Without times the digest is the one commits had before times existed: also another.
-    assert!(ledger.commit(&commit).is_err());
+    assert!(ledger.commit(&commit.with_times(vec![])).is_err());
 }
 
-/// The v1 golden (written before explicit times) still replays its id through the timed
-/// entry point when no time is given: no-time digests did not change.
+/// The v1 golden (written before explicit times) still replays its id when every event's
+/// time is `None`: no-time digests did not change.
 #[test]
 fn a_commit_without_times_digests_as_before() {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&golden_dir(), tmp.path());
     let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
-    let replay = ledger.commit_timed(&commits()[1], &[None, None]).unwrap();
+    let replay = ledger
+        .commit(&commits()[1].clone().with_times(vec![None, None]))
+        .unwrap();
     assert!(replay.replayed);
 }

@@ -10,7 +10,7 @@
 //! batch and leaves the log and the writer's state as before it (no commit of it
 //! acknowledged); a thread that dies inside the batch's write leaves nothing of it for the
 //! next open. This is the ledger half of the facade's group commit (`Store` queues the
-//! commits of many threads and hands them to `Ledger::commit_batch_timed`).
+//! commits of many threads and hands them to `Ledger::commit_batch`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -19,8 +19,7 @@ use std::sync::Arc;
 
 use common::*;
 use ctxlog_ledger::{
-    CommitReceipt, Error, FaultPlan, FaultyStorage, Ledger, LedgerRead, MemStorage, NewCommit,
-    Options, Result, Storage,
+    Error, FaultPlan, FaultyStorage, Ledger, LedgerRead, MemStorage, NewCommit, Options, Storage,
 };
 
 fn with_id(id: &str, c: NewCommit) -> NewCommit {
@@ -134,12 +133,6 @@ fn a_failed_batch_write_or_sync_acknowledges_nothing_and_changes_nothing() {
     }
 }
 
-/// Commits the batch with the clock's times, as the facade's queue does.
-fn commit_untimed(ledger: &mut Ledger, batch: &[NewCommit]) -> Result<Vec<Result<CommitReceipt>>> {
-    let timed: Vec<(&NewCommit, &[Option<i64>])> = batch.iter().map(|c| (c, &[][..])).collect();
-    ledger.commit_batch_timed(&timed)
-}
-
 fn log_storage() -> (FaultyStorage<Arc<dyn Storage>>, Arc<dyn Storage>) {
     let faulty = FaultyStorage::new(Arc::new(MemStorage::new()) as Arc<dyn Storage>);
     let s: Arc<dyn Storage> = Arc::new(faulty.clone());
@@ -159,7 +152,7 @@ fn a_batch_is_one_append_and_one_sync_of_the_log() {
         .map(|i| with_id(&format!("b{i}"), turn(i)))
         .collect();
     batch.push(commit(vec![])); // refused: costs no write of its own
-    let results = commit_untimed(&mut ledger, &batch).unwrap();
+    let results = ledger.commit_batch(&batch).unwrap();
     assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 24);
     let plan = faulty.plan();
     assert_eq!((plan.writes, plan.syncs), (1, 1), "{plan:?}");
@@ -180,7 +173,7 @@ fn each_commit_of_a_batch_gets_its_own_receipt() {
             .zip(0..)
             .map(|(id, t)| with_id(id, turn(t * 100 + b)))
             .collect();
-        let results = commit_untimed(&mut ledger, &batch).unwrap();
+        let results = ledger.commit_batch(&batch).unwrap();
         for (id, r) in ids.into_iter().zip(results) {
             let r = r.unwrap();
             assert!(!r.replayed);
@@ -222,7 +215,7 @@ fn a_thread_dying_inside_a_batch_leaves_nothing_of_it() {
     let batch = [with_id("x", commit(vec![user("q"), call("c7")])), turn(2)];
     let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         let mut held = ledger;
-        commit_untimed(&mut held, &batch)
+        held.commit_batch(&batch)
     }));
     assert!(died.is_err(), "the thread died inside the batch");
     assert_eq!(faulty.plan().fired, 1);
@@ -236,19 +229,18 @@ fn a_thread_dying_inside_a_batch_leaves_nothing_of_it() {
     assert!(ctxlog_ledger::verify_with(s).unwrap().is_clean());
 }
 
-/// `commit_batch_timed` keeps each commit's original times, checked against the batch's
+/// A batch keeps each commit's original times, checked against the batch's
 /// earlier commits: a time before the event before it is refused alone.
 #[test]
 fn a_timed_batch_keeps_each_commits_times_and_refuses_a_backwards_one_alone() {
     let dir = tempfile::tempdir().unwrap();
     let (mut ledger, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
     let t0 = 1_683_554_160_000;
-    let (a, b, c) = (turn(1), turn(2), turn(3));
     let results = ledger
-        .commit_batch_timed(&[
-            (&a, &[Some(t0), Some(t0 + 1)][..]),
-            (&b, &[Some(t0 - 5)][..]), // before the batch's previous commit
-            (&c, &[Some(t0 + 10)][..]),
+        .commit_batch(&[
+            turn(1).with_times(vec![Some(t0), Some(t0 + 1)]),
+            turn(2).with_times(vec![Some(t0 - 5)]), // before the batch's previous commit
+            turn(3).with_times(vec![Some(t0 + 10)]),
         ])
         .unwrap();
     assert_eq!(results[0].as_ref().unwrap().first_seq, 1);

@@ -112,6 +112,7 @@ impl World {
         NewCommit {
             id: id.map(|i| format!("id-{i}")),
             events: shaped(shape, if shape == 3 { 0 } else { self.counter }),
+            ..Default::default()
         }
     }
 

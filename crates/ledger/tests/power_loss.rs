@@ -89,6 +89,7 @@ impl World {
         let c = NewCommit {
             id: Some(format!("id{}", self.n)),
             events: shaped(shape, self.n),
+            ..Default::default()
         };
         self.ledger.as_mut().unwrap().commit(&c).unwrap();
         self.acked.push(c.events);
@@ -96,10 +97,7 @@ impl World {
 
     fn fail_sync(&mut self) {
         self.n += 1;
-        let c = NewCommit {
-            id: None,
-            events: shaped(0, self.n),
-        };
+        let c = NewCommit::new(shaped(0, self.n));
         self.faulty.set_plan(FaultPlan {
             fail_sync: Some(0),
             only_files: Some("ledger.log".into()),
@@ -272,6 +270,7 @@ fn a_commit_found_unsynced_at_open_is_made_durable_before_it_is_acknowledged() {
     let retried = NewCommit {
         id: Some("x".into()),
         events: turn(2).events,
+        ..Default::default()
     };
     {
         // The killed process: its records reached the page cache, its sync never ran and

@@ -226,6 +226,7 @@ fn an_id_in_a_cut_tail_is_not_remembered() {
     let retry = ctxlog_ledger::NewCommit {
         id: Some("x".into()),
         events: vec![user("hello")],
+        ..Default::default()
     };
     let digest = sha2::Sha256::digest(serde_json::to_vec(&retry.events).unwrap());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();

@@ -266,6 +266,9 @@ struct Row {
     artifact: Option<String>,
 }
 
+/// A stored commit's content digest and its first and last seq.
+type StoredCommit = (Vec<u8>, (u64, u64));
+
 impl PgLedger {
     /// Opens `name`: loads its index. `Ok(None)` when it does not exist.
     pub(crate) fn open(
@@ -370,8 +373,8 @@ impl PgLedger {
         Ok(index)
     }
 
-    fn commit_tx(&mut self, commit: &NewCommit, times: &[Option<i64>]) -> Result<CommitReceipt> {
-        let key = rules::idempotency_key(commit, times)?;
+    fn commit_tx(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
+        let key = rules::idempotency_key(commit)?;
         let db = self.db.clone();
         let mut conn = db.conn()?;
         let (mut tx, cache) = conn.begin(&db, TxMode::Write { sync: self.sync })?;
@@ -381,70 +384,19 @@ impl PgLedger {
             db: &db,
         };
         let mut index = self.lock_for_write(&mut q)?;
-        if let Some((id_hash, digest)) = &key {
-            let rows = q.query(
-                "SELECT digest, first_seq, last_seq FROM {s}.commits
-                 WHERE conversation = $1 AND id_hash = $2",
-                &[&self.name, &id_hash.as_slice()],
-            )?;
-            if let Some(row) = rows.first() {
-                let stored: &[u8] = row.get(0);
-                drop(tx);
-                self.index = index;
-                if stored != digest.as_slice() {
-                    return Err(Error::Conflict {
-                        id: commit.id.clone().unwrap_or_default(),
-                    });
-                }
-                return Ok(CommitReceipt {
-                    first_seq: row.get::<_, i64>(1) as u64,
-                    last_seq: row.get::<_, i64>(2) as u64,
-                    replayed: true,
-                });
-            }
+        if let Some((id_hash, digest)) = &key
+            && let Some((stored, seqs)) = self.stored_commit(&mut q, id_hash)?
+        {
+            drop(tx);
+            self.index = index;
+            let id = commit.id.as_deref().unwrap_or_default();
+            return rules::replay(id, digest, &stored, seqs);
         }
         let next = index.last_seq() + 1;
-        let open_turn = match index.user_seqs.last() {
-            Some(&start) => q.raw_events(&self.name, start..=index.last_seq())?,
-            None => Vec::new(),
-        };
-        let kinds = index.kinds.clone();
-        let kind_of = |seq: u64| kinds.get((seq as usize).wrapping_sub(1)).copied();
-        rules::check_commit(commit, &open_turn, next, &kind_of)?;
-        self.check_artifact_refs(&mut q, commit)?;
-        let (rows, artifacts) = self.encode(commit, next)?;
-        let records: u64 = rows.iter().map(|r| u64::from(r.len)).sum();
-        let artifact_bytes: u64 = artifacts.iter().map(|a| a.len() as u64).sum();
-        rules::check_commit_size(&self.caps, records, artifact_bytes, index.bytes)?;
-        for a in &artifacts {
-            let name = ctxlog_ledger::artifact_name(a);
-            q.exec(
-                "INSERT INTO {s}.artifacts (conversation, name, content) VALUES ($1, $2, $3)
-                 ON CONFLICT DO NOTHING",
-                &[&self.name, &name, a],
-            )?;
-        }
-        let stamps = rules::resolve_times(rows.len(), times, index.last_ts_ms, rules::now_ms())?;
-        let ts = stamps.last().copied().unwrap_or(index.last_ts_ms);
-        for (r, ts) in rows.iter().zip(&stamps) {
-            let kind = r.kind.as_byte();
-            let crc = row_crc(r.seq, kind, *ts, &r.payload) as i32;
-            q.exec(
-                "INSERT INTO {s}.events
-                 (conversation, seq, kind, ts_ms, record_len, artifact, payload, crc)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                &[
-                    &self.name,
-                    &(r.seq as i64),
-                    &i16::from(kind),
-                    ts,
-                    &(r.len as i32),
-                    &r.artifact,
-                    &r.payload,
-                    &crc,
-                ],
-            )?;
-        }
+        let rows = self.checked_rows(&mut q, &index, commit, next)?;
+        let stamps =
+            rules::resolve_times(rows.len(), &commit.times, index.last_ts_ms, rules::now_ms())?;
+        self.insert_events(&mut q, &rows, &stamps)?;
         let last = next + rows.len() as u64 - 1;
         if let Some((id_hash, digest)) = &key {
             q.exec(
@@ -459,7 +411,8 @@ impl PgLedger {
                 ],
             )?;
         }
-        let bytes = index.bytes + records;
+        let bytes = index.bytes + rows.iter().map(|r| u64::from(r.len)).sum::<u64>();
+        let ts = stamps.last().copied().unwrap_or(index.last_ts_ms);
         q.exec(
             "UPDATE {s}.conversations SET last_seq = $2, bytes = $3, last_ts_ms = $4 WHERE name = $1",
             &[&self.name, &(last as i64), &(bytes as i64), &ts],
@@ -481,6 +434,84 @@ impl PgLedger {
             last_seq: last,
             replayed: false,
         })
+    }
+
+    /// The digest and seqs of the commit stored under `id_hash`, if any.
+    fn stored_commit<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        id_hash: &[u8; 32],
+    ) -> Result<Option<StoredCommit>> {
+        let rows = q.query(
+            "SELECT digest, first_seq, last_seq FROM {s}.commits
+             WHERE conversation = $1 AND id_hash = $2",
+            &[&self.name, &id_hash.as_slice()],
+        )?;
+        Ok(rows.first().map(|row| {
+            let seqs = (row.get::<_, i64>(1) as u64, row.get::<_, i64>(2) as u64);
+            (row.get::<_, Vec<u8>>(0), seqs)
+        }))
+    }
+
+    /// Checks `commit` against the conversation as `index` has it (the ledger's rules: the
+    /// turn, the caps, its artifact references), stores its large outputs as artifacts and
+    /// returns its rows, numbered from `next`.
+    fn checked_rows<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        index: &Index,
+        commit: &NewCommit,
+        next: u64,
+    ) -> Result<Vec<Row>> {
+        let open_turn = match index.user_seqs.last() {
+            Some(&start) => q.raw_events(&self.name, start..=index.last_seq())?,
+            None => Vec::new(),
+        };
+        let kind_of = |seq: u64| index.kinds.get((seq as usize).wrapping_sub(1)).copied();
+        rules::check_commit(commit, &open_turn, next, &kind_of)?;
+        self.check_artifact_refs(q, commit)?;
+        let (rows, artifacts) = self.encode(commit, next)?;
+        let records: u64 = rows.iter().map(|r| u64::from(r.len)).sum();
+        let artifact_bytes: u64 = artifacts.iter().map(|a| a.len() as u64).sum();
+        rules::check_commit_size(&self.caps, records, artifact_bytes, index.bytes)?;
+        for a in &artifacts {
+            let name = ctxlog_ledger::artifact_name(a);
+            q.exec(
+                "INSERT INTO {s}.artifacts (conversation, name, content) VALUES ($1, $2, $3)
+                 ON CONFLICT DO NOTHING",
+                &[&self.name, &name, a],
+            )?;
+        }
+        Ok(rows)
+    }
+
+    /// Inserts `rows` with their times `stamps`, each with its checksum.
+    fn insert_events<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        rows: &[Row],
+        stamps: &[i64],
+    ) -> Result<()> {
+        for (r, ts) in rows.iter().zip(stamps) {
+            let kind = r.kind.as_byte();
+            let crc = row_crc(r.seq, kind, *ts, &r.payload) as i32;
+            q.exec(
+                "INSERT INTO {s}.events
+                 (conversation, seq, kind, ts_ms, record_len, artifact, payload, crc)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[
+                    &self.name,
+                    &(r.seq as i64),
+                    &i16::from(kind),
+                    ts,
+                    &(r.len as i32),
+                    &r.artifact,
+                    &r.payload,
+                    &crc,
+                ],
+            )?;
+        }
+        Ok(())
     }
 
     /// A caller-supplied artifact reference must name an artifact of this conversation with
@@ -589,6 +620,48 @@ impl PgLedger {
         (covered == to - from + 1).then_some((from, to))
     }
 
+    /// Deletes the events of each run and writes its tombstone and placeholders in their
+    /// place (the ids of commits inside a run are forgotten); returns the record bytes
+    /// deleted, the bytes written and the events erased.
+    fn replace_runs<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        runs: &[(u64, u64)],
+        reason: &str,
+    ) -> Result<(i64, u64, u64)> {
+        let at_ms = rules::now_ms();
+        let reason = rules::erase_reason(reason);
+        let (mut old_bytes, mut new_bytes, mut events) = (0i64, 0u64, 0u64);
+        for &(a, b) in runs {
+            let (first, last) = (a as i64, b as i64);
+            old_bytes += q
+                .query(
+                    "SELECT coalesce(sum(record_len), 0)::bigint FROM {s}.events
+                     WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
+                    &[&self.name, &first, &last],
+                )?
+                .first()
+                .map_or(0, |r| r.get::<_, i64>(0));
+            q.exec(
+                "DELETE FROM {s}.events WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
+                &[&self.name, &first, &last],
+            )?;
+            let run = rules::Tombstone {
+                from: a,
+                to: b,
+                at_ms,
+                reason: reason.to_string(),
+            };
+            new_bytes += insert_run(q, &self.name, &run)?;
+            q.exec(
+                "DELETE FROM {s}.commits WHERE conversation = $1 AND first_seq <= $3 AND last_seq >= $2",
+                &[&self.name, &first, &last],
+            )?;
+            events += b - a + 1;
+        }
+        Ok((old_bytes, new_bytes, events))
+    }
+
     fn erase_tx(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
         let db = self.db.clone();
         let mut conn = db.conn()?;
@@ -624,36 +697,7 @@ impl PgLedger {
         // Earlier tombstones inside the range stay as written (SPEC E6): only the live runs
         // between them are deleted and replaced by a tombstone each.
         let runs = rules::live_runs((from, to), &leads);
-        let at_ms = rules::now_ms();
-        let reason = rules::erase_reason(reason);
-        let (mut old_bytes, mut new_bytes, mut events) = (0i64, 0u64, 0u64);
-        for &(a, b) in &runs {
-            let (first, last) = (a as i64, b as i64);
-            old_bytes += q
-                .query(
-                    "SELECT coalesce(sum(record_len), 0)::bigint FROM {s}.events
-                     WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
-                    &[&self.name, &first, &last],
-                )?
-                .first()
-                .map_or(0, |r| r.get::<_, i64>(0));
-            q.exec(
-                "DELETE FROM {s}.events WHERE conversation = $1 AND seq >= $2 AND seq <= $3",
-                &[&self.name, &first, &last],
-            )?;
-            let run = rules::Tombstone {
-                from: a,
-                to: b,
-                at_ms,
-                reason: reason.to_string(),
-            };
-            new_bytes += insert_run(&mut q, &self.name, &run)?;
-            q.exec(
-                "DELETE FROM {s}.commits WHERE conversation = $1 AND first_seq <= $3 AND last_seq >= $2",
-                &[&self.name, &first, &last],
-            )?;
-            events += b - a + 1;
-        }
+        let (old_bytes, new_bytes, events) = self.replace_runs(&mut q, &runs, reason)?;
         let mut erased = leads.clone();
         erased.extend(&runs);
         erased.sort_unstable();
@@ -868,10 +912,7 @@ impl LedgerView for PgLedger {
 
 impl LedgerWriter for PgLedger {
     fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
-        self.commit_tx(commit, &[])
-    }
-    fn commit_timed(&mut self, commit: &NewCommit, times: &[Option<i64>]) -> Result<CommitReceipt> {
-        self.commit_tx(commit, times)
+        self.commit_tx(commit)
     }
     fn commit_seqs(&mut self, id: &str) -> Result<Option<(u64, u64)>> {
         let id_hash = rules::commit_id_hash(id);

@@ -129,27 +129,16 @@ impl PyStore {
         })
     }
 
-    /// Applies a retention policy to every conversation (see `Conversation.gc`); returns
-    /// `{"dry_run", "policy", "conversations": [...], "seqs_removed", "bytes_freed"}`.
-    #[pyo3(signature = (*, older_than = None, keep_turns = None, max_bytes = None,
-        include_pinned = false, dry_run = false))]
+    /// Applies a retention policy to every conversation (see `Conversation.gc`, which takes
+    /// the same keyword arguments); returns `{"dry_run", "policy", "conversations": [...],
+    /// "seqs_removed", "bytes_freed"}`.
+    #[pyo3(signature = (**options))]
     fn gc<'py>(
         &self,
         py: Python<'py>,
-        older_than: Option<String>,
-        keep_turns: Option<u64>,
-        max_bytes: Option<u64>,
-        include_pinned: bool,
-        dry_run: bool,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = GcRequest {
-            conversation: None,
-            older_than,
-            keep_turns,
-            max_bytes,
-            include_pinned,
-            dry_run,
-        };
+        let request: GcRequest = request(None, options, None)?;
         let response = call(py, &self.shared, move |s| s.gc(&request))?;
         json::to_py(py, &response)
     }
@@ -239,14 +228,14 @@ struct PyConversation {
     name: String,
 }
 
-/// The request of `project` and `project_dict`: the keyword arguments are the fields of
-/// [`ProjectRequest`] (the server's projection request body), read by serde like every
-/// other front end's; `None` means the field's default.
-fn project_request(
-    conversation: &str,
-    input: Option<String>,
+/// An operation's request from a call's keyword arguments (and `extra` fields): they are the
+/// fields of the request type (the server's request body), read by serde like every other
+/// front end's, for `conversation` (`None`: store-wide); `None` means the field's default.
+fn request<T: serde::de::DeserializeOwned>(
+    conversation: Option<&str>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<ProjectRequest> {
+    extra: Option<(&str, serde_json::Value)>,
+) -> PyResult<T> {
     let mut fields = serde_json::Map::new();
     if let Some(options) = options {
         for (key, value) in options.iter() {
@@ -255,12 +244,23 @@ fn project_request(
             }
         }
     }
-    if let Some(input) = input {
-        fields.insert("input".into(), input.into());
+    if let Some((key, value)) = extra {
+        fields.insert(key.into(), value);
     }
     Python::attach(|py| {
         ctxlog::ops::request_from_fields(conversation, fields).map_err(|e| into_py_err(py, &e))
     })
+}
+
+/// The request of `project` and `project_dict`: the keyword arguments are the fields of
+/// [`ProjectRequest`] (the server's projection request body).
+fn project_request(
+    conversation: &str,
+    input: Option<String>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<ProjectRequest> {
+    let input = input.map(|input| ("input", input.into()));
+    request(Some(conversation), options, input)
 }
 
 /// The bytes of an import's input: `bytes` or `str`.
@@ -430,25 +430,15 @@ impl PyConversation {
     /// note stay unless `include_pinned`. Rules left out come from the store's
     /// configuration; at least one must result (else `UsageError`). `dry_run=True` reports
     /// and writes nothing. Returns the store-wide response dict for this one conversation.
-    #[pyo3(signature = (*, older_than = None, keep_turns = None, max_bytes = None,
-        include_pinned = false, dry_run = false))]
+    /// The keyword arguments are the fields of the server's retention request; an unknown
+    /// one raises `UsageError`.
+    #[pyo3(signature = (**options))]
     fn gc<'py>(
         &self,
         py: Python<'py>,
-        older_than: Option<String>,
-        keep_turns: Option<u64>,
-        max_bytes: Option<u64>,
-        include_pinned: bool,
-        dry_run: bool,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = GcRequest {
-            conversation: Some(self.name.clone()),
-            older_than,
-            keep_turns,
-            max_bytes,
-            include_pinned,
-            dry_run,
-        };
+        let request: GcRequest = request(Some(&self.name), options, None)?;
         let response = call(py, &self.shared, move |s| s.gc(&request))?;
         json::to_py(py, &response)
     }

@@ -228,7 +228,7 @@ fn request_for<T: DeserializeOwned>(name: &str, body: &[u8]) -> Result<T, AppErr
         }
         _ => {}
     }
-    ctxlog::ops::request_from_fields(name, object).map_err(AppError::from_store)
+    ctxlog::ops::request_from_fields(Some(name), object).map_err(AppError::from_store)
 }
 
 async fn healthz() -> Json<Value> {

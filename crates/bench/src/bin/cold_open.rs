@@ -26,28 +26,25 @@ const BUDGET: u64 = 12 * 1024;
 
 fn turn(i: u64, filler: &str) -> NewCommit {
     let id = format!("c{i}");
-    NewCommit {
-        id: None,
-        events: vec![
-            EventBody::User {
-                text: format!("question {i}"),
-            },
-            EventBody::ToolCall {
-                call_id: id.clone(),
-                tool: "shell".into(),
-                arguments: serde_json::json!({"cmd": "ls"}),
-            },
-            EventBody::ToolResult {
-                call_id: id,
-                tool: "shell".into(),
-                status: ToolStatus::Ok,
-                exit_code: Some(0),
-                text: filler.into(),
-                artifact: None,
-            },
-            EventBody::Assistant { text: "ok".into() },
-        ],
-    }
+    NewCommit::new(vec![
+        EventBody::User {
+            text: format!("question {i}"),
+        },
+        EventBody::ToolCall {
+            call_id: id.clone(),
+            tool: "shell".into(),
+            arguments: serde_json::json!({"cmd": "ls"}),
+        },
+        EventBody::ToolResult {
+            call_id: id,
+            tool: "shell".into(),
+            status: ToolStatus::Ok,
+            exit_code: Some(0),
+            text: filler.into(),
+            artifact: None,
+        },
+        EventBody::Assistant { text: "ok".into() },
+    ])
 }
 
 fn build(dir: &Path, mb: u64) -> Result<(u64, u64)> {

@@ -27,19 +27,14 @@ use ctxlog_bench::peak_rss_mib;
 use ctxlog_ledger::{EventBody, Ledger, NewCommit, Options};
 
 fn turn(i: usize) -> NewCommit {
-    NewCommit {
-        id: None,
-        events: vec![
-            EventBody::User {
-                text: format!("Question {i}: what did we decide about the deployment window?"),
-            },
-            EventBody::Assistant {
-                text: format!(
-                    "Answer {i}: Tuesday 02:00-04:00 UTC, rollback by 04:30 at the latest."
-                ),
-            },
-        ],
-    }
+    NewCommit::new(vec![
+        EventBody::User {
+            text: format!("Question {i}: what did we decide about the deployment window?"),
+        },
+        EventBody::Assistant {
+            text: format!("Answer {i}: Tuesday 02:00-04:00 UTC, rollback by 04:30 at the latest."),
+        },
+    ])
 }
 
 /// A commit of `commit` to `conversation` through the facade.
@@ -47,7 +42,6 @@ fn request(conversation: &str, commit: NewCommit) -> CommitRequest {
     CommitRequest {
         conversation: conversation.into(),
         commit,
-        times: Vec::new(),
     }
 }
 

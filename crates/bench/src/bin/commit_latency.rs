@@ -38,13 +38,10 @@ fn turn(i: usize) -> NewCommit {
     let assistant = format!(
         "Answer {i:06}: the window is Tuesday 02:00-04:00 UTC, with rollback by 04:30 at the latest."
     );
-    NewCommit {
-        id: None,
-        events: vec![
-            EventBody::User { text: user },
-            EventBody::Assistant { text: assistant },
-        ],
-    }
+    NewCommit::new(vec![
+        EventBody::User { text: user },
+        EventBody::Assistant { text: assistant },
+    ])
 }
 
 struct Method {

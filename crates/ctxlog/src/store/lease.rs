@@ -42,7 +42,6 @@ pub(super) struct WriterState {
 pub(super) struct Queued {
     pub(super) ticket: u64,
     pub(super) commit: NewCommit,
-    pub(super) times: Vec<Option<i64>>,
 }
 
 /// Exclusive use of a conversation's writer slot; hands it back when dropped, with the

@@ -308,7 +308,6 @@ impl Store {
         state.queue.push(Queued {
             ticket,
             commit: request.commit.clone(),
-            times: request.times.clone(),
         });
         loop {
             if let Some(result) = state.done.remove(&ticket) {
@@ -341,10 +340,22 @@ impl Store {
         // Not answered and the writer free: this commit is still queued, and this caller
         // writes the queue.
         state.busy = true;
-        let mut lease = WriterLease::new(&slot, state.handle.take());
+        let lease = WriterLease::new(&slot, state.handle.take());
         drop(state);
+        self.write_queue(&slot, &name, lease, ticket)
+    }
+
+    /// Writes every commit queued on `slot` as one batch with the writer `lease` holds, and
+    /// answers each: `ticket`'s here, the others' for their callers when the lease ends.
+    fn write_queue(
+        &self,
+        slot: &Slot,
+        name: &ConversationName,
+        mut lease: WriterLease<'_>,
+        ticket: u64,
+    ) -> Result<CommitReceipt> {
         // Opening fails this commit alone; the others stay queued and the next one tries.
-        let (handle, created) = match self.ensure_writer(&slot, &name, &mut lease.handle) {
+        let (handle, created) = match self.ensure_writer(slot, name, &mut lease.handle) {
             Ok(opened) => opened,
             Err(e) => {
                 lock(&slot.writer).queue.retain(|q| q.ticket != ticket);
@@ -352,32 +363,10 @@ impl Store {
             }
         };
         let batch = std::mem::take(&mut lock(&slot.writer).queue);
-        let commits: Vec<(&NewCommit, &[Option<i64>])> = batch
-            .iter()
-            .map(|q| (&q.commit, q.times.as_slice()))
-            .collect();
+        let commits: Vec<&NewCommit> = batch.iter().map(|q| &q.commit).collect();
         // Taken before writing: should the write panic, the lease answers them on drop.
         lease.taken = batch.iter().map(|q| q.ticket).collect();
-        let results = handle.commit_batch(&commits);
-        let answers: Vec<Result<CommitReceipt>> = match results {
-            Ok(results) => results,
-            Err(Error::Ledger(e)) => batch
-                .iter()
-                .map(|_| Err(e.for_each_commit().into()))
-                .collect(),
-            Err(e) => {
-                let reason = e.to_string();
-                batch
-                    .iter()
-                    .map(|_| {
-                        Err(Error::Internal {
-                            reason: reason.clone(),
-                        })
-                    })
-                    .collect()
-            }
-        };
-        // This caller's answer, and the others' for their callers when the lease ends.
+        let answers = batch_answers(handle.commit_batch(&commits), batch.len());
         let mut mine = None;
         for (queued, answer) in batch.iter().zip(answers) {
             if queued.ticket == ticket {
@@ -387,7 +376,7 @@ impl Store {
             }
         }
         // Every commit of the batch refused and the conversation new: it is removed again.
-        self.settle_writer(&slot, &name, &mut lease, created)?;
+        self.settle_writer(slot, name, &mut lease, created)?;
         mine.unwrap_or_else(|| {
             Err(Error::Internal {
                 reason: "the commit left the queue unanswered".into(),
@@ -825,5 +814,27 @@ fn check_first_seq(field: &str, seq: Option<u64>) -> Result<()> {
             reason: format!("{field} must be at least 1 (seqs start at 1), not 0"),
         }),
         _ => Ok(()),
+    }
+}
+
+/// One answer per commit of a batch of `n`: each commit's own result, or, when the whole
+/// batch failed, that failure for every one of them (a ledger error as each commit's own).
+fn batch_answers(
+    results: Result<Vec<Result<CommitReceipt>>>,
+    n: usize,
+) -> Vec<Result<CommitReceipt>> {
+    match results {
+        Ok(results) => results,
+        Err(Error::Ledger(e)) => (0..n).map(|_| Err(e.for_each_commit().into())).collect(),
+        Err(e) => {
+            let reason = e.to_string();
+            (0..n)
+                .map(|_| {
+                    Err(Error::Internal {
+                        reason: reason.clone(),
+                    })
+                })
+                .collect()
+        }
     }
 }

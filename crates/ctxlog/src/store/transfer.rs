@@ -12,10 +12,9 @@ impl Store {
     /// its idempotency id), a tombstone appended as it was.
     fn import_step(&self, name: &str, step: Step) -> Result<ctxlog_ledger::CommitReceipt> {
         match step {
-            Step::Commit(commit, times) => self.commit(&crate::ops::CommitRequest {
+            Step::Commit(commit) => self.commit(&crate::ops::CommitRequest {
                 conversation: name.to_string(),
                 commit,
-                times,
             }),
             Step::Tombstone(t) => self.append_tombstone(name, &t),
         }
@@ -70,7 +69,7 @@ impl Store {
     fn holds_leading_commits(&self, name: &str, plan: &Plan, last: u64) -> Result<bool> {
         let mut end = 0;
         for step in &plan.steps {
-            let Step::Commit(commit, _) = step else {
+            let Step::Commit(commit) = step else {
                 break;
             };
             let start = end + 1;

@@ -160,7 +160,7 @@ fn as_tombstone(body: &EventBody) -> Option<Tombstone> {
 /// tombstone rebuilt as it was.
 #[derive(Debug)]
 pub(crate) enum Step {
-    Commit(NewCommit, Vec<Option<i64>>),
+    Commit(NewCommit),
     Tombstone(Tombstone),
 }
 
@@ -168,7 +168,7 @@ impl Step {
     /// Records of the input this step writes (a tombstone is one).
     pub(crate) fn len(&self) -> usize {
         match self {
-            Step::Commit(c, _) => c.events.len(),
+            Step::Commit(c) => c.events.len(),
             Step::Tombstone(_) => 1,
         }
     }
@@ -315,11 +315,10 @@ fn steps(mut p: Parsed, source: &str) -> Result<Vec<Step>> {
         } else {
             times
         };
-        let commit = NewCommit {
-            id: Some(id),
-            events: chunk.iter().map(|e| e.body.clone()).collect(),
-        };
-        steps.push(Step::Commit(commit, times));
+        let commit = NewCommit::new(chunk.iter().map(|e| e.body.clone()).collect())
+            .with_id(id)
+            .with_times(times);
+        steps.push(Step::Commit(commit));
         start = end;
     }
     dry_run(&steps, &p.events)?;
@@ -352,8 +351,8 @@ fn dry_run(steps: &[Step], events: &[Incoming]) -> Result<()> {
     let (mut ledger, _) = Ledger::open_with(Arc::new(MemStorage::new()), &options)?;
     let mut done = 0;
     for step in steps {
-        let (commit, times) = match step {
-            Step::Commit(commit, times) => (commit, times),
+        let commit = match step {
+            Step::Commit(commit) => commit,
             Step::Tombstone(t) => {
                 ledger.append_tombstone(t).map_err(|e| Error::BadInput {
                     reason: format!("record {}: {e}", done + 1),
@@ -362,7 +361,7 @@ fn dry_run(steps: &[Step], events: &[Incoming]) -> Result<()> {
                 continue;
             }
         };
-        if let Err(e) = ledger.commit_timed(commit, times) {
+        if let Err(e) = ledger.commit(commit) {
             // The ledger names "event K" of the commit: say which record of the input it is.
             let reason = e.to_string();
             let k = reason

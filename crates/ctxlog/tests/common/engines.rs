@@ -246,8 +246,8 @@ pub fn commit_events(
         commit: NewCommit {
             id: id.map(str::to_string),
             events,
+            times: times.to_vec(),
         },
-        times: times.to_vec(),
     })
 }
 

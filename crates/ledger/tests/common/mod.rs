@@ -43,7 +43,7 @@ pub fn note(text: &str) -> EventBody {
 }
 
 pub fn commit(events: Vec<EventBody>) -> NewCommit {
-    NewCommit { id: None, events }
+    NewCommit::new(events)
 }
 
 /// A user+assistant turn.

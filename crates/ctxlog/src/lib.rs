@@ -57,7 +57,7 @@ pub use ctxlog_event::ConversationName;
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};
 pub use input::parse_commit;
-pub use location::StoreLocation;
+pub use location::{StoreLocation, TENANTS_DIR};
 pub use redact::{RedactionConfig, Redactor};
 pub use store::{Store, StoreBuilder};
 

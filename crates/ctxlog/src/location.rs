@@ -10,10 +10,19 @@ use std::sync::Arc;
 
 use ctxlog_ledger::Options;
 
-use crate::Result;
 use crate::backend::{Backend, FileBackend};
 #[cfg(feature = "postgres")]
 use crate::backend::{PgBackend, PgConfig};
+use crate::{Error, Result};
+
+/// The directory under a store root that holds the tenants' stores of a server with tokens
+/// (`<root>/.tenants/<tenant>/`). A conversation name cannot start with a dot, so nothing the
+/// root's own store does (a commit to, or an erasure of, any conversation) can reach it.
+pub const TENANTS_DIR: &str = ".tenants";
+
+/// Where tenant stores were kept before [`TENANTS_DIR`]: a conversation named `tenants` of
+/// the root's own store was the same directory.
+const OLD_TENANTS_DIR: &str = "tenants";
 
 /// Where a store is.
 #[derive(Clone, Debug)]
@@ -45,16 +54,63 @@ impl StoreLocation {
         StoreLocation::Dir(root.as_ref().to_path_buf())
     }
 
-    /// Where `tenant`'s conversations are: `<root>/tenants/<tenant>/` for a directory, the
-    /// schema `<schema>_<tenant>` for a database.
+    /// Where `tenant`'s conversations are: `<root>/.tenants/<tenant>/` for a directory (see
+    /// [`TENANTS_DIR`]), the schema `<schema>_<tenant>` for a database.
     pub fn for_tenant(&self, tenant: &str) -> StoreLocation {
         match self {
-            StoreLocation::Dir(root) => StoreLocation::Dir(root.join("tenants").join(tenant)),
+            StoreLocation::Dir(root) => StoreLocation::Dir(root.join(TENANTS_DIR).join(tenant)),
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(config) => {
                 StoreLocation::Postgres(Box::new(config.for_tenant(tenant)))
             }
         }
+    }
+
+    /// Moves the stores of `tenants` kept in the old layout (`<root>/tenants/<tenant>/`) to
+    /// [`TENANTS_DIR`], each with one rename (synced), and returns the tenants moved. A server
+    /// with tokens calls it before it serves; it is a no-op for a database and once done.
+    /// When `<root>/tenants` is itself a conversation (it holds a `ledger.log`), its own
+    /// `artifacts` and `recovered` directories stay where they are.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] when a tenant has a store in both places (nothing is moved:
+    /// the operator keeps one); [`Error::Io`] when a rename or sync fails.
+    pub fn upgrade_tenant_layout(&self, tenants: &[&str]) -> Result<Vec<String>> {
+        let StoreLocation::Dir(root) = self else {
+            return Ok(Vec::new());
+        };
+        let (old, new) = (root.join(OLD_TENANTS_DIR), root.join(TENANTS_DIR));
+        let is_conversation = old.join("ledger.log").exists();
+        let pending: Vec<&str> = tenants
+            .iter()
+            .copied()
+            .filter(|t| old.join(t).is_dir())
+            .filter(|t| !(is_conversation && matches!(*t, "artifacts" | "recovered")))
+            .collect();
+        if let Some(t) = pending.iter().find(|t| new.join(t).exists()) {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "tenant {t} has a store in both {} and {}; the server uses the second: \
+                     keep one of them (move or delete the other) and start again",
+                    old.join(t).display(),
+                    new.join(t).display()
+                ),
+            });
+        }
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        for t in &pending {
+            std::fs::create_dir_all(&new).map_err(io(&new))?;
+            std::fs::rename(old.join(t), new.join(t)).map_err(io(&old.join(t)))?;
+            for dir in [&new, &old] {
+                std::fs::File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(io(dir))?;
+            }
+        }
+        Ok(pending.into_iter().map(str::to_string).collect())
     }
 
     /// The location for messages: the directory, or the URL without credentials.
@@ -113,5 +169,55 @@ mod tests {
             assert!(msg.contains("`postgres` feature"), "{msg}");
             assert!(!msg.contains("hunter2"), "{msg}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A conversation of the root's own store named `tenants` and a tenant's store cannot be
+    /// the same directory, and a store in the old layout moves to the new one.
+    #[test]
+    fn tenant_stores_live_where_no_conversation_name_reaches_and_move_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = StoreLocation::dir(dir.path());
+        let StoreLocation::Dir(alice) = root.for_tenant("alice") else {
+            unreachable!()
+        };
+        assert_eq!(alice, dir.path().join(".tenants/alice"));
+        assert!(crate::ConversationName::new(TENANTS_DIR).is_err());
+
+        let old = dir.path().join("tenants/bob");
+        std::fs::create_dir_all(old.join("chat")).unwrap();
+        std::fs::write(old.join("chat/ledger.log"), b"bob's").unwrap();
+        let moved = root.upgrade_tenant_layout(&["alice", "bob"]).unwrap();
+        assert_eq!(moved, ["bob"]);
+        let bob = dir.path().join(".tenants/bob/chat/ledger.log");
+        assert_eq!(std::fs::read(bob).unwrap(), b"bob's");
+        assert!(!old.exists());
+        assert!(root.upgrade_tenant_layout(&["bob"]).unwrap().is_empty());
+
+        // In both places: refused, nothing moved.
+        std::fs::create_dir_all(&old).unwrap();
+        let err = root.upgrade_tenant_layout(&["bob"]).unwrap_err();
+        assert!(err.to_string().contains("both"), "{err}");
+        assert!(old.exists());
+    }
+
+    /// When the old directory is itself a conversation, its own subdirectories stay.
+    #[test]
+    fn a_conversation_named_tenants_keeps_its_own_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let conv = dir.path().join("tenants");
+        std::fs::create_dir_all(conv.join("artifacts")).unwrap();
+        std::fs::write(conv.join("ledger.log"), b"log").unwrap();
+        let root = StoreLocation::dir(dir.path());
+        assert!(
+            root.upgrade_tenant_layout(&["artifacts"])
+                .unwrap()
+                .is_empty()
+        );
+        assert!(conv.join("artifacts").is_dir());
     }
 }

@@ -35,8 +35,9 @@ impl Tokens {
     ///
     /// # Errors
     /// A line that is not such a pair (named by its number, without echoing the token), a
-    /// short token, an invalid tenant name, a token given twice for different tenants, or no
-    /// pair at all.
+    /// short token, an invalid tenant name, two tenant names that differ only in case (a
+    /// case-insensitive file system, or PostgreSQL's folded schema names, would make them
+    /// one store), a token given twice for different tenants, or no pair at all.
     pub fn parse(text: &str) -> anyhow::Result<Tokens> {
         let mut seen: HashMap<&str, &str> = HashMap::new();
         let mut by_token = Vec::new();
@@ -59,6 +60,16 @@ impl Tokens {
             }
             ctxlog::ConversationName::new(tenant)
                 .map_err(|e| anyhow::anyhow!("tokens entry {n}: tenant: {e}"))?;
+            if let Some(other) = seen
+                .values()
+                .find(|t| **t != tenant && t.eq_ignore_ascii_case(tenant))
+            {
+                bail!(
+                    "tokens entry {n}: tenant {tenant} differs from tenant {other} only in case; \
+                     tenant names must differ in more than case (they name directories and \
+                     database schemas): rename one"
+                );
+            }
             match seen.insert(token, tenant) {
                 Some(other) if other != tenant => {
                     bail!("tokens entry {n}: this token is already given to another tenant")
@@ -142,5 +153,15 @@ mod tests {
             let e = format!("{:#}", Tokens::parse(bad).unwrap_err());
             assert!(!e.contains("aaaaaaaaaaaaaaaa"), "{e}");
         }
+    }
+
+    /// Tenant names that differ only in case would share a store on a case-insensitive file
+    /// system (CI's is case-sensitive, so this is checked here, not on disk).
+    #[test]
+    fn refuses_tenant_names_that_differ_only_in_case() {
+        let e = Tokens::parse("aaaaaaaaaaaaaaaa alice\nbbbbbbbbbbbbbbbb Alice").unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("entry 2") && e.contains("only in case"), "{e}");
+        assert!(Tokens::parse("aaaaaaaaaaaaaaaa alice\nbbbbbbbbbbbbbbbb alice").is_ok());
     }
 }

@@ -54,7 +54,7 @@ pub const DEFAULT_WRITER_WAIT: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The store directory. Without tokens it is the one store; with tokens each tenant's
-    /// store is `<root>/tenants/<tenant>/`.
+    /// store is `<root>/.tenants/<tenant>/` (see [`ctxlog::TENANTS_DIR`]).
     pub root: PathBuf,
     /// Where the stores are instead of `root` (a PostgreSQL database: one schema per tenant)
     /// [default: none: the directory `root`].
@@ -130,11 +130,16 @@ impl AppState {
             .unwrap_or_else(|| ctxlog::StoreLocation::dir(&config.root));
         let stores = match &config.tokens {
             None => HashMap::from([(String::new(), open(location)?)]),
-            Some(tokens) => tokens
-                .tenants()
-                .into_iter()
-                .map(|t| Ok((t.to_string(), open(location.for_tenant(t))?)))
-                .collect::<ctxlog::Result<_>>()?,
+            Some(tokens) => {
+                for tenant in location.upgrade_tenant_layout(&tokens.tenants())? {
+                    tracing::info!(tenant, "tenant store moved to the current layout");
+                }
+                tokens
+                    .tenants()
+                    .into_iter()
+                    .map(|t| Ok((t.to_string(), open(location.for_tenant(t))?)))
+                    .collect::<ctxlog::Result<_>>()?
+            }
         };
         Ok(AppState {
             inner: Arc::new(Inner {

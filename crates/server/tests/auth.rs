@@ -95,7 +95,7 @@ async fn tenants_are_isolated_and_others_conversations_are_404() {
     )
     .await;
     assert_eq!(reply.status, 200);
-    assert!(dir.path().join("tenants/alice/private").is_dir());
+    assert!(dir.path().join(".tenants/alice/private").is_dir());
 
     let list = call(&app, "GET", "/v1/conversations", &bob, Body::empty()).await;
     assert_eq!(list.json()["conversations"].as_array().unwrap().len(), 0);
@@ -204,4 +204,44 @@ fn tokens_are_required_beyond_loopback() {
     assert!(e.to_string().contains("--tokens"), "{e}");
     assert!(check_exposure("0.0.0.0:8080".parse().unwrap(), true).is_ok());
     assert!(Tokens::parse("tooshort alice").is_err());
+}
+
+/// The root's own store (no tokens) and the tenants' stores share a directory tree, but no
+/// conversation of the root store reaches a tenant's data: erasing a conversation named
+/// `tenants` there leaves every tenant's conversations as they were.
+#[tokio::test]
+async fn a_conversation_named_tenants_at_the_root_cannot_touch_tenant_data() {
+    let (dir, app) = tenant_app();
+    let alice_h = bearer(ALICE);
+    let alice = [("authorization", alice_h.as_str())];
+    let reply = call(
+        &app,
+        "POST",
+        "/v1/conversations/notes/commits",
+        &alice,
+        r#"{"user":"alice's notes","assistant":"ok"}"#,
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+
+    let root = ctxlog::Store::open(dir.path()).unwrap();
+    let commit = ctxlog::ops::CommitRequest::from_json("tenants", br#"{"user":"x"}"#, None);
+    root.commit(&commit.unwrap()).unwrap();
+    root.erase(&ctxlog::ops::EraseRequest {
+        conversation: "tenants".into(),
+        target: ctxlog::ops::EraseTarget::All,
+        reason: "cleanup".into(),
+    })
+    .unwrap();
+
+    let log = call(
+        &app,
+        "GET",
+        "/v1/conversations/notes/events",
+        &alice,
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(log.status, 200);
+    assert_eq!(log.json()["last_seq"], 2);
 }

@@ -71,7 +71,7 @@ fn get(addr: &str, path: &str, token: Option<&str>) -> String {
         .unwrap_or_default();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut reply = String::new();

@@ -47,8 +47,27 @@ impl Reply {
     }
 }
 
-/// Sends one request through the router.
+/// Sends one request through the router, as a JSON client does: an unsafe method (POST,
+/// DELETE, …) says `Content-Type: application/json` unless `headers` give a content type.
 pub async fn call(
+    app: &Router,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Body>,
+) -> Reply {
+    let typed = headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+    let mut headers = headers.to_vec();
+    if !["GET", "HEAD", "OPTIONS", "TRACE"].contains(&method) && !typed {
+        headers.push(("content-type", "application/json"));
+    }
+    call_exact(app, method, uri, &headers, body).await
+}
+
+/// Sends one request through the router with exactly `headers`.
+pub async fn call_exact(
     app: &Router,
     method: &str,
     uri: &str,
@@ -76,14 +95,7 @@ pub async fn call(
 
 /// POST of a JSON body without authentication.
 pub async fn post(app: &Router, uri: &str, body: &str) -> Reply {
-    call(
-        app,
-        "POST",
-        uri,
-        &[("content-type", "application/json")],
-        body.to_string(),
-    )
-    .await
+    call(app, "POST", uri, &[], body.to_string()).await
 }
 
 /// GET without authentication.

@@ -114,8 +114,14 @@ fn parse(command: &str, status: u16, answer: &str) -> Example {
             "application/x-www-form-urlencoded".into(),
         ));
     }
-    if !example.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        example.headers.push(("Host".into(), "127.0.0.1:7474".into()));
+    if !example
+        .headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("host"))
+    {
+        example
+            .headers
+            .push(("Host".into(), "127.0.0.1:7474".into()));
     }
     if example.method.is_empty() {
         example.method = if example.body.is_empty() {

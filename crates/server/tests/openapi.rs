@@ -46,7 +46,12 @@ fn documented_body_types_and_policy_statuses_are_the_routes() {
         let accepted: BTreeSet<&str> = e.accepts.iter().copied().collect();
         assert_eq!(documented, accepted, "{} {}", e.method, e.path);
         let responses = op["responses"].as_object().unwrap();
-        assert!(responses.contains_key("403"), "{} {}: 403", e.method, e.path);
+        assert!(
+            responses.contains_key("403"),
+            "{} {}: 403",
+            e.method,
+            e.path
+        );
         for status in ["408", "415"] {
             assert_eq!(
                 responses.contains_key(status),

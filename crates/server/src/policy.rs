@@ -263,26 +263,30 @@ impl HttpPolicy {
                 Some(o) => self.allowed_origins.contains(o) || host.is_some_and(|h| o.serves(h)),
             };
             if !allowed {
-                return Err(forbidden(self.origin_refusal(&text)));
+                return Err(forbidden(self.origin_refusal(&text, origin.as_ref())));
             }
         }
         Ok(())
     }
 
-    fn origin_refusal(&self, origin: &str) -> String {
+    fn origin_refusal(&self, text: &str, origin: Option<&Origin>) -> String {
         if self.loopback_only {
-            format!(
-                "Origin {origin:?} is not a loopback origin: a server without tokens answers \
+            return format!(
+                "Origin {text:?} is not a loopback origin: a server without tokens answers \
                  only its own pages and programs that are not browsers. To call it from other \
                  web pages, start it with --tokens FILE and --allow-origin ORIGIN"
-            )
-        } else {
-            format!(
-                "Origin {origin:?} is not allowed: the server answers pages from its own origin \
-                 and from the origins given with --allow-origin ORIGIN (restart it with \
-                 --allow-origin {origin} to allow this one)"
-            )
+            );
         }
+        let remedy = match origin {
+            Some(origin) => format!("restart it with --allow-origin {origin} to allow this one"),
+            None => "this value is not an origin and cannot be allowed; sandboxed pages and \
+                     local files send \"null\""
+                .to_string(),
+        };
+        format!(
+            "Origin {text:?} is not allowed: the server answers pages from its own origin and \
+             from the origins given with --allow-origin ORIGIN ({remedy})"
+        )
     }
 }
 

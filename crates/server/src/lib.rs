@@ -127,10 +127,10 @@ impl AppState {
     /// # Errors
     /// A store configuration that does not check out (a redaction pattern that does not
     /// compile, an invalid retention rule): no store falls back to the defaults. Allowed
-    /// origins without tokens ([`HttpPolicy::new`]).
+    /// origins without tokens: a web page from another origin must never drive a server that
+    /// does not authenticate.
     pub fn new(config: &Config) -> ctxlog::Result<AppState> {
-        let policy = HttpPolicy::new(config.tokens.is_some(), config.allowed_origins.clone())
-            .map_err(|reason| ctxlog::Error::InvalidRequest { reason })?;
+        let policy = http_policy(config)?;
         let open = |location: ctxlog::StoreLocation| {
             let store = ctxlog::StoreBuilder::new(location.clone())
                 .config(config.store.clone())
@@ -186,6 +186,24 @@ impl AppState {
             .get(name)
             .cloned()
             .ok_or_else(|| AppError::internal(&"a token's tenant has no store"))
+    }
+}
+
+/// The [`HttpPolicy`] of a configuration: loopback only without tokens.
+fn http_policy(config: &Config) -> ctxlog::Result<HttpPolicy> {
+    match (&config.tokens, config.allowed_origins.as_slice()) {
+        (Some(_), origins) => Ok(HttpPolicy::authenticated(origins.to_vec())),
+        (None, []) => Ok(HttpPolicy::loopback()),
+        (None, origins) => {
+            let origins: Vec<String> = origins.iter().map(Origin::to_string).collect();
+            Err(ctxlog::Error::InvalidRequest {
+                reason: format!(
+                    "allowed origins ({}) need tokens: without tokens only pages on loopback \
+                     may call the server (give --tokens FILE, or drop --allow-origin)",
+                    origins.join(", ")
+                ),
+            })
+        }
     }
 }
 

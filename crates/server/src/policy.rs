@@ -12,7 +12,7 @@
 //!     for reads;
 //!   - an `Origin` header (sent by browsers on cross-origin requests and on same-origin
 //!     POSTs) that is not allowed: without tokens only loopback origins are; with tokens, the
-//!     origins given to [`HttpPolicy::new`] (`--allow-origin`) and the server's own (an origin
+//!     origins given to [`HttpPolicy::authenticated`] (`--allow-origin`) and the server's own (an origin
 //!     whose host and port are the request's `Host`). 403 `forbidden`. Requests without an
 //!     `Origin` (curl, SDKs, other programs) are not browsers' cross-site requests and pass;
 //!   - an unsafe method (POST, PUT, PATCH, DELETE: every method but GET, HEAD, OPTIONS and
@@ -26,6 +26,18 @@
 //!   connections, a timeout on its body (408 `timeout`), back-off on accept errors (a full
 //!   file table never makes it spin or exit), and graceful shutdown. Only *reading a request*
 //!   is timed: a response, however long it streams, is never cut.
+//!
+//! Another HTTP surface serves under both like this:
+//!
+//! ```no_run
+//! use ctxlog_server::policy::{ConnectionLimits, HttpPolicy, serve_connections};
+//!
+//! # async fn surface(listener: tokio::net::TcpListener) -> std::io::Result<()> {
+//! let router = axum::Router::new().route("/hello", axum::routing::post(|| async { "hi" }));
+//! let router = HttpPolicy::loopback().apply(router);
+//! serve_connections(listener, router, ConnectionLimits::default(), std::future::pending()).await
+//! # }
+//! ```
 
 use std::convert::Infallible;
 use std::error::Error as StdError;
@@ -185,30 +197,23 @@ pub struct HttpPolicy {
 }
 
 impl HttpPolicy {
-    /// The policy of a server with tokens (`authenticated`) or without, and the origins
-    /// allowed besides the server's own (only with tokens: without, only loopback origins
-    /// are).
-    ///
-    /// # Errors
-    /// Origins given to a server without tokens: a web page from another origin must never
-    /// drive a server that does not authenticate.
-    pub fn new(authenticated: bool, allowed_origins: Vec<Origin>) -> Result<HttpPolicy, String> {
-        if !authenticated && !allowed_origins.is_empty() {
-            return Err(format!(
-                "allowed origins ({}) need tokens: without tokens only pages on loopback may \
-                 call the server (give --tokens FILE, or drop --allow-origin)",
-                allowed_origins
-                    .iter()
-                    .map(Origin::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+    /// The policy of a server without tokens: loopback hosts and loopback origins only.
+    pub fn loopback() -> HttpPolicy {
+        HttpPolicy {
+            loopback_only: true,
+            allowed_origins: Arc::new([]),
+            body_types: Vec::new(),
         }
-        Ok(HttpPolicy {
-            loopback_only: !authenticated,
+    }
+
+    /// The policy of a server that authenticates every request: any host, and origins that
+    /// are the server's own or one of `allowed_origins`.
+    pub fn authenticated(allowed_origins: Vec<Origin>) -> HttpPolicy {
+        HttpPolicy {
+            loopback_only: false,
             allowed_origins: allowed_origins.into(),
             body_types: Vec::new(),
-        })
+        }
     }
 
     /// Makes the unsafe methods of `route` (an axum path, as routed) take `types` instead of
@@ -651,16 +656,5 @@ mod tests {
         ] {
             assert!(bad.parse::<Origin>().is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn origins_without_tokens_are_refused() {
-        let origin = "https://app.example.com".parse().unwrap();
-        let e = HttpPolicy::new(false, vec![origin]).unwrap_err();
-        assert!(
-            e.contains("--tokens") && e.contains("https://app.example.com"),
-            "{e}"
-        );
-        assert!(HttpPolicy::new(true, vec!["https://app.example.com".parse().unwrap()]).is_ok());
     }
 }

@@ -488,7 +488,7 @@ async fn streaming_responses_are_never_cut() {
             axum::body::Body::new(Trickle { tick, left: 10 })
         }),
     );
-    let router = HttpPolicy::new(false, Vec::new()).unwrap().apply(router);
+    let router = HttpPolicy::loopback().apply(router);
     let limits = ConnectionLimits {
         header_timeout: Duration::from_secs(1),
         body_timeout: Duration::from_secs(1),

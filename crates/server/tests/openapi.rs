@@ -37,6 +37,14 @@ fn document_lists_exactly_the_routes() {
 #[test]
 fn documented_body_types_and_policy_statuses_are_the_routes() {
     let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+    let classes = &doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["class"]
+        ["enum"];
+    for class in ["forbidden", "timeout", "unsupported_media_type"] {
+        assert!(
+            classes.as_array().unwrap().contains(&class.into()),
+            "{class}"
+        );
+    }
     for e in ENDPOINTS {
         let op = &doc["paths"][e.path][e.method.to_lowercase()];
         let documented: BTreeSet<&str> = op["requestBody"]["content"]

@@ -237,21 +237,25 @@ impl HttpPolicy {
             .map_or(&[JSON], |(_, types)| types)
     }
 
-    /// Refuses a request whose host, origin or content type the policy does not allow.
-    fn check(&self, request: &Request) -> Result<(), Response> {
-        if self.loopback_only {
-            check_loopback_host(request).map_err(IntoResponse::into_response)?;
+    /// The answer to a request whose host, origin or content type the policy does not
+    /// allow; `None` for a request it lets through.
+    fn refusal(&self, request: &Request) -> Option<Response> {
+        let host = if self.loopback_only {
+            check_loopback_host(request)
+        } else {
+            Ok(())
+        };
+        if let Err(refused) = host.and_then(|()| self.check_origin(request)) {
+            return Some(refused.into_response());
         }
-        self.check_origin(request)
-            .map_err(IntoResponse::into_response)?;
-        if !request.method().is_safe() {
-            let route = request
-                .extensions()
-                .get::<MatchedPath>()
-                .map(MatchedPath::as_str);
-            check_content_type(request, route, self.body_types(route))?;
+        if request.method().is_safe() {
+            return None;
         }
-        Ok(())
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str);
+        content_type_refusal(request, route, self.body_types(route))
     }
 
     fn check_origin(&self, request: &Request) -> Result<(), AppError> {
@@ -300,9 +304,9 @@ impl HttpPolicy {
 /// Every response it lets through or gives says `X-Content-Type-Options: nosniff`: a browser
 /// never reads a JSON answer as a page or a script.
 pub async fn enforce(State(policy): State<HttpPolicy>, request: Request, next: Next) -> Response {
-    let mut response = match policy.check(&request) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => {
+    let mut response = match policy.refusal(&request) {
+        None => next.run(request).await,
+        Some(refusal) => {
             let status = refusal.status().as_u16();
             tracing::debug!(method = %request.method(), uri = %request.uri(), status, "refused by the HTTP policy");
             refusal
@@ -341,12 +345,12 @@ fn check_loopback_host(request: &Request) -> Result<(), AppError> {
 }
 
 /// An unsafe method's `Content-Type` must be one of `types` (its media type; parameters are
-/// allowed); 415 with `Accept` listing them otherwise.
-fn check_content_type(
+/// allowed): 415 with `Accept` listing them otherwise.
+fn content_type_refusal(
     request: &Request,
     route: Option<&str>,
     types: &[&'static str],
-) -> Result<(), Response> {
+) -> Option<Response> {
     let given = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -355,7 +359,7 @@ fn check_content_type(
         .as_deref()
         .map(|v| v.split(';').next().unwrap_or_default().trim());
     if essence.is_some_and(|e| types.iter().any(|t| t.eq_ignore_ascii_case(e))) {
-        return Ok(());
+        return None;
     }
     let got = given.map_or_else(|| "none".to_string(), |g| format!("{g:?}"));
     let wanted = types.join(" or ");
@@ -373,7 +377,7 @@ fn check_content_type(
     if let Ok(accept) = HeaderValue::from_str(&types.join(", ")) {
         response.headers_mut().insert(header::ACCEPT, accept);
     }
-    Err(response)
+    Some(response)
 }
 
 // ------------------------------------------------------------------------------------------

@@ -509,18 +509,28 @@ struct Backoff {
 }
 
 impl Backoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MOST: Duration = Duration::from_secs(1);
+
     async fn wait(&mut self, error: &std::io::Error) {
+        if let Some(wait) = self.delay(error) {
+            tracing::error!(error = %error, ?wait, "accept failed; retrying");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// How long to wait after `error`, if at all.
+    fn delay(&mut self, error: &std::io::Error) -> Option<Duration> {
         use std::io::ErrorKind as K;
         if matches!(
             error.kind(),
             K::ConnectionAborted | K::ConnectionReset | K::ConnectionRefused
         ) {
-            return;
+            return None;
         }
-        let wait = self.next.unwrap_or(Duration::from_millis(10));
-        tracing::error!(error = %error, ?wait, "accept failed; retrying");
-        tokio::time::sleep(wait).await;
-        self.next = Some((wait * 2).min(Duration::from_secs(1)));
+        let wait = self.next.unwrap_or(Backoff::FIRST);
+        self.next = Some((wait * 2).min(Backoff::MOST));
+        Some(wait)
     }
 }
 
@@ -637,6 +647,19 @@ mod tests {
         ] {
             assert!(!is_loopback_authority(host), "{host}");
         }
+    }
+
+    #[test]
+    fn accept_errors_back_off_up_to_a_second() {
+        let mut backoff = Backoff::default();
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(backoff.delay(&reset), None);
+        // EMFILE, as accept(2) reports a full file table.
+        let full = std::io::Error::from_raw_os_error(24);
+        let waits: Vec<u128> = (0..10)
+            .map(|_| backoff.delay(&full).unwrap().as_millis())
+            .collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl AppState {
                 let header = authorization.ok_or_else(|| {
                     AppError::unauthorized("missing `Authorization: Bearer TOKEN` header")
                 })?;
-                let token = bearer_token(header).ok_or_else(|| {
+                let token = auth::bearer_token(header).ok_or_else(|| {
                     AppError::unauthorized("expected `Authorization: Bearer TOKEN`")
                 })?;
                 tokens
@@ -205,13 +205,6 @@ fn http_policy(config: &Config) -> ctxlog::Result<HttpPolicy> {
             })
         }
     }
-}
-
-/// The credentials of an `Authorization` header value of the `Bearer` scheme, whose name is
-/// case-insensitive (RFC 7235): `Bearer TOKEN`, `bearer TOKEN`, `BEARER  TOKEN`.
-fn bearer_token(header: &[u8]) -> Option<&[u8]> {
-    let (scheme, token) = header.split_at_checked(b"Bearer ".len())?;
-    scheme.eq_ignore_ascii_case(b"Bearer ").then_some(token)
 }
 
 /// The application: every route of the API and the inspector over `state`, under the

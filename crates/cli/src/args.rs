@@ -176,7 +176,7 @@ pub enum Command {
     /// Without tokens the server uses the store at --root (or --store) and must listen on
     /// loopback; with --tokens FILE (or CTXLOG_TOKENS) each request needs
     /// `Authorization: Bearer TOKEN` and each tenant gets its own store under
-    /// <root>/tenants/<tenant>/ (in a PostgreSQL store: its own schema). Several replicas may
+    /// <root>/.tenants/<tenant>/ (in a PostgreSQL store: its own schema). Several replicas may
     /// serve one PostgreSQL store (docs/postgres.md). Stops on SIGTERM or Ctrl-C after
     /// finishing the requests in flight.
     Serve(ServeArgs),

@@ -28,6 +28,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
+use ctxlog_ledger::rules::Tombstone;
 use ctxlog_ledger::{EventBody, NewCommit};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -316,6 +317,69 @@ impl Redactor {
         }
         out.push_str(&text[at..]);
         Cow::Owned(out)
+    }
+
+    /// The kind of the first rule (in the order of the module docs) that matches somewhere
+    /// in `text`, if any.
+    pub fn first_match(&self, text: &str) -> Option<&str> {
+        let mut spans = Vec::new();
+        self.rules.iter().find_map(|rule| {
+            spans.clear();
+            rule.find(text, &mut spans);
+            spans.iter().any(|(a, b)| b > a).then(|| rule.kind())
+        })
+    }
+
+    /// Refuses a commit id that matches a redaction rule. Ids are stored as given: a
+    /// redacted or hashed id would no longer name its commit for `erase` by commit id, a
+    /// replay, or an import run again, so a secret-like one is refused instead.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] naming the rule (never the id) and what to use instead.
+    pub fn check_commit_id(&self, id: &str) -> Result<()> {
+        match self.first_match(id) {
+            None => Ok(()),
+            Some(kind) => Err(Error::BadInput {
+                reason: format!(
+                    "the commit id (the turn's \"id\", --id, or the Idempotency-Key header) \
+                     looks like a secret: it matches the redaction rule {kind}. Ids are stored \
+                     as given, never redacted (a redacted or hashed id would break erase by \
+                     commit id, replays and imports), so it is refused and nothing was \
+                     written: use an id that is not a secret, such as a UUID or a counter"
+                ),
+            }),
+        }
+    }
+
+    /// Refuses erasing by a commit id that matches a redaction rule (no commit is given such
+    /// an id; see [`Redactor::check_commit_id`]).
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] naming the rule (never the id) and the seq range to use instead.
+    pub fn check_erase_id(&self, id: &str) -> Result<()> {
+        match self.first_match(id) {
+            None => Ok(()),
+            Some(kind) => Err(Error::BadInput {
+                reason: format!(
+                    "the commit id to erase looks like a secret: it matches the redaction rule \
+                     {kind}, and such ids are refused (ids are stored as given, never \
+                     redacted); nothing was erased. Erase the turn by its seqs instead \
+                     (--seqs FROM-TO, or {{\"target\":{{\"seqs\":{{\"from\":…,\"to\":…}}}}}}; \
+                     the log shows them)"
+                ),
+            }),
+        }
+    }
+
+    /// `tombstone` with its reason redacted (an import rebuilding an export's erasure).
+    pub fn redact_tombstone<'a>(&self, tombstone: &'a Tombstone) -> Cow<'a, Tombstone> {
+        match self.redact(&tombstone.reason) {
+            Cow::Borrowed(_) => Cow::Borrowed(tombstone),
+            Cow::Owned(reason) => Cow::Owned(Tombstone {
+                reason,
+                ..tombstone.clone()
+            }),
+        }
     }
 
     /// `commit` with every text (and every string inside tool arguments) redacted.

@@ -198,7 +198,7 @@ impl Conversation {
     /// # Errors
     /// [`ctxlog_ledger::Error::BadRange`] (nothing changed) for an empty or out-of-ledger
     /// range, a reason over [`ctxlog_ledger::MAX_ERASE_REASON_BYTES`], an id no commit of this
-    /// conversation carried, or [`EraseTarget::All`]; [`crate::Error::BadInput`] for a
+    /// conversation carried, or [`EraseTarget::All`]; [`crate::Error::InvalidRequest`] for a
     /// commit id that matches a redaction rule ([`Redactor::check_erase_id`]); otherwise as
     /// [`ctxlog_ledger::Ledger::erase`].
     pub fn erase(&mut self, what: &EraseTarget, reason: &str) -> Result<ErasureReport> {

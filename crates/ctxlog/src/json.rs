@@ -110,7 +110,7 @@ impl std::fmt::Display for Inexact {
                 f,
                 "the integer {} {at} is beyond 64 bits (-9223372036854775808 to \
                  18446744073709551615) and would be stored as the float {}, losing digits; \
-                 send it as a string to keep it exactly",
+                 send a number this large as a string to keep it exactly",
                 shown(n),
                 float_text(n.parse().ok())
             ),

@@ -355,11 +355,12 @@ impl Redactor {
     /// an id; see [`Redactor::check_commit_id`]).
     ///
     /// # Errors
-    /// [`Error::BadInput`] naming the rule (never the id) and the seq range to use instead.
+    /// [`Error::InvalidRequest`] (class usage, as an erase target naming no commit) naming
+    /// the rule (never the id) and the seq range to use instead.
     pub fn check_erase_id(&self, id: &str) -> Result<()> {
         match self.first_match(id) {
             None => Ok(()),
-            Some(kind) => Err(Error::BadInput {
+            Some(kind) => Err(Error::InvalidRequest {
                 reason: format!(
                     "the commit id to erase looks like a secret: it matches the redaction rule \
                      {kind}, and such ids are refused (ids are stored as given, never \

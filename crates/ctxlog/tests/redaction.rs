@@ -344,8 +344,10 @@ fn a_commit_id_that_looks_like_a_secret_is_refused_on_every_path() {
     let store = Store::open(dir.path()).unwrap();
     let turn = r#"{"user":"q","assistant":"a"}"#;
     let in_json = format!(r#"{{"id":"{KEY}","user":"q","assistant":"a"}}"#);
-    let refused = |e: ctxlog::Error| {
-        assert_eq!(e.class(), ErrorClass::BadInput, "{e}");
+    // A commit's id is bad input (as an id over the length cap); an erase target naming
+    // such an id is a usage error (as one naming no commit).
+    let refused_as = |class: ErrorClass, e: ctxlog::Error| {
+        assert_eq!(e.class(), class, "{e}");
         let message = e.to_string();
         assert!(
             !message.contains(&KEY[8..24]),
@@ -353,6 +355,7 @@ fn a_commit_id_that_looks_like_a_secret_is_refused_on_every_path() {
         );
         message
     };
+    let refused = |e| refused_as(ErrorClass::BadInput, e);
     // The id given in the JSON, or beside it (--id, Idempotency-Key), into a new conversation.
     for (json, id) in [(in_json.as_str(), None), (turn, Some(KEY))] {
         let message = refused(commit(&store, "c", json, id).unwrap_err());
@@ -379,7 +382,8 @@ fn a_commit_id_that_looks_like_a_secret_is_refused_on_every_path() {
     // Erasing by such an id is refused too, and nothing changes.
     commit(&store, "c", turn, Some("t1")).unwrap();
     let before = files(dir.path());
-    let message = refused(
+    let message = refused_as(
+        ErrorClass::Usage,
         store
             .erase(&EraseRequest {
                 conversation: "c".into(),

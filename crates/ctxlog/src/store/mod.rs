@@ -645,7 +645,7 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::BadRange`] (nothing changed);
-    /// [`Error::BadInput`] for a commit id that matches a redaction rule
+    /// [`Error::InvalidRequest`] for a commit id that matches a redaction rule
     /// ([`Redactor::check_erase_id`]); [`ctxlog_ledger::Error::Locked`] when another process
     /// writes it; I/O.
     pub fn erase(&self, request: &EraseRequest) -> Result<EraseResponse> {

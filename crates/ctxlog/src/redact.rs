@@ -21,9 +21,15 @@
 //! never any of the secret's characters.
 //!
 //! Redaction applies to user and assistant text, notes, tool results (before a large one
-//! becomes an artifact) and every string inside a tool call's arguments. It runs before the
+//! becomes an artifact), every string inside a tool call's arguments, and the reason an
+//! erasure, a retention run or an imported export's tombstone records. It runs before the
 //! idempotency check, so a replayed commit is compared in its redacted form; it is
 //! deterministic for a given configuration and environment.
+//!
+//! Commit ids are never redacted: an id names its commit for erasure, replays and imports,
+//! which a changed id would break. An id that matches a rule is refused instead
+//! ([`Redactor::check_commit_id`], [`Redactor::check_erase_id`]). Tool names and call ids
+//! are identifiers a program chooses, kept as given.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;

@@ -187,7 +187,7 @@ impl Conversation {
         self.ledger.is_poisoned()
     }
 
-    /// Erases `what` for `reason` (SPEC E1; the reason redacted first when the handle has a
+    /// Erases `what` for `reason` (the reason redacted first when the handle has a
     /// redactor, as a commit's text is): the ledger is rewritten without it, atomically,
     /// widened to whole turns (the report gives the range actually erased; seqs are kept,
     /// the range becomes a tombstone visible in the log); unreferenced artifacts and every

@@ -258,7 +258,7 @@ fn verify_text(response: &VerifyResponse) -> String {
 fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
     let tools = match &args.tools {
         None => Vec::new(),
-        Some(path) => serde_json::from_slice::<Vec<serde_json::Value>>(&read_input(
+        Some(path) => ctxlog::json::from_slice::<Vec<serde_json::Value>>(&read_input(
             path,
             ctxlog::ops::MAX_INPUT_BYTES,
         )?)

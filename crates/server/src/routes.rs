@@ -250,7 +250,7 @@ fn request_for<T: DeserializeOwned>(name: &str, body: &[u8]) -> Result<T, AppErr
     let mut object: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
-        serde_json::from_slice(body).map_err(|e| {
+        ctxlog::json::from_slice(body).map_err(|e| {
             AppError::bad_request(format!("request body: expected a JSON object: {e}"))
         })?
     };

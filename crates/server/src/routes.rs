@@ -250,9 +250,23 @@ fn request_for<T: DeserializeOwned>(name: &str, body: &[u8]) -> Result<T, AppErr
     let mut object: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
-        ctxlog::json::from_slice(body).map_err(|e| {
-            AppError::bad_request(format!("request body: expected a JSON object: {e}"))
-        })?
+        let value: Value = ctxlog::json::from_slice(body)
+            .map_err(|e| AppError::bad_request(format!("request body: {e}")))?;
+        match value {
+            Value::Object(object) => object,
+            other => {
+                let found = match other {
+                    Value::Array(_) => "an array",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "null",
+                };
+                return Err(AppError::bad_request(format!(
+                    "request body: expected a JSON object, found {found}"
+                )));
+            }
+        }
     };
     match object.remove("conversation") {
         Some(Value::String(given)) if given != name => {

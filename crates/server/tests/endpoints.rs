@@ -493,7 +493,9 @@ async fn inexact_json_and_secret_like_ids_are_refused_and_store_nothing() {
     let (dir, app) = open_app();
     commit_turn(&app, "exact", "first", "ok").await;
     let before = common::snapshot(dir.path());
-    let cases: [(&str, &str, &[(&str, &str)], &str); 4] = [
+    // (route, body, headers, a word the message must contain)
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 4] = [
         ("/commits", r#"{"user":"a","user":"b"}"#, &[], "twice"),
         (
             "/commits",

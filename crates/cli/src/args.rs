@@ -176,7 +176,7 @@ pub enum Command {
     /// Without tokens the server uses the store at --root (or --store) and must listen on
     /// loopback; with --tokens FILE (or CTXLOG_TOKENS) each request needs
     /// `Authorization: Bearer TOKEN` and each tenant gets its own store under
-    /// <root>/tenants/<tenant>/ (in a PostgreSQL store: its own schema). Several replicas may
+    /// <root>/.tenants/<tenant>/ (in a PostgreSQL store: its own schema). Several replicas may
     /// serve one PostgreSQL store (docs/postgres.md). Stops on SIGTERM or Ctrl-C after
     /// finishing the requests in flight.
     Serve(ServeArgs),
@@ -184,9 +184,11 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Where to listen (port 0 picks a free port; the address is logged)
+    /// Where to listen: HOST:PORT, the host an address or a name such as localhost (port 0
+    /// picks a free port; the address is logged). Without tokens, every address the host
+    /// resolves to must be loopback
     #[arg(long, default_value = "127.0.0.1:7474")]
-    pub addr: std::net::SocketAddr,
+    pub addr: String,
     /// Bearer tokens: one `TOKEN TENANT` pair a line [default: $CTXLOG_TOKENS, pairs separated
     /// by newlines or `;`; else none, loopback only]
     #[arg(long, value_name = "FILE")]
@@ -198,6 +200,22 @@ pub struct ServeArgs {
     /// server answers 503 with Retry-After, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub writer_wait: u64,
+    /// A web origin (SCHEME://HOST[:PORT]) whose pages may call the server, besides the
+    /// server's own; repeatable; only with tokens (without, only pages on loopback may)
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<ctxlog_server::Origin>,
+    /// How long a client has to send a request's headers, and how long an idle kept-alive
+    /// connection stays open, in seconds; the connection is closed past it
+    #[arg(long, value_name = "SECS", default_value_t = ctxlog_server::policy::DEFAULT_HEADER_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout_secs: u64,
+    /// How long a client has to send a request's body once its headers arrived, in seconds;
+    /// past it the request is answered 408 and nothing of it is used
+    #[arg(long, value_name = "SECS", default_value_t = ctxlog_server::policy::DEFAULT_BODY_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub body_timeout_secs: u64,
+    /// The most connections open at once (more wait until one closes); lowered to half the
+    /// open-file limit (`ulimit -n`) when that is smaller
+    #[arg(long, value_name = "N", default_value_t = ctxlog_server::policy::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_connections: usize,
 }
 
 /// What to erase: exactly one of --turn, --seqs and --all (checked by the operation).

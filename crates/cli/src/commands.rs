@@ -258,7 +258,7 @@ fn verify_text(response: &VerifyResponse) -> String {
 fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
     let tools = match &args.tools {
         None => Vec::new(),
-        Some(path) => serde_json::from_slice::<Vec<serde_json::Value>>(&read_input(
+        Some(path) => ctxlog::json::from_slice::<Vec<serde_json::Value>>(&read_input(
             path,
             ctxlog::ops::MAX_INPUT_BYTES,
         )?)
@@ -461,6 +461,12 @@ fn serve(
         tokens_file: args.tokens,
         body_limit: usize::try_from(args.body_limit_mib << 20).unwrap_or(usize::MAX),
         writer_wait: std::time::Duration::from_secs(args.writer_wait),
+        allowed_origins: args.allow_origins,
+        connections: ctxlog_server::ConnectionLimits {
+            header_timeout: std::time::Duration::from_secs(args.header_timeout_secs),
+            body_timeout: std::time::Duration::from_secs(args.body_timeout_secs),
+            max_connections: args.max_connections,
+        },
     })
     .map_err(|e| Failure::other(format!("serve: {e:#}")))
 }

@@ -80,6 +80,7 @@ fn catalogue(files: &Path) -> Vec<Case> {
     let long_name = "a".repeat(65);
     let long_id = "i".repeat(1000);
     let long_reason = "r".repeat(1025);
+    let secret_id = "ghp_0123456789abcdefghij0123456789abcdef";
     let big_user = format!(r#"{{"user":"{}"}}"#, "x".repeat(5 << 20));
     let big_commit = {
         let e = format!(r#"{{"kind":"note","text":"{}"}}"#, "y".repeat(3_600_000));
@@ -155,6 +156,20 @@ fn catalogue(files: &Path) -> Vec<Case> {
         commit("commit: record over the 4 MiB cap", big_user.as_bytes()),
         commit("commit: commit over the 16 MiB cap", big_commit.as_bytes()),
         commit("commit: arguments nested 5000 deep", deep.as_bytes()),
+        commit("commit: a key given twice", br#"{"user":"a","user":"b"}"#),
+        commit(
+            "commit: a key given twice in tool arguments",
+            br#"{"events":[{"kind":"user","text":"go"},{"kind":"tool_call","call_id":"c9","tool":"sh","arguments":{"cmd":"ls","cmd":"rm"}}]}"#,
+        ),
+        commit(
+            "commit: integer beyond 64 bits in tool arguments",
+            br#"{"events":[{"kind":"user","text":"go"},{"kind":"tool_call","call_id":"c9","tool":"sh","arguments":{"n":123456789012345678901234567890}}]}"#,
+        ),
+        commit(
+            "commit: decimal a 64-bit float does not keep",
+            br#"{"events":[{"kind":"user","text":"go"},{"kind":"tool_call","call_id":"c9","tool":"sh","arguments":{"x":0.10000000000000001}}]}"#,
+        ),
+        case("commit: id that looks like a secret", &["commit", "chat", "--id", secret_id], br#"{"user":"x"}"#),
         case("commit: id over the length cap", &["commit", "chat", "--id", &long_id], br#"{"user":"x"}"#),
         case("commit: id reused with other content", &["commit", "chat", "--id", "t1"], br#"{"user":"other"}"#),
         case("commit: input file missing", &["commit", "chat", "/nonexistent/turn.json"], b""),
@@ -197,6 +212,7 @@ fn catalogue(files: &Path) -> Vec<Case> {
         case("project: --tools file missing", &["project", "chat", "--input", "x", "--tools", "/nonexistent/tools.json"], b""),
         case("project: --tools malformed JSON", &["project", "chat", "--input", "x", "--tools", &f("bad.json")], b""),
         case("project: --tools not an array", &["project", "chat", "--input", "x", "--tools", &f("object.json")], b""),
+        case("project: --tools with a key given twice", &["project", "chat", "--input", "x", "--tools", &f("twice.json")], b""),
         // count
         case("count: unknown format", &["count", "--format", "gemini"], br#"{"model":"m","messages":[]}"#),
         case("count: unknown tokenizer", &["count", "--tokenizer", "p50k"], br#"{"model":"m","messages":[]}"#),
@@ -222,6 +238,7 @@ fn catalogue(files: &Path) -> Vec<Case> {
         case("erase: --seqs -1", &["erase", "chat", "--seqs", "-1"], b""),
         case("erase: --seqs beyond the ledger", &["erase", "chat", "--seqs", "9000-9999"], b""),
         case("erase: --turn with an unknown id", &["erase", "chat", "--turn", "nope"], b""),
+        case("erase: --turn with an id that looks like a secret", &["erase", "chat", "--turn", secret_id], b""),
         case("erase: --turn and --seqs together", &["erase", "chat", "--turn", "t1", "--seqs", "1"], b""),
         case("erase: reason over 1024 bytes", &["erase", "chat", "--seqs", "1", "--reason", &long_reason], b""),
         // the command line itself
@@ -268,6 +285,11 @@ fn store() -> (Env, tempfile::TempDir) {
     let files = tempfile::tempdir().unwrap();
     std::fs::write(files.path().join("bad.json"), b"[{").unwrap();
     std::fs::write(files.path().join("object.json"), br#"{"name":"t"}"#).unwrap();
+    std::fs::write(
+        files.path().join("twice.json"),
+        br#"[{"type":"function","function":{"name":"a","name":"b"}}]"#,
+    )
+    .unwrap();
     (env, files)
 }
 

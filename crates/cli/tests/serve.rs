@@ -1,5 +1,6 @@
-//! `ctxlog serve` as a process: it refuses to listen beyond loopback without tokens, serves on
-//! a free port, and stops cleanly (exit 0) on SIGTERM.
+//! `ctxlog serve` as a process: it refuses to listen beyond loopback without tokens (and
+//! refuses allowed origins without them), listens on a free port given as an address or a
+//! host name, and stops cleanly (exit 0) on SIGTERM.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -44,6 +45,50 @@ fn refuses_to_listen_beyond_loopback_without_tokens() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("secret-but-short"));
 }
 
+#[test]
+fn refuses_origins_without_tokens_and_addresses_it_cannot_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, expected) in [
+        (
+            &["--allow-origin", "https://app.example.com"][..],
+            "allowed origins (https://app.example.com) need tokens",
+        ),
+        (
+            &["--allow-origin", "app.example.com"],
+            "invalid value 'app.example.com'",
+        ),
+        (&["--addr", "localhost"], "give HOST:PORT"),
+    ] {
+        let out = ctxlog()
+            .arg("--root")
+            .arg(dir.path())
+            .arg("serve")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(expected),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn listens_on_a_host_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = ctxlog();
+    cmd.arg("--root")
+        .arg(dir.path())
+        .args(["serve", "--addr", "localhost:0"]);
+    let (mut child, _stderr, addr) = common::spawn_server(cmd);
+    let reply = get(&addr, "/healthz", None);
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// Starts `ctxlog serve` on a free loopback port; returns the child, its stderr and address.
 fn start(
     root: &std::path::Path,
@@ -71,7 +116,7 @@ fn get(addr: &str, path: &str, token: Option<&str>) -> String {
         .unwrap_or_default();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut reply = String::new();

@@ -5,6 +5,7 @@
 //! open recall index. Most applications call the operations on [`Store`](crate::Store),
 //! which keeps handles for them; a handle is the lower-level API underneath.
 
+use std::borrow::Cow;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,11 +105,15 @@ impl Conversation {
     /// when the handle has a redactor (so an idempotent replay is compared redacted too).
     ///
     /// # Errors
-    /// Invalid turns, caps, id conflicts, I/O ([`ctxlog_ledger::Ledger::commit`]); nothing is
-    /// written on error.
+    /// [`crate::Error::BadInput`] for an id that matches a redaction rule
+    /// ([`Redactor::check_commit_id`]); invalid turns, caps, id conflicts, I/O
+    /// ([`ctxlog_ledger::Ledger::commit`]); nothing is written on error.
     pub fn commit(&mut self, commit: &NewCommit) -> Result<CommitReceipt> {
         match &self.redactor {
-            Some(redactor) => Ok(self.ledger.commit(&redactor.redact_commit(commit))?),
+            Some(redactor) => {
+                let commit = redacted(redactor, commit)?;
+                Ok(self.ledger.commit(&commit)?)
+            }
             None => Ok(self.ledger.commit(commit)?),
         }
     }
@@ -121,28 +126,39 @@ impl Conversation {
         self.commit(&crate::parse_commit(json, id)?)
     }
 
-    /// Several commits, each redacted as [`Conversation::commit`] redacts it, acknowledged
-    /// together ([`LedgerWriter::commit_batch`]: on the file ledger one append and one sync).
-    /// One result per commit, in order; a refused commit fails alone, a failed write or sync
-    /// fails them all (the outer error).
+    /// Several commits, each checked and redacted as [`Conversation::commit`] does it,
+    /// acknowledged together ([`LedgerWriter::commit_batch`]: on the file ledger one append
+    /// and one sync). One result per commit, in order; a refused commit fails alone, a failed
+    /// write or sync fails them all (the outer error).
     ///
     /// # Errors
     /// A failure of the whole batch: I/O, a poisoned writer.
     pub fn commit_batch(&mut self, commits: &[&NewCommit]) -> Result<Vec<Result<CommitReceipt>>> {
-        let results = match &self.redactor {
-            Some(redactor) => {
-                let redacted: Vec<_> = commits.iter().map(|c| redactor.redact_commit(c)).collect();
-                let redacted: Vec<&NewCommit> = redacted.iter().map(|c| &**c).collect();
-                self.ledger.commit_batch(&redacted)?
-            }
-            None => self.ledger.commit_batch(commits)?,
+        let Some(redactor) = &self.redactor else {
+            let results = self.ledger.commit_batch(commits)?;
+            return Ok(results.into_iter().map(|r| r.map_err(Into::into)).collect());
         };
-        Ok(results.into_iter().map(|r| r.map_err(Into::into)).collect())
+        let prepared: Vec<Result<Cow<'_, NewCommit>>> =
+            commits.iter().map(|c| redacted(redactor, c)).collect();
+        let written: Vec<&NewCommit> = prepared.iter().flatten().map(|c| &**c).collect();
+        let mut results = self.ledger.commit_batch(&written)?.into_iter();
+        Ok(prepared
+            .into_iter()
+            .map(|p| match p {
+                Err(refused) => Err(refused),
+                Ok(_) => match results.next() {
+                    Some(result) => result.map_err(Into::into),
+                    None => Err(crate::Error::Internal {
+                        reason: "the ledger answered fewer commits than it was given".into(),
+                    }),
+                },
+            })
+            .collect())
     }
 
     /// Appends an export's tombstone as it was (an import; see
-    /// [`ctxlog_ledger::Ledger::append_tombstone`]). A reason is audit text the erasure
-    /// recorded, never redacted again.
+    /// [`ctxlog_ledger::Ledger::append_tombstone`]), its reason redacted as an erasure's is:
+    /// the reason was typed by whoever erased, into whatever store that was.
     ///
     /// # Errors
     /// As [`ctxlog_ledger::Ledger::append_tombstone`].
@@ -150,7 +166,12 @@ impl Conversation {
         &mut self,
         t: &ctxlog_ledger::rules::Tombstone,
     ) -> Result<CommitReceipt> {
-        Ok(self.ledger.append_tombstone(t)?)
+        match &self.redactor {
+            Some(redactor) => Ok(self
+                .ledger
+                .append_tombstone(&redactor.redact_tombstone(t))?),
+            None => Ok(self.ledger.append_tombstone(t)?),
+        }
     }
 
     /// The first and last seq of the commit that carried idempotency id `id`, if one did.
@@ -166,7 +187,8 @@ impl Conversation {
         self.ledger.is_poisoned()
     }
 
-    /// Erases `what` for `reason` (SPEC E1): the ledger is rewritten without it, atomically,
+    /// Erases `what` for `reason` (the reason redacted first when the handle has a
+    /// redactor, as a commit's text is): the ledger is rewritten without it, atomically,
     /// widened to whole turns (the report gives the range actually erased; seqs are kept,
     /// the range becomes a tombstone visible in the log); unreferenced artifacts and every
     /// `recovered/` tail are deleted; the recall index is deleted (before the rewrite, so a
@@ -176,12 +198,22 @@ impl Conversation {
     /// # Errors
     /// [`ctxlog_ledger::Error::BadRange`] (nothing changed) for an empty or out-of-ledger
     /// range, a reason over [`ctxlog_ledger::MAX_ERASE_REASON_BYTES`], an id no commit of this
-    /// conversation carried, or [`EraseTarget::All`]; otherwise as
+    /// conversation carried, or [`EraseTarget::All`]; [`crate::Error::InvalidRequest`] for a
+    /// commit id that matches a redaction rule ([`Redactor::check_erase_id`]); otherwise as
     /// [`ctxlog_ledger::Ledger::erase`].
     pub fn erase(&mut self, what: &EraseTarget, reason: &str) -> Result<ErasureReport> {
+        let redactor = self.redactor.clone();
+        let reason = match &redactor {
+            Some(redactor) => redactor.redact(reason),
+            None => Cow::Borrowed(reason),
+        };
+        let reason = reason.as_ref();
         let (from, to) = match what {
             EraseTarget::Seqs { from, to } => (*from, *to),
             EraseTarget::Commit { id } => {
+                if let Some(redactor) = &redactor {
+                    redactor.check_erase_id(id)?;
+                }
                 self.commit_seqs(id)?
                     .ok_or_else(|| ctxlog_ledger::Error::BadRange {
                         reason: format!("no commit of this conversation carries the id {id:?}"),
@@ -413,4 +445,12 @@ impl<L: LedgerView + ?Sized> PageSource for IndexPages<'_, L> {
             })
             .collect())
     }
+}
+
+/// `commit` as a redacting handle writes it: its id checked, its texts redacted.
+fn redacted<'c>(redactor: &Redactor, commit: &'c NewCommit) -> Result<Cow<'c, NewCommit>> {
+    if let Some(id) = &commit.id {
+        redactor.check_commit_id(id)?;
+    }
+    Ok(redactor.redact_commit(commit))
 }

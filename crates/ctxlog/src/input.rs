@@ -15,6 +15,11 @@
 //! the clock at commit time.
 //!
 //! Any other key is refused, so a typo never silently drops data.
+//!
+//! The turn is kept exactly as written or refused ([`crate::json`]): a key given twice in one
+//! object (the turn, an event, a tool call's arguments), an integer beyond 64 bits, or a
+//! decimal that a 64-bit float does not keep (it would read back as another number) is bad
+//! input naming its JSON path and byte offset; send such a number as a string.
 
 use ctxlog_ledger::{EventBody, NewCommit};
 use serde::Deserialize;
@@ -50,9 +55,10 @@ struct Shorthand {
 /// ```
 ///
 /// # Errors
-/// [`Error::BadInput`] for invalid UTF-8, malformed JSON, unknown keys or kinds, a shorthand
-/// with neither `user` nor `assistant` (with the position where the JSON parser stopped), or
-/// a `"ts"` that is neither RFC 3339 nor whole milliseconds.
+/// [`Error::BadInput`] for invalid UTF-8, malformed JSON, JSON that cannot be kept exactly
+/// (a repeated key, a number that would read back as another: see the module docs), unknown
+/// keys or kinds, a shorthand with neither `user` nor `assistant` (with the position where the
+/// JSON parser stopped), or a `"ts"` that is neither RFC 3339 nor whole milliseconds.
 pub fn parse_commit(bytes: &[u8], id: Option<&str>) -> Result<NewCommit, Error> {
     let text = std::str::from_utf8(bytes).map_err(|e| Error::BadInput {
         reason: format!(
@@ -60,7 +66,7 @@ pub fn parse_commit(bytes: &[u8], id: Option<&str>) -> Result<NewCommit, Error> 
             e.valid_up_to()
         ),
     })?;
-    let mut value: serde_json::Value = serde_json::from_str(text).map_err(json_error)?;
+    let mut value: serde_json::Value = crate::json::from_str(text).map_err(json_error)?;
     refuse_system_events(&value)?;
     let mut commit = if value.get("events").is_some() {
         let times = take_times(&mut value)?;
@@ -183,6 +189,47 @@ mod tests {
             let err = parse_commit(bad, None).unwrap_err();
             assert!(matches!(err, Error::BadInput { .. }), "{err}");
         }
+    }
+
+    #[test]
+    fn json_that_cannot_be_kept_exactly_is_refused_where_it_is() {
+        let cases = [
+            (
+                &br#"{"user":"a","user":"b"}"#[..],
+                "invalid turn JSON: key \"user\" appears twice in the object at $ (byte 12)",
+            ),
+            (
+                br#"{"events":[{"kind":"user","text":"q","kind":"note"}]}"#,
+                "invalid turn JSON: key \"kind\" appears twice in the object at $.events[0]",
+            ),
+            (
+                br#"{"events":[{"kind":"user","text":"q"},{"kind":"tool_call","call_id":"c","tool":"t","arguments":{"n":123456789012345678901234567890}}]}"#,
+                "invalid turn JSON: the integer 123456789012345678901234567890 at \
+                 $.events[1].arguments.n (byte 100) is beyond 64 bits",
+            ),
+            (
+                br#"{"events":[{"kind":"user","text":"q"},{"kind":"tool_call","call_id":"c","tool":"t","arguments":{"pi":3.14159265358979323846}}]}"#,
+                "invalid turn JSON: the number 3.14159265358979323846 at $.events[1].arguments.pi",
+            ),
+        ];
+        for (json, start) in cases {
+            let err = parse_commit(json, None).unwrap_err();
+            assert!(matches!(err, Error::BadInput { .. }), "{err}");
+            assert!(err.to_string().starts_with(start), "{err}");
+        }
+        // What a 64-bit number keeps is kept, digit for digit.
+        let c = parse_commit(
+            br#"{"events":[{"kind":"user","text":"q"},{"kind":"tool_call","call_id":"c","tool":"t","arguments":{"n":18446744073709551615,"m":-9223372036854775808,"x":0.30000000000000004}}]}"#,
+            None,
+        )
+        .unwrap();
+        let written = serde_json::to_string(&c.events[1]).unwrap();
+        assert!(
+            written.contains(
+                r#"{"n":18446744073709551615,"m":-9223372036854775808,"x":0.30000000000000004}"#
+            ),
+            "{written}"
+        );
     }
 
     #[test]

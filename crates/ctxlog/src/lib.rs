@@ -36,7 +36,7 @@
 //! ```
 
 // Layers, lowest first; a module uses only those before it in this list (directly or through
-// the re-exports below), which `tests/layering.rs` checks: error, time, redact, backend,
+// the re-exports below), which `tests/layering.rs` checks: error, json, time, redact, backend,
 // retention, config, adapters, transfer, input, ops, location, handle, store.
 mod adapters;
 pub mod backend;
@@ -44,6 +44,7 @@ mod config;
 mod error;
 mod handle;
 mod input;
+pub mod json;
 mod location;
 pub mod ops;
 pub mod redact;

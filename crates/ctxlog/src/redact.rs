@@ -21,13 +21,20 @@
 //! never any of the secret's characters.
 //!
 //! Redaction applies to user and assistant text, notes, tool results (before a large one
-//! becomes an artifact) and every string inside a tool call's arguments. It runs before the
+//! becomes an artifact), every string inside a tool call's arguments, and the reason an
+//! erasure, a retention run or an imported export's tombstone records. It runs before the
 //! idempotency check, so a replayed commit is compared in its redacted form; it is
 //! deterministic for a given configuration and environment.
+//!
+//! Commit ids are never redacted: an id names its commit for erasure, replays and imports,
+//! which a changed id would break. An id that matches a rule is refused instead
+//! ([`Redactor::check_commit_id`], [`Redactor::check_erase_id`]). Tool names and call ids
+//! are identifiers a program chooses, kept as given.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
+use ctxlog_ledger::rules::Tombstone;
 use ctxlog_ledger::{EventBody, NewCommit};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -316,6 +323,70 @@ impl Redactor {
         }
         out.push_str(&text[at..]);
         Cow::Owned(out)
+    }
+
+    /// The kind of the first rule (in the order of the module docs) that matches somewhere
+    /// in `text`, if any.
+    pub fn first_match(&self, text: &str) -> Option<&str> {
+        let mut spans = Vec::new();
+        self.rules.iter().find_map(|rule| {
+            spans.clear();
+            rule.find(text, &mut spans);
+            spans.iter().any(|(a, b)| b > a).then(|| rule.kind())
+        })
+    }
+
+    /// Refuses a commit id that matches a redaction rule. Ids are stored as given: a
+    /// redacted or hashed id would no longer name its commit for `erase` by commit id, a
+    /// replay, or an import run again, so a secret-like one is refused instead.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] naming the rule (never the id) and what to use instead.
+    pub fn check_commit_id(&self, id: &str) -> Result<()> {
+        match self.first_match(id) {
+            None => Ok(()),
+            Some(kind) => Err(Error::BadInput {
+                reason: format!(
+                    "the commit id (the turn's \"id\", --id, or the Idempotency-Key header) \
+                     looks like a secret: it matches the redaction rule {kind}. Ids are stored \
+                     as given, never redacted (a redacted or hashed id would break erase by \
+                     commit id, replays and imports), so it is refused and nothing was \
+                     written: use an id that is not a secret, such as a UUID or a counter"
+                ),
+            }),
+        }
+    }
+
+    /// Refuses erasing by a commit id that matches a redaction rule (no commit is given such
+    /// an id; see [`Redactor::check_commit_id`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] (class usage, as an erase target naming no commit) naming
+    /// the rule (never the id) and the seq range to use instead.
+    pub fn check_erase_id(&self, id: &str) -> Result<()> {
+        match self.first_match(id) {
+            None => Ok(()),
+            Some(kind) => Err(Error::InvalidRequest {
+                reason: format!(
+                    "the commit id to erase looks like a secret: it matches the redaction rule \
+                     {kind}, and such ids are refused (ids are stored as given, never \
+                     redacted); nothing was erased. Erase the turn by its seqs instead \
+                     (--seqs FROM-TO, or {{\"target\":{{\"seqs\":{{\"from\":…,\"to\":…}}}}}}; \
+                     the log shows them)"
+                ),
+            }),
+        }
+    }
+
+    /// `tombstone` with its reason redacted (an import rebuilding an export's erasure).
+    pub fn redact_tombstone<'a>(&self, tombstone: &'a Tombstone) -> Cow<'a, Tombstone> {
+        match self.redact(&tombstone.reason) {
+            Cow::Borrowed(_) => Cow::Borrowed(tombstone),
+            Cow::Owned(reason) => Cow::Owned(Tombstone {
+                reason,
+                ..tombstone.clone()
+            }),
+        }
     }
 
     /// `commit` with every text (and every string inside tool arguments) redacted.

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 /// Every module, lowest layer first.
 const LAYERS: &[&str] = &[
     "error",
+    "json",
     "time",
     "redact",
     "backend",

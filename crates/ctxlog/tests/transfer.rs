@@ -316,6 +316,63 @@ fn a_bad_record_is_named_and_nothing_is_written() {
     assert_eq!(files(&dir.path().join("t")), before);
 }
 
+/// Input that would not be stored as written — a key given twice (a parser keeps one), an
+/// integer beyond 64 bits (it would become a float) — is refused in every format, named by
+/// line or JSON path, and nothing is written.
+#[test]
+fn json_that_cannot_be_kept_exactly_is_refused_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let big = "123456789012345678901234567890";
+    let cases = [
+        (
+            ImportFormat::Ctxlog,
+            "{\"seq\":1,\"kind\":\"user\",\"text\":\"a\"}\n{\"seq\":2,\"kind\":\"assistant\",\"text\":\"b\",\"text\":\"c\"}\n".to_string(),
+            "line 2: invalid JSON: key \"text\" appears twice in the object at $ (byte 39)".to_string(),
+        ),
+        (
+            ImportFormat::Ctxlog,
+            format!(
+                "{{\"seq\":1,\"kind\":\"user\",\"text\":\"a\"}}\n{{\"seq\":2,\"kind\":\"tool_call\",\"call_id\":\"c\",\"tool\":\"t\",\"arguments\":{{\"n\":{big}}}}}\n"
+            ),
+            format!("line 2: invalid JSON: the integer {big} at $.arguments.n"),
+        ),
+        (
+            ImportFormat::OpenaiChat,
+            r#"[{"role":"user","content":"hi","content":"there"}]"#.to_string(),
+            "invalid JSON: key \"content\" appears twice in the object at $[0]".to_string(),
+        ),
+        (
+            ImportFormat::AnthropicMessages,
+            format!(
+                r#"[{{"role":"user","content":"go"}},{{"role":"assistant","content":[{{"type":"tool_use","id":"t1","name":"calc","input":{{"x":{big}}}}}]}}]"#
+            ),
+            format!("invalid JSON: the integer {big} at $[1].content[0].input.x"),
+        ),
+        (
+            ImportFormat::ConversationDataset,
+            r#"[{"sample_id":"s1","conversation":{"speaker_a":"A","speaker_b":"B","session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{"speaker":"A","text":"hi"},{"speaker":"B","text":"yo","speaker":"A"}]}}]"#.to_string(),
+            "invalid JSON: key \"speaker\" appears twice in the object at $[0].conversation.session_1[1]".to_string(),
+        ),
+        (
+            ImportFormat::ConversationDataset,
+            format!(
+                r#"[{{"sample_id":"s1","conversation":{{"speaker_a":"A","speaker_b":"B","session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[{{"speaker":"A","text":"hi","dia_id":{big}}}]}}}}]"#
+            ),
+            format!("invalid JSON: the integer {big} at $[0].conversation.session_1[0].dia_id"),
+        ),
+    ];
+    for (format, data, named) in cases {
+        let err = import(&store, Some("t"), format, data.as_bytes()).unwrap_err();
+        assert_eq!(err.class(), ctxlog::ErrorClass::BadInput, "{err}");
+        assert!(err.to_string().starts_with(&named), "{named}\n{err}");
+        assert!(
+            files(dir.path()).iter().all(|(p, _)| !p.contains("/t")),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn openai_chat_arrays_group_tool_calls_and_keep_a_greeting() {
     let dir = tempfile::tempdir().unwrap();

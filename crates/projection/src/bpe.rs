@@ -135,31 +135,6 @@ impl Tables {
 
     /// `tiktoken`'s `_byte_pair_merge_large`: the same merges with a heap, for long pieces.
     fn merge_large(&self, piece: &[u8]) -> usize {
-        struct State {
-            prev: usize,
-            end: usize,
-            next_end: usize,
-            next_rank: Rank,
-        }
-        #[derive(PartialEq, Eq)]
-        struct Merge {
-            start: usize,
-            rank: Rank,
-        }
-        impl Ord for Merge {
-            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-                other
-                    .rank
-                    .cmp(&self.rank)
-                    .then_with(|| other.start.cmp(&self.start))
-            }
-        }
-        impl PartialOrd for Merge {
-            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-                Some(self.cmp(other))
-            }
-        }
-
         let mut state = Vec::with_capacity(piece.len());
         state.push(State {
             prev: usize::MAX,
@@ -180,19 +155,6 @@ impl Tables {
                 next_rank: Rank::MAX,
             });
         }
-        let potential_merge = |state: &mut Vec<State>,
-                               heap: &mut BinaryHeap<Merge>,
-                               start: usize,
-                               next_end: usize| {
-            state[start].next_end = next_end;
-            state[start].next_rank = Rank::MAX;
-            if next_end <= piece.len()
-                && let Some(rank) = self.rank(&piece[start..next_end])
-            {
-                heap.push(Merge { start, rank });
-                state[start].next_rank = rank;
-            }
-        };
         while let Some(left) = heap.pop() {
             if left.rank == Rank::MAX {
                 break;
@@ -205,13 +167,13 @@ impl Tables {
             let right_end = state[left_start].next_end;
             let right_next_end = state[right_start].next_end;
             state[left_start].end = right_end;
-            potential_merge(&mut state, &mut heap, left_start, right_next_end);
+            self.potential_merge(piece, &mut state, &mut heap, left_start, right_next_end);
             if right_end < state.len() {
                 state[right_end].prev = left_start;
             }
             if left_start > 0 {
                 let prev_start = state[left_start].prev;
-                potential_merge(&mut state, &mut heap, prev_start, right_end);
+                self.potential_merge(piece, &mut state, &mut heap, prev_start, right_end);
             }
             state[right_start].next_rank = Rank::MAX;
         }
@@ -222,6 +184,59 @@ impl Tables {
             i = state[i].end;
         }
         count
+    }
+
+    /// Makes the part at `start` end its next merge at `next_end`, and offers that merge to
+    /// the heap if the vocabulary has its bytes.
+    fn potential_merge(
+        &self,
+        piece: &[u8],
+        state: &mut [State],
+        heap: &mut BinaryHeap<Merge>,
+        start: usize,
+        next_end: usize,
+    ) {
+        state[start].next_end = next_end;
+        state[start].next_rank = Rank::MAX;
+        if next_end <= piece.len()
+            && let Some(rank) = self.rank(&piece[start..next_end])
+        {
+            heap.push(Merge { start, rank });
+            state[start].next_rank = rank;
+        }
+    }
+}
+
+/// One part of a piece in [`Tables::merge_large`], indexed by where it starts: the part
+/// before it, where it ends, and where the part it would become by merging with the next one
+/// ends, with that merge's rank (`Rank::MAX`: none).
+struct State {
+    prev: usize,
+    end: usize,
+    next_end: usize,
+    next_rank: Rank,
+}
+
+/// A merge of the part at `start` with the next one; the heap pops the lowest rank first,
+/// the leftmost first among equal ranks.
+#[derive(PartialEq, Eq)]
+struct Merge {
+    start: usize,
+    rank: Rank,
+}
+
+impl Ord for Merge {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .rank
+            .cmp(&self.rank)
+            .then_with(|| other.start.cmp(&self.start))
+    }
+}
+
+impl PartialOrd for Merge {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::options::{Tokenizer, WireFormat};
-use crate::report::{BudgetReport, Size, Tier, TierSize};
+use crate::report::{BudgetReport, RecallReport, Report, Size, Tier, TierSize, TurnCounts};
 use crate::request::ProjectionRequest;
 use crate::tokens::{
     Counter, REPLY_PRIMING, TOKENS_PER_MESSAGE, call_tokens, system_prompt_tokens, text_tokens,
@@ -114,7 +114,8 @@ impl<'r> Budget<'r> {
         })
     }
 
-    pub fn budget_report(&self) -> BudgetReport {
+    /// The budget as applied, for the report.
+    fn budget_report(&self) -> BudgetReport {
         BudgetReport {
             max_bytes: self.req.max_bytes,
             max_tokens: self.req.max_tokens,
@@ -123,6 +124,46 @@ impl<'r> Budget<'r> {
             input_token_limit: self.req.input_token_limit(),
             recall_reserve: self.reserve.get(),
         }
+    }
+
+    /// The report of a body of size `total` whose mandatory part is `mandatory`, with what the
+    /// request and the budget say (format, tokenizer, policy, sizes, the budget as applied)
+    /// and nothing kept, left out or clipped yet: each policy fills in the rest.
+    pub fn report(&self, total: Size, mandatory: Size) -> Report {
+        Report {
+            format: self.format,
+            tokenizer: self.counter.tokenizer,
+            policy: self.req.policy,
+            bytes: total.bytes,
+            tokens: total.tokens,
+            tokens_exact: self.format.tokens_exact(),
+            budget: self.budget_report(),
+            mandatory,
+            turns: TurnCounts::default(),
+            kept: Vec::new(),
+            dropped: Vec::new(),
+            pinned: Vec::new(),
+            detail_start: None,
+            tiers: Vec::new(),
+            clips: Vec::new(),
+            drops: Vec::new(),
+            notice: None,
+            recall: RecallReport::default(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Writes the body of `msgs` in the envelope, checked against its accounting: `total` must
+    /// be its exact size and fit the budget (else an internal error names `what`; the body is
+    /// never returned over budget).
+    pub fn write_checked(&self, msgs: Vec<Msg>, total: Size, what: &str) -> Result<Vec<u8>> {
+        let body = self.envelope.write(msgs);
+        if body.len() as u64 != total.bytes || !self.fits_all(total) {
+            return Err(Error::Internal {
+                reason: format!("{what} {} bytes, accounted {}", body.len(), total.bytes),
+            });
+        }
+        Ok(body)
     }
 }
 

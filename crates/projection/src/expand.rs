@@ -36,6 +36,28 @@ pub(crate) fn excerpt(text: &str, chars: usize, keep: usize, seq: u64) -> String
     format!("{head}\n{marker}\n{tail}")
 }
 
+/// The most characters an excerpt may keep, by bisection: the largest `keep` in `lo..=hi` for
+/// which `fits(keep)` answers, given `best`, the answer for `lo` (`None` when `lo` is not known
+/// to fit; it is not tried). Returns that `keep` (`lo` when nothing above it fits) and its
+/// answer.
+pub(crate) fn longest_fitting<T>(
+    (mut lo, mut hi): (usize, usize),
+    mut best: Option<T>,
+    mut fits: impl FnMut(usize) -> Option<T>,
+) -> (usize, Option<T>) {
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        match fits(mid) {
+            Some(found) => {
+                lo = mid;
+                best = Some(found);
+            }
+            None => hi = mid - 1,
+        }
+    }
+    (lo, best)
+}
+
 /// Grows the results of `pieces` (body order; the newest last) while the body fits:
 /// `total(cost of pieces)` is the body's size for given piece costs. Returns what was clipped.
 pub(crate) fn expand_results<H: History + ?Sized>(
@@ -76,21 +98,12 @@ pub(crate) fn expand_results<H: History + ?Sized>(
                 continue;
             }
             // The longest excerpt that fits, if it is longer than the stored one.
-            let (mut lo, mut hi) = (0usize, chars);
-            let mut best = None;
-            while lo < hi {
-                let mid = lo + (hi - lo).div_ceil(2);
-                let candidate = excerpt(&full, chars, mid, seq);
-                let tried = try_text(pieces, &candidate);
-                if tried.3 {
-                    lo = mid;
-                    best = Some((mid, tried));
-                } else {
-                    hi = mid - 1;
-                }
-            }
+            let (kept, best) = longest_fitting((0, chars), None, |keep| {
+                let tried = try_text(pieces, &excerpt(&full, chars, keep, seq));
+                tried.3.then_some(tried)
+            });
             let stored = text.chars().count();
-            if let Some((kept, tried)) = best.filter(|(kept, _)| *kept > stored) {
+            if let Some(tried) = best.filter(|_| kept > stored) {
                 set(&mut pieces[p], tried);
                 clips.push(Clip {
                     seq,

@@ -20,7 +20,7 @@ use ctxlog_event::{Event, EventBody, EventKind};
 
 use crate::budget::{Budget, Cost};
 use crate::error::{Error, Result};
-use crate::expand::excerpt;
+use crate::expand::{excerpt, longest_fitting};
 use crate::history::{History, read};
 use crate::report::{Clip, Size};
 use crate::request::ProjectionRequest;
@@ -111,23 +111,7 @@ pub(crate) fn fit_open_turn(
             clips: Vec::new(),
         });
     }
-    // The results whose text is longer than the bare clip marker, with their whole texts.
-    let stored: Vec<(usize, String)> = events
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| match &e.body {
-            EventBody::ToolResult { text, .. } => {
-                let chars = text.chars().count();
-                (chars > excerpt(text, chars, 0, e.seq).chars().count()).then(|| (i, text.clone()))
-            }
-            _ => None,
-        })
-        .collect();
-    let mut events = events;
-    for (i, text) in &stored {
-        let seq = events[*i].seq;
-        set_text(&mut events[*i], excerpt(text, text.chars().count(), 0, seq));
-    }
+    let (events, stored) = clip_results(events);
     let (msgs, cost) = budget.render(&turn_items(&events));
     let clipped = total(cost);
     if !budget.fits_all(clipped) {
@@ -139,54 +123,86 @@ pub(crate) fn fit_open_turn(
         cost,
         clips: Vec::new(),
     };
-    let fits = |events: &[Event]| {
-        let (msgs, cost) = budget.render(&turn_items(events));
-        budget.fits_all(total(cost)).then_some((msgs, cost))
-    };
     // Grow back newest first: in full, else the longest head/tail excerpt that fits.
     for (i, text) in stored.iter().rev() {
-        let seq = turn.events[*i].seq;
-        let chars = text.chars().count();
-        let mut events = turn.events.clone();
-        set_text(&mut events[*i], text.clone());
-        if let Some((msgs, cost)) = fits(&events) {
-            (turn.events, turn.msgs, turn.cost) = (events, msgs, cost);
-            continue;
-        }
-        let try_keep = |keep: usize| {
-            let mut events = turn.events.clone();
-            set_text(&mut events[*i], excerpt(text, chars, keep, seq));
-            fits(&events).map(|(msgs, cost)| (events, msgs, cost))
-        };
-        // Bisect the characters kept: `lo` fits (0 does, as clipped above), `hi + 1` does not.
-        let (mut lo, mut hi) = (0usize, chars - 1);
-        let mut best = None;
-        if let Some(one) = try_keep(2.min(hi)) {
-            lo = 2.min(hi);
-            best = Some(one);
-            while lo < hi {
-                let mid = lo + (hi - lo).div_ceil(2);
-                match try_keep(mid) {
-                    Some(found) => {
-                        lo = mid;
-                        best = Some(found);
-                    }
-                    None => hi = mid - 1,
-                }
-            }
-        }
-        if let Some((events, msgs, cost)) = best {
-            (turn.events, turn.msgs, turn.cost) = (events, msgs, cost);
-        }
-        turn.clips.push(Clip {
-            seq,
-            chars: chars as u64,
-            kept_chars: lo as u64,
-            recall: format!("recall seq={seq}"),
-        });
+        turn.grow_back(budget, total, *i, text);
     }
     turn.clips.sort_by_key(|c| c.seq);
     Ok(turn)
+}
+
+/// Cuts the text of every result longer than the bare clip marker to that marker. Returns the
+/// events so clipped, and the index and whole text of each result cut.
+fn clip_results(mut events: Vec<Event>) -> (Vec<Event>, Vec<(usize, String)>) {
+    let stored: Vec<(usize, String)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.body {
+            EventBody::ToolResult { text, .. } => {
+                let chars = text.chars().count();
+                (chars > excerpt(text, chars, 0, e.seq).chars().count()).then(|| (i, text.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    for (i, text) in &stored {
+        let seq = events[*i].seq;
+        set_text(&mut events[*i], excerpt(text, text.chars().count(), 0, seq));
+    }
+    (events, stored)
+}
+
+/// The messages and cost of `events` as the open turn, if the body fits with them.
+fn fitting(
+    budget: &Budget<'_>,
+    total: &dyn Fn(Cost) -> Size,
+    events: &[Event],
+) -> Option<(Vec<Msg>, Cost)> {
+    let (msgs, cost) = budget.render(&turn_items(events));
+    budget.fits_all(total(cost)).then_some((msgs, cost))
+}
+
+impl OpenTurn {
+    /// Gives the clipped result at `i` its whole `text` back if the body still fits, else the
+    /// longest head/tail excerpt of it that fits (the bare marker if none does), and records
+    /// that clip.
+    fn grow_back(
+        &mut self,
+        budget: &Budget<'_>,
+        total: &dyn Fn(Cost) -> Size,
+        i: usize,
+        text: &str,
+    ) {
+        let seq = self.events[i].seq;
+        let chars = text.chars().count();
+        let mut events = self.events.clone();
+        set_text(&mut events[i], text.to_owned());
+        if let Some((msgs, cost)) = fitting(budget, total, &events) {
+            (self.events, self.msgs, self.cost) = (events, msgs, cost);
+            return;
+        }
+        let try_keep = |keep: usize| {
+            let mut events = self.events.clone();
+            set_text(&mut events[i], excerpt(text, chars, keep, seq));
+            fitting(budget, total, &events).map(|(msgs, cost)| (events, msgs, cost))
+        };
+        // Bisect the characters kept from 2 up (`hi + 1`, the whole text, does not fit); if not
+        // even 2 fit, the result keeps its bare marker (0 kept, as clipped above).
+        let (lo, hi) = (2.min(chars - 1), chars - 1);
+        let (kept, best) = match try_keep(lo) {
+            Some(one) => longest_fitting((lo, hi), Some(one), try_keep),
+            None => (0, None),
+        };
+        if let Some((events, msgs, cost)) = best {
+            (self.events, self.msgs, self.cost) = (events, msgs, cost);
+        }
+        self.clips.push(Clip {
+            seq,
+            chars: chars as u64,
+            kept_chars: kept as u64,
+            recall: format!("recall seq={seq}"),
+        });
+    }
 }
 
 fn set_text(event: &mut Event, new: String) {

@@ -10,7 +10,7 @@ use ctxlog_event::Event;
 
 use crate::budget::{Budget, Cost, TierSums};
 use crate::cache::SizeCache;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::expand::{Piece, expand_results};
 use crate::history::{History, SeqRange, read};
 use crate::open_turn::{fit_open_turn, open_turn, recall_query};
@@ -20,6 +20,7 @@ use crate::report::{
     Clip, Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
 };
 use crate::request::ProjectionRequest;
+use crate::tokens::Counter;
 use crate::wire::{Item, Msg, Role, render, turn_items};
 
 /// A history unit: a turn, or the preamble (events before the first user event).
@@ -328,6 +329,8 @@ pub(crate) fn unit_msgs<H: History + ?Sized>(
     Ok(render(budget.format, &turn_items(&events)))
 }
 
+/// Turns a settled walk into the body and its report: the kept units' results (and the open
+/// turn's) grow into the room left, recalled pages are added, and the body is written.
 fn assemble<H: History + ?Sized>(
     budget: &Budget<'_>,
     history: &H,
@@ -339,29 +342,72 @@ fn assemble<H: History + ?Sized>(
     let tok = budget.counter;
     walk.units.truncate(walk.kept);
     walk.units.reverse();
-    let mut pieces = Vec::with_capacity(walk.units.len() + 1);
-    for measured in &mut walk.units {
-        let events = unit_events(history, measured.unit)?;
-        let msgs = match measured.msgs.take() {
-            Some(m) => m,
-            None => render(budget.format, &turn_items(&events)),
-        };
-        pieces.push(Piece {
-            events,
-            msgs,
-            cost: measured.cost,
-        });
-    }
-    let open = fixed.open_events.is_some();
-    if let Some(events) = fixed.open_events.take() {
-        pieces.push(Piece {
-            events,
-            msgs: std::mem::take(&mut fixed.input_msgs),
-            cost: fixed.input,
-        });
-    }
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
     let base = fixed.prefix.then(notice_cost, tok);
+    let kept = grow_kept(budget, history, &mut fixed, &mut walk.units, base)?;
+    let (oldest_kept, kept_range) = kept_window(&walk.units, fixed.open);
+    let pinned: Vec<u64> = fixed.pinned.iter().map(|e| e.seq).collect();
+    let settled = Settled {
+        query: &fixed.query,
+        detail_start: oldest_kept,
+        pinned: &pinned,
+        kept: &kept_range,
+    };
+    let offered = offered(budget.req, source, &settled);
+    let after = kept.cost.then(fixed.input, tok);
+    let pages = choose_pages(budget, base, after, oldest_kept, &offered);
+    let sums = fixed.tier_sums(tok, notice_cost, &pages, &kept);
+
+    let mut msgs = std::mem::take(&mut fixed.prefix_msgs);
+    let notice_text = walk.notice.map(|(text, m, _)| {
+        msgs.extend(m);
+        text
+    });
+    msgs.extend(pages.msgs);
+    msgs.extend(kept.msgs);
+    msgs.extend(std::mem::take(&mut fixed.input_msgs));
+    let total = budget.total(pages.chain);
+    let body = budget.write_checked(msgs, total, "assembled")?;
+    let (dropped, drops) = history_drops(history, &walk.units, turn_count, walk.notice_dropped)?;
+    let report = Report {
+        turns: turn_counts(&walk.units, turn_count, fixed.open.is_some()),
+        kept: kept_range,
+        dropped: dropped.into_iter().collect(),
+        pinned,
+        detail_start: oldest_kept,
+        tiers: sums.finish(total),
+        clips: kept.clips,
+        drops,
+        notice: notice_text,
+        recall: pages.report,
+        ..budget.report(total, fixed.mandatory)
+    };
+    Ok(Projection { body, report })
+}
+
+/// The kept history as sent, once results have grown into the room left.
+struct KeptHistory {
+    msgs: Vec<Msg>,
+    cost: Cost,
+    /// How many units it holds.
+    units: usize,
+    /// Every result clipped: the kept units' and the open turn's.
+    clips: Vec<Clip>,
+}
+
+/// Grows the results of the kept units (oldest first) and of the open turn into the room
+/// left beside `base` (the prefix and the notice), newest first; the open turn's grown
+/// messages and cost replace the input's in `fixed`.
+fn grow_kept<H: History + ?Sized>(
+    budget: &Budget<'_>,
+    history: &H,
+    fixed: &mut FixedParts,
+    units: &mut [MeasuredUnit],
+    base: Cost,
+) -> Result<KeptHistory> {
+    let tok = budget.counter;
+    let open = fixed.open_events.is_some();
+    let mut pieces = kept_pieces(budget, history, fixed, units)?;
     let input_cost = fixed.input;
     let grown = expand_results(budget, history, &mut pieces, &|costs: &[Cost]| {
         let mut chain = costs.iter().fold(base, |c, next| c.then(*next, tok));
@@ -375,72 +421,109 @@ fn assemble<H: History + ?Sized>(
         fixed.input = piece.cost;
         fixed.input_msgs = piece.msgs;
     }
-    let mut history_cost = Cost::default();
-    let mut history_msgs = Vec::new();
+    let mut kept = KeptHistory {
+        msgs: Vec::new(),
+        cost: Cost::default(),
+        units: units.len(),
+        clips,
+    };
     for piece in pieces {
-        history_cost = history_cost.then(piece.cost, tok);
-        history_msgs.extend(piece.msgs);
+        kept.cost = kept.cost.then(piece.cost, tok);
+        kept.msgs.extend(piece.msgs);
     }
-    let oldest_kept = walk
-        .units
+    Ok(kept)
+}
+
+/// The kept units as pieces whose results may grow, oldest first, then the open turn (its
+/// events and messages taken from `fixed`).
+fn kept_pieces<H: History + ?Sized>(
+    budget: &Budget<'_>,
+    history: &H,
+    fixed: &mut FixedParts,
+    units: &mut [MeasuredUnit],
+) -> Result<Vec<Piece>> {
+    let mut pieces = Vec::with_capacity(units.len() + 1);
+    for measured in units {
+        let events = unit_events(history, measured.unit)?;
+        let msgs = match measured.msgs.take() {
+            Some(m) => m,
+            None => render(budget.format, &turn_items(&events)),
+        };
+        pieces.push(Piece {
+            events,
+            msgs,
+            cost: measured.cost,
+        });
+    }
+    if let Some(events) = fixed.open_events.take() {
+        pieces.push(Piece {
+            events,
+            msgs: std::mem::take(&mut fixed.input_msgs),
+            cost: fixed.input,
+        });
+    }
+    Ok(pieces)
+}
+
+/// The seq of the oldest event kept in detail, and the kept seq range: from the oldest kept
+/// unit (else the open turn) to the open turn's end (else the newest kept unit).
+fn kept_window(units: &[MeasuredUnit], open: Option<SeqRange>) -> (Option<u64>, Vec<SeqRange>) {
+    let oldest_kept = units
         .first()
         .map(|u| u.seqs.first)
-        .or(fixed.open.map(|o| o.first));
-    let newest_kept = fixed
-        .open
-        .map(|o| o.last)
-        .or(walk.units.last().map(|u| u.seqs.last));
+        .or(open.map(|o| o.first));
+    let newest_kept = open.map(|o| o.last).or(units.last().map(|u| u.seqs.last));
     let kept_range = match (oldest_kept, newest_kept) {
         (Some(a), Some(b)) => vec![SeqRange::new(a, b)],
         _ => Vec::new(),
     };
-    let pinned: Vec<u64> = fixed.pinned.iter().map(|e| e.seq).collect();
-    let settled = Settled {
-        query: &fixed.query,
-        detail_start: oldest_kept,
-        pinned: &pinned,
-        kept: &kept_range,
-    };
-    let offered = offered(budget.req, source, &settled);
-    let pages = choose_pages(
-        budget,
-        base,
-        history_cost.then(fixed.input, tok),
-        oldest_kept,
-        &offered,
-    );
+    (oldest_kept, kept_range)
+}
 
-    let mut sums = TierSums::new(tok);
-    sums.push(Tier::System, fixed.system_cost, 1);
-    sums.push(Tier::Pinned, fixed.pinned_cost, fixed.pinned.len());
-    sums.push(Tier::Notice, notice_cost, 1);
-    sums.push(Tier::Recalled, pages.cost, pages.report.included.len());
-    sums.push(Tier::History, history_cost, walk.units.len());
-    sums.push(Tier::Input, fixed.input, 1);
-
-    let mut msgs = fixed.prefix_msgs;
-    let notice_text = walk.notice.map(|(text, m, _)| {
-        msgs.extend(m);
-        text
-    });
-    msgs.extend(pages.msgs);
-    msgs.extend(history_msgs);
-    msgs.extend(fixed.input_msgs);
-    let body = budget.envelope.write(msgs);
-    let total = budget.total(pages.chain);
-    if body.len() as u64 != total.bytes || !budget.fits_all(total) {
-        return Err(Error::Internal {
-            reason: format!("assembled {} bytes, accounted {}", body.len(), total.bytes),
-        });
+impl FixedParts {
+    /// Bytes and tokens per tier, in body order.
+    fn tier_sums(
+        &self,
+        tok: Counter,
+        notice: Cost,
+        pages: &ChosenPages,
+        kept: &KeptHistory,
+    ) -> TierSums {
+        let mut sums = TierSums::new(tok);
+        sums.push(Tier::System, self.system_cost, 1);
+        sums.push(Tier::Pinned, self.pinned_cost, self.pinned.len());
+        sums.push(Tier::Notice, notice, 1);
+        sums.push(Tier::Recalled, pages.cost, pages.report.included.len());
+        sums.push(Tier::History, kept.cost, kept.units);
+        sums.push(Tier::Input, self.input, 1);
+        sums
     }
-    let kept_turns = walk
-        .units
+}
+
+/// The turns in the history (the open turn included), kept (in any form) and left out.
+fn turn_counts(kept: &[MeasuredUnit], turn_count: usize, open: bool) -> TurnCounts {
+    let kept_turns = kept
         .iter()
         .filter(|u| matches!(u.unit, HistoryUnit::Turn(_)))
         .count();
-    let open_turns = usize::from(fixed.open.is_some());
+    let open_turns = usize::from(open);
+    TurnCounts {
+        total: turn_count + open_turns,
+        kept: kept_turns + open_turns,
+        dropped: turn_count - kept_turns,
+    }
+}
+
+/// The history left out, and the drops to report: that history (for the budget), and the
+/// turns the notice would have named when it had no room.
+fn history_drops<H: History + ?Sized>(
+    history: &H,
+    kept: &[MeasuredUnit],
+    turn_count: usize,
+    notice_dropped: Option<SeqRange>,
+) -> Result<(Option<SeqRange>, Vec<Drop>)> {
     let mut drops = Vec::new();
-    let dropped = dropped_history(history, &walk.units, turn_count)?;
+    let dropped = dropped_history(history, kept, turn_count)?;
     if let Some(range) = dropped {
         drops.push(Drop {
             tier: Tier::History,
@@ -448,39 +531,14 @@ fn assemble<H: History + ?Sized>(
             reason: "budget".into(),
         });
     }
-    if let Some(range) = walk.notice_dropped {
+    if let Some(range) = notice_dropped {
         drops.push(Drop {
             tier: Tier::Notice,
             seqs: range,
             reason: "no_room".into(),
         });
     }
-    let report = Report {
-        format: budget.format,
-        tokenizer: tok.tokenizer,
-        policy: budget.req.policy,
-        bytes: total.bytes,
-        tokens: total.tokens,
-        tokens_exact: budget.format.tokens_exact(),
-        budget: budget.budget_report(),
-        mandatory: fixed.mandatory,
-        turns: TurnCounts {
-            total: turn_count + open_turns,
-            kept: kept_turns + open_turns,
-            dropped: turn_count - kept_turns,
-        },
-        kept: kept_range,
-        dropped: dropped.into_iter().collect(),
-        pinned,
-        detail_start: oldest_kept,
-        tiers: sums.finish(total),
-        clips,
-        drops,
-        notice: notice_text,
-        recall: pages.report,
-        notes: Vec::new(),
-    };
-    Ok(Projection { body, report })
+    Ok((dropped, drops))
 }
 
 /// The seq range of history left out: everything before the oldest kept unit.

@@ -13,8 +13,8 @@ mod common;
 
 use ctxlog_event::{ArtifactRef, Event, EventBody, EventKind, ToolStatus};
 use ctxlog_projection::{
-    Error, Policy, ProjectionRequest, RecalledPage, SizeCache, SliceHistory, Tier, WireFormat,
-    count, project,
+    Error, Policy, Projection, ProjectionRequest, RecalledPage, SizeCache, SliceHistory, Tier,
+    WireFormat, count, project,
 };
 use serde_json::json;
 
@@ -286,6 +286,25 @@ fn a_token_budget_drops_no_more_than_it_needs() {
     println!("widest unused gap: {widest_gap} tokens");
 }
 
+/// The agent projection of `history` with the omission notice asked for, under `budget` bytes
+/// (none: no limit).
+fn with_notice(history: &SliceHistory<'_>, budget: Option<u64>) -> Projection {
+    let mut b = ProjectionRequest::builder();
+    b.model("gpt-4o-mini")
+        .system("You are a careful build agent.")
+        .input("Continue.")
+        .policy(Policy::Agent)
+        .notice(true)
+        // The notice names the recall tool only when the request offers it.
+        .tools(vec![
+            json!({"type":"function","function":{"name":"recall"}}),
+        ]);
+    if let Some(n) = budget {
+        b.max_bytes(n);
+    }
+    project(history, &b.build().unwrap(), &mut SizeCache::new()).unwrap()
+}
+
 #[test]
 fn the_agent_context_carries_an_omission_notice_counted_in_the_budget() {
     // SPEC P7 for the agent policy: when entries are left out and the notice was asked for,
@@ -294,29 +313,13 @@ fn the_agent_context_carries_an_omission_notice_counted_in_the_budget() {
     // out and reported.
     let events = fixture();
     let history = SliceHistory::new(&events);
-    let with_notice = |budget: Option<u64>| {
-        let mut b = ProjectionRequest::builder();
-        b.model("gpt-4o-mini")
-            .system("You are a careful build agent.")
-            .input("Continue.")
-            .policy(Policy::Agent)
-            .notice(true)
-            // The notice names the recall tool only when the request offers it (SPEC P13).
-            .tools(vec![
-                json!({"type":"function","function":{"name":"recall"}}),
-            ]);
-        if let Some(n) = budget {
-            b.max_bytes(n);
-        }
-        project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap()
-    };
-    let full = with_notice(None);
+    let full = with_notice(&history, None);
     assert_eq!(full.report.notice, None, "nothing left out");
     let mandatory = full.report.mandatory.bytes;
     let mut budget = full.report.bytes - 1;
     let mut with = 0;
     while budget >= mandatory {
-        let p = with_notice(Some(budget));
+        let p = with_notice(&history, Some(budget));
         assert!(p.body.len() as u64 <= budget);
         assert_eq!(p.report.bytes, p.body.len() as u64);
         assert_eq!(
@@ -366,7 +369,7 @@ fn the_agent_context_carries_an_omission_notice_counted_in_the_budget() {
     }
     assert!(with > 10, "the notice is sent at most budgets");
     // At the mandatory size there is no room for it.
-    let p = with_notice(Some(mandatory));
+    let p = with_notice(&history, Some(mandatory));
     assert_eq!(p.report.notice, None);
     assert_eq!(p.report.bytes, mandatory);
 }

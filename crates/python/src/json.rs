@@ -31,5 +31,5 @@ pub fn from_py(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
         .call_method("dumps", (value,), Some(&kwargs))
         .map_err(|e| bad_input(format!("not JSON-serializable: {e}")))?
         .extract()?;
-    serde_json::from_str(&text).map_err(|e| bad_input(e.to_string()))
+    ctxlog::json::from_str(&text).map_err(|e| bad_input(e.to_string()))
 }

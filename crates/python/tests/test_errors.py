@@ -47,6 +47,13 @@ def test_bad_input_writes_nothing(root: Path, store: ctxlog.Store) -> None:
         chat.commit()
     with pytest.raises(ctxlog.BadInput):
         chat.commit(events=[{"kind": "user", "text": object()}])
+    # An integer only a float could hold (it would lose digits) is refused, not rounded.
+    call = {"kind": "tool_call", "call_id": "c", "tool": "t", "arguments": {"n": 10**30}}
+    with pytest.raises(ctxlog.BadInput, match=r"\$\[1\]\.arguments\.n .* beyond 64 bits"):
+        chat.commit(events=[{"kind": "user", "text": "go"}, call])
+    # Ids are stored as given, never redacted: a secret-like one is refused.
+    with pytest.raises(ctxlog.BadInput, match="looks like a secret"):
+        chat.commit(user="hi", id="sk-proj-Zq8WfakeFAKEfake0123456789abcdefXYZ")
     assert store.list() == []
     assert ledger_files(root) == {}
 

@@ -115,6 +115,13 @@ impl Tokens {
     }
 }
 
+/// The credentials of an `Authorization` header value of the `Bearer` scheme, whose name is
+/// case-insensitive (RFC 7235): `Bearer TOKEN`, `bearer TOKEN`, `BEARER  TOKEN`.
+pub(crate) fn bearer_token(header: &[u8]) -> Option<&[u8]> {
+    let (scheme, token) = header.split_at_checked(b"Bearer ".len())?;
+    scheme.eq_ignore_ascii_case(b"Bearer ").then_some(token)
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -138,6 +145,20 @@ mod tests {
         assert_eq!(t.tenant(b"cccccccccccccccc"), Some("bob"));
         assert_eq!(t.tenant(b"aaaaaaaaaaaaaaab"), None);
         assert_eq!(t.tenants(), vec!["alice", "bob"]);
+    }
+
+    #[test]
+    fn the_bearer_scheme_name_is_case_insensitive() {
+        for header in ["Bearer abc", "bearer abc", "BEARER abc", "bEaReR abc"] {
+            assert_eq!(
+                bearer_token(header.as_bytes()),
+                Some(&b"abc"[..]),
+                "{header}"
+            );
+        }
+        for header in ["Basic abc", "Bearerabc", "Bearer", "", "Bearer\tabc"] {
+            assert_eq!(bearer_token(header.as_bytes()), None, "{header}");
+        }
     }
 
     #[test]

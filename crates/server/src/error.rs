@@ -22,8 +22,10 @@ const RETRY_AFTER_SECS: &str = "1";
 /// |---|---|
 /// | `usage`, `bad_input` | 400 |
 /// | `unauthorized` | 401 |
+/// | `forbidden` | 403 (a host or origin the [`crate::HttpPolicy`] refuses) |
 /// | `not_found` | 404 |
 /// | `method_not_allowed` | 405 |
+/// | `timeout` | 408 + `Connection: close` (the request body did not arrive in time) |
 /// | `conflict` | 409 |
 /// | `too_large` | 413 |
 /// | `unsupported_media_type` | 415 |
@@ -195,6 +197,13 @@ impl IntoResponse for AppError {
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECS),
             );
+        }
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still be on its way: the connection cannot carry
+            // another request.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(

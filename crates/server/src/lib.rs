@@ -16,16 +16,19 @@
 //! ```
 //!
 //! The contract (paths, statuses, examples) is in `docs/http-api.md` and the OpenAPI
-//! document served at `/openapi.json` ([`OPENAPI`]).
+//! document served at `/openapi.json` ([`OPENAPI`]). What a request must look like before any
+//! route sees it (loopback hosts and origins, JSON content types) and how long a client may
+//! take to send it are the [`policy`] module's, which every HTTP surface shares.
 
 mod auth;
 mod error;
 mod inspector;
+pub mod policy;
 mod routes;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +40,7 @@ use ctxlog::{Store, StoreConfig};
 
 pub use auth::{MIN_TOKEN_LEN, Tokens};
 pub use error::AppError;
+pub use policy::{ConnectionLimits, HttpPolicy, Origin};
 pub use routes::{ENDPOINTS, Endpoint};
 
 /// The OpenAPI 3 document of the API, served at `/openapi.json`.
@@ -69,6 +73,12 @@ pub struct Config {
     pub writer_wait: Duration,
     /// Redaction and retention, for every tenant's store [default: [`StoreConfig`]'s].
     pub store: StoreConfig,
+    /// Web origins whose pages may call the server, besides its own; only with tokens
+    /// (see [`HttpPolicy`]) [default: none].
+    pub allowed_origins: Vec<Origin>,
+    /// The connection cap and the timeouts on reading a request
+    /// [default: [`ConnectionLimits::default`]].
+    pub connections: ConnectionLimits,
 }
 
 impl Config {
@@ -81,6 +91,8 @@ impl Config {
             body_limit: DEFAULT_BODY_LIMIT,
             writer_wait: DEFAULT_WRITER_WAIT,
             store: StoreConfig::default(),
+            allowed_origins: Vec::new(),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -98,6 +110,8 @@ struct Inner {
     /// The one store (no tokens) under the name "", or one per tenant.
     stores: HashMap<String, Tenant>,
     body_limit: usize,
+    policy: HttpPolicy,
+    connections: ConnectionLimits,
 }
 
 /// The store a request runs against, and the directory to keep out of messages.
@@ -112,8 +126,11 @@ impl AppState {
     ///
     /// # Errors
     /// A store configuration that does not check out (a redaction pattern that does not
-    /// compile, an invalid retention rule): no store falls back to the defaults.
+    /// compile, an invalid retention rule): no store falls back to the defaults. Allowed
+    /// origins without tokens: a web page from another origin must never drive a server that
+    /// does not authenticate.
     pub fn new(config: &Config) -> ctxlog::Result<AppState> {
+        let policy = http_policy(config)?;
         let open = |location: ctxlog::StoreLocation| {
             let store = ctxlog::StoreBuilder::new(location.clone())
                 .config(config.store.clone())
@@ -146,6 +163,8 @@ impl AppState {
                 tokens: config.tokens.clone(),
                 stores,
                 body_limit: config.body_limit,
+                policy,
+                connections: config.connections,
             }),
         })
     }
@@ -159,7 +178,7 @@ impl AppState {
                 let header = authorization.ok_or_else(|| {
                     AppError::unauthorized("missing `Authorization: Bearer TOKEN` header")
                 })?;
-                let token = header.strip_prefix(b"Bearer ").ok_or_else(|| {
+                let token = auth::bearer_token(header).ok_or_else(|| {
                     AppError::unauthorized("expected `Authorization: Bearer TOKEN`")
                 })?;
                 tokens
@@ -175,13 +194,33 @@ impl AppState {
     }
 }
 
-/// The application: every route of the API and the inspector over `state`.
+/// The [`HttpPolicy`] of a configuration: loopback only without tokens.
+fn http_policy(config: &Config) -> ctxlog::Result<HttpPolicy> {
+    match (&config.tokens, config.allowed_origins.as_slice()) {
+        (Some(_), origins) => Ok(HttpPolicy::authenticated(origins.to_vec())),
+        (None, []) => Ok(HttpPolicy::loopback()),
+        (None, origins) => {
+            let origins: Vec<String> = origins.iter().map(Origin::to_string).collect();
+            Err(ctxlog::Error::InvalidRequest {
+                reason: format!(
+                    "allowed origins ({}) need tokens: without tokens only pages on loopback \
+                     may call the server (give --tokens FILE, or drop --allow-origin)",
+                    origins.join(", ")
+                ),
+            })
+        }
+    }
+}
+
+/// The application: every route of the API and the inspector over `state`, under the
+/// server's [`HttpPolicy`].
 pub fn app(state: AppState) -> Router {
     let body_limit = state.inner.body_limit;
     routes::router(state).layer(DefaultBodyLimit::max(body_limit))
 }
 
-/// Serves `app(state)` on `listener` until `shutdown` completes, then stops accepting and
+/// Serves `app(state)` on `listener` within the configuration's [`ConnectionLimits`]
+/// ([`policy::serve_connections`]) until `shutdown` completes, then stops accepting and
 /// finishes the requests in flight (a commit that started is completed and answered).
 ///
 /// # Errors
@@ -191,16 +230,16 @@ pub async fn run(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = state.inner.connections;
+    policy::serve_connections(listener, app(state), limits, shutdown).await
 }
 
 /// What `ctxlog serve` was asked for.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
-    /// Where to listen.
-    pub addr: SocketAddr,
+    /// Where to listen: `HOST:PORT`, the host an IP address or a name (resolved; the first
+    /// address that can be bound is used).
+    pub addr: String,
     /// The store: a directory or a database.
     pub location: ctxlog::StoreLocation,
     /// A tokens file; without one, `CTXLOG_TOKENS` is read (see [`Tokens`]).
@@ -211,6 +250,10 @@ pub struct ServeOptions {
     pub writer_wait: Duration,
     /// Redaction and retention for every store served.
     pub config: StoreConfig,
+    /// Web origins allowed besides the server's own (with tokens only).
+    pub allowed_origins: Vec<Origin>,
+    /// The connection cap and the timeouts on reading a request.
+    pub connections: ConnectionLimits,
 }
 
 /// How long shutdown waits for open connections, and then for blocking work (a commit whose
@@ -221,8 +264,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Ctrl-C, then finishes the requests in flight.
 ///
 /// # Errors
-/// Authentication is missing for an address beyond loopback; the tokens cannot be read; the
-/// address cannot be bound.
+/// Authentication is missing for an address beyond loopback, or allowed origins are given
+/// without it; the tokens cannot be read; the address cannot be resolved or bound.
 pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -234,7 +277,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         (None, Ok(text)) => Some(Tokens::parse(&text).context("CTXLOG_TOKENS")?),
         (None, Err(_)) => None,
     };
-    check_exposure(options.addr, tokens.is_some())?;
+    let addrs = listen_addrs(&options.addr, tokens.is_some())?;
     let config = Config {
         root: PathBuf::new(),
         location: Some(options.location.clone()),
@@ -242,45 +285,88 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         body_limit: options.body_limit,
         writer_wait: options.writer_wait,
         store: options.config.clone(),
+        allowed_origins: options.allowed_origins.clone(),
+        connections: options.connections,
     };
-    let state = AppState::new(&config).context("the store configuration")?;
+    let state = AppState::new(&config).context("the server configuration")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let result = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(options.addr)
-            .await
-            .with_context(|| format!("cannot listen on {}", options.addr))?;
-        let addr = listener.local_addr()?;
-        tracing::info!(
-            %addr,
-            tenants = config.tokens.as_ref().map_or(0, |t| t.tenants().len()),
-            "ctxlog serve: listening on http://{addr}/ (inspector at /, API under /v1)"
-        );
-        let (stopping, mut stopping_rx) = tokio::sync::watch::channel(false);
-        let shutdown = async move {
-            shutdown_signal().await;
-            let _ = stopping.send(true);
-        };
-        // Connections that stay open past the grace (a client that never finishes its
-        // request) do not hold the process: blocking work that started still completes below.
-        let grace = async move {
-            let _ = stopping_rx.wait_for(|stopping| *stopping).await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        };
-        tokio::select! {
-            served = run(listener, state, shutdown) => served?,
-            () = grace => tracing::warn!(
-                "ctxlog serve: connections still open {}s after the signal; closing them",
-                SHUTDOWN_GRACE.as_secs()
-            ),
-        }
-        tracing::info!("ctxlog serve: stopped");
-        anyhow::Ok(())
-    });
+    let tenants = config.tokens.as_ref().map_or(0, |t| t.tenants().len());
+    let result = runtime.block_on(serve_until_signal(&options.addr, &addrs, state, tenants));
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
     result
+}
+
+/// Binds the first of `addrs` that can be, serves until SIGTERM or Ctrl-C, then finishes the
+/// requests in flight (for at most [`SHUTDOWN_GRACE`]).
+async fn serve_until_signal(
+    given: &str,
+    addrs: &[SocketAddr],
+    state: AppState,
+    tenants: usize,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addrs)
+        .await
+        .with_context(|| format!("cannot listen on {given}"))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(
+        %addr,
+        tenants,
+        "ctxlog serve: listening on http://{addr}/ (inspector at /, API under /v1)"
+    );
+    let (stopping, mut stopping_rx) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown_signal().await;
+        let _ = stopping.send(true);
+    };
+    // Connections that stay open past the grace do not hold the process: blocking work that
+    // started still completes (the runtime's shutdown waits for it).
+    let grace = async move {
+        let _ = stopping_rx.wait_for(|stopping| *stopping).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        served = run(listener, state, shutdown) => served?,
+        () = grace => tracing::warn!(
+            "ctxlog serve: connections still open {}s after the signal; closing them",
+            SHUTDOWN_GRACE.as_secs()
+        ),
+    }
+    tracing::info!("ctxlog serve: stopped");
+    Ok(())
+}
+
+/// The addresses `addr` (`HOST:PORT`) resolves to, every one of them loopback unless the
+/// server authenticates ([`check_exposure`]).
+///
+/// # Errors
+/// `addr` is not `HOST:PORT`, does not resolve, or resolves to an address beyond loopback
+/// without authentication.
+pub fn listen_addrs(addr: &str, authenticated: bool) -> anyhow::Result<Vec<SocketAddr>> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .with_context(|| {
+            format!(
+                "cannot resolve --addr {addr:?}: give HOST:PORT, e.g. 127.0.0.1:7474 or \
+                 localhost:7474"
+            )
+        })?
+        .collect();
+    if addrs.is_empty() {
+        anyhow::bail!("--addr {addr:?} resolves to no address");
+    }
+    let named = addr.parse::<SocketAddr>().is_err();
+    for resolved in &addrs {
+        let checked = check_exposure(*resolved, authenticated);
+        if named {
+            checked.with_context(|| format!("--addr {addr} resolves to {resolved}"))?;
+        } else {
+            checked?;
+        }
+    }
+    Ok(addrs)
 }
 
 /// Refuses to serve beyond loopback without authentication (SPEC I3).

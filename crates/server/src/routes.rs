@@ -17,42 +17,62 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::{AppError, AppState, Tenant, inspector};
+use crate::{AppError, AppState, Tenant, inspector, policy};
 
-/// One route: its method and path (axum syntax).
+/// One route: its method and path (axum syntax), and the content types of its request body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     /// `GET` or `POST`.
     pub method: &'static str,
     /// The path, with `{name}` for the conversation.
     pub path: &'static str,
+    /// The content types its request body may have (the [`crate::HttpPolicy`] answers 415 to
+    /// others); empty for a `GET`.
+    pub accepts: &'static [&'static str],
 }
 
-const fn ep(method: &'static str, path: &'static str) -> Endpoint {
-    Endpoint { method, path }
+const fn get(path: &'static str) -> Endpoint {
+    Endpoint {
+        method: "GET",
+        path,
+        accepts: &[],
+    }
 }
+
+const fn post(path: &'static str, accepts: &'static [&'static str]) -> Endpoint {
+    Endpoint {
+        method: "POST",
+        path,
+        accepts,
+    }
+}
+
+const JSON: &[&str] = &[policy::JSON];
 
 /// Every route the server answers. Paths under `/v1/` need the bearer token when the server
 /// has tokens; the others are public.
 pub const ENDPOINTS: &[Endpoint] = &[
-    ep("GET", "/"),
-    ep("GET", "/inspector.js"),
-    ep("GET", "/inspector.css"),
-    ep("GET", "/healthz"),
-    ep("GET", "/openapi.json"),
-    ep("GET", "/v1/conversations"),
-    ep("POST", "/v1/conversations/{name}/commits"),
-    ep("GET", "/v1/conversations/{name}/events"),
-    ep("POST", "/v1/conversations/{name}/projection"),
-    ep("POST", "/v1/conversations/{name}/recall"),
-    ep("POST", "/v1/conversations/{name}/erase"),
-    ep("POST", "/v1/conversations/{name}/verify"),
-    ep("POST", "/v1/conversations/{name}/reindex"),
-    ep("POST", "/v1/conversations/{name}/gc"),
-    ep("POST", "/v1/gc"),
-    ep("GET", "/v1/conversations/{name}/export"),
-    ep("POST", "/v1/conversations/{name}/import"),
-    ep("POST", "/v1/count"),
+    get("/"),
+    get("/inspector.js"),
+    get("/inspector.css"),
+    get("/healthz"),
+    get("/openapi.json"),
+    get("/v1/conversations"),
+    post("/v1/conversations/{name}/commits", JSON),
+    get("/v1/conversations/{name}/events"),
+    post("/v1/conversations/{name}/projection", JSON),
+    post("/v1/conversations/{name}/recall", JSON),
+    post("/v1/conversations/{name}/erase", JSON),
+    post("/v1/conversations/{name}/verify", JSON),
+    post("/v1/conversations/{name}/reindex", JSON),
+    post("/v1/conversations/{name}/gc", JSON),
+    post("/v1/gc", JSON),
+    get("/v1/conversations/{name}/export"),
+    post(
+        "/v1/conversations/{name}/import",
+        &[policy::NDJSON, policy::JSON],
+    ),
+    post("/v1/count", JSON),
 ];
 
 /// The handler of an endpoint.
@@ -85,9 +105,16 @@ fn handler(endpoint: &Endpoint) -> MethodRouter<AppState> {
     }
 }
 
-/// The router of [`ENDPOINTS`], with authentication on `/v1/`, request logging, and JSON
-/// answers for unknown routes and methods.
+/// The router of [`ENDPOINTS`], under the server's [`crate::HttpPolicy`] (with each route's
+/// content types), with authentication on `/v1/`, request logging, and JSON answers for
+/// unknown routes and methods.
 pub(crate) fn router(state: AppState) -> Router {
+    let policy = ENDPOINTS
+        .iter()
+        .filter(|e| !e.accepts.is_empty())
+        .fold(state.inner.policy.clone(), |p, e| {
+            p.accept(e.path, e.accepts)
+        });
     let (api, public): (Vec<&Endpoint>, Vec<&Endpoint>) =
         ENDPOINTS.iter().partition(|e| e.path.starts_with("/v1/"));
     let build = |endpoints: Vec<&Endpoint>| {
@@ -96,10 +123,12 @@ pub(crate) fn router(state: AppState) -> Router {
             .fold(Router::new(), |r, e| r.route(e.path, handler(e)))
     };
     let api = build(api).route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
-    build(public)
+    let routes = build(public)
         .merge(api)
         .fallback(no_route)
-        .method_not_allowed_fallback(wrong_method)
+        .method_not_allowed_fallback(wrong_method);
+    policy
+        .apply(routes)
         .layer(middleware::from_fn(log_request))
         .with_state(state)
 }
@@ -169,24 +198,29 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T>
     }
 }
 
-/// A request body within the server's limit: 413 past it.
+/// A request body within the server's limit: 413 past it, 408 when it does not arrive in
+/// time.
 pub(crate) struct RawBody(Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for RawBody {
     type Rejection = AppError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, AppError> {
-        Bytes::from_request(request, state)
-            .await
-            .map(RawBody)
-            .map_err(|rejection| match rejection.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => AppError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    "request body is larger than the server's limit; nothing was written",
-                ),
-                status => AppError::new(status, "bad_input", rejection.body_text()),
-            })
+        let rejection = match Bytes::from_request(request, state).await {
+            Ok(bytes) => return Ok(RawBody(bytes)),
+            Err(rejection) => rejection,
+        };
+        if let Some(timed_out) = policy::body_timeout_error(&rejection) {
+            return Err(timed_out);
+        }
+        Err(match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => AppError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                "request body is larger than the server's limit; nothing was written",
+            ),
+            status => AppError::new(status, "bad_input", rejection.body_text()),
+        })
     }
 }
 
@@ -216,9 +250,23 @@ fn request_for<T: DeserializeOwned>(name: &str, body: &[u8]) -> Result<T, AppErr
     let mut object: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
-        serde_json::from_slice(body).map_err(|e| {
-            AppError::bad_request(format!("request body: expected a JSON object: {e}"))
-        })?
+        let value: Value = ctxlog::json::from_slice(body)
+            .map_err(|e| AppError::bad_request(format!("request body: {e}")))?;
+        match value {
+            Value::Object(object) => object,
+            other => {
+                let found = match other {
+                    Value::Array(_) => "an array",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "null",
+                };
+                return Err(AppError::bad_request(format!(
+                    "request body: expected a JSON object, found {found}"
+                )));
+            }
+        }
     };
     match object.remove("conversation") {
         Some(Value::String(given)) if given != name => {

@@ -35,6 +35,8 @@ struct Case {
     want: (u16, &'static str),
     /// Send without the bearer token.
     anonymous: bool,
+    /// Send without a `Content-Type` (otherwise `application/json` unless `headers` give one).
+    untyped: bool,
 }
 
 fn req(
@@ -52,6 +54,7 @@ fn req(
         body: body.to_vec(),
         want,
         anonymous: false,
+        untyped: false,
     }
 }
 
@@ -73,6 +76,11 @@ fn anonymous(mut c: Case) -> Case {
     c
 }
 
+fn untyped(mut c: Case) -> Case {
+    c.untyped = true;
+    c
+}
+
 fn tool_turn(result: &str) -> Vec<u8> {
     format!(
         r#"{{"events":[{{"kind":"user","text":"go"}},{{"kind":"tool_call","call_id":"c1","tool":"sh","arguments":{{}}}},{result}]}}"#
@@ -84,6 +92,8 @@ const USAGE: (u16, &str) = (400, "usage");
 const BAD: (u16, &str) = (400, "bad_input");
 const NOT_FOUND: (u16, &str) = (404, "not_found");
 const LITERAL: (u16, &str) = (200, "");
+const MEDIA: (u16, &str) = (415, "unsupported_media_type");
+const FORBIDDEN: (u16, &str) = (403, "forbidden");
 
 #[rustfmt::skip]
 fn catalogue() -> Vec<Case> {
@@ -110,6 +120,12 @@ fn catalogue() -> Vec<Case> {
         req("route: unknown operation on a conversation", "POST", "/v1/conversations/chat/delete", b"{}", NOT_FOUND),
         req("route: GET on the commits route", "GET", "/v1/conversations/chat/commits", b"", (405, "method_not_allowed")),
         req("route: DELETE a conversation", "DELETE", "/v1/conversations/chat/events", b"", (405, "method_not_allowed")),
+        // the HTTP policy: what a web page could send behind its user's back
+        with_header(commit("policy: commit as text/plain (a cross-site page's fetch)", br#"{"user":"planted"}"#, MEDIA), "content-type", b"text/plain;charset=UTF-8"),
+        with_header(post("policy: erase as a form post", erase, b"target=all", MEDIA), "content-type", b"application/x-www-form-urlencoded"),
+        untyped(post("policy: import without a Content-Type", "/v1/conversations/chat/import?from=openai-chat", br#"[{"role":"user","content":"planted"}]"#, MEDIA)),
+        with_header(commit("policy: Origin of another site", br#"{"user":"planted"}"#, FORBIDDEN), "origin", b"https://attacker.example"),
+        with_header(req("policy: Origin null (a sandboxed page)", "GET", "/v1/conversations", b"", FORBIDDEN), "origin", b"null"),
         // conversation names in the path
         commit("name: space (%20)", br#"{"user":"x"}"#, USAGE).at("/v1/conversations/a%20b/commits"),
         commit("name: 65 characters", br#"{"user":"x"}"#, USAGE).at(&format!("/v1/conversations/{long_name}/commits")),
@@ -211,7 +227,12 @@ impl Case {
                 format!("Bearer {TOKEN}").into_bytes(),
             ));
         }
-        headers.push(("content-type".into(), b"application/json".to_vec()));
+        let typed = headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        if !typed && !self.untyped {
+            headers.push(("content-type".into(), b"application/json".to_vec()));
+        }
         headers.push((
             "content-length".into(),
             self.body.len().to_string().into_bytes(),

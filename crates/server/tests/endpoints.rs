@@ -485,3 +485,46 @@ async fn a_damaged_recall_index_is_named_and_reindex_repairs_it() {
     .await;
     assert_eq!(found.json()["hits"][0]["seq"], 1);
 }
+
+/// JSON that cannot be kept exactly (a key given twice, an integer beyond 64 bits) and an
+/// idempotency key that looks like a secret are refused as bad input, and nothing is stored.
+#[tokio::test]
+async fn inexact_json_and_secret_like_ids_are_refused_and_store_nothing() {
+    let (dir, app) = open_app();
+    commit_turn(&app, "exact", "first", "ok").await;
+    let before = common::snapshot(dir.path());
+    // (route, body, headers, a word the message must contain)
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 4] = [
+        ("/commits", r#"{"user":"a","user":"b"}"#, &[], "twice"),
+        (
+            "/commits",
+            r#"{"events":[{"kind":"user","text":"q"},{"kind":"tool_call","call_id":"c","tool":"t","arguments":{"n":123456789012345678901234567890}}]}"#,
+            &[],
+            "64 bits",
+        ),
+        (
+            "/commits",
+            r#"{"user":"q"}"#,
+            &[(
+                "idempotency-key",
+                "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx12345678",
+            )],
+            "secret",
+        ),
+        ("/projection", r#"{"input":"x","input":"y"}"#, &[], "twice"),
+    ];
+    for (route, body, headers, said) in cases {
+        let uri = format!("/v1/conversations/exact{route}");
+        let reply = call(&app, "POST", &uri, headers, body).await;
+        let text = String::from_utf8_lossy(&reply.body).to_string();
+        assert_eq!(
+            (reply.status.as_u16(), reply.class().as_str()),
+            (400, "bad_input"),
+            "{route} {body}: {text}"
+        );
+        assert!(text.contains(said), "{route} {body}: {text}");
+        assert!(!text.contains("sk-proj-"), "the key is not echoed: {text}");
+    }
+    assert_eq!(common::snapshot(dir.path()), before, "nothing was stored");
+}

@@ -1,12 +1,13 @@
 //! The curl session of `docs/http-api.md` is true: every request in it is sent through the
-//! router, in order, and its status (and its answer, where the doc gives it in full, or the
-//! start of it before `…`) is checked.
+//! router, in order, with the headers curl sends (its `Host`, and `-d`'s form content type
+//! unless `-H` gives one), and its status (and its answer, where the doc gives it in full, or
+//! the start of it before `…`) is checked.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use common::{call, open_app};
+use common::{call_exact, open_app};
 
 const DOC: &str = include_str!("../../../docs/http-api.md");
 
@@ -102,6 +103,26 @@ fn parse(command: &str, status: u16, answer: &str) -> Example {
             }
         }
     }
+    let typed = example
+        .headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+    if !example.body.is_empty() && !typed {
+        // What curl sends with -d.
+        example.headers.push((
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        ));
+    }
+    if !example
+        .headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("host"))
+    {
+        example
+            .headers
+            .push(("Host".into(), "127.0.0.1:7474".into()));
+    }
     if example.method.is_empty() {
         example.method = if example.body.is_empty() {
             "GET"
@@ -124,7 +145,7 @@ async fn every_documented_request_answers_as_documented() {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let reply = call(&app, &ex.method, &ex.path, &headers, ex.body.clone()).await;
+        let reply = call_exact(&app, &ex.method, &ex.path, &headers, ex.body.clone()).await;
         let text = String::from_utf8_lossy(&reply.body).to_string();
         assert_eq!(
             reply.status.as_u16(),

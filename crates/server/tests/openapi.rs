@@ -31,6 +31,47 @@ fn document_lists_exactly_the_routes() {
     assert_eq!(documented(), routed);
 }
 
+/// The request body types each route takes (the HTTP policy answers 415 to others) are the
+/// ones its operation documents, and the policy's statuses are documented where they occur:
+/// 403 everywhere, 408 and 415 wherever there is a request body.
+#[test]
+fn documented_body_types_and_policy_statuses_are_the_routes() {
+    let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+    let classes = &doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["class"]
+        ["enum"];
+    for class in ["forbidden", "timeout", "unsupported_media_type"] {
+        assert!(
+            classes.as_array().unwrap().contains(&class.into()),
+            "{class}"
+        );
+    }
+    for e in ENDPOINTS {
+        let op = &doc["paths"][e.path][e.method.to_lowercase()];
+        let documented: BTreeSet<&str> = op["requestBody"]["content"]
+            .as_object()
+            .map(|c| c.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let accepted: BTreeSet<&str> = e.accepts.iter().copied().collect();
+        assert_eq!(documented, accepted, "{} {}", e.method, e.path);
+        let responses = op["responses"].as_object().unwrap();
+        assert!(
+            responses.contains_key("403"),
+            "{} {}: 403",
+            e.method,
+            e.path
+        );
+        for status in ["408", "415"] {
+            assert_eq!(
+                responses.contains_key(status),
+                !e.accepts.is_empty(),
+                "{} {}: {status}",
+                e.method,
+                e.path
+            );
+        }
+    }
+}
+
 #[test]
 fn every_referenced_component_exists() {
     let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();

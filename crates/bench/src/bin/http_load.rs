@@ -32,6 +32,9 @@ const BUDGET_BYTES: u64 = 8 * 1024;
 struct Client {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    /// The `Host` header: the server's address (a server without tokens answers loopback
+    /// hosts only).
+    host: String,
 }
 
 impl Client {
@@ -41,6 +44,7 @@ impl Client {
         Ok(Client {
             reader: BufReader::new(stream.try_clone()?),
             writer: stream,
+            host: addr.to_string(),
         })
     }
 
@@ -48,7 +52,8 @@ impl Client {
     fn post(&mut self, path: &str, body: &str) -> Result<(u16, Vec<u8>)> {
         write!(
             self.writer,
-            "POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.host,
             body.len()
         )?;
         self.writer.flush()?;

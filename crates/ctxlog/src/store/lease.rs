@@ -69,11 +69,12 @@ impl<'a> WriterLease<'a> {
 
 impl Drop for WriterLease<'_> {
     fn drop(&mut self) {
-        let panicking = std::thread::panicking();
-        let mut state = lock(&self.slot.writer);
         // A panic while writing may leave staged, unwritten commits in the writer's memory:
-        // the next commit reopens it from disk, as after a crash.
-        state.handle = if panicking { None } else { self.handle.take() };
+        // it is closed here, its lock released before anyone else can take the writer, and
+        // the next commit reopens the conversation from disk, as after a crash.
+        let handle = self.handle.take().filter(|_| !std::thread::panicking());
+        let mut state = lock(&self.slot.writer);
+        state.handle = handle;
         state.busy = false;
         state.done.extend(self.answers.drain(..));
         for ticket in self.taken.drain(..) {

@@ -289,8 +289,10 @@ impl Store {
     /// rejected request leaves no trace (SPEC §9).
     ///
     /// # Errors
-    /// [`Error::InvalidName`], [`Error::Busy`], and the ledger's refusals: invalid turns,
-    /// caps, [`ctxlog_ledger::Error::Conflict`], [`ctxlog_ledger::Error::Locked`], I/O.
+    /// [`Error::InvalidName`], [`Error::Busy`], [`Error::BadInput`] for a commit id that
+    /// matches a redaction rule ([`Redactor::check_commit_id`]), and the ledger's refusals:
+    /// invalid turns, caps, [`ctxlog_ledger::Error::Conflict`],
+    /// [`ctxlog_ledger::Error::Locked`], I/O.
     ///
     /// Concurrent commits to one conversation share syncs (group commit): a commit that
     /// finds the writer busy queues; the next caller to get the writer writes every queued
@@ -300,6 +302,10 @@ impl Store {
     /// applies while a commit is queued; once a batch has taken it, it waits for that batch.
     pub fn commit(&self, request: &CommitRequest) -> Result<CommitReceipt> {
         let name = ConversationName::new(&request.conversation)?;
+        // Refused before it queues (the writer checks it again, for handles used directly).
+        if let Some(id) = &request.commit.id {
+            self.redactor.check_commit_id(id)?;
+        }
         let slot = self.slot(&name);
         let start = Instant::now();
         let mut state = lock(&slot.writer);
@@ -634,11 +640,14 @@ impl Store {
     }
 
     /// Erases a turn, a seq range or a whole conversation for real (SPEC E1). Never creates a
-    /// conversation: a missing one is [`Error::NotFound`].
+    /// conversation: a missing one is [`Error::NotFound`]. The reason is redacted, as a
+    /// commit's text is, before the tombstone records it.
     ///
     /// # Errors
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::BadRange`] (nothing changed);
-    /// [`ctxlog_ledger::Error::Locked`] when another process writes it; I/O.
+    /// [`Error::InvalidRequest`] for a commit id that matches a redaction rule
+    /// ([`Redactor::check_erase_id`]); [`ctxlog_ledger::Error::Locked`] when another process
+    /// writes it; I/O.
     pub fn erase(&self, request: &EraseRequest) -> Result<EraseResponse> {
         let name = ConversationName::new(&request.conversation)?;
         request.check()?;

@@ -44,7 +44,8 @@ impl Store {
         if last >= first.to {
             let stored = self.read(&name, |s| Ok(s.ledger().events(first.from..=first.from)?))?;
             let same = stored.first().and_then(|e| Tombstone::of(e.seq, &e.body));
-            if same.as_ref() == Some(first) {
+            // Stored as this import wrote it: with its reason redacted.
+            if same.as_ref() == Some(&*self.redactor().redact_tombstone(first)) {
                 return Ok(());
             }
         }

@@ -43,7 +43,7 @@ pub(crate) fn parse_lines(text: &str) -> Result<Vec<Incoming>> {
 }
 
 fn read_line(line: &str) -> std::result::Result<ReadLine, String> {
-    let value: Value = serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    let value: Value = crate::json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
     serde_json::from_value(value).map_err(|e| e.to_string())
 }
 

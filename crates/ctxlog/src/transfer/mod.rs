@@ -20,9 +20,9 @@
 //!
 //! # Import
 //!
-//! [`crate::Store::import`] reads a whole input, checks every record (JSON, kinds, times,
-//! turn rules: the events are first committed to an in-memory ledger with the same rules)
-//! and only then commits, so a bad record (named by line or index) writes nothing. The events
+//! [`crate::Store::import`] reads a whole input, checks every record (JSON that can be kept
+//! exactly, [`crate::json`]; kinds, times, turn rules: the events are first committed to an
+//! in-memory ledger with the same rules) and only then commits, so a bad record (named by line or index) writes nothing. The events
 //! are committed in chunks whose idempotency ids derive from the input's bytes
 //! (`import-<16 hex of its SHA-256>-<sample>-<chunk>`): importing the same input again
 //! replays every chunk and writes nothing. Each event keeps its original time when the
@@ -226,7 +226,7 @@ pub(crate) fn parse(
 }
 
 fn json(text: &str) -> Result<serde_json::Value> {
-    serde_json::from_str(text).map_err(|e| Error::BadInput {
+    crate::json::from_str(text).map_err(|e| Error::BadInput {
         reason: format!("invalid JSON: {e}"),
     })
 }

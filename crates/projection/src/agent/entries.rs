@@ -110,23 +110,50 @@ fn one_line(text: &str, max: usize) -> String {
     cut
 }
 
+/// The context's entries for `events`, oldest first, then the status line.
 pub(super) fn build_entries(events: &[Event]) -> Vec<Entry> {
-    let last_assistant = events
+    let mut builder = EntryBuilder::new(events);
+    let mut entries: Vec<Entry> = events
         .iter()
-        .rposition(|e| e.kind() == EventKind::Assistant);
-    let last_result = events
-        .iter()
-        .rposition(|e| e.kind() == EventKind::ToolResult);
-    let mut calls: HashMap<&str, (&str, String)> = HashMap::new();
-    // Results by call id and position: a call with no result after it was interrupted (P5).
-    let mut results: HashMap<&str, usize> = HashMap::new();
-    for (i, e) in events.iter().enumerate() {
-        if let EventBody::ToolResult { call_id, .. } = &e.body {
-            results.insert(call_id, i);
+        .enumerate()
+        .filter_map(|(i, event)| builder.entry(i, event))
+        .collect();
+    entries.push(Entry::new(0, Tier::Status, status_text(events)));
+    entries
+}
+
+/// What an event's entry depends on besides the event: where it stands among the others.
+struct EntryBuilder<'a> {
+    last_assistant: Option<usize>,
+    last_result: Option<usize>,
+    /// Tool and arguments of the calls seen so far, by call id.
+    calls: HashMap<&'a str, (&'a str, String)>,
+    /// Results by call id and position: a call with no result after it was interrupted.
+    results: HashMap<&'a str, usize>,
+}
+
+impl<'a> EntryBuilder<'a> {
+    fn new(events: &'a [Event]) -> EntryBuilder<'a> {
+        let mut results: HashMap<&str, usize> = HashMap::new();
+        for (i, e) in events.iter().enumerate() {
+            if let EventBody::ToolResult { call_id, .. } = &e.body {
+                results.insert(call_id, i);
+            }
+        }
+        EntryBuilder {
+            last_assistant: events
+                .iter()
+                .rposition(|e| e.kind() == EventKind::Assistant),
+            last_result: events
+                .iter()
+                .rposition(|e| e.kind() == EventKind::ToolResult),
+            calls: HashMap::new(),
+            results,
         }
     }
-    let mut entries = Vec::new();
-    for (i, event) in events.iter().enumerate() {
+
+    /// The entry of `event`, the `i`th; none for a pinned note (sent apart from the context).
+    fn entry(&mut self, i: usize, event: &'a Event) -> Option<Entry> {
         let seq = event.seq;
         let entry = match &event.body {
             EventBody::User { text } => Entry::new(
@@ -134,7 +161,7 @@ pub(super) fn build_entries(events: &[Event]) -> Vec<Entry> {
                 Tier::UserRequests,
                 format!("[seq {seq}] user request: {text}"),
             ),
-            EventBody::Assistant { text } if Some(i) == last_assistant => Entry::new(
+            EventBody::Assistant { text } if Some(i) == self.last_assistant => Entry::new(
                 seq,
                 Tier::PreviousReply,
                 format!(
@@ -153,36 +180,21 @@ pub(super) fn build_entries(events: &[Event]) -> Vec<Entry> {
                 call_id,
                 tool,
                 arguments,
-            } => {
-                let args = openai_arguments(arguments);
-                calls.insert(call_id, (tool, args.clone()));
-                let interrupted = results.get(call_id.as_str()).is_none_or(|&r| r <= i);
-                let mut entry = Entry::new(
-                    seq,
-                    Tier::Activity,
-                    format!(
-                        "[seq {seq}] call {tool} id={call_id} {}{}",
-                        one_line(&args, ROW_CHARS),
-                        if interrupted { INTERRUPTED_NOTE } else { "" }
-                    ),
-                );
-                entry.interrupted = interrupted;
-                entry
-            }
+            } => self.call_entry(i, seq, call_id, tool, arguments),
             EventBody::ToolResult { call_id, tool, .. } => {
-                let tier = if Some(i) == last_result {
+                let tier = if Some(i) == self.last_result {
                     Tier::LatestResult
                 } else {
                     Tier::Details
                 };
                 let mut entry = result_entry(event, tier);
-                entry.source = Some(match calls.get(call_id.as_str()) {
+                entry.source = Some(match self.calls.get(call_id.as_str()) {
                     Some((t, args)) => format!("{t} {args}"),
                     None => format!("{tool} ?{call_id}"),
                 });
                 entry
             }
-            EventBody::Note { pinned: true, .. } => continue,
+            EventBody::Note { pinned: true, .. } => return None,
             EventBody::Note { text, .. } => {
                 Entry::new(seq, Tier::Activity, format!("[seq {seq}] note: {text}"))
             }
@@ -192,10 +204,33 @@ pub(super) fn build_entries(events: &[Event]) -> Vec<Entry> {
                 format!("[seq {seq}] {}", marker_text(marker)),
             ),
         };
-        entries.push(entry);
+        Some(entry)
     }
-    entries.push(Entry::new(0, Tier::Status, status_text(events)));
-    entries
+
+    /// The activity row of the call at `i`, marked interrupted when no result follows it.
+    fn call_entry(
+        &mut self,
+        i: usize,
+        seq: u64,
+        call_id: &'a str,
+        tool: &'a str,
+        arguments: &serde_json::Value,
+    ) -> Entry {
+        let args = openai_arguments(arguments);
+        self.calls.insert(call_id, (tool, args.clone()));
+        let interrupted = self.results.get(call_id).is_none_or(|&r| r <= i);
+        let mut entry = Entry::new(
+            seq,
+            Tier::Activity,
+            format!(
+                "[seq {seq}] call {tool} id={call_id} {}{}",
+                one_line(&args, ROW_CHARS),
+                if interrupted { INTERRUPTED_NOTE } else { "" }
+            ),
+        );
+        entry.interrupted = interrupted;
+        entry
+    }
 }
 
 fn marker_text(marker: &SystemMarker) -> String {

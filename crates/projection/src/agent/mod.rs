@@ -55,10 +55,10 @@ use crate::cache::SizeCache;
 use crate::error::{Error, Result};
 use crate::expand::{Piece, expand_results};
 use crate::history::{History, SeqRange, read};
-use crate::open_turn::{fit_open_turn, open_turn, recall_query};
+use crate::open_turn::{OpenTurn, fit_open_turn, open_turn, recall_query};
 use crate::pages::{PageSource, Settled, offered};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
-use crate::report::{Projection, Tier};
+use crate::report::{Clip, Projection, Size, Tier};
 use crate::request::ProjectionRequest;
 use crate::turns::merge_clips;
 use crate::wire::Msg;
@@ -66,8 +66,8 @@ use crate::wire::Msg;
 pub use entries::{EXCERPT_CHARS, ROW_CHARS};
 
 use context::{AgentLayout, add_pages, oldest_detail};
-use entries::{Form, build_entries};
-use fit::{drop_order, fit};
+use entries::{Entry, Form, build_entries};
+use fit::{Action, drop_order, fit};
 use grow::grow_results;
 use report::{Outcome, seq_ranges};
 
@@ -79,7 +79,6 @@ pub(crate) fn project<H: History + ?Sized>(
     source: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
     let budget = Budget::new(req);
-    let tok = budget.counter;
     let pinned = pinned_notes(history)?;
     let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
     let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
@@ -87,18 +86,7 @@ pub(crate) fn project<H: History + ?Sized>(
     // Without input, the open turn ends the body as messages and stays out of the context.
     let open = open_turn(history, req, turn_count)?;
     let context_turns = turn_count - usize::from(open.is_some());
-    let mut events = all_events(history, context_turns)?;
-    // With an open turn, its results are the newest: the context's latest result is grown
-    // from its artifact only after them (SPEC P12), like every other result.
-    if open.is_none() {
-        latest_result_in_full(history, &mut events)?;
-    }
-    let mut entries = build_entries(&events);
-    if open.is_some() {
-        for e in entries.iter_mut().filter(|e| e.tier == Tier::LatestResult) {
-            e.uncached = true;
-        }
-    }
+    let (events, mut entries) = context_entries(history, context_turns, open.is_some())?;
     let mut layout = AgentLayout {
         budget: &budget,
         system_cost,
@@ -106,65 +94,14 @@ pub(crate) fn project<H: History + ?Sized>(
         input_cost: Cost::default(),
         notice: false,
     };
-
-    // Mandatory: everything pinned, the latest result clipped, and the input or the open turn
-    // (its results clipped only if it does not fit beside the rest, SPEC P11).
-    let mut minimal = entries.clone();
-    for e in &mut minimal {
-        if !e.mandatory() {
-            e.form = Form::Dropped;
-        } else if e.clipped.is_some() {
-            e.form = Form::Clipped;
-        }
-    }
-    let minimal_context = budget.cost(&layout.context_msgs(&minimal, &[]));
-    let before_input = system_cost.then(pinned_cost, tok);
-    let open = match open {
-        Some(events) => Some(fit_open_turn(&budget, events, &|c| {
-            budget.total(before_input.then(minimal_context, tok).then(c, tok))
-        })?),
-        None => None,
+    let (open, input_msgs, mandatory) = fit_mandatory(&mut layout, &entries, open)?;
+    let (applied, notice_dropped) = fit_context(&mut layout, &mut entries, cache)?;
+    // Room is used: the room left goes to the newest results first — the open turn's (from
+    // their artifacts), then the context's.
+    let (input_msgs, open_clips) = match &open {
+        Some(turn) => grow_open_turn(&mut layout, history, &entries, turn, input_msgs)?,
+        None => (input_msgs, Vec::new()),
     };
-    let (mut input_msgs, input_cost) = match &open {
-        Some(turn) => (turn.msgs.clone(), turn.cost),
-        None => budget.render(&input_items(budget.req, None)),
-    };
-    layout.input_cost = input_cost;
-    let mandatory = layout.exact(&minimal, &[]);
-    budget.check_mandatory(mandatory)?;
-
-    let actions = drop_order(&entries);
-    // With the omission notice asked for, fit with it; if even dropping everything optional
-    // leaves no room for it, fit without it (reported as a `no_room` drop).
-    layout.notice = req.notice;
-    let mut applied = fit(&layout, &mut entries, &actions, cache)?;
-    let mut notice_dropped = false;
-    if applied.is_none() && layout.notice {
-        layout.notice = false;
-        notice_dropped = true;
-        applied = fit(&layout, &mut entries, &actions, cache)?;
-    }
-    let applied = applied.ok_or_else(|| Error::Internal {
-        reason: "agent context does not fit after every drop".into(),
-    })?;
-    // Room is used (SPEC P12): the room left goes to the newest results first — the open
-    // turn's (from their artifacts), then the context's.
-    let mut open_clips = Vec::new();
-    if let Some(turn) = &open {
-        let mut piece = [Piece {
-            events: turn.events.clone(),
-            msgs: input_msgs,
-            cost: input_cost,
-        }];
-        let context = budget.cost(&layout.context_msgs(&entries, &[]));
-        let grown = expand_results(&budget, history, &mut piece, &|costs: &[Cost]| {
-            budget.total(before_input.then(context, tok).then(costs[0], tok))
-        })?;
-        let [piece] = piece;
-        input_msgs = piece.msgs;
-        layout.input_cost = piece.cost;
-        open_clips = merge_clips(turn.clips.clone(), grown);
-    }
     grow_results(&layout, history, &events, &mut entries)?;
     let open_events = open.map(|turn| turn.events);
     let (mut kept, dropped) = seq_ranges(&entries);
@@ -180,17 +117,11 @@ pub(crate) fn project<H: History + ?Sized>(
     let offered = offered(req, source, &settled);
     let (pages, recall) = add_pages(&layout, &entries, &offered);
     let total = layout.exact(&entries, &pages);
-
     let mut msgs: Vec<Msg> = system_msgs;
     msgs.extend(pinned_msgs);
     msgs.extend(layout.context_msgs(&entries, &pages));
     msgs.extend(input_msgs);
-    let body = budget.envelope.write(msgs);
-    if body.len() as u64 != total.bytes || !budget.fits_all(total) {
-        return Err(Error::Internal {
-            reason: format!("agent body {} bytes, accounted {}", body.len(), total.bytes),
-        });
-    }
+    let body = budget.write_checked(msgs, total, "agent body")?;
     let report = layout.report(
         cache,
         Outcome {
@@ -209,6 +140,118 @@ pub(crate) fn project<H: History + ?Sized>(
         },
     );
     Ok(Projection { body, report })
+}
+
+/// The context's events (every turn but the open one) and their entries.
+fn context_entries<H: History + ?Sized>(
+    history: &H,
+    context_turns: usize,
+    open: bool,
+) -> Result<(Vec<Event>, Vec<Entry>)> {
+    let mut events = all_events(history, context_turns)?;
+    // With an open turn, its results are the newest: the context's latest result is grown
+    // from its artifact only after them, like every other result.
+    if !open {
+        latest_result_in_full(history, &mut events)?;
+    }
+    let mut entries = build_entries(&events);
+    if open {
+        for e in entries.iter_mut().filter(|e| e.tier == Tier::LatestResult) {
+            e.uncached = true;
+        }
+    }
+    Ok((events, entries))
+}
+
+/// Fits the mandatory body: everything pinned, the latest result clipped, and the input or the
+/// open turn (its results clipped only if it does not fit beside the rest). Sets the layout's
+/// input cost; returns the open turn as fitted, the messages of the input (or of the open
+/// turn) and the mandatory size.
+///
+/// # Errors
+///
+/// [`Error::MandatoryExceedsBudget`] when the mandatory body does not fit.
+fn fit_mandatory(
+    layout: &mut AgentLayout<'_, '_>,
+    entries: &[Entry],
+    open: Option<Vec<Event>>,
+) -> Result<(Option<OpenTurn>, Vec<Msg>, Size)> {
+    let budget = layout.budget;
+    let tok = budget.counter;
+    let mut minimal = entries.to_vec();
+    for e in &mut minimal {
+        if !e.mandatory() {
+            e.form = Form::Dropped;
+        } else if e.clipped.is_some() {
+            e.form = Form::Clipped;
+        }
+    }
+    let minimal_context = budget.cost(&layout.context_msgs(&minimal, &[]));
+    let before_input = layout.system_cost.then(layout.pinned_cost, tok);
+    let open = match open {
+        Some(events) => Some(fit_open_turn(budget, events, &|c| {
+            budget.total(before_input.then(minimal_context, tok).then(c, tok))
+        })?),
+        None => None,
+    };
+    let (input_msgs, input_cost) = match &open {
+        Some(turn) => (turn.msgs.clone(), turn.cost),
+        None => budget.render(&input_items(budget.req, None)),
+    };
+    layout.input_cost = input_cost;
+    let mandatory = layout.exact(&minimal, &[]);
+    budget.check_mandatory(mandatory)?;
+    Ok((open, input_msgs, mandatory))
+}
+
+/// Applies the drop order until the body fits. With the omission notice asked for, fits with
+/// it; if even dropping everything optional leaves no room for it, fits without it (reported
+/// as a `no_room` drop). Returns the steps applied and whether the notice was left out.
+fn fit_context(
+    layout: &mut AgentLayout<'_, '_>,
+    entries: &mut [Entry],
+    cache: &mut SizeCache,
+) -> Result<(Vec<Action>, bool)> {
+    let actions = drop_order(entries);
+    layout.notice = layout.budget.req.notice;
+    let mut applied = fit(layout, entries, &actions, cache)?;
+    let mut notice_dropped = false;
+    if applied.is_none() && layout.notice {
+        layout.notice = false;
+        notice_dropped = true;
+        applied = fit(layout, entries, &actions, cache)?;
+    }
+    let applied = applied.ok_or_else(|| Error::Internal {
+        reason: "agent context does not fit after every drop".into(),
+    })?;
+    Ok((applied, notice_dropped))
+}
+
+/// Grows the open turn's results from their artifacts into the room the fitted context
+/// leaves. Sets the layout's input cost; returns the open turn's messages and its clips (those
+/// of its fitting, replaced by later ones of the same result).
+fn grow_open_turn<H: History + ?Sized>(
+    layout: &mut AgentLayout<'_, '_>,
+    history: &H,
+    entries: &[Entry],
+    turn: &OpenTurn,
+    msgs: Vec<Msg>,
+) -> Result<(Vec<Msg>, Vec<Clip>)> {
+    let budget = layout.budget;
+    let tok = budget.counter;
+    let before_input = layout.system_cost.then(layout.pinned_cost, tok);
+    let mut piece = [Piece {
+        events: turn.events.clone(),
+        msgs,
+        cost: layout.input_cost,
+    }];
+    let context = budget.cost(&layout.context_msgs(entries, &[]));
+    let grown = expand_results(budget, history, &mut piece, &|costs: &[Cost]| {
+        budget.total(before_input.then(context, tok).then(costs[0], tok))
+    })?;
+    let [piece] = piece;
+    layout.input_cost = piece.cost;
+    Ok((piece.msgs, merge_clips(turn.clips.clone(), grown)))
 }
 
 /// The latest result's whole text from its artifact, if it has one (SPEC P12): it is sent in

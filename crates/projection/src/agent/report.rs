@@ -11,16 +11,39 @@ use crate::report::{Clip, Drop, RecallReport, Report, Size, Tier, TierSize, Turn
 
 impl AgentLayout<'_, '_> {
     pub fn report(&self, cache: &mut SizeCache, o: Outcome<'_>) -> Report {
-        let budget = self.budget;
-        let tok = budget.counter;
+        let omitted = Omitted::of(o.entries);
+        let notice = self.notice_line(omitted);
+        let tiers = self.tiers(cache, &o, notice.as_deref());
+        let drops = drops(o.entries, o.applied, o.notice_dropped, omitted);
+        Report {
+            turns: TurnCounts {
+                total: o.turn_count,
+                kept: o.turn_count,
+                dropped: 0,
+            },
+            kept: o.kept,
+            dropped: o.dropped,
+            pinned: o.pinned,
+            detail_start: oldest_detail(o.entries),
+            tiers,
+            clips: clips(o.entries, o.open_clips),
+            drops,
+            notice,
+            recall: o.recall,
+            ..self.budget.report(o.total, o.mandatory)
+        }
+    }
+
+    /// Bytes and tokens per tier: the context's framing in the envelope, its entries counted
+    /// one by one and added up per tier.
+    fn tiers(&self, cache: &mut SizeCache, o: &Outcome<'_>, notice: Option<&str>) -> Vec<TierSize> {
+        let tok = self.budget.counter;
         let mut sums = TierSums::new(tok);
         sums.push(Tier::System, self.system_cost, 1);
         sums.push(Tier::Pinned, self.pinned_cost, o.pinned.len());
         let base = self.budget.cost(&self.context_msgs(&[], &[]));
         sums.push(Tier::Envelope, base, 0);
-        let omitted = Omitted::of(o.entries);
-        let notice = self.notice_line(omitted);
-        if let Some(text) = &notice {
+        if let Some(text) = notice {
             sums.add_raw(
                 Tier::Notice,
                 2 + escaped_len(text) as i64,
@@ -38,68 +61,56 @@ impl AgentLayout<'_, '_> {
             sums.add_raw(e.tier, e.bytes(), e.tokens(tok, cache));
         }
         sums.push(Tier::Input, self.input_cost, 1);
-        let tiers = merge_tiers(sums.finish(o.total));
-        let mut clips: Vec<Clip> = o
-            .entries
-            .iter()
-            .filter(|e| e.form == Form::Clipped)
-            .filter_map(|e| {
-                let (_, chars, kept_chars) = e.clipped.as_ref()?;
-                Some(Clip {
-                    seq: e.seq,
-                    chars: *chars,
-                    kept_chars: *kept_chars,
-                    recall: format!("recall seq={}", e.seq),
-                })
-            })
-            .collect();
-        clips.extend(o.open_clips);
-        clips.sort_by_key(|c| c.seq);
-        let mut drops: Vec<Drop> = o
-            .applied
-            .iter()
-            .filter_map(|a| match *a {
-                Action::Drop(i, reason) => Some(Drop {
-                    tier: o.entries[i].tier,
-                    seqs: SeqRange::new(o.entries[i].seq, o.entries[i].seq),
-                    reason: reason.to_owned(),
-                }),
-                Action::Clip(_) => None,
-            })
-            .collect();
-        if o.notice_dropped && omitted.count > 0 {
-            drops.push(Drop {
-                tier: Tier::Notice,
-                seqs: SeqRange::new(omitted.first, omitted.last),
-                reason: "no_room".into(),
-            });
-        }
-        Report {
-            format: budget.format,
-            tokenizer: tok.tokenizer,
-            policy: budget.req.policy,
-            bytes: o.total.bytes,
-            tokens: o.total.tokens,
-            tokens_exact: budget.format.tokens_exact(),
-            budget: budget.budget_report(),
-            mandatory: o.mandatory,
-            turns: TurnCounts {
-                total: o.turn_count,
-                kept: o.turn_count,
-                dropped: 0,
-            },
-            kept: o.kept,
-            dropped: o.dropped,
-            pinned: o.pinned,
-            detail_start: oldest_detail(o.entries),
-            tiers,
-            clips,
-            drops,
-            notice,
-            recall: o.recall,
-            notes: Vec::new(),
-        }
+        merge_tiers(sums.finish(o.total))
     }
+}
+
+/// The clips of the entries sent clipped and of the open turn's results, by seq.
+fn clips(entries: &[Entry], open_clips: Vec<Clip>) -> Vec<Clip> {
+    let mut clips: Vec<Clip> = entries
+        .iter()
+        .filter(|e| e.form == Form::Clipped)
+        .filter_map(|e| {
+            let (_, chars, kept_chars) = e.clipped.as_ref()?;
+            Some(Clip {
+                seq: e.seq,
+                chars: *chars,
+                kept_chars: *kept_chars,
+                recall: format!("recall seq={}", e.seq),
+            })
+        })
+        .collect();
+    clips.extend(open_clips);
+    clips.sort_by_key(|c| c.seq);
+    clips
+}
+
+/// The entries dropped, in the order they went, then the notice if it was left out for room.
+fn drops(
+    entries: &[Entry],
+    applied: &[Action],
+    notice_dropped: bool,
+    omitted: Omitted,
+) -> Vec<Drop> {
+    let mut drops: Vec<Drop> = applied
+        .iter()
+        .filter_map(|a| match *a {
+            Action::Drop(i, reason) => Some(Drop {
+                tier: entries[i].tier,
+                seqs: SeqRange::new(entries[i].seq, entries[i].seq),
+                reason: reason.to_owned(),
+            }),
+            Action::Clip(_) => None,
+        })
+        .collect();
+    if notice_dropped && omitted.count > 0 {
+        drops.push(Drop {
+            tier: Tier::Notice,
+            seqs: SeqRange::new(omitted.first, omitted.last),
+            reason: "no_room".into(),
+        });
+    }
+    drops
 }
 
 /// What a fitted agent projection holds, for its report.

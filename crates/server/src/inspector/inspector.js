@@ -32,7 +32,10 @@ function status(text, isError) {
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "class") node.className = v; else node.setAttribute(k, v);
+    // Styles through the CSSOM: the page's Content-Security-Policy refuses style attributes.
+    if (k === "class") node.className = v;
+    else if (k === "style") Object.assign(node.style, v);
+    else node.setAttribute(k, v);
   }
   for (const c of children) node.append(c);
   return node;
@@ -165,7 +168,7 @@ function drawReport(report, budget) {
   const limit = $("unit").value === "max_bytes" ? budget : report.bytes;
   for (const t of report.tiers) {
     const share = Math.max(0, (100 * t.bytes) / Math.max(limit, report.bytes, 1));
-    bar.append(el("div", { class: "t-" + t.tier, style: `width:${share}%`, title: `${t.tier}: ${t.bytes} bytes, ${t.tokens} tokens, ${t.items} item(s)` }));
+    bar.append(el("div", { class: "t-" + t.tier, style: { width: `${share}%` }, title: `${t.tier}: ${t.bytes} bytes, ${t.tokens} tokens, ${t.items} item(s)` }));
     legend.append(el("li", { "data-tier": t.tier }, el("span", { class: "t-" + t.tier }), `${t.tier} ${t.bytes} B / ${t.tokens} tok`));
   }
   const drops = $("drops");

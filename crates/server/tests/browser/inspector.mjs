@@ -1,6 +1,7 @@
 // Drives the inspector in real headless chromium (Debian's /usr/bin/chromium): opens a
 // conversation, moves the budget slider, and checks that the kept-turn count the page draws
-// equals the API's report for the same request. Saves a screenshot.
+// equals the API's report for the same request, under the page's Content-Security-Policy (any
+// violation fails the run). Saves a screenshot.
 //
 // Usage: node inspector.mjs BASE_URL CONVERSATION SCREENSHOT.png
 import { chromium } from "playwright-core";
@@ -34,6 +35,7 @@ async function drawn(page, budget) {
     keptRows: [...document.querySelectorAll("#timeline li.kept")].filter((li) => li.querySelector(".kind").textContent === "user").length,
     droppedRows: document.querySelectorAll("#timeline li.dropped").length,
     tiers: document.querySelectorAll("#tiers div").length,
+    tierWidths: [...document.querySelectorAll("#tiers div")].map((d) => d.getBoundingClientRect().width),
   }));
 }
 
@@ -49,7 +51,13 @@ const browser = await chromium.launch({ executablePath, args, headless: true });
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.on("pageerror", (e) => fail("page error: " + e.message));
-  await page.goto(base + "/");
+  page.on("console", (m) => { if (m.text().startsWith("CSP violation")) fail(m.text()); });
+  await page.addInitScript(() => document.addEventListener("securitypolicyviolation",
+    (e) => console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || "inline"}`)));
+  const loaded = await page.goto(base + "/");
+  const headers = loaded.headers();
+  if (!/default-src 'self'/.test(headers["content-security-policy"] || "")) fail("no Content-Security-Policy on the page: " + JSON.stringify(headers));
+  if (headers["x-frame-options"] !== "DENY") fail("no X-Frame-Options: DENY on the page");
   await page.click(`#conversations button[data-name="${conv}"]`);
   await page.waitForSelector("#timeline li");
   const rows = await page.$$eval("#timeline li", (lis) => lis.length);
@@ -65,6 +73,7 @@ try {
     if (seen.kept !== expected || seen.text !== String(expected)) fail(`budget ${budget} ${format}: drew ${seen.text}, the API reports ${expected}`);
     if (seen.keptRows !== expected) fail(`budget ${budget}: ${seen.keptRows} user rows marked kept, the API reports ${expected} turns`);
     if (seen.tiers === 0) fail("no tier bar drawn");
+    if (!seen.tierWidths.some((w) => w > 0)) fail("the tier bar has no width (its style was refused?)");
     checks.push({ budget, format, tokenizer, kept: expected, dropped_rows: seen.droppedRows });
   }
   if (new Set(checks.map((c) => c.kept)).size < 2) fail("moving the slider never changed the kept-turn count: " + JSON.stringify(checks));

@@ -5,8 +5,8 @@
 //! Guarantees checked: the ledger's events always equal the acknowledged prefix that survives;
 //! a torn (never acknowledged) tail is cut and loses nothing; a cut into acknowledged data
 //! either makes open fail closed or leaves a prefix of *whole* commits (no partial commit).
-//! With `CTXLOG_FUZZ_STRICT=1` the second outcome is a failure too (issue 8, defect 3: the
-//! sidecar index proves those commits were acknowledged).
+//! With `CTXLOG_FUZZ_STRICT=1` the second outcome is a failure too (the sidecar
+//! index proves those commits were acknowledged).
 #![no_main]
 
 use std::sync::Arc;

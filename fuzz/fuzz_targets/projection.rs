@@ -1,6 +1,6 @@
-//! Projection invariants (SPEC P2–P5) on random well-formed histories and budgets: when
-//! `ctxlog_projection::project` returns a body, `body.len() <= max_bytes`,
-//! `report.bytes == body.len()`, the body is valid JSON, and a token budget is kept.
+//! Projection invariants (docs/design.md#5-projection) on random well-formed histories and budgets:
+//! when `ctxlog_projection::project` returns a body, `body.len() <= max_bytes`, `report.bytes ==
+//! body.len()`, the body is valid JSON, and a token budget is kept.
 #![no_main]
 
 use arbitrary::Arbitrary;

@@ -1,9 +1,9 @@
-//! The recall query sanitizer (`ctxlog_recall::text::Terms::parse` + `quote`, SPEC R3) on
-//! arbitrary text. The FTS5 expression is the index's own (`text::match_expression`: quoted
-//! terms OR-ed, CJK runs as quoted phrases, a lone CJK gram as a quoted prefix), run against an
-//! in-memory FTS5 table with the index's schema; the same query also goes through a real
-//! `RecallIndex::search`. Guarantee checked: SQLite never reports a syntax error, nothing
-//! panics, and the search returns `Ok`.
+//! The recall query sanitizer (`ctxlog_recall::text::Terms::parse` + `quote`,
+//! docs/design.md#r3-literal-queries) on arbitrary text. The FTS5 expression is the index's own
+//! (`text::match_expression`: quoted terms OR-ed, CJK runs as quoted phrases, a lone CJK gram as a
+//! quoted prefix), run against an in-memory FTS5 table with the index's schema; the same query also
+//! goes through a real `RecallIndex::search`. Guarantee checked: SQLite never reports a syntax
+//! error, nothing panics, and the search returns `Ok`.
 #![no_main]
 
 use std::sync::{Mutex, OnceLock};

@@ -108,7 +108,7 @@ pub trait LedgerWriter: LedgerView {
         &mut self,
         t: &ctxlog_ledger::rules::Tombstone,
     ) -> ctxlog_ledger::Result<CommitReceipt>;
-    /// True after a failed sync: the writer must be reopened before it commits again (L8).
+    /// True after a failed sync: the writer must be reopened before it commits again.
     fn is_poisoned(&self) -> bool;
 }
 

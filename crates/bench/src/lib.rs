@@ -10,9 +10,24 @@
 //! | `recall_eval` | retrieval quality (the §1 study, a generator, LoCoMo) vs plain FTS5 BM25 |
 //! | `recall_scale` | recall index build and query latency at 10k–1M pages vs Python sqlite3 FTS5 |
 
+use std::path::{Path, PathBuf};
+
 use ctxlog_ledger::event::{Event, EventBody};
 
 pub mod doc;
+
+/// Where LoCoMo (`locomo10.json`) is read from when a program is not given a path:
+/// `$CTXLOG_LOCOMO`, else `../shared/data/locomo10.json` beside the repository (the data set is
+/// never copied into it).
+pub fn default_locomo_path() -> PathBuf {
+    std::env::var_os("CTXLOG_LOCOMO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let repository = repository.canonicalize().unwrap_or(repository);
+            repository.join("../shared/data/locomo10.json")
+        })
+}
 
 /// This process's peak resident set size in KiB (`VmHWM` in `/proc/self/status`); 0 where
 /// that file is missing (not Linux).

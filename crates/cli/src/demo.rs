@@ -161,8 +161,9 @@ fn budget_table(conv: &Demo<'_>, out: &mut String) -> Result<Sizes, Failure> {
     let mut budgets = vec![mandatory];
     let mut budget = full.report.bytes;
     let mut kept = full.report.turns.kept;
-    // Narrow from the full body. Stored tool output grows into free room (SPEC P12), so a
-    // body may fill its budget: until a turn is dropped, step down by an eighth of the room.
+    // Narrow from the full body. Stored tool output grows into free room
+    // (docs/design.md#p12-room-is-used), so a body may fill its budget: until a turn is dropped,
+    // step down by an eighth of the room.
     while budget > mandatory {
         budgets.push(budget);
         let projection = conv.project(Some(budget - 1), None)?;

@@ -1,5 +1,5 @@
 //! The `ctxlog` command line: parse flags, call the facade, print. Exit codes are part of the
-//! contract scripts rely on (SPEC I2):
+//! contract scripts rely on (docs/design.md#i2-command-line):
 //!
 //! | code | meaning |
 //! |---|---|

@@ -1,8 +1,8 @@
-//! The agent loop (SPEC P11): after each tool result an agent asks for the next body with no
-//! new user message. `project CONV` without `--input` continues the open turn: it is
-//! mandatory, and the body ends with the pending tool results in the provider's shape. The
-//! body must be one the provider accepts (roles alternate for Anthropic, every call answered,
-//! nothing after the results) and fit the budget, after every commit of a 20-step loop.
+//! The agent loop (docs/design.md#p11-the-agent-loop): after each tool result an agent asks for the
+//! next body with no new user message. `project CONV` without `--input` continues the open turn: it
+//! is mandatory, and the body ends with the pending tool results in the provider's shape. The body
+//! must be one the provider accepts (roles alternate for Anthropic, every call answered, nothing
+//! after the results) and fit the budget, after every commit of a 20-step loop.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -255,8 +255,9 @@ fn a_blank_input_continues_the_open_turn_for_anthropic() {
     check_anthropic(&body, &["u1".to_string()]);
 }
 
-/// Recall is not starved (SPEC P13): with pages asked for, a share of the budget is held back
-/// for them, so the page that answers is included although recent turns could fill it all.
+/// Recall is not starved (docs/design.md#p13-true-words): with pages asked for, a share of the
+/// budget is held back for them, so the page that answers is included although recent turns could
+/// fill it all.
 #[test]
 fn with_recall_2_and_1500_tokens_the_answering_page_is_included() {
     let env = Env::new();
@@ -304,10 +305,10 @@ fn with_recall_2_and_1500_tokens_the_answering_page_is_included() {
     assert!(report["turns"]["kept"].as_u64().unwrap() > 0);
 }
 
-/// A long tool loop inside one turn (SPEC P11): 20 steps with big outputs outgrow the budget on
-/// their own. The open turn stays whole in shape — every call answered, the body ending with
-/// the newest result — and the oldest results' texts are clipped, as the report says; exit 3
-/// only when even the clipped turn cannot fit.
+/// A long tool loop inside one turn (docs/design.md#p11-the-agent-loop): 20 steps with big outputs
+/// outgrow the budget on their own. The open turn stays whole in shape — every call answered, the
+/// body ending with the newest result — and the oldest results' texts are clipped, as the report
+/// says; exit 3 only when even the clipped turn cannot fit.
 #[test]
 fn twenty_big_steps_in_one_turn_fit_by_clipping_the_oldest_results() {
     let env = Env::new();

@@ -1,5 +1,5 @@
-//! Bad input (SPEC §9): every rejected command prints one clear line on stderr, exits
-//! non-zero, and leaves every stored byte exactly as it was.
+//! Bad input (docs/design.md#9-bad-input-and-faults): every rejected command prints one clear line
+//! on stderr, exits non-zero, and leaves every stored byte exactly as it was.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,9 +1,9 @@
-//! The bad-input catalogue (SPEC §9, issue 8): every way a caller can get input wrong across
-//! the CLI, each run against a store holding a conversation (with its recall index built).
-//! For each case: the exit code is non-zero (and not a panic's 101), stderr is exactly one
-//! line starting `ctxlog: `, and every byte of the store is as it was. Queries made of FTS5
-//! syntax or SQL are not errors (SPEC R3: they are literal words): they must exit 0 with a
-//! JSON result and still change nothing.
+//! The bad-input catalogue (docs/design.md#9-bad-input-and-faults): every way a caller can
+//! get input wrong across the CLI, each run against a store holding a conversation (with its recall
+//! index built). For each case: the exit code is non-zero (and not a panic's 101), stderr is
+//! exactly one line starting `ctxlog: `, and every byte of the store is as it was. Queries made of
+//! FTS5 syntax or SQL are not errors (docs/design.md#r3-literal-queries: they are literal words):
+//! they must exit 0 with a JSON result and still change nothing.
 //!
 //! `CTXLOG_WRITE_CATALOGUE=1 cargo test -p ctxlog-cli --test bad_input_catalogue` rewrites the
 //! table in `docs/reliability.md` (case, exit code, message) from the run.
@@ -246,7 +246,7 @@ fn catalogue(files: &Path) -> Vec<Case> {
         case("cli: unknown flag", &["log", "chat", "--colour"], b""),
         case("cli: no subcommand", &[], b""),
         case("cli: --root is a regular file", &["--root", &f("object.json"), "log", "chat"], b""),
-        // queries that look like syntax are words (SPEC R3)
+        // queries that look like syntax are words (docs/design.md#r3-literal-queries)
         literal("recall: FTS5 unbalanced quote", "\"unbalanced"),
         literal("recall: FTS5 NEAR()", "NEAR(zebra code, 2)"),
         literal("recall: FTS5 column filter", "body:zebra"),
@@ -382,7 +382,8 @@ fn every_bad_input_is_refused_with_one_line_and_no_bytes_changed() {
 }
 
 #[test]
-/// Issue 8, item 7 (fixed): the message names the number as an integer.
+/// Regression: an exit code beyond i64 was named as a floating-point number; the message names
+/// it as an integer.
 fn exit_code_beyond_i64_is_named_as_an_integer() {
     let (env, _files) = store();
     let c = commit(
@@ -396,7 +397,8 @@ fn exit_code_beyond_i64_is_named_as_an_integer() {
 }
 
 #[test]
-/// Issue 8, item 7 (fixed).
+/// Regression: a tool result naming a different tool than its call was accepted; it is refused
+/// and nothing is written.
 fn tool_result_naming_another_tool_is_refused() {
     let (env, _files) = store();
     let before = snapshot(env.root());

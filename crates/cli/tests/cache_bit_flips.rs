@@ -1,12 +1,12 @@
-//! Bit flips in the caches (SPEC L2, R2; issue 8). The four sidecar index files
-//! (`ledger.idx`, `turns.idx`, `notes.idx`, `commits.idx`) and the recall index
-//! (`recall.sqlite`) are caches of `ledger.log`. One bit of one of them is flipped in turn;
-//! after each flip `log` and `recall` (and, on one flip in [`PROJECT_EVERY`], `project` with and
-//! without recalled pages) either give
-//! the same answers as on the undamaged conversation or fail with one clear `ctxlog: ` line
-//! (a projection with recalled pages may also go ahead without them when its report says
-//! recall was unavailable: the fallback SPEC R2 asks for).
-//! Never a wrong event, a wrong body or a recalled text that is not the ledger's.
+//! Bit flips in the caches (docs/design.md#l2-recovery, docs/design.md#r2-disposable). The four
+//! sidecar index files (`ledger.idx`, `turns.idx`, `notes.idx`, `commits.idx`) and the recall index
+//! (`recall.sqlite`) are caches of `ledger.log`. One bit of one of them is flipped in turn; after
+//! each flip `log` and `recall` (and, on one flip in [`PROJECT_EVERY`], `project` with and without
+//! recalled pages) either give the same answers as on the undamaged conversation or fail with one
+//! clear `ctxlog: ` line (a projection with recalled pages may also go ahead without them when its
+//! report says recall was unavailable: the fallback for a damaged index,
+//! docs/design.md#r2-disposable). Never a wrong event, a wrong body or a recalled text that is not
+//! the ledger's.
 //!
 //! One kind of damage no read can see: FTS5's term data (and the context column), which no
 //! page row's checksum covers. A flip there can make a search miss or rank differently, so a
@@ -133,8 +133,9 @@ fn clear_error(out: &Output) -> Result<(), String> {
     }
 }
 
-/// A projection with recalled pages over a damaged index gives the undamaged body, fails
-/// clearly, or (SPEC R2) goes ahead without pages and says so in its report.
+/// A projection with recalled pages over a damaged index gives the undamaged body, fails clearly,
+/// or goes ahead without pages and says so in its report (the fallback for a damaged index,
+/// docs/design.md#r2-disposable).
 fn check_project_recall(env: &Env, base: &Baseline) -> Option<String> {
     let report = tempfile::NamedTempFile::new().unwrap();
     let report_path = report.path().to_str().unwrap().to_string();
@@ -313,8 +314,8 @@ fn recall_index_flips_never_serve_wrong_text() {
     run_flips(cases);
 }
 
-/// Flips inside the stored page text itself (issue 8, defect 4): the index may rank, but text
-/// it returns must be the ledger's.
+/// Flips inside the stored page text itself: the index may rank, but text it returns must be
+/// the ledger's.
 #[test]
 fn recall_index_text_flips_never_serve_wrong_text() {
     let (env, _) = build();

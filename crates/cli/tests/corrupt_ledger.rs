@@ -1,6 +1,6 @@
-//! A corrupt ledger is exit 5 whichever command meets it (SPEC I2): `log` and `verify`, but
-//! also `project`, `recall` and `reindex`, which read the ledger through the projector and
-//! the recall index. Nothing is changed by any of them.
+//! A corrupt ledger is exit 5 whichever command meets it (docs/design.md#i2-command-line): `log`
+//! and `verify`, but also `project`, `recall` and `reindex`, which read the ledger through the
+//! projector and the recall index. Nothing is changed by any of them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -50,7 +50,7 @@ fn every_reader_of_a_corrupt_record_exits_5() {
     assert!(before == ledger_files(), "a ledger file was changed");
 }
 
-/// Regression (issue 8, item 3): `truncate -s 700 ledger.log` on a 5-commit ledger made
+/// Regression: `truncate -s 700 ledger.log` on a 5-commit ledger made
 /// `verify` exit 0 ("torn tail … the next writer cuts them"), `log` show 8 events and the next
 /// commit get seq 9, which `ledger.idx` had recorded as committed. The sidecars prove seqs
 /// 9-10 were acknowledged: every command exits 5 naming them, and nothing changes.

@@ -1,7 +1,8 @@
-//! Crash loops (SPEC §10, issue 8): `ctxlog` killed with SIGKILL at random moments while it
-//! commits, erases and builds its recall index. After every kill, every acknowledged commit
-//! is in the log with exactly its events, no commit is present in part, `verify` passes, and
-//! no byte of an acknowledged erasure's text is left in the conversation's directory.
+//! Crash loops (docs/design.md#10-evidence): `ctxlog` killed with SIGKILL at random
+//! moments while it commits, erases and builds its recall index. After every kill, every
+//! acknowledged commit is in the log with exactly its events, no commit is present in part,
+//! `verify` passes, and no byte of an acknowledged erasure's text is left in the conversation's
+//! directory.
 //!
 //! The loop is the bench program `crash_loop` (run it long with
 //! `cargo run --release -p ctxlog-bench --bin crash_loop -- --rounds 1000`); this test runs a

@@ -1,6 +1,6 @@
-//! Failure class: erased data that survives somewhere (SPEC E1) — in the ledger, a sidecar,
-//! an artifact, a recovered tail or the recall index — and erase commands that change things
-//! they should not (bad ranges, a second writer).
+//! Failure class: erased data that survives somewhere (docs/design.md#e1-erasure) — in the ledger,
+//! a sidecar, an artifact, a recovered tail or the recall index — and erase commands that change
+//! things they should not (bad ranges, a second writer).
 //!
 //! Guarantee: after `ctxlog erase`, the erased text is in no byte of any file under the
 //! conversation's directory, even after the recall index is rebuilt by a fresh `recall`;
@@ -176,9 +176,10 @@ fn erase_all_removes_the_directory() {
     env.ok(&["verify", "other"], b"");
 }
 
-/// Regression (issue 9, SPEC E6): `erase --seqs 3-4 --reason 'GDPR ticket 42'` then
-/// `erase --seqs 3-4` rewrote the tombstone's reason and time. Erasing an erased range now
-/// changes no stored byte and says so (`"already_erased":true`, `"events":0`).
+/// Regression: `erase --seqs 3-4 --reason 'GDPR ticket 42'` then `erase --seqs 3-4` rewrote the
+/// tombstone's reason and time. A tombstone is an audit record
+/// (docs/design.md#e6-listing-and-tombstones): erasing an erased range changes no stored byte and
+/// says so (`"already_erased":true`, `"events":0`).
 #[test]
 fn erasing_an_erased_range_again_changes_nothing() {
     let env = Env::new();
@@ -202,7 +203,7 @@ fn erasing_an_erased_range_again_changes_nothing() {
     assert!(log.contains("GDPR ticket 42"), "{log}");
 }
 
-/// Regression (issue 8, item 2): with the conversation directory a symlink, `erase --all`
+/// Regression: with the conversation directory a symlink, `erase --all`
 /// printed `{"erased":"all"}` and the ledger stayed in the target. It fails now, saying why,
 /// prints nothing on stdout, and the target is left as it was.
 #[test]

@@ -1,7 +1,7 @@
-//! The exit codes scripts rely on (SPEC I2), each produced by the real binary: 2 usage,
-//! 3 mandatory input over budget, 4 locked by another writer, 5 corruption, 6 id conflict.
-//! Every failure prints one line on stderr (or one JSON object with `--json`) and leaves the
-//! stored bytes as they were.
+//! The exit codes scripts rely on (docs/design.md#i2-command-line), each produced by the real
+//! binary: 2 usage, 3 mandatory input over budget, 4 locked by another writer, 5 corruption, 6 id
+//! conflict. Every failure prints one line on stderr (or one JSON object with `--json`) and leaves
+//! the stored bytes as they were.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,5 +1,6 @@
 //! Failure class: `ctxlog export` / `ctxlog import` that lose or duplicate history, or leave
-//! half an import behind (SPEC E4, L10, I2).
+//! half an import behind (docs/design.md#e4-export-and-import, docs/design.md#l10-event-times,
+//! docs/design.md#i2-command-line).
 //!
 //! Guarantee: export → import into a new conversation → export gives the same bytes; a
 //! re-run import writes nothing; a bad record exits 1 naming its line with every stored byte

@@ -1,7 +1,7 @@
-//! A conversation may open with an assistant greeting, before any user message (SPEC P11).
-//! It is stored (in the preamble) and projected in both formats; Anthropic, which requires
-//! the first message to be `user`, gets the documented placeholder user text
-//! `[ctxlog] (no user message)` before the greeting.
+//! A conversation may open with an assistant greeting, before any user message
+//! (docs/design.md#p11-the-agent-loop). It is stored (in the preamble) and projected in both
+//! formats; Anthropic, which requires the first message to be `user`, gets the documented
+//! placeholder user text `[ctxlog] (no user message)` before the greeting.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,7 +1,7 @@
-//! The scenario that motivates ctxlog (SPEC §1), through the real binary: a fixture with
-//! Chinese, English, double quotes, a newline and an emoji; a boundary table of budgets that
-//! keep 0, 1 and 2 whole turns or refuse; and narrow → commit → reopen → widen, in which a
-//! fact left out of a narrow request is supplied again by a wider one. A refused projection
+//! The scenario that motivates ctxlog (docs/design.md#1-the-problem), through the real binary: a
+//! fixture with Chinese, English, double quotes, a newline and an emoji; a boundary table of
+//! budgets that keep 0, 1 and 2 whole turns or refuse; and narrow → commit → reopen → widen, in
+//! which a fact left out of a narrow request is supplied again by a wider one. A refused projection
 //! leaves the ledger's bytes unchanged.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,5 +1,6 @@
 //! The README's tour runs as written: its shell block is executed with `ctxlog` bound to the
-//! binary under test, and must exit 0 and show what the README says it shows.
+//! binary under test, and must exit 0, show what the README says it shows, and leave nothing in
+//! the directory it was run from (what it writes goes into its throwaway store).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,20 +18,18 @@ fn tour() -> String {
 
 #[test]
 fn the_readme_tour_runs() {
-    let script = tour()
-        .lines()
-        // Use the binary under test rather than building through cargo.
-        .filter(|line| !line.starts_with("ctxlog()"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let dir = tempfile::tempdir().unwrap();
+    let script = tour();
+    // The tour's `mktemp -d` store lands in `tmp`; it is run from `work`.
+    let (work, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let out = Command::new("bash")
         .arg("-euo")
         .arg("pipefail")
         .arg("-c")
         .arg(format!("ctxlog() {{ \"$CTXLOG_BIN\" \"$@\"; }}\n{script}"))
         .env("CTXLOG_BIN", env!("CARGO_BIN_EXE_ctxlog"))
-        .current_dir(dir.path())
+        .env("TMPDIR", tmp.path())
+        .env_remove("CTXLOG_ROOT")
+        .current_dir(work.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -41,7 +40,18 @@ fn the_readme_tour_runs() {
     );
     assert!(stdout.contains(r#""first_seq":3"#), "{stdout}");
     assert!(stdout.contains("ok: 6 events"), "{stdout}");
-    let body = std::fs::read_to_string(dir.path().join("body.json")).unwrap();
+    let left: Vec<_> = std::fs::read_dir(work.path()).unwrap().collect();
+    assert!(
+        left.is_empty(),
+        "the tour left files where it ran: {left:?}"
+    );
+    let stores: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(stores.len(), 1, "one throwaway store: {stores:?}");
+    let store = stores[0].as_ref().unwrap().path();
+    for written in ["report.json", "next.json"] {
+        assert!(store.join(written).is_file(), "{written} is in the store");
+    }
+    let body = std::fs::read_to_string(store.join("body.json")).unwrap();
     assert!(
         body.contains("a.txt b.txt") && !body.contains("ZX-81"),
         "400 bytes keep only the newest turn: {body}"

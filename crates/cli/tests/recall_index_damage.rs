@@ -1,7 +1,7 @@
-//! The recall index is a disposable cache (SPEC R2): when its file is damaged (garbage,
-//! truncated, another schema), explicit `ctxlog recall` fails with a clear error naming
-//! `ctxlog reindex`; a projection that asked for recalled pages still succeeds, without
-//! pages, and its report says why; `ctxlog reindex` repairs it. The ledger is never touched.
+//! The recall index is a disposable cache (docs/design.md#r2-disposable): when its file is damaged
+//! (garbage, truncated, another schema), explicit `ctxlog recall` fails with a clear error naming
+//! `ctxlog reindex`; a projection that asked for recalled pages still succeeds, without pages, and
+//! its report says why; `ctxlog reindex` repairs it. The ledger is never touched.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

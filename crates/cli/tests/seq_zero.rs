@@ -1,6 +1,6 @@
-//! Seqs start at 1 (SPEC L1; issue 8): `log --from 0` and `recall --seq 0` are usage errors
-//! (exit 2, one line saying so), not a silent shift to seq 1 or an empty answer; seq 1 works.
-//! The rule is the facade's, so the HTTP API answers 400 `usage` for the same requests
+//! Seqs start at 1 (docs/design.md#3-concepts): `log --from 0` and `recall --seq 0` are usage
+//! errors (exit 2, one line saying so), not a silent shift to seq 1 or an empty answer; seq 1
+//! works. The rule is the facade's, so the HTTP API answers 400 `usage` for the same requests
 //! (`crates/server/tests/bad_input_catalogue.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,6 +1,6 @@
-//! Writers can wait (SPEC L3): while another process holds a conversation's writer lock,
-//! `commit` exits 4 at once; with `--wait SECS` it waits for the lock and commits once it is
-//! free, or exits 4 when the wait is over.
+//! Writers can wait (docs/design.md#l3-one-writer): while another process holds a conversation's
+//! writer lock, `commit` exits 4 at once; with `--wait SECS` it waits for the lock and commits once
+//! it is free, or exits 4 when the wait is over.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,6 +1,6 @@
 //! The ledger seen by the projector ([`projection::History`]) and by the recall index
 //! ([`recall::LedgerSource`]). Both read through the ledger's seq index, so they cost in
-//! proportion to what they return (SPEC L7, P9).
+//! proportion to what they return (docs/design.md#l7-bounded-memory, docs/design.md#p9-cost).
 
 use ctxlog_ledger::{ArtifactRef, Event, LedgerRead};
 use ctxlog_projection::{History, SeqRange};
@@ -82,7 +82,8 @@ impl<L: LedgerRead + ?Sized> History for LedgerHistory<'_, L> {
 pub(crate) struct LedgerFeed<'a, L: ?Sized>(pub(crate) &'a L);
 
 impl<L: LedgerRead + ?Sized> ArtifactSource for LedgerFeed<'_, L> {
-    /// The ledger refuses references outside the conversation (SPEC R7) and checks the hash.
+    /// The ledger refuses references outside the conversation (docs/design.md#r7-scope) and checks
+    /// the hash.
     fn artifact_text(&self, artifact: &ArtifactRef) -> Result<String, SourceError> {
         let bytes = self.0.artifact(artifact)?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())

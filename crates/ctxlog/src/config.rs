@@ -1,5 +1,6 @@
 //! A store's configuration file, `ctxlog.toml` at the store root (or a file named with
-//! `--config`): redaction (SPEC E5) and retention (SPEC E2).
+//! `--config`): redaction (docs/design.md#e5-redaction) and retention
+//! (docs/design.md#e2-retention).
 //!
 //! # Format
 //!

@@ -78,7 +78,8 @@ pub enum Error {
     },
 }
 
-/// The coarse class of an [`Error`], stable for scripts (SPEC I2 exit codes) and servers.
+/// The coarse class of an [`Error`], stable for scripts (the CLI's exit codes,
+/// docs/design.md#i2-command-line) and servers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorClass {
@@ -167,8 +168,8 @@ impl Error {
     }
 }
 
-/// What the mandatory part of a refused projection needs (SPEC P4), for front ends that
-/// report the figures beside the message (the server's 422 body).
+/// What the mandatory part of a refused projection needs (docs/design.md#p4-mandatory-input), for
+/// front ends that report the figures beside the message (the server's 422 body).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Shortfall {
     /// Bytes the mandatory part needs on the wire.

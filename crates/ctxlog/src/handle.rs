@@ -1,8 +1,8 @@
 //! [`Handle`]: one open conversation, for writing ([`Conversation`]) or reading ([`Snapshot`]).
 //!
 //! A handle pairs a ledger handle from the [`Backend`](crate::backend::Backend) with the
-//! caches that make repeated work cheap: per-event sizes for projections (SPEC P9) and the
-//! open recall index. Most applications call the operations on [`Store`](crate::Store),
+//! caches that make repeated work cheap: per-event sizes for projections (docs/design.md#p9-cost)
+//! and the open recall index. Most applications call the operations on [`Store`](crate::Store),
 //! which keeps handles for them; a handle is the lower-level API underneath.
 
 use std::borrow::Cow;
@@ -30,11 +30,13 @@ pub struct Handle<L: ?Sized> {
     recovery: RecoveryReport,
     /// Where the recall index lives (a local, disposable cache).
     recall_path: PathBuf,
-    /// Per-event serialized sizes and token counts, reused across projections (SPEC P9).
+    /// Per-event serialized sizes and token counts, reused across projections
+    /// (docs/design.md#p9-cost).
     sizes: SizeCache,
     /// The recall index, opened on first use.
     recall: Option<RecallIndex>,
-    /// What commits are redacted with before they are written (SPEC E5) [default: nothing].
+    /// What commits are redacted with before they are written (docs/design.md#e5-redaction)
+    /// [default: nothing].
     redactor: Option<Arc<Redactor>>,
 }
 
@@ -182,7 +184,8 @@ impl Conversation {
         Ok(self.ledger.commit_seqs(id)?)
     }
 
-    /// True after a failed sync: this handle refuses commits and must be reopened (SPEC L8).
+    /// True after a failed sync: this handle refuses commits and must be reopened
+    /// (docs/design.md#l8-failed-io).
     pub fn is_poisoned(&self) -> bool {
         self.ledger.is_poisoned()
     }
@@ -287,13 +290,14 @@ impl<L: LedgerView + ?Sized> Handle<L> {
         Ok(())
     }
 
-    /// Builds the exact request body for `request` from this conversation (SPEC §5).
+    /// Builds the exact request body for `request` from this conversation
+    /// (docs/design.md#5-projection).
     ///
     /// When the request asks for recalled pages (`recall_k > 0`), the projector asks the
     /// recall index (brought up to date first) for pages relevant to the current input that
     /// are older than the history the body keeps in detail. If the index is unusable, the
-    /// projection goes ahead without pages and its report says why (SPEC R2). The ledger is
-    /// never written (P10).
+    /// projection goes ahead without pages and its report says why (docs/design.md#r2-disposable).
+    /// The ledger is never written.
     ///
     /// # Errors
     /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] when the mandatory input alone does
@@ -319,7 +323,8 @@ impl<L: LedgerView + ?Sized> Handle<L> {
         Ok(projection?)
     }
 
-    /// Searches the conversation's recall index (SPEC §6), bringing it up to date first.
+    /// Searches the conversation's recall index (docs/design.md#6-recall), bringing it up to date
+    /// first.
     ///
     /// # Errors
     /// [`ctxlog_recall::Error::Damaged`] when the index file is damaged (its message names

@@ -1,4 +1,5 @@
-//! Parsing a turn from JSON: the shapes the CLI and the HTTP server accept (SPEC I2).
+//! Parsing a turn from JSON: the shapes the CLI and the HTTP server accept
+//! (docs/design.md#i2-command-line).
 //!
 //! # Format
 //!
@@ -11,8 +12,8 @@
 //!   `{"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{"cmd":"ls"}}`.
 //!
 //! Any event (and the shorthand as a whole) may carry `"ts"`, its original time: an RFC 3339
-//! string or an integer of milliseconds since the epoch (SPEC L10). Without it an event takes
-//! the clock at commit time.
+//! string or an integer of milliseconds since the epoch (docs/design.md#l10-event-times). Without
+//! it an event takes the clock at commit time.
 //!
 //! Any other key is refused, so a typo never silently drops data.
 //!

@@ -1,4 +1,5 @@
-//! [`StoreLocation`]: the one place a store URL is read and a backend picked (SPEC L9).
+//! [`StoreLocation`]: the one place a store URL is read and a backend picked
+//! (docs/design.md#l9-backends).
 //!
 //! A location is a directory (the embedded file store, the default) or a
 //! `postgres://user@host:port/db` URL (many server replicas over one database; a build with

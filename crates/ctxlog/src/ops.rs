@@ -1,8 +1,8 @@
-//! The operations layer (SPEC I0): every operation is one typed request and one typed
-//! response, called on a long-lived [`Store`](crate::Store). The CLI, the HTTP server and the
-//! Python package are adapters over these: they parse their input into a request, call the
-//! operation, and print or send the response. Rules (defaults, what a missing conversation
-//! means, which errors count as corruption) live here, once.
+//! The operations layer (docs/design.md#i0-one-operations-layer): every operation is one typed
+//! request and one typed response, called on a long-lived [`Store`](crate::Store). The CLI, the
+//! HTTP server and the Python package are adapters over these: they parse their input into a
+//! request, call the operation, and print or send the response. Rules (defaults, what a missing
+//! conversation means, which errors count as corruption) live here, once.
 //!
 //! # Format
 //!
@@ -220,7 +220,7 @@ pub struct VerifyRequest {
     pub conversation: String,
 }
 
-/// Build the exact request body for one model call (SPEC §5).
+/// Build the exact request body for one model call (docs/design.md#5-projection).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProjectRequest {
@@ -230,7 +230,8 @@ pub struct ProjectRequest {
     /// The current user input (mandatory) [default: none]. Without it (or with an empty one,
     /// or for `anthropic-messages` a whitespace-only one), the projection continues the open
     /// turn of an agent loop: the newest turn must end in tool results, and the body ends
-    /// with them (SPEC P11); otherwise the request is refused (class usage).
+    /// with them (docs/design.md#p11-the-agent-loop); otherwise the request is refused (class
+    /// usage).
     pub input: Option<String>,
     /// The system prompt (mandatory) [default: none].
     pub system: Option<String>,
@@ -252,11 +253,12 @@ pub struct ProjectRequest {
     /// Relevant older pages to include, at most [`ctxlog_recall::MAX_LIMIT`]
     /// [default: 0 for `turns`, 2 for `agent`].
     pub recall: Option<usize>,
-    /// Room held back for recalled pages, so recent turns cannot starve recall (SPEC P13)
-    /// [default: [`ctxlog_projection::DEFAULT_RECALL_RESERVE`], a quarter of the budget,
-    /// whenever pages may be included (`recall` > 0, the agent policy's default); none
-    /// otherwise; held back only when a page would otherwise be left out for room]. JSON: `{"fraction":0.25}` or
-    /// `{"amount":N}` (N bytes of a byte budget, N tokens of a token budget).
+    /// Room held back for recalled pages, so recent turns cannot starve recall
+    /// (docs/design.md#p13-true-words) [default: [`ctxlog_projection::DEFAULT_RECALL_RESERVE`], a
+    /// quarter of the budget, whenever pages may be included (`recall` > 0, the agent policy's
+    /// default); none otherwise; held back only when a page would otherwise be left out for room].
+    /// JSON: `{"fraction":0.25}` or `{"amount":N}` (N bytes of a byte budget, N tokens of a token
+    /// budget).
     pub recall_reserve: Option<RecallReserve>,
     /// Add a notice saying which turns were left out and how to recall them [default: false].
     pub notice: bool,
@@ -404,7 +406,7 @@ pub fn detect_format(body: &[u8]) -> Option<WireFormat> {
     }
 }
 
-/// Search a conversation's history (SPEC §6).
+/// Search a conversation's history (docs/design.md#6-recall).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecallRequest {
@@ -488,7 +490,7 @@ impl EraseTarget {
     }
 }
 
-/// Erase data for real (SPEC E1).
+/// Erase data for real (docs/design.md#e1-erasure).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EraseRequest {
@@ -545,7 +547,8 @@ pub enum EraseResponse {
     /// A range of one conversation.
     Range {
         /// The range erased (widened to whole turns). Earlier tombstones inside it stay as
-        /// written (SPEC E6); each run of live seqs around them got its own tombstone.
+        /// written (docs/design.md#e6-listing-and-tombstones); each run of live seqs around them
+        /// got its own tombstone.
         erased: SeqSpan,
         /// The range asked for.
         requested: SeqSpan,
@@ -558,7 +561,8 @@ pub enum EraseResponse {
         /// The ledger's new id (unchanged when `already_erased`).
         ledger_id: String,
         /// True when earlier erasures already covered the range: nothing changed, and their
-        /// tombstones keep their reason and time (SPEC E6). Absent in older output: false.
+        /// tombstones keep their reason and time (docs/design.md#e6-listing-and-tombstones). Absent
+        /// in older output: false.
         #[serde(default)]
         already_erased: bool,
     },
@@ -610,8 +614,8 @@ pub struct ListResponse {
     pub conversations: Vec<ConversationInfo>,
 }
 
-/// Apply a retention policy (SPEC E2): whole turns it selects are erased, each run under a
-/// tombstone whose reason starts with `retention:`.
+/// Apply a retention policy (docs/design.md#e2-retention): whole turns it selects are erased, each
+/// run under a tombstone whose reason starts with `retention:`.
 ///
 /// # Format
 /// `{"conversation":"chat1","older_than":"90d","keep_turns":10,"max_bytes":N,
@@ -706,7 +710,8 @@ pub struct VerifyResponse {
     /// Every record, the sidecar index and the artifacts.
     #[serde(flatten)]
     pub ledger: VerifyReport,
-    /// The recall index, a cache of the ledger (SPEC R2), checked through and through.
+    /// The recall index, a cache of the ledger (docs/design.md#r2-disposable), checked through and
+    /// through.
     pub recall_index: RecallIndexCheck,
 }
 
@@ -773,7 +778,8 @@ pub fn verify_problem(report: &VerifyResponse) -> Option<Error> {
     })
 }
 
-/// Write a conversation as JSON Lines (SPEC E4; the format is in [`crate::transfer`]).
+/// Write a conversation as JSON Lines (docs/design.md#e4-export-and-import; the format is in
+/// [`crate::transfer`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportRequest {
@@ -792,7 +798,8 @@ pub struct ExportResponse {
     pub bytes: u64,
 }
 
-/// Bring history in (SPEC E4): the input's bytes are passed beside this request.
+/// Bring history in (docs/design.md#e4-export-and-import): the input's bytes are passed beside this
+/// request.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ImportRequest {

@@ -1,6 +1,6 @@
-//! Redaction (SPEC E5): secrets are replaced by a marker before a commit reaches the ledger,
-//! so a redacted secret is never in the ledger, its artifacts or the recall index (all three
-//! are written from the redacted events).
+//! Redaction (docs/design.md#e5-redaction): secrets are replaced by a marker before a commit
+//! reaches the ledger, so a redacted secret is never in the ledger, its artifacts or the recall
+//! index (all three are written from the redacted events).
 //!
 //! What is looked for ([`RedactionConfig`]):
 //!

@@ -1,11 +1,11 @@
-//! Retention (SPEC E2): which whole turns a policy removes, and their removal through the
-//! erasure path (SPEC E1), one tombstone per contiguous run whose reason starts with
-//! `retention:`.
+//! Retention (docs/design.md#e2-retention): which whole turns a policy removes, and their removal
+//! through the erasure path (docs/design.md#e1-erasure), one tombstone per contiguous run whose
+//! reason starts with `retention:`.
 //!
 //! A conversation is cut into *units*: each turn (a user event and what follows it), the
 //! events before the first turn (one unit, as erasure widens them together), and the ranges
-//! earlier erasures left (never touched again: a tombstone is an audit record, SPEC E6).
-//! A policy selects units, oldest first:
+//! earlier erasures left (never touched again: a tombstone is an audit record,
+//! docs/design.md#e6-listing-and-tombstones). A policy selects units, oldest first:
 //!
 //! * `older_than`: a unit whose newest event is older than that (by its stored time);
 //! * `keep_turns`: every turn but the newest N (and what precedes the first turn);

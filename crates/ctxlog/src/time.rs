@@ -1,6 +1,6 @@
-//! Event times in JSON (SPEC L10): an RFC 3339 string or an integer of milliseconds since the
-//! Unix epoch on input; RFC 3339 in UTC with milliseconds (`2023-05-08T13:56:00.000Z`) on
-//! output, which reads back to the same millisecond.
+//! Event times in JSON (docs/design.md#l10-event-times): an RFC 3339 string or an integer of
+//! milliseconds since the Unix epoch on input; RFC 3339 in UTC with milliseconds
+//! (`2023-05-08T13:56:00.000Z`) on output, which reads back to the same millisecond.
 
 use serde_json::Value;
 

@@ -1,7 +1,8 @@
-//! Failure class: a storage engine that keeps the ledger contract (SPEC L1–L8, L10, E1) less
-//! well than the file store: different seqs, a replayed id that writes again, a cap not
-//! enforced, a refused commit that leaves bytes behind, times that go backwards, an artifact
-//! stored twice or served unchecked, a damaged payload served, erased text still found.
+//! Failure class: a storage engine that keeps the ledger contract (docs/design.md#4-ledger,
+//! docs/design.md#l10-event-times, docs/design.md#e1-erasure) less well than the file store:
+//! different seqs, a replayed id that writes again, a cap not enforced, a refused commit that
+//! leaves bytes behind, times that go backwards, an artifact stored twice or served unchecked, a
+//! damaged payload served, erased text still found.
 //!
 //! Guarantee: one suite, two backends. Every case below runs, from this one source, against
 //! the embedded file store and against PostgreSQL (a throwaway cluster started by the test;
@@ -340,9 +341,9 @@ fn erasure_removes_text_everywhere(e: &dyn Engine) {
     );
 }
 
-/// SPEC E6: an explicit range spanning an earlier tombstone leaves it (and its placeholder)
-/// exactly as stored; each live run of the range gets its own tombstone; erasing again
-/// changes nothing.
+/// docs/design.md#e6-listing-and-tombstones: an explicit range spanning an earlier tombstone leaves
+/// it (and its placeholder) exactly as stored; each live run of the range gets its own tombstone;
+/// erasing again changes nothing.
 fn earlier_tombstones_stay_as_written(e: &dyn Engine) {
     let store = e.store("e6", &options());
     for i in 1..=4 {
@@ -428,11 +429,11 @@ fn list_gives_the_newest_event_time_tombstones_included(e: &dyn Engine) {
     assert_eq!(listed(&other), tombstone, "{}", e.name());
 }
 
-/// SPEC E4: an import of an export with erasures, interrupted before its first tombstone
-/// (here: the progress callback panics after the first chunk is committed, where a killed
-/// process would stop), can be re-run into the same name: it replays what was written and
-/// goes on, and the copy exports byte for byte. An input whose leading commits differ from
-/// what the conversation holds is still refused, with nothing written.
+/// docs/design.md#e4-export-and-import: an import of an export with erasures, interrupted before
+/// its first tombstone (here: the progress callback panics after the first chunk is committed,
+/// where a killed process would stop), can be re-run into the same name: it replays what was
+/// written and goes on, and the copy exports byte for byte. An input whose leading commits differ
+/// from what the conversation holds is still refused, with nothing written.
 fn an_interrupted_import_with_erasures_re_runs_into_the_same_name(e: &dyn Engine) {
     let store = e.store("interrupted", &options());
     for i in 1..=4 {
@@ -474,9 +475,9 @@ fn an_interrupted_import_with_erasures_re_runs_into_the_same_name(e: &dyn Engine
     );
 }
 
-/// SPEC E4: a conversation with erasures (at the start, in the middle, at the end; events
-/// after them older than the erasure) exports, imports into a new conversation and exports
-/// again byte for byte; re-running the import writes nothing.
+/// docs/design.md#e4-export-and-import: a conversation with erasures (at the start, in the middle,
+/// at the end; events after them older than the erasure) exports, imports into a new conversation
+/// and exports again byte for byte; re-running the import writes nothing.
 fn export_import_round_trips_with_erasures(e: &dyn Engine) {
     let store = e.store("roundtrip", &options());
     let day = 86_400_000i64;

@@ -103,7 +103,7 @@ fn erase_all_goes_through_trash_and_sweeps_what_a_crash_left() {
     assert!(left.is_empty(), "nothing may remain: {left:?}");
 }
 
-/// Regression (issue 8, items 1 and 2): with the conversation directory a symlink to a
+/// Regression: with the conversation directory a symlink to a
 /// directory elsewhere, `erase --all` removed the link, reported success and left the ledger
 /// in the target. A conversation directory that is a symlink is refused for writing (commit
 /// and erase fail with a clear error), and the target is left byte for byte as it was.

@@ -1,7 +1,8 @@
-//! Recall reads only the conversation's own ledger and artifacts (SPEC R7, L6). The full text
-//! of a large tool output (an artifact) is searchable, including a word that straddles a page
-//! boundary; but an artifact file replaced by a symlink that escapes the conversation is never
-//! read: its bytes never reach the index, and the event's inline excerpt is indexed instead.
+//! Recall reads only the conversation's own ledger and artifacts (docs/design.md#r7-scope,
+//! docs/design.md#l6-artifacts). The full text of a large tool output (an artifact) is searchable,
+//! including a word that straddles a page boundary; but an artifact file replaced by a symlink that
+//! escapes the conversation is never read: its bytes never reach the index, and the event's inline
+//! excerpt is indexed instead.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,7 +1,7 @@
-//! The recall tool as a model sees it (SPEC R5): definitions in both providers' formats, a
-//! handler that answers the model's arguments with provenance and `next_offset`, bad
-//! arguments answered with a readable tool error (never a panic, never a crash of the
-//! application), and a damaged index answered as `index_damaged`.
+//! The recall tool as a model sees it (docs/design.md#r5-recall-tool): definitions in both
+//! providers' formats, a handler that answers the model's arguments with provenance and
+//! `next_offset`, bad arguments answered with a readable tool error (never a panic, never a crash
+//! of the application), and a damaged index answered as `index_damaged`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

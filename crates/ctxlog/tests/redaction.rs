@@ -1,15 +1,15 @@
 //! Failure class: a secret pasted into a conversation reaching disk — the ledger, an artifact
 //! holding a large tool output, the recall index — or redaction breaking idempotent replay.
 //!
-//! Guarantee (SPEC E5): with the default configuration, built-in key shapes are replaced by
-//! `[redacted:KIND]` before anything is written: the key is in no byte of any file under the
-//! store, the marker is in the ledger, and recall still finds the text around it. A replayed
-//! commit that carried a secret is compared redacted, so it replays instead of conflicting.
-//! What a user types besides turns is redacted the same way: an erasure's reason (given, or
-//! made by a retention policy, or carried by an imported export's tombstone) is redacted
-//! before the tombstone records it. Ids cannot be redacted (they name commits for erasure,
-//! replays and imports): a commit id that matches a redaction rule is refused, on commit and
-//! on erase, with nothing written and without echoing it.
+//! Guarantee (docs/design.md#e5-redaction): with the default configuration, built-in key shapes are
+//! replaced by `[redacted:KIND]` before anything is written: the key is in no byte of any file
+//! under the store, the marker is in the ledger, and recall still finds the text around it. A
+//! replayed commit that carried a secret is compared redacted, so it replays instead of
+//! conflicting. What a user types besides turns is redacted the same way: an erasure's reason
+//! (given, or made by a retention policy, or carried by an imported export's tombstone) is redacted
+//! before the tombstone records it. Ids cannot be redacted (they name commits for erasure, replays
+//! and imports): a commit id that matches a redaction rule is refused, on commit and on erase, with
+//! nothing written and without echoing it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

@@ -1,5 +1,6 @@
-//! Failure class: retention (SPEC E2) removing the wrong things — half a turn, a pinned note,
-//! an earlier tombstone rewritten (SPEC E6), or bytes written by a dry run.
+//! Failure class: retention (docs/design.md#e2-retention) removing the wrong things — half a turn,
+//! a pinned note, an earlier tombstone rewritten (docs/design.md#e6-listing-and-tombstones), or
+//! bytes written by a dry run.
 //!
 //! Guarantee: `Store::gc` erases whole turns only, through the erasure path, one tombstone
 //! per contiguous run with the reason `retention: <rules>`; turns holding a pinned note stay
@@ -182,7 +183,7 @@ fn pinned_notes_are_exempt_unless_included_and_earlier_tombstones_stay_as_writte
     assert_eq!(first.len(), 2);
 
     // Naming pinned notes removes them too, each under its own new tombstone; the earlier
-    // tombstones are neither absorbed nor rewritten (SPEC E6).
+    // tombstones are neither absorbed nor rewritten (docs/design.md#e6-listing-and-tombstones).
     let policy = RetentionPolicy {
         include_pinned: true,
         ..keep(1)

@@ -1,6 +1,7 @@
 //! Failure class: history that cannot move in or out of ctxlog intact — an export that an
 //! import does not rebuild exactly, an import that loses original times, writes twice when
-//! re-run, or leaves half a conversation behind after a bad record (SPEC E4, L10).
+//! re-run, or leaves half a conversation behind after a bad record
+//! (docs/design.md#e4-export-and-import, docs/design.md#l10-event-times).
 //!
 //! Guarantees: export → import → export is byte-identical (property test over conversations
 //! with notes, tool calls, artifacts, explicit times and erasures); every format's bad record is named
@@ -486,9 +487,9 @@ const BACKWARDS: &str = r#"[
  {"sample_id":"s-c","conversation":{"speaker_a":"A","speaker_b":"B",
   "session_1_date_time":"1:56 pm on 8 June, 2023","session_1":[{"speaker":"A","text":"three"}]}}]"#;
 
-/// L10 kept per sample: a sample whose session dates go backwards is refused with its
-/// sample, session keys and both dates named, nothing of it written; the file's other samples
-/// are imported, and a re-run imports nothing more and refuses the same sample again.
+/// Times never go backwards, checked per sample: a sample whose session dates go backwards is
+/// refused with its sample, session keys and both dates named, nothing of it written; the file's
+/// other samples are imported, and a re-run imports nothing more and refuses the same sample again.
 #[test]
 fn a_sample_with_backwards_session_dates_is_refused_alone() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,8 +1,8 @@
-//! `erase --all` renames the conversation directory to `.erasing-<name>-<pid>` in the store's
-//! root and then removes every `.erasing-*` entry (issue 8, the symlink and path catalogue).
-//! A symlink planted at the trash name, or an `.erasing-*` symlink left in the root, must
-//! never make the erasure remove or write anything outside the store: `rename(2)` does not
-//! follow its new name (a directory cannot replace a link), and the sweep removes a link
+//! `erase --all` renames the conversation directory to `.erasing-<name>-<pid>` in the store's root
+//! and then removes every `.erasing-*` entry (the symlink and path catalogue in
+//! `docs/reliability.md`). A symlink planted at the trash name, or an `.erasing-*` symlink left in
+//! the root, must never make the erasure remove or write anything outside the store: `rename(2)`
+//! does not follow its new name (a directory cannot replace a link), and the sweep removes a link
 //! itself, not what it points at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

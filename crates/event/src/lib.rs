@@ -151,10 +151,12 @@ pub enum EventBody {
     Note {
         /// The note text.
         text: String,
-        /// A pinned note is mandatory in every projection (SPEC P4, P6).
+        /// A pinned note is mandatory in every projection (docs/design.md#p4-mandatory-input,
+        /// docs/design.md#p6-agent-tiers).
         #[serde(default, skip_serializing_if = "is_false")]
         pinned: bool,
-        /// The seq of an earlier note this one explicitly replaces (SPEC P6). Never guessed.
+        /// The seq of an earlier note this one explicitly replaces (docs/design.md#p6-agent-tiers).
+        /// Never guessed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         supersedes: Option<u64>,
     },
@@ -218,7 +220,8 @@ impl ToolStatus {
 /// A reference to a content-addressed artifact stored beside the ledger.
 ///
 /// `name` is relative to the conversation's `artifacts/` directory and is exactly
-/// `sha256-<64 lowercase hex>`; anything else is refused when read (SPEC L6, R7).
+/// `sha256-<64 lowercase hex>`; anything else is refused when read (docs/design.md#l6-artifacts,
+/// docs/design.md#r7-scope).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactRef {
@@ -232,7 +235,8 @@ pub struct ArtifactRef {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SystemMarker {
-    /// Records that a seq range was erased: what, when and why, never the content (SPEC E1).
+    /// Records that a seq range was erased: what, when and why, never the content
+    /// (docs/design.md#e1-erasure).
     Tombstone {
         /// First erased seq.
         from: u64,
@@ -243,7 +247,7 @@ pub enum SystemMarker {
         /// Why, as the caller said.
         reason: String,
     },
-    /// Records that a retention policy removed a range (SPEC E2).
+    /// Records that a retention policy removed a range (docs/design.md#e2-retention).
     Retention {
         /// First removed seq.
         from: u64,
@@ -252,14 +256,15 @@ pub enum SystemMarker {
         /// The policy, as text.
         policy: String,
     },
-    /// Records an import (SPEC E4).
+    /// Records an import (docs/design.md#e4-export-and-import).
     Import {
         /// Where the events came from.
         source: String,
     },
 }
 
-/// A batch of events to append atomically (SPEC L1, L4).
+/// A batch of events to append atomically (docs/design.md#l1-durable-append,
+/// docs/design.md#l4-idempotent-commits).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewCommit {

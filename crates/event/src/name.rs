@@ -1,4 +1,4 @@
-//! Conversation names: `[A-Za-z0-9_-]{1,64}` (SPEC §3).
+//! Conversation names: `[A-Za-z0-9_-]{1,64}` (docs/design.md#3-concepts).
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,5 +1,6 @@
-//! Content-addressed artifacts: naming, safe reading (SPEC L6, R7), durable writing, and the
-//! head/tail excerpt kept in an event whose full text became an artifact (SPEC L5).
+//! Content-addressed artifacts: naming, safe reading (docs/design.md#l6-artifacts,
+//! docs/design.md#r7-scope), durable writing, and the head/tail excerpt kept in an event whose full
+//! text became an artifact (docs/design.md#l5-caps).
 
 use crate::error::{Error, Result};
 use crate::event::ArtifactRef;
@@ -111,7 +112,7 @@ pub(crate) fn check_committed_ref(r: &ArtifactRef, content: &[u8]) -> Result<()>
 /// a copy left by an earlier process is not known to be durable (it may have died between
 /// the rename and the directory sync, run without syncs, or seen its sync fail, after which
 /// the page cache still shows the data the disk lacks), and a commit must not reference it
-/// until it is (SPEC L6).
+/// until it is (docs/design.md#l6-artifacts).
 pub(crate) fn write(
     st: &dyn Storage,
     content: &[u8],
@@ -130,7 +131,7 @@ pub(crate) fn write(
     let tmp = format!("{}/.tmp-{name}", names::ARTIFACTS);
     let io = |p: &str| crate::files::io_err(st, p);
     // Never write through an `artifacts/` that leads elsewhere: the commit would reference
-    // an artifact that every read then refuses (SPEC L6).
+    // an artifact that every read then refuses (docs/design.md#l6-artifacts).
     let io_dir = crate::files::io_err(st, names::ARTIFACTS);
     let exists = st.exists(names::ARTIFACTS).map_err(io_dir)?;
     let io_dir = crate::files::io_err(st, names::ARTIFACTS);

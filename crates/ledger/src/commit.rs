@@ -1,6 +1,6 @@
-//! Turning a [`NewCommit`] into log records: large tool outputs become artifacts (SPEC L5),
-//! each event is encoded with its `ledger.idx` entry, and the caps are checked before
-//! anything is written.
+//! Turning a [`NewCommit`] into log records: large tool outputs become artifacts
+//! (docs/design.md#l5-caps), each event is encoded with its `ledger.idx` entry, and the caps are
+//! checked before anything is written.
 
 use crate::error::{Error, Result};
 use crate::event::{EventBody, EventKind, NewCommit};

@@ -1,5 +1,5 @@
 //! The content digest of an id-carrying commit: what "same content" means for idempotency
-//! (SPEC L4).
+//! (docs/design.md#l4-idempotent-commits).
 //!
 //! The digest is the SHA-256 of the *canonical JSON* of the submitted events: the JSON array
 //! of the events (the documented event JSON), compact, with the keys of every object sorted

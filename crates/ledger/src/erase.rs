@@ -1,11 +1,12 @@
-//! Erasure (SPEC E1): the log is rewritten without a seq range, atomically, and every file
-//! that could still hold the erased bytes is deleted. [`crate::Ledger::erase`] is the entry
-//! point; this module does the work on the writer's [`LedgerState`].
+//! Erasure (docs/design.md#e1-erasure): the log is rewritten without a seq range, atomically, and
+//! every file that could still hold the erased bytes is deleted. [`crate::Ledger::erase`] is the
+//! entry point; this module does the work on the writer's [`LedgerState`].
 //!
 //! The erased seqs are not reused and leave no gap: seq `from` becomes the *tombstone* and
 //! every seq in `from+1..=to` a *covered placeholder* (see `tombstone.rs`). So record *k*
 //! still holds seq *k*, the sidecar index still maps a seq to its record in O(1), and open
-//! stays bounded (SPEC L7). The byte layout is in `docs/ledger-format.md` ("Erasure").
+//! stays bounded (docs/design.md#l7-bounded-memory). The byte layout is in `docs/ledger-format.md`
+//! ("Erasure").
 
 use std::collections::BTreeSet;
 use std::ops::RangeInclusive;
@@ -32,8 +33,9 @@ const WRITE_CHUNK: usize = 1 << 20;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ErasureReport {
     /// First seq of the erased range (after widening to whole turns and over earlier
-    /// tombstones). Earlier tombstones inside `from..=to` stay as written (SPEC E6): each run
-    /// of live seqs between them got its own tombstone, with this erasure's reason and time.
+    /// tombstones). Earlier tombstones inside `from..=to` stay as written
+    /// (docs/design.md#e6-listing-and-tombstones): each run of live seqs between them got its own
+    /// tombstone, with this erasure's reason and time.
     pub from: u64,
     /// Last seq of the erased range (inclusive).
     pub to: u64,
@@ -50,7 +52,8 @@ pub struct ErasureReport {
     /// when `already_erased`.
     pub ledger_id: String,
     /// True when earlier erasures already covered the whole (widened) range: nothing was
-    /// written or deleted, and their tombstones keep their reason and time (SPEC E6).
+    /// written or deleted, and their tombstones keep their reason and time
+    /// (docs/design.md#e6-listing-and-tombstones).
     pub already_erased: bool,
 }
 
@@ -150,7 +153,8 @@ pub(crate) fn check(state: &LedgerState, range: &RangeInclusive<u64>, reason: &s
 }
 
 /// The widened range when earlier tombstones already cover all of it: erasing it again
-/// must change nothing (a tombstone is an audit record, never rewritten; SPEC E6).
+/// must change nothing (a tombstone is an audit record, never rewritten;
+/// docs/design.md#e6-listing-and-tombstones).
 pub(crate) fn already_erased(
     state: &LedgerState,
     range: &RangeInclusive<u64>,
@@ -515,7 +519,7 @@ fn reframe(out: &mut Vec<u8>, old: &Old, index: u32, ends: bool) {
 
 /// Fails unless `artifacts/` and `recovered/` (when present) resolve inside the conversation
 /// directory: erasure deletes every unreferenced file in them, and must never delete files
-/// elsewhere through a symlink (SPEC R7). Checked before anything is written.
+/// elsewhere through a symlink (docs/design.md#r7-scope). Checked before anything is written.
 fn check_dirs_inside(st: &dyn Storage) -> Result<()> {
     for dir in [names::ARTIFACTS, names::RECOVERED] {
         let io = |e| io_err(st, dir)(e);

@@ -65,9 +65,10 @@ pub enum Error {
         /// The artifact name.
         name: String,
     },
-    /// A write or sync failed earlier; the writer refuses commits until reopened (SPEC L8).
-    /// After an erasure that failed once its rewritten log was in place, the writer refuses
-    /// reads of events and artifacts too: its handle still holds the erased content.
+    /// A write or sync failed earlier; the writer refuses commits until reopened
+    /// (docs/design.md#l8-failed-io). After an erasure that failed once its rewritten log was in
+    /// place, the writer refuses reads of events and artifacts too: its handle still holds the
+    /// erased content.
     #[error("ledger writer is poisoned by an earlier I/O failure; reopen the conversation")]
     Poisoned,
     /// An I/O error on a file.

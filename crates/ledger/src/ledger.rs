@@ -191,15 +191,15 @@ impl Ledger {
     }
 
     /// Appends an erased range decided elsewhere, as it was (an import rebuilding an export's
-    /// tombstone, SPEC E4): the tombstone at `t.from` and a covered placeholder for every seq
-    /// up to `t.to`, all at time `t.at_ms`, in one commit without an id, laid out exactly as
-    /// [`Ledger::erase`] lays out a run. No content is ever carried.
+    /// tombstone, docs/design.md#e4-export-and-import): the tombstone at `t.from` and a covered
+    /// placeholder for every seq up to `t.to`, all at time `t.at_ms`, in one commit without an id,
+    /// laid out exactly as [`Ledger::erase`] lays out a run. No content is ever carried.
     ///
     /// `t.from` must be the next seq. Appending the same tombstone again where it already
     /// stands writes nothing (the receipt says `replayed`), so re-running an import is
     /// harmless. The tombstone's time is the erasure's, outside the events' timeline: it is
     /// not compared with the events' times, and the next event's time is compared with the
-    /// last event before it (SPEC L10).
+    /// last event before it (docs/design.md#l10-event-times).
     ///
     /// ```
     /// use ctxlog_ledger::rules::Tombstone;
@@ -290,7 +290,8 @@ impl Ledger {
     }
 
     /// True when earlier erasures already cover all of `range` (after widening it to whole
-    /// turns, as [`Ledger::erase`] does): erasing it again changes nothing (SPEC E6).
+    /// turns, as [`Ledger::erase`] does): erasing it again changes nothing
+    /// (docs/design.md#e6-listing-and-tombstones).
     ///
     /// # Errors
     /// Log corruption or I/O while reading the tombstones.
@@ -298,8 +299,8 @@ impl Ledger {
         Ok(crate::erase::already_erased(&self.state, range)?.is_some())
     }
 
-    /// Erases `range` (SPEC E1): rewrites the log without its content, atomically, and deletes
-    /// every file that could still hold erased bytes.
+    /// Erases `range` (docs/design.md#e1-erasure): rewrites the log without its content,
+    /// atomically, and deletes every file that could still hold erased bytes.
     ///
     /// The range is first **widened to whole turns** (a turn runs from a user event to the
     /// event before the next one, or an earlier erased range next to it), so a tool call is
@@ -388,7 +389,8 @@ impl Ledger {
         Ok(staged.receipt)
     }
 
-    /// Commits several commits with one append and one sync (group commit, SPEC L1).
+    /// Commits several commits with one append and one sync (group commit,
+    /// docs/design.md#l1-durable-append).
     ///
     /// Each commit is checked as [`Ledger::commit`] checks it, against the conversation as it
     /// stands after the commits before it in the batch: a refused one (invalid, too large,
@@ -500,10 +502,10 @@ impl Ledger {
         })
     }
 
-    /// Artifacts first (synced), then the staged records in one write, then the sync (SPEC
-    /// L6, L8). On failure the staged commits are taken back: the state returns to `mark`,
-    /// the open turn and last time to `cached`, and the idempotency table is reloaded on
-    /// next use.
+    /// Artifacts first (synced), then the staged records in one write, then the sync
+    /// (docs/design.md#l6-artifacts, docs/design.md#l8-failed-io). On failure the staged commits
+    /// are taken back: the state returns to `mark`, the open turn and last time to `cached`, and
+    /// the idempotency table is reloaded on next use.
     fn write_staged(
         &mut self,
         mark: &Mark,
@@ -555,7 +557,8 @@ impl Ledger {
     }
 
     /// The time of the last event (0 when there is none), read once: erased ranges are
-    /// stepped over, a tombstone's time being the erasure's, not an event's (SPEC L10).
+    /// stepped over, a tombstone's time being the erasure's, not an event's
+    /// (docs/design.md#l10-event-times).
     fn last_ms(&mut self) -> Result<i64> {
         if let Some(ms) = self.last_ms {
             return Ok(ms);

@@ -6,7 +6,7 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SyncMode {
     /// fsync (fdatasync) the log after every commit, and artifacts before it. The default:
-    /// `commit` returns only after the batch is on disk (SPEC L1).
+    /// `commit` returns only after the batch is on disk (docs/design.md#l1-durable-append).
     #[default]
     PerCommit,
     /// Never sync. A crash of the machine (not just the process) may lose acknowledged commits;
@@ -75,8 +75,8 @@ impl Options {
     }
     /// Check every record's checksum on open (one sequential read of the whole log), so that
     /// corruption anywhere fails the open. Default `false`: open reads only what the sidecar
-    /// index does not cover (SPEC L7); damage inside the indexed part is then found when the
-    /// damaged record is read (every read checks its CRC) and by `verify`.
+    /// index does not cover (docs/design.md#l7-bounded-memory); damage inside the indexed part is
+    /// then found when the damaged record is read (every read checks its CRC) and by `verify`.
     pub fn check_on_open(&mut self, check: bool) -> &mut Options {
         self.check_on_open = check;
         self

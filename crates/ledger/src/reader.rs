@@ -12,8 +12,9 @@ use crate::state::LedgerState;
 use crate::storage::{DirStorage, OpenMode, Storage};
 
 /// Reading a ledger. Implemented by the writer ([`crate::Ledger`]) and by [`Reader`]. Every method
-/// costs in proportion to what it reads, not to the ledger's size (SPEC L7): kinds and turn
-/// starts and note seqs come from the sidecar index, events are read by offset.
+/// costs in proportion to what it reads, not to the ledger's size
+/// (docs/design.md#l7-bounded-memory): kinds and turn starts and note seqs come from the sidecar
+/// index, events are read by offset.
 pub trait LedgerRead {
     /// The ledger's random id (32 hex digits), written at creation; caches use it to tell
     /// which ledger they were built from.

@@ -1,6 +1,6 @@
-//! Recovery (SPEC L2): what the writer's open does to the log before and after loading it:
-//! creating the log (or re-creating one cut inside its header), checking every record when
-//! asked to, and cutting a torn tail aside under `recovered/`. The [`RecoveryReport`] says
+//! Recovery (docs/design.md#l2-recovery): what the writer's open does to the log before and after
+//! loading it: creating the log (or re-creating one cut inside its header), checking every record
+//! when asked to, and cutting a torn tail aside under `recovered/`. The [`RecoveryReport`] says
 //! what was repaired.
 
 use std::path::PathBuf;

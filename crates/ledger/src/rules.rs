@@ -15,7 +15,7 @@ use crate::validate::{Origin, TurnState};
 
 pub use crate::format::RECORD_HEADER_LEN;
 
-/// The caps and thresholds of `options` (SPEC L5).
+/// The caps and thresholds of `options` (docs/design.md#l5-caps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caps {
     /// Largest record (header + event JSON + commit metadata).
@@ -289,7 +289,8 @@ pub fn erase_reason(reason: &str) -> &str {
 
 /// Widens an erasure range to whole turns and over earlier tombstones (`leads`: the
 /// `(from, to)` of each), as the file store's erasure does. The earlier tombstones inside
-/// the result stay as written: only its [`live_runs`] are erased (SPEC E6).
+/// the result stay as written: only its [`live_runs`] are erased
+/// (docs/design.md#e6-listing-and-tombstones).
 pub fn widen_erasure(
     range: &RangeInclusive<u64>,
     user_seqs: &[u64],

@@ -1,5 +1,6 @@
 //! The four sidecar index files (`ledger.idx`, `turns.idx`, `notes.idx`, `commits.idx`):
-//! disposable caches of what the log holds, so that open and reads stay bounded (SPEC L7).
+//! disposable caches of what the log holds, so that open and reads stay bounded
+//! (docs/design.md#l7-bounded-memory).
 //!
 //! One table, [`SIDECARS`], describes each file: its name, magic, entry length, how many
 //! entries a log prefix holds and how an entry is derived from a record. Every path that

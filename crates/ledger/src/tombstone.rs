@@ -1,11 +1,11 @@
-//! Erased ranges as they appear in the log (SPEC E1): seq `from` of an erased range holds
-//! the *tombstone* (a `system` record whose marker is [`SystemMarker::Tombstone`]
-//! `{from, to, at_ms, reason}`) and every seq in `from+1..=to` a *covered placeholder* (the
-//! same marker with an empty reason). Readers skip placeholders ([`is_placeholder`]),
-//! `verify` checks coverage ([`Coverage`]), erasure widens a requested range ([`widen`]) and
-//! erases only its live runs ([`live_runs`]): a tombstone once written is never rewritten
-//! (SPEC E6). [`run_body`] is the one place a run's records are made, for the file store's
-//! rewrite, an import's rebuilt tombstones and a database engine alike.
+//! Erased ranges as they appear in the log (docs/design.md#e1-erasure): seq `from` of an erased
+//! range holds the *tombstone* (a `system` record whose marker is [`SystemMarker::Tombstone`]
+//! `{from, to, at_ms, reason}`) and every seq in `from+1..=to` a *covered placeholder* (the same
+//! marker with an empty reason). Readers skip placeholders ([`is_placeholder`]), `verify` checks
+//! coverage ([`Coverage`]), erasure widens a requested range ([`widen`]) and erases only its live
+//! runs ([`live_runs`]): a tombstone once written is never rewritten
+//! (docs/design.md#e6-listing-and-tombstones). [`run_body`] is the one place a run's records are
+//! made, for the file store's rewrite, an import's rebuilt tombstones and a database engine alike.
 
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBody, SystemMarker};
@@ -90,7 +90,7 @@ pub(crate) fn lead_range(seq: u64, body: &EventBody) -> Option<(u64, u64)> {
 }
 
 /// An erased range decided elsewhere, appended as it was: an import rebuilding an export's
-/// tombstone (SPEC E4). No content is ever carried.
+/// tombstone (docs/design.md#e4-export-and-import). No content is ever carried.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tombstone {
     /// First erased seq: must be the next seq of the conversation.
@@ -99,7 +99,8 @@ pub struct Tombstone {
     pub to: u64,
     /// When the range was erased (ms since the epoch, not negative). A tombstone's time is
     /// the erasure's, outside the events' timeline: events around it are not compared with
-    /// it (SPEC L10 compares event times with event times).
+    /// it (the rule that times never go backwards compares event times with event times:
+    /// docs/design.md#l10-event-times).
     pub at_ms: i64,
     /// Why (non-empty, at most [`MAX_ERASE_REASON_BYTES`]).
     pub reason: String,
@@ -262,7 +263,7 @@ pub(crate) fn widen(
     let erased_range = |s: u64| leads.iter().find(|(a, b)| *a <= s && s <= *b).copied();
     // A live end widens to its turn's bound, but never into an earlier erased range: that
     // range already ends (or starts) a turn, and its tombstone is an audit record that an
-    // erasure next to it must leave as written (SPEC E6).
+    // erasure next to it must leave as written (docs/design.md#e6-listing-and-tombstones).
     let mut from = match erased_range(from) {
         Some((a, _)) => a,
         None => {

@@ -1,4 +1,5 @@
-//! Commit validation (SPEC §9): what a commit may contain, given the turn it continues.
+//! Commit validation (docs/design.md#9-bad-input-and-faults): what a commit may contain, given the
+//! turn it continues.
 
 use std::collections::{HashMap, HashSet};
 
@@ -120,8 +121,9 @@ fn check_one(
     match body {
         EventBody::User { text } if blank(text) => Err("empty user text".into()),
         EventBody::User { .. } => Ok(()),
-        // An assistant message may open a conversation (a greeting, SPEC P11): it is stored in
-        // the preamble, and bodies that need a user message first supply one.
+        // An assistant message may open a conversation (a greeting,
+        // docs/design.md#p11-the-agent-loop): it is stored in the preamble, and bodies that need a
+        // user message first supply one.
         EventBody::Assistant { text } => {
             if blank(text) {
                 Err("empty assistant text".into())

@@ -1,8 +1,7 @@
-//! Failure class: damage at the end of the log that takes acknowledged commits with it
-//! (issue 8, item 3). `truncate -s 700 ledger.log` on a 5-commit ledger, or one flipped bit in
-//! the last record, looked like a torn tail: `verify` said the next writer would cut it, the
-//! writer cut it, and the next commit was acknowledged with a seq that had been acknowledged
-//! before.
+//! Failure class: damage at the end of the log that takes acknowledged commits with it. Once,
+//! `truncate -s 700 ledger.log` on a 5-commit ledger, or one flipped bit in the last record,
+//! looked like a torn tail: `verify` said the next writer would cut it, the writer cut it, and
+//! the next commit was acknowledged with a seq that had been acknowledged before.
 //!
 //! Guarantee: a torn write can only cut what was never acknowledged. The sidecars are
 //! written only after the log's sync, so an intact `ledger.idx` end-of-commit entry (or

@@ -1,5 +1,6 @@
-//! Failure class: artifact references that point outside the conversation (SPEC L6, R7), and
-//! large tool outputs (SPEC L5).
+//! Failure class: artifact references that point outside the conversation
+//! (docs/design.md#l6-artifacts, docs/design.md#r7-scope), and large tool outputs
+//! (docs/design.md#l5-caps).
 //!
 //! Guarantee: a tool result over the threshold is stored as a content-addressed artifact
 //! (written and synced before the commit's record) and the event keeps a head/tail excerpt.
@@ -289,7 +290,7 @@ fn a_reference_to_a_tampered_artifact_is_refused_at_commit() {
     assert_eq!(snapshot_dir(tmp.path()), before);
 }
 
-/// Regression (issue 8): a commit killed between creating `artifacts/.tmp-<name>` and its
+/// Regression: a commit killed between creating `artifacts/.tmp-<name>` and its
 /// rename left the temporary file for good (52 files after 691 kills). The writer's open
 /// holds the lock, so no temporary file is in use: it removes them all, and nothing else.
 #[test]

@@ -1,4 +1,5 @@
-//! Failure class: bad input from an application (SPEC §9, L5).
+//! Failure class: bad input from an application (docs/design.md#9-bad-input-and-faults,
+//! docs/design.md#l5-caps).
 //!
 //! Guarantee: every rejected commit gets a clear typed error (`InvalidCommit` or `TooLarge`)
 //! and leaves every file of the conversation directory byte-identical (checked by reading the
@@ -123,8 +124,8 @@ fn each_invalid_commit_is_refused_and_changes_no_byte() {
     );
 }
 
-/// Before the first user message only notes and an assistant greeting (SPEC P11) may come:
-/// tool calls and results need a turn.
+/// Before the first user message only notes and an assistant greeting
+/// (docs/design.md#p11-the-agent-loop) may come: tool calls and results need a turn.
 #[test]
 fn only_notes_and_a_greeting_may_come_before_the_first_user_message() {
     let (_m, s) = mem();

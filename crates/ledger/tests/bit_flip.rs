@@ -1,10 +1,10 @@
 //! Failure class: bit rot or a stray write inside records that have valid records after them.
 //!
-//! Guarantee (SPEC L2): this is corruption, never a torn tail. Nothing is cut or skipped. An
-//! open that reads the damaged record (any open without a usable sidecar index, or with
-//! `Options::check_on_open`) fails closed with `Error::Corrupt` naming the record's offset and
-//! the seq it should have; `verify` names the same offset and seq; reading the event fails the
-//! same way even when open trusted the index; and the files are left byte-identical.
+//! Guarantee (docs/design.md#l2-recovery): this is corruption, never a torn tail. Nothing is cut or
+//! skipped. An open that reads the damaged record (any open without a usable sidecar index, or with
+//! `Options::check_on_open`) fails closed with `Error::Corrupt` naming the record's offset and the
+//! seq it should have; `verify` names the same offset and seq; reading the event fails the same way
+//! even when open trusted the index; and the files are left byte-identical.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -100,8 +100,8 @@ fn a_flipped_bit_before_the_last_record_fails_closed_with_offset_and_seq() {
 }
 
 /// A flipped bit in the last record looks like a torn tail. It is cut (and reported) only
-/// when nothing proves its commit was acknowledged; when the sidecars record it as committed
-/// (issue 8, item 3), open and verify fail closed naming the missing seqs, and nothing is cut.
+/// when nothing proves its commit was acknowledged; when the sidecars record it as committed,
+/// open and verify fail closed naming the missing seqs, and nothing is cut.
 #[test]
 fn a_flipped_bit_in_the_last_record_is_a_torn_tail_and_is_reported() {
     let tmp = tempfile::tempdir().unwrap();

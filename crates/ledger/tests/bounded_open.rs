@@ -1,4 +1,4 @@
-//! Failure class: cost that grows with the ledger (SPEC L7).
+//! Failure class: cost that grows with the ledger (docs/design.md#l7-bounded-memory).
 //!
 //! Guarantee: opening a conversation (writer or reader) and reading its last turns reads a
 //! bounded number of bytes that does not grow with the log: the sidecar index is checked

@@ -1,13 +1,13 @@
 //! Failure class: the process is killed (SIGKILL) at an arbitrary moment while committing.
 //!
-//! Guarantee (SPEC L1, L2): every commit that `commit` acknowledged is present after reopen,
-//! byte for byte; no partial commit is ever visible; seqs stay contiguous; and the next writer
-//! recovers the torn tail, if any, and continues. The test re-executes its own binary as a
-//! child process that commits in a loop and prints each receipt, kills it at random moments
-//! for 25 rounds, and checks the ledger after each kill. The same holds with group commit
-//! ([`Ledger::commit_batch`]: several commits written by one append and one sync, as
-//! the facade's queue hands them over), where some commits of a batch are refused and must
-//! not take their neighbours down.
+//! Guarantee (docs/design.md#l1-durable-append, docs/design.md#l2-recovery): every commit that
+//! `commit` acknowledged is present after reopen, byte for byte; no partial commit is ever visible;
+//! seqs stay contiguous; and the next writer recovers the torn tail, if any, and continues. The
+//! test re-executes its own binary as a child process that commits in a loop and prints each
+//! receipt, kills it at random moments for 25 rounds, and checks the ledger after each kill. The
+//! same holds with group commit ([`Ledger::commit_batch`]: several commits written by one append
+//! and one sync, as the facade's queue hands them over), where some commits of a batch are refused
+//! and must not take their neighbours down.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,10 +1,10 @@
 //! Failure class: arbitrary damage to any file of a conversation (bit flips, truncation,
 //! garbage appended), as a fuzzer would produce.
 //!
-//! Guarantee (SPEC §9): no decoder panics. Opening (reader or writer) and `verify` either
-//! fail with a typed error or present a prefix of the true history: every event they return
-//! is the true event for its seq, turn starts are the true ones, and a damaged record is
-//! reported as `Corrupt`, never returned. Property-tested with proptest over all five files.
+//! Guarantee (docs/design.md#9-bad-input-and-faults): no decoder panics. Opening (reader or writer)
+//! and `verify` either fail with a typed error or present a prefix of the true history: every event
+//! they return is the true event for its seq, turn starts are the true ones, and a damaged record
+//! is reported as `Corrupt`, never returned. Property-tested with proptest over all five files.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,6 +1,6 @@
-//! Failure class: data that must be gone (SPEC E1) — erased text surviving in the log, a
-//! sidecar, an artifact or a recovered tail; seqs reused or left uncovered; a crash or an I/O
-//! failure in the middle of the rewrite.
+//! Failure class: data that must be gone (docs/design.md#e1-erasure) — erased text surviving in the
+//! log, a sidecar, an artifact or a recovered tail; seqs reused or left uncovered; a crash or an
+//! I/O failure in the middle of the rewrite.
 //!
 //! Guarantee: after `Ledger::erase` no byte of any file in the directory holds the erased
 //! text; seqs are preserved (the erased range is a tombstone plus covered placeholders that
@@ -744,9 +744,9 @@ fn erase_never_deletes_files_outside_the_directory_through_a_symlink() {
     }
 }
 
-/// Regression (issue 9, SPEC E6): erasing an already-erased range rewrote the tombstone's
-/// reason and time. A tombstone is an audit record: erasing a range that earlier erasures
-/// already cover changes no byte of the directory, and the report says so
+/// Regression: erasing an already-erased range rewrote the tombstone's reason and time. A
+/// tombstone is an audit record (docs/design.md#e6-listing-and-tombstones): erasing a range that
+/// earlier erasures already cover changes no byte of the directory, and the report says so
 /// (`already_erased`, no events erased, the ledger id unchanged).
 #[test]
 fn erasing_an_erased_range_changes_nothing_and_says_so() {
@@ -800,9 +800,10 @@ fn tombstone_of(body: &EventBody) -> Option<(u64, u64, String)> {
     }
 }
 
-/// Regression (issue 14, SPEC E6): an explicit range spanning an earlier tombstone rewrote
-/// it into the new one. The earlier tombstone and its placeholder keep every byte; each run
-/// of live seqs gets its own tombstone; erasing the same range again changes nothing.
+/// Regression: an explicit range spanning an earlier tombstone rewrote it into the new one. The
+/// earlier tombstone and its placeholder keep every byte
+/// (docs/design.md#e6-listing-and-tombstones); each run of live seqs gets its own tombstone;
+/// erasing the same range again changes nothing.
 #[test]
 fn an_explicit_range_over_an_earlier_tombstone_leaves_its_bytes_alone() {
     let dir = tempfile::tempdir().unwrap();

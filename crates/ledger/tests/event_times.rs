@@ -1,5 +1,5 @@
 //! Failure class: event times that go backwards, or an import that loses its original times
-//! (SPEC L10).
+//! (docs/design.md#l10-event-times).
 //!
 //! Guarantee: an explicit time per event is stored as given; one earlier than the event
 //! before it (within the commit, or the conversation's last event) is refused and writes

@@ -214,8 +214,8 @@ fn a_ledger_written_without_notes_idx_still_opens() {
 }
 
 /// The ledger in `tests/golden/v1-event-times/`: an id-carrying commit with a time per event
-/// (an import keeps each message's time, SPEC L10), then a live commit. Same format version:
-/// only the `ts_ms` values differ within a commit.
+/// (an import keeps each message's time, docs/design.md#l10-event-times), then a live commit. Same
+/// format version: only the `ts_ms` values differ within a commit.
 fn timed_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1-event-times")
 }

@@ -1,9 +1,9 @@
 //! Failure class: a client retries a commit (timeout, crash before it saw the receipt).
 //!
-//! Guarantee (SPEC L4): the same id with the same content returns the original receipt
-//! (`replayed: true`) and writes zero bytes, also after a reopen (the id table is persisted
-//! and rebuilt from the log if lost); the same id with different content is `Conflict` and
-//! writes zero bytes. Checked by hashing every file of the directory.
+//! Guarantee (docs/design.md#l4-idempotent-commits): the same id with the same content returns the
+//! original receipt (`replayed: true`) and writes zero bytes, also after a reopen (the id table is
+//! persisted and rebuilt from the log if lost); the same id with different content is `Conflict`
+//! and writes zero bytes. Checked by hashing every file of the directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

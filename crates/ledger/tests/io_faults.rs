@@ -1,11 +1,11 @@
 //! Failure class: the disk fails a write or a sync (full disk, I/O error), or tears a write.
 //!
-//! Guarantee (SPEC L8): the commit returns the error; the log is truncated back so its bytes
-//! are unchanged; the writer's in-memory state (seqs, turns, the open turn's tool calls) is
-//! unchanged; after a failed write the writer keeps working; after a failed sync (of the log,
-//! of an artifact or of the artifacts directory) it refuses every commit with `Poisoned` until
-//! reopened, and the reopened ledger is consistent. A failed sidecar write does not fail the
-//! commit (the sidecars are caches) and the next open catches up. Runs on disk and in memory.
+//! Guarantee (docs/design.md#l8-failed-io): the commit returns the error; the log is truncated back
+//! so its bytes are unchanged; the writer's in-memory state (seqs, turns, the open turn's tool
+//! calls) is unchanged; after a failed write the writer keeps working; after a failed sync (of the
+//! log, of an artifact or of the artifacts directory) it refuses every commit with `Poisoned` until
+//! reopened, and the reopened ledger is consistent. A failed sidecar write does not fail the commit
+//! (the sidecars are caches) and the next open catches up. Runs on disk and in memory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

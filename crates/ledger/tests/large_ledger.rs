@@ -1,5 +1,5 @@
-//! Failure class: a large ledger that is slow to open (SPEC L7: "a 1 GiB ledger must open and
-//! project its tail in milliseconds").
+//! Failure class: a large ledger that is slow to open (docs/design.md#l7-bounded-memory: a 1 GiB
+//! ledger must open and project its tail in milliseconds).
 //!
 //! This is a measurement, not a timed assertion: it builds a ledger of `CTXLOG_LARGE_MB`
 //! megabytes (default 300) on disk and prints how long opening it (writer and reader) and

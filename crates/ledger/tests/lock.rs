@@ -1,9 +1,9 @@
 //! Failure class: two writers on one conversation (in one process or in two).
 //!
-//! Guarantee (SPEC L3): the first `Ledger::open` holds an OS lock for the writer's lifetime; a
-//! second open gets `Error::Locked` at once (or after `lock_wait`), from this process or
-//! another one, and writes nothing. Readers take no lock, never block the writer, and see
-//! only complete commits.
+//! Guarantee (docs/design.md#l3-one-writer): the first `Ledger::open` holds an OS lock for the
+//! writer's lifetime; a second open gets `Error::Locked` at once (or after `lock_wait`), from this
+//! process or another one, and writes nothing. Readers take no lock, never block the writer, and
+//! see only complete commits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -174,7 +174,7 @@ impl World {
         self.model.retain(|a| a.end <= len);
         if self.model.len() < acked {
             // Acknowledged commits were cut: the sidecars prove it, and open fails closed
-            // rather than lose them silently and reuse their seqs (issue 8, item 3)...
+            // rather than lose them silently and reuse their seqs...
             let s: Arc<dyn Storage> = Arc::new(self.faulty.clone());
             let err = Ledger::open_with(s, &Options::default()).err().unwrap();
             assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");

@@ -1,12 +1,13 @@
 //! Failure class: power loss (the machine stops; whatever was not synced may be lost, and an
 //! unsynced append may survive only in part).
 //!
-//! Guarantee (SPEC L1, L6): with `SyncMode::PerCommit`, every acknowledged commit survives
-//! any crash image, whole; artifacts it references are intact (they were synced before the
-//! record); the sidecars, never synced, may come back truncated at any byte and are repaired
-//! by open; a commit whose sync failed is either wholly present or wholly absent. Simulated
-//! with `MemStorage::with_crash_tracking`, whose `crash_image` keeps each file's synced bytes
-//! plus a random prefix of what was appended after, property-tested with proptest.
+//! Guarantee (docs/design.md#l1-durable-append, docs/design.md#l6-artifacts): with
+//! `SyncMode::PerCommit`, every acknowledged commit survives any crash image, whole; artifacts it
+//! references are intact (they were synced before the record); the sidecars, never synced, may come
+//! back truncated at any byte and are repaired by open; a commit whose sync failed is either wholly
+//! present or wholly absent. Simulated with `MemStorage::with_crash_tracking`, whose `crash_image`
+//! keeps each file's synced bytes plus a random prefix of what was appended after, property-tested
+//! with proptest.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

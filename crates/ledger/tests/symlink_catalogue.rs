@@ -1,4 +1,4 @@
-//! The rest of the symlink and path catalogue (issue 8; `docs/reliability.md`): a symlink
+//! The rest of the symlink and path catalogue (`docs/reliability.md`): a symlink
 //! planted at a file ctxlog keeps (not only its temporaries) — `ledger.log`, each sidecar,
 //! `erase.pending`, a stored artifact — is never followed for writing: the operation refuses
 //! it with an error naming the path, or replaces the link itself, and the file it points at

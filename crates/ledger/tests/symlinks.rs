@@ -1,4 +1,4 @@
-//! Symlinks planted in a conversation directory (issue 8, item 1).
+//! Symlinks planted in a conversation directory.
 //!
 //! Someone who can write into a conversation directory plants a symlink where ctxlog is about
 //! to create a temporary or cache file (`artifacts/.tmp-<name>`, `ledger.log.tmp`,

@@ -1,15 +1,15 @@
 //! Failure class: a torn write (crash in the middle of appending a commit).
 //!
-//! Guarantee (SPEC L1, L2): whatever prefix of the last commit reached the disk, open keeps
-//! exactly the earlier commits, cuts the partial commit entirely (commits are atomic), saves
-//! the cut bytes under `recovered/` byte for byte, and reports it. Checked at every byte
-//! offset inside a multi-event commit, in memory and on disk, with the sidecar index lagging
-//! behind the log. With the sidecar index running ahead of the log (recording the torn commit
-//! as committed, which proves it was acknowledged), nothing is cut: reader, verify and writer
-//! fail closed naming the missing seqs (issue 8, item 3). A log cut inside its 64-byte file header
-//! (possible only without syncs: a creation cut short) holds no record; the writer saves the
-//! bytes aside, reports them and creates the log afresh. A log with a whole header is never
-//! re-created: a bad header there fails closed.
+//! Guarantee (docs/design.md#l1-durable-append, docs/design.md#l2-recovery): whatever prefix of the
+//! last commit reached the disk, open keeps exactly the earlier commits, cuts the partial commit
+//! entirely (commits are atomic), saves the cut bytes under `recovered/` byte for byte, and reports
+//! it. Checked at every byte offset inside a multi-event commit, in memory and on disk, with the
+//! sidecar index lagging behind the log. With the sidecar index running ahead of the log (recording
+//! the torn commit as committed, which proves it was acknowledged), nothing is cut: reader, verify
+//! and writer fail closed naming the missing seqs. A log cut inside its 64-byte file header
+//! (possible only without syncs: a creation cut short) holds no record; the writer saves the bytes
+//! aside, reports them and creates the log afresh. A log with a whole header is never re-created: a
+//! bad header there fails closed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

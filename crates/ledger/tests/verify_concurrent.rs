@@ -1,4 +1,4 @@
-//! Failure class: `verify` racing a writer (issue 8, item 4). `verify` reported a torn tail
+//! Failure class: `verify` racing a writer. `verify` reported a torn tail
 //! in 4 of 41 runs while 3 MB commits were being written: it read the log's length while a
 //! commit was half appended and took the half for a torn write.
 //!

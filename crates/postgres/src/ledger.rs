@@ -235,7 +235,7 @@ fn insert_run<C: GenericClient>(q: &mut Q<'_, C>, name: &str, t: &rules::Tombsto
 }
 
 /// The time of the last event outside the erased ranges `erased` (sorted), 0 when none: the
-/// floor of the next event's time, as the file store computes it (SPEC L10).
+/// floor of the next event's time, as the file store computes it (docs/design.md#l10-event-times).
 fn last_event_ms<C: GenericClient>(
     q: &mut Q<'_, C>,
     name: &str,
@@ -694,8 +694,9 @@ impl PgLedger {
             });
         }
         let (from, to) = rules::widen_erasure(&range, &index.user_seqs, &leads, index.last_seq());
-        // Earlier tombstones inside the range stay as written (SPEC E6): only the live runs
-        // between them are deleted and replaced by a tombstone each.
+        // Earlier tombstones inside the range stay as written
+        // (docs/design.md#e6-listing-and-tombstones): only the live runs between them are deleted
+        // and replaced by a tombstone each.
         let runs = rules::live_runs((from, to), &leads);
         let (old_bytes, new_bytes, events) = self.replace_runs(&mut q, &runs, reason)?;
         let mut erased = leads.clone();

@@ -1,5 +1,6 @@
 //! The cost model and the budget: what a run of messages adds to a body, and whether the body
-//! fits (SPEC P2, P3, P4, P9).
+//! fits (docs/design.md#p2-exact-bytes, docs/design.md#p3-tokens,
+//! docs/design.md#p4-mandatory-input, docs/design.md#p9-cost).
 //!
 //! Bytes come from the wire writer ([`Msg::write`], [`Envelope::write`]): a message's size is
 //! the length of what the writer writes for it, and joining two messages adds a comma, or, for
@@ -29,7 +30,8 @@ pub(crate) struct Budget<'r> {
     pub counter: Counter,
     pub envelope: Envelope,
     envelope_size: Cost,
-    /// Held back for recalled pages by [`fits`](Self::fits) (SPEC P13); can be given up.
+    /// Held back for recalled pages by [`fits`](Self::fits) (docs/design.md#p13-true-words); can be
+    /// given up.
     reserve: std::cell::Cell<Size>,
 }
 

@@ -1,4 +1,5 @@
-//! [`SizeCache`]: serialized sizes and token counts computed once and reused (SPEC P9).
+//! [`SizeCache`]: serialized sizes and token counts computed once and reused
+//! (docs/design.md#p9-cost).
 
 use std::collections::HashMap;
 

@@ -3,12 +3,13 @@
 use crate::options::Tokenizer;
 
 /// Why a projection (or a count) failed. Nothing is ever written anywhere on failure: the
-/// projector only reads (SPEC P10).
+/// projector only reads (docs/design.md#p10-no-mutation).
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The mandatory content alone (envelope, system prompt, pinned content, current input,
-    /// tool definitions, output-limit field) does not fit the budget (SPEC P4; CLI exit 3).
+    /// tool definitions, output-limit field) does not fit the budget
+    /// (docs/design.md#p4-mandatory-input; CLI exit 3).
     #[error(
         "mandatory input exceeds the budget: it needs {needed_bytes} bytes and {needed_tokens} \
          {tokenizer} tokens; the budget allows {} bytes and {} input tokens",

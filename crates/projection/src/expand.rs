@@ -1,6 +1,6 @@
-//! Room is used (SPEC P12): tool results stored as artifacts go in full when the budget
-//! allows, newest first, clipped to a head/tail excerpt with the recall handle only as far as
-//! needed.
+//! Room is used (docs/design.md#p12-room-is-used): tool results stored as artifacts go in full when
+//! the budget allows, newest first, clipped to a head/tail excerpt with the recall handle only as
+//! far as needed.
 //!
 //! The ledger keeps a head/tail excerpt of a large output in the event and the whole output
 //! in an artifact. Once a `turns` body is settled (which turns it keeps), the room left under

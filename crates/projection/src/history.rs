@@ -43,10 +43,11 @@ impl SeqRange {
 /// returns.
 ///
 /// A *turn* is a user event and every event after it up to the next user event; events before
-/// the first user event form the *preamble* (SPEC §3). Turn indices count from 0, the oldest.
+/// the first user event form the *preamble* (docs/design.md#3-concepts). Turn indices count from 0,
+/// the oldest.
 ///
-/// The projector never modifies anything through this trait (SPEC P10): every method takes
-/// `&self`.
+/// The projector never modifies anything through this trait (docs/design.md#p10-no-mutation): every
+/// method takes `&self`.
 pub trait History {
     /// The error reading events can fail with; it is carried in [`crate::Error::History`].
     type Error: std::error::Error + Send + Sync + 'static;
@@ -66,7 +67,8 @@ pub trait History {
 
     /// The whole text of a tool result whose output is stored as an artifact (the event holds
     /// a head/tail excerpt of it), or `None` when the event has no artifact or the history
-    /// cannot read artifacts. The projector sends it, or as much of it as fits (SPEC P12).
+    /// cannot read artifacts. The projector sends it, or as much of it as fits
+    /// (docs/design.md#p12-room-is-used).
     ///
     /// The default returns `None`: results are sent as their events hold them.
     fn artifact_text(&self, event: &Event) -> Result<Option<String>, Self::Error> {
@@ -75,7 +77,8 @@ pub trait History {
     }
 
     /// Every `note` event of the conversation, in seq order. Used to find pinned notes and
-    /// explicit supersessions, which are mandatory wherever they were written (SPEC P4, P6).
+    /// explicit supersessions, which are mandatory wherever they were written
+    /// (docs/design.md#p4-mandatory-input, docs/design.md#p6-agent-tiers).
     ///
     /// The default reads the whole history; implementations with an index should override it.
     fn notes(&self) -> Result<Vec<Event>, Self::Error> {

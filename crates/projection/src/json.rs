@@ -1,4 +1,5 @@
-//! A small compact-JSON writer whose output we control byte for byte (SPEC P1).
+//! A small compact-JSON writer whose output we control byte for byte
+//! (docs/design.md#p1-wire-formats).
 //!
 //! Strings are written as raw UTF-8; only `"`, `\` and the control characters U+0000–U+001F
 //! are escaped (`\b \t \n \f \r` in short form, the rest as `\u00XX` with lowercase hex). This

@@ -1,5 +1,5 @@
 //! ctxlog's projector: for each model call, the exact request body a provider receives,
-//! guaranteed to fit a byte and/or token budget (SPEC §5).
+//! guaranteed to fit a byte and/or token budget (docs/design.md#5-projection).
 //!
 //! ```
 //! use ctxlog_event::{Event, EventBody};
@@ -26,7 +26,7 @@
 //! # Ok::<(), ctxlog_projection::Error>(())
 //! ```
 //!
-//! What is guaranteed:
+//! What is guaranteed (each id names its requirement in `docs/design.md`):
 //!
 //! * **Exact bytes (P2).** `report.bytes == body.len()`, and `body.len() <= max_bytes`; every
 //!   byte (omission notice, output limit, tools) is counted before fitting.
@@ -107,7 +107,7 @@ pub fn project<H: History + ?Sized>(
     project_by_policy(history, request, cache, None)
 }
 
-/// [`project`], with recalled pages (SPEC R6) from `pages`, in one pass.
+/// [`project`], with recalled pages (docs/design.md#r6-auto-include) from `pages`, in one pass.
 ///
 /// Once the policy has settled what the body keeps in detail, it asks `pages` once for up to
 /// `recall_k *` [`CANDIDATES_PER_PAGE`] pages relevant to the request's input from before the
@@ -115,8 +115,8 @@ pub fn project<H: History + ?Sized>(
 /// those already in the body (pinned notes, kept history), and adds up to `recall_k` of the
 /// rest, best first, while they fit. The source is not asked when `recall_k` is 0 or no
 /// older seq can exist. If it fails, the projection goes ahead without pages and
-/// `report.recall.unavailable` holds the error's text (SPEC R2). The request's own
-/// `recalled` pages and `recall_unavailable` are not used.
+/// `report.recall.unavailable` holds the error's text (docs/design.md#r2-disposable). The request's
+/// own `recalled` pages and `recall_unavailable` are not used.
 ///
 /// # Errors
 ///
@@ -151,7 +151,7 @@ fn project_by_policy<H: History + ?Sized>(
 }
 
 /// One projection, then, if recalled pages were left out for room, one with the recall
-/// reserve held back (SPEC P13).
+/// reserve held back (docs/design.md#p13-true-words).
 fn project_reserved<H: History + ?Sized>(
     history: &H,
     request: &ProjectionRequest,
@@ -164,7 +164,7 @@ fn project_reserved<H: History + ?Sized>(
     };
     let plain = project_once(history, &request.without_recall_reserve(), cache, first)?;
     // Pages left out for want of room while history took it all: hold the reserve back for
-    // them (SPEC P13), and keep that body if it does include more pages.
+    // them (docs/design.md#p13-true-words), and keep that body if it does include more pages.
     if request.recall_reserve_size() == Size::default() || !plain.report.recall.starved() {
         return Ok(plain);
     }

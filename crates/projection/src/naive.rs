@@ -1,4 +1,5 @@
-//! The naive reference rule for the `turns` policy (SPEC P9), for tests and benchmarks.
+//! The naive reference rule for the `turns` policy (docs/design.md#p9-cost), for tests and
+//! benchmarks.
 //!
 //! It serializes every candidate body in full and measures it: all history units (turns, then
 //! the preamble) first, then dropping the oldest unit at a time; the first body that fits wins.
@@ -10,9 +11,9 @@
 //! Serializing a candidate means what a caller who serializes the request once per attempt
 //! does: the body is written from the messages (`wire::Msg`), every string escaped again, and
 //! nothing written for one candidate is reused for the next. The history's messages (their
-//! strings not yet escaped) are built once per call. `projection_bench` times this rule as the reference (SPEC P9), so
-//! caching serialized bytes across candidates here would make it a cheaper rule than the one
-//! the benchmark names.
+//! strings not yet escaped) are built once per call. `projection_bench` times this rule as the
+//! reference (docs/design.md#p9-cost), so caching serialized bytes across candidates here would
+//! make it a cheaper rule than the one the benchmark names.
 
 use crate::budget::Budget;
 use crate::error::{Error, Result};
@@ -36,7 +37,7 @@ pub fn project_naive<H: History + ?Sized>(
 ) -> Result<Vec<u8>> {
     let (body, included, starved) = naive_once(history, &request.without_recall_reserve())?;
     // As `project`: with pages left out for want of room, the reserve is held back for them,
-    // and that body is kept if it includes more pages (SPEC P13).
+    // and that body is kept if it includes more pages (docs/design.md#p13-true-words).
     if starved && request.recall_reserve_size() != Size::default() {
         let (reserved, more, _) = naive_once(history, request)?;
         if more > included {

@@ -1,5 +1,5 @@
-//! The open turn of an agent loop (SPEC P11): a request with no current input continues the
-//! newest turn, which must end in tool results.
+//! The open turn of an agent loop (docs/design.md#p11-the-agent-loop): a request with no current
+//! input continues the newest turn, which must end in tool results.
 //!
 //! An agent calls the model again after each tool result without a new user message. Such a
 //! request carries no input; the newest turn (its user message, the assistant's tool calls and

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// The provider request shape a projection emits (SPEC P1).
+/// The provider request shape a projection emits (docs/design.md#p1-wire-formats).
 ///
 /// Parsed from `openai-chat` or `anthropic-messages`; see [`crate::wire`] for the exact bodies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -33,13 +33,14 @@ impl WireFormat {
     }
 
     /// Whether this format's provider publishes a tokenizer and counting rule we reproduce
-    /// exactly. Only OpenAI does; for Anthropic every token figure is an estimate (SPEC P3).
+    /// exactly. Only OpenAI does; for Anthropic every token figure is an estimate
+    /// (docs/design.md#p3-tokens).
     pub fn tokens_exact(self) -> bool {
         matches!(self, WireFormat::OpenAiChat)
     }
 }
 
-/// An offline BPE tokenizer used to count tokens (SPEC P3).
+/// An offline BPE tokenizer used to count tokens (docs/design.md#p3-tokens).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String")]
 pub enum Tokenizer {
@@ -73,15 +74,15 @@ impl Tokenizer {
     }
 }
 
-/// Which content a projection keeps (SPEC P5, P6).
+/// Which content a projection keeps (docs/design.md#p5-whole-turns, docs/design.md#p6-agent-tiers).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", try_from = "String")]
 pub enum Policy {
-    /// Whole turns, newest first, as a contiguous suffix (SPEC P5).
+    /// Whole turns, newest first, as a contiguous suffix (docs/design.md#p5-whole-turns).
     #[default]
     Turns,
     /// Tiered agent context: pinned intent, requests, latest result and status; optional
-    /// tiers dropped in a fixed order (SPEC P6).
+    /// tiers dropped in a fixed order (docs/design.md#p6-agent-tiers).
     Agent,
 }
 
@@ -97,8 +98,8 @@ impl Policy {
         }
     }
 
-    /// How many recalled pages are included when the request does not say (SPEC R6):
-    /// 0 for [`Policy::Turns`], 2 for [`Policy::Agent`].
+    /// How many recalled pages are included when the request does not say
+    /// (docs/design.md#r6-auto-include): 0 for [`Policy::Turns`], 2 for [`Policy::Agent`].
     pub fn default_recall_k(self) -> usize {
         match self {
             Policy::Turns => 0,

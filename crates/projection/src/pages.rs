@@ -1,4 +1,5 @@
-//! Recalled pages (SPEC R6): where they come from, and which ones a policy is offered.
+//! Recalled pages (docs/design.md#r6-auto-include): where they come from, and which ones a policy
+//! is offered.
 //!
 //! A policy first settles what the body keeps in detail (history outranks recalled pages),
 //! then asks for pages older than that, once, and adds them while they fit.
@@ -16,14 +17,14 @@ pub const CANDIDATES_PER_PAGE: usize = 4;
 /// The error a [`PageSource`] fails with; its text is reported as `recall.unavailable`.
 pub type PageSourceError = Box<dyn StdError + Send + Sync>;
 
-/// Older pages the projector may include (SPEC R6), e.g. the recall index.
+/// Older pages the projector may include (docs/design.md#r6-auto-include), e.g. the recall index.
 pub trait PageSource {
     /// Up to `limit` pages relevant to `query` from events with seq < `before`, best first.
     ///
     /// # Errors
     ///
     /// Whatever keeps the source from answering (a damaged index, say): the projection goes
-    /// ahead without pages and its report says why (SPEC R2).
+    /// ahead without pages and its report says why (docs/design.md#r2-disposable).
     fn pages(
         &mut self,
         query: &str,

@@ -1,5 +1,5 @@
 //! The parts of a body that do not come from the history walk: the system prompt, the pinned
-//! notes in force, the current input (all mandatory, SPEC P4).
+//! notes in force, the current input (all mandatory, docs/design.md#p4-mandatory-input).
 
 use std::collections::HashSet;
 
@@ -21,7 +21,8 @@ pub(crate) fn system_items(req: &ProjectionRequest) -> Vec<Item> {
     }
 }
 
-/// The current input as a message item; without input, the open turn's items (SPEC P11).
+/// The current input as a message item; without input, the open turn's items
+/// (docs/design.md#p11-the-agent-loop).
 pub(crate) fn input_items(req: &ProjectionRequest, open: Option<&[Event]>) -> Vec<Item> {
     match (&req.input, open) {
         (Some(input), _) => vec![Item::text(Role::User, input.clone())],
@@ -31,7 +32,7 @@ pub(crate) fn input_items(req: &ProjectionRequest, open: Option<&[Event]>) -> Ve
 }
 
 /// The pinned notes in force: notes marked pinned that no later note explicitly supersedes
-/// (SPEC P6: supersession is explicit, never guessed).
+/// (docs/design.md#p6-agent-tiers: supersession is explicit, never guessed).
 pub(crate) fn pinned_notes<H: History + ?Sized>(history: &H) -> Result<Vec<Event>> {
     let notes = read(history.notes())?;
     let superseded: HashSet<u64> = notes

@@ -1,4 +1,4 @@
-//! [`Report`]: what a projection kept, left out, clipped, and why (SPEC P8).
+//! [`Report`]: what a projection kept, left out, clipped, and why (docs/design.md#p8-report).
 
 use serde::Serialize;
 
@@ -97,9 +97,9 @@ pub struct BudgetReport {
     pub output_limit: Option<u64>,
     /// `max_tokens - output_limit`: the tokens the body may use, if a token limit was given.
     pub input_token_limit: Option<u64>,
-    /// The room held back for recalled pages (SPEC P13): history used at most the budget
-    /// less this. Zero when it was not needed: no page may be included, or no page was left
-    /// out for room without it, or holding it back did not bring in more pages.
+    /// The room held back for recalled pages (docs/design.md#p13-true-words): history used at most
+    /// the budget less this. Zero when it was not needed: no page may be included, or no page was
+    /// left out for room without it, or holding it back did not bring in more pages.
     pub recall_reserve: Size,
 }
 
@@ -123,7 +123,7 @@ pub struct TurnCounts {
     pub dropped: usize,
 }
 
-/// A class of content with its own place in the drop order (SPEC P6).
+/// A class of content with its own place in the drop order (docs/design.md#p6-agent-tiers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {

@@ -13,16 +13,16 @@ use crate::wire::is_blank;
 pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u64 = 4096;
 
 /// The name of ctxlog's recall tool. Notices and context text point the model at it only when
-/// the request's tools offer a tool of this name (SPEC P13).
+/// the request's tools offer a tool of this name (docs/design.md#p13-true-words).
 pub const RECALL_TOOL_NAME: &str = "recall";
 
 /// The share of a budget a request with recalled pages holds back for them when the caller
 /// does not say ([`ProjectionRequestBuilder::recall_reserve`]): a quarter.
 pub const DEFAULT_RECALL_RESERVE: f64 = 0.25;
 
-/// Room held back for recalled pages (SPEC P13), so that recent history cannot take the whole
-/// budget and starve recall. When a page was left out for want of room, the body is built
-/// again with history (and growing tool results) fitted to the budget less the reserve, and
+/// Room held back for recalled pages (docs/design.md#p13-true-words), so that recent history cannot
+/// take the whole budget and starve recall. When a page was left out for want of room, the body is
+/// built again with history (and growing tool results) fitted to the budget less the reserve, and
 /// recalled pages free to use all of it; that body is kept if it includes more pages.
 ///
 /// Parsed (`FromStr`) from `25%` or `0.25` (a fraction) or `N` (N bytes of a byte budget and
@@ -63,7 +63,8 @@ impl RecallReserve {
     }
 }
 
-/// A page of old content offered for inclusion, as the recall index returned it (SPEC R6).
+/// A page of old content offered for inclusion, as the recall index returned it
+/// (docs/design.md#r6-auto-include).
 ///
 /// The caller ranks the candidates (best first) against the current input; the projector
 /// includes up to `recall_k` of them whose seq is older than everything the body keeps in
@@ -89,8 +90,9 @@ pub struct RecalledPage {
 ///
 /// A built request is valid: it has a model, an input that is non-empty when given, and a
 /// budget satisfiable in principle (no zero limit, the output reservation below the token
-/// limit). A request without input continues the open turn of an agent loop (SPEC P11):
-/// projecting it fails unless the newest turn ends in tool results.
+/// limit). A request without input continues the open turn of an agent loop
+/// (docs/design.md#p11-the-agent-loop): projecting it fails unless the newest turn ends in tool
+/// results.
 #[derive(Clone, Debug)]
 pub struct ProjectionRequest {
     pub(crate) format: WireFormat,
@@ -129,7 +131,7 @@ impl ProjectionRequest {
     pub fn system(&self) -> Option<&str> {
         self.system.as_deref()
     }
-    /// The current user input; `None` continues the open turn (SPEC P11).
+    /// The current user input; `None` continues the open turn (docs/design.md#p11-the-agent-loop).
     pub fn input(&self) -> Option<&str> {
         self.input.as_deref()
     }
@@ -307,7 +309,7 @@ impl ProjectionRequestBuilder {
         self
     }
     /// The model name, written as given. Required: both formats need a `model` field, and a
-    /// field added after fitting would break the byte guarantee (SPEC P2).
+    /// field added after fitting would break the byte guarantee (docs/design.md#p2-exact-bytes).
     pub fn model(&mut self, model: impl Into<String>) -> &mut Self {
         self.model = Some(model.into());
         self
@@ -318,8 +320,9 @@ impl ProjectionRequestBuilder {
         self
     }
     /// The current user input (mandatory content), non-empty. Default: none, and the
-    /// projection continues the open turn, which must end in tool results (SPEC P11): that
-    /// turn is then mandatory and the body ends with its results.
+    /// projection continues the open turn, which must end in tool results
+    /// (docs/design.md#p11-the-agent-loop): that turn is then mandatory and the body ends with its
+    /// results.
     pub fn input(&mut self, input: impl Into<String>) -> &mut Self {
         self.input = Some(input.into());
         self
@@ -352,7 +355,8 @@ impl ProjectionRequestBuilder {
         self.policy = policy;
         self
     }
-    /// Whether to add an omission notice when history is left out (SPEC P7). Default: false.
+    /// Whether to add an omission notice when history is left out
+    /// (docs/design.md#p7-omission-notice). Default: false.
     pub fn notice(&mut self, notice: bool) -> &mut Self {
         self.notice = notice;
         self
@@ -389,11 +393,11 @@ impl ProjectionRequestBuilder {
         self
     }
 
-    /// Room held back for recalled pages (SPEC P13): when a page was left out for want of
-    /// room, the body is built again with history fitted to the budget less this (pages may
-    /// use all of it), and kept if it includes more pages. Default:
-    /// [`DEFAULT_RECALL_RESERVE`] (a quarter of the budget) whenever pages may be included
-    /// (`recall_k > 0`, so by default with the agent policy), none otherwise.
+    /// Room held back for recalled pages (docs/design.md#p13-true-words): when a page was left out
+    /// for want of room, the body is built again with history fitted to the budget less this (pages
+    /// may use all of it), and kept if it includes more pages. Default: [`DEFAULT_RECALL_RESERVE`]
+    /// (a quarter of the budget) whenever pages may be included (`recall_k > 0`, so by default with
+    /// the agent policy), none otherwise.
     pub fn recall_reserve(&mut self, reserve: RecallReserve) -> &mut Self {
         self.recall_reserve = Some(reserve);
         self

@@ -1,4 +1,5 @@
-//! Token counting: real offline tokenizers and each wire format's per-message rule (SPEC P3).
+//! Token counting: real offline tokenizers and each wire format's per-message rule
+//! (docs/design.md#p3-tokens).
 //!
 //! # The rule for `openai-chat` (exact where OpenAI publishes one)
 //!

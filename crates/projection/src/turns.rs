@@ -1,4 +1,5 @@
-//! The `turns` policy: whole turns, newest first, as a contiguous suffix (SPEC P5, P7, P9).
+//! The `turns` policy: whole turns, newest first, as a contiguous suffix
+//! (docs/design.md#p5-whole-turns, docs/design.md#p7-omission-notice, docs/design.md#p9-cost).
 //!
 //! Selection uses per-unit sizes from the [`SizeCache`] and never serializes a candidate
 //! body: the size of "mandatory + notice + the newest k units" is computed from cached unit
@@ -38,7 +39,7 @@ struct MeasuredUnit {
 }
 
 /// The text of the omission notice for `turns` dropped turns covering `seqs`; it names the
-/// recall tool only when the request offers it (SPEC P13).
+/// recall tool only when the request offers it (docs/design.md#p13-true-words).
 pub(crate) fn notice_text(turns: usize, seqs: SeqRange, recall_tool: bool) -> String {
     let how = if recall_tool {
         " They are stored and can be recalled with the recall tool (by query, or by seq=N)."
@@ -61,7 +62,8 @@ pub(crate) struct FixedParts {
     pub input_msgs: Vec<Msg>,
     pub input: Cost,
     pub mandatory: Size,
-    /// The seqs of the open turn standing in for the input (SPEC P11), if the request has none.
+    /// The seqs of the open turn standing in for the input (docs/design.md#p11-the-agent-loop), if
+    /// the request has none.
     pub open: Option<SeqRange>,
     /// The open turn's events as sent (taken when the body is assembled).
     pub open_events: Option<Vec<Event>>,

@@ -1,4 +1,5 @@
-//! The two wire formats: how events become the exact bytes a provider receives (SPEC P1).
+//! The two wire formats: how events become the exact bytes a provider receives
+//! (docs/design.md#p1-wire-formats).
 //!
 //! Bodies are compact JSON (no whitespace), keys in the order documented below, strings as
 //! raw UTF-8 with only `"`, `\` and control characters escaped. No field is written that the
@@ -53,9 +54,9 @@
 //! `[status=S exit_code=N artifact=NAME bytes=B recall seq=Q]` listing what applies when the
 //! status is not `ok`, the exit code is not 0, or the output is stored as an artifact. A tool
 //! call with no result in its turn is answered with the content `interrupted: effects unknown`
-//! (and `is_error` for Anthropic): a call is never sent unpaired (SPEC P5). A result whose call
-//! is not in its turn is sent as user text `[tool result without a call in this turn] …`.
-//! System markers (tombstones, retention, imports) are not sent.
+//! (and `is_error` for Anthropic): a call is never sent unpaired (docs/design.md#p5-whole-turns). A
+//! result whose call is not in its turn is sent as user text `[tool result without a call in this
+//! turn] …`. System markers (tombstones, retention, imports) are not sent.
 
 use ctxlog_event::{ArtifactRef, Event, EventBody, ToolStatus};
 use serde_json::Value;

@@ -1,13 +1,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Regression test for the incident of SPEC §1: an agent session stopped after 55 tool results
-//! with "context accounting reserve exhausted", because a count field was added after the
-//! context was trimmed. Failure class: a projection that "fit" before bookkeeping and exceeds
-//! the budget on the wire. Guarantee: for an agent conversation of 60 tool results and every
-//! byte budget from one below the mandatory size to the full size (every distinct result is
-//! visited, and sampled budgets between them give the same body), the `agent` projection
+//! Regression test for the incident described in docs/design.md#1-the-problem: an agent session
+//! stopped after 55 tool results with "context accounting reserve exhausted", because a count field
+//! was added after the context was trimmed. Failure class: a projection that "fit" before
+//! bookkeeping and exceeds the budget on the wire. Guarantee: for an agent conversation of 60 tool
+//! results and every byte budget from one below the mandatory size to the full size (every distinct
+//! result is visited, and sampled budgets between them give the same body), the `agent` projection
 //! either fits (`body.len() <= budget`, `report.bytes == body.len()`) or returns
-//! `MandatoryExceedsBudget`; pinned tiers are always present, and optional tiers go in the
-//! SPEC P6 order (pages, clipping, activity rows, duplicate snapshots, older results).
+//! `MandatoryExceedsBudget`; pinned tiers are always present, and optional tiers go in the drop
+//! order of docs/design.md#p6-agent-tiers (pages, clipping, activity rows, duplicate snapshots,
+//! older results).
 
 mod common;
 
@@ -162,7 +163,8 @@ fn check_pinned_and_order(body: &[u8], report: &ctxlog_projection::Report) {
     let dropped = |tier: Tier| report.drops.iter().any(|d| d.tier == tier);
     if dropped(Tier::Activity) {
         // All long results were clipped first; room a later drop freed beyond what was needed
-        // is then spent on them, newest first (SPEC P12), so some may be sent whole again.
+        // is then spent on them, newest first (docs/design.md#p12-room-is-used), so some may be
+        // sent whole again.
         assert!(
             report.clips.len() + clippable_dropped(report) <= 6,
             "all long results clipped first"
@@ -307,10 +309,10 @@ fn with_notice(history: &SliceHistory<'_>, budget: Option<u64>) -> Projection {
 
 #[test]
 fn the_agent_context_carries_an_omission_notice_counted_in_the_budget() {
-    // SPEC P7 for the agent policy: when entries are left out and the notice was asked for,
-    // the context says how many, which seqs, and how to recall them; its bytes are counted
-    // before fitting, and when even the mandatory context leaves no room for it, it is left
-    // out and reported.
+    // The omission notice (docs/design.md#p7-omission-notice) for the agent policy: when entries
+    // are left out and the notice was asked for, the context says how many, which seqs, and how to
+    // recall them; its bytes are counted before fitting, and when even the mandatory context leaves
+    // no room for it, it is left out and reported.
     let events = fixture();
     let history = SliceHistory::new(&events);
     let full = with_notice(&history, None);

@@ -1,11 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Property tests of the budget guarantees (SPEC P2, P3, P4, P5, P9). Failure class: a body
-//! over budget (the provider's 400), a reported size that is not the body's, a split turn or
-//! an unpaired tool call, or a fast selector that disagrees with the obvious rule.
-//! Guarantees, for random conversations (tool calls with and without results, notes, pinned
-//! and superseding notes, a preamble, markers; text with quotes, backslashes, newlines,
-//! control characters, Chinese and emoji), both formats and both tokenizers, and every byte
-//! budget from below the mandatory size to above the full size:
+//! Property tests of the budget guarantees (docs/design.md#p2-exact-bytes,
+//! docs/design.md#p3-tokens, docs/design.md#p4-mandatory-input, docs/design.md#p5-whole-turns,
+//! docs/design.md#p9-cost). Failure class: a body over budget (the provider's 400), a reported size
+//! that is not the body's, a split turn or an unpaired tool call, or a fast selector that disagrees
+//! with the obvious rule. Guarantees, for random conversations (tool calls with and without
+//! results, notes, pinned and superseding notes, a preamble, markers; text with quotes,
+//! backslashes, newlines, control characters, Chinese and emoji), both formats and both tokenizers,
+//! and every byte budget from below the mandatory size to above the full size:
 //! * the projection fits, or fails with `MandatoryExceedsBudget` exactly when the mandatory
 //!   part does not fit;
 //! * `report.bytes == body.len()` and `report.tokens == count(body).tokens`;
@@ -272,7 +273,7 @@ fn without_token_figures(report: &Report) -> Report {
     report
 }
 
-/// Checks that the report's tiers add up to its totals (SPEC P8).
+/// Checks that the report's tiers add up to its totals (docs/design.md#p8-report).
 fn check_tier_sums(report: &ctxlog_projection::Report) {
     assert_eq!(
         report.tiers.iter().map(|t| t.bytes).sum::<u64>(),

@@ -1,7 +1,8 @@
-//! A long tool loop inside one turn (SPEC P11, P6): the open turn is mandatory and ends the
-//! body with its results, but when it outgrows the budget its results' texts are clipped,
-//! oldest first and only as far as needed — every call, result identity and the newest
-//! results stay. The request is refused only when even the clipped turn does not fit.
+//! A long tool loop inside one turn (docs/design.md#p11-the-agent-loop,
+//! docs/design.md#p6-agent-tiers): the open turn is mandatory and ends the body with its results,
+//! but when it outgrows the budget its results' texts are clipped, oldest first and only as far as
+//! needed — every call, result identity and the newest results stay. The request is refused only
+//! when even the clipped turn does not fit.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,11 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The motivating scenario of SPEC §1 (the Java lab's table), on our own fixture with Chinese,
-//! English, double quotes, a newline and an emoji. Failure class: a byte budget met by
-//! estimate, a turn split, or the question silently dropped when the mandatory part does not
-//! fit. Guarantee: at budgets equal to the mandatory size, the size with the newest turn, the
-//! size with both, both + 100, and mandatory − 1, the projector keeps 0 / 1 / 2 / 2 turns
-//! with exactly those byte sizes, and refuses the last with the typed error, naming the bytes
-//! the mandatory part needs. The expected bodies are built independently with `serde_json`.
+//! The motivating scenario (the journal study's table, docs/design.md#1-the-problem), on our own
+//! fixture with Chinese, English, double quotes, a newline and an emoji. Failure class: a byte
+//! budget met by estimate, a turn split, or the question silently dropped when the mandatory part
+//! does not fit. Guarantee: at budgets equal to the mandatory size, the size with the newest turn,
+//! the size with both, both + 100, and mandatory − 1, the projector keeps 0 / 1 / 2 / 2 turns with
+//! exactly those byte sizes, and refuses the last with the typed error, naming the bytes the
+//! mandatory part needs. The expected bodies are built independently with `serde_json`.
 
 mod common;
 
@@ -136,7 +136,7 @@ fn a_narrow_request_lacks_the_project_code_and_a_wider_one_has_it_back() {
     assert_eq!(
         history.events(),
         events.as_slice(),
-        "projection never mutates (P10)"
+        "projection never mutates the ledger"
     );
 }
 

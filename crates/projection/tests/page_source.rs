@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Recalled pages from a [`PageSource`] in one call (SPEC R6, R2). Failure class: a facade that
-//! projects twice (once to learn what is kept in detail, once with the pages it then fetched)
-//! can drift from the projector's rules, and costs two projections. Guarantees:
+//! Recalled pages from a [`PageSource`] in one call (docs/design.md#r6-auto-include,
+//! docs/design.md#r2-disposable). Failure class: a facade that projects twice (once to learn what
+//! is kept in detail, once with the pages it then fetched) can drift from the projector's rules,
+//! and costs two projections. Guarantees:
 //! * `project_with_pages` gives, byte for byte and report for report, what that two-pass flow
 //!   gave, for both policies, both formats and every byte budget;
 //! * the source is asked once, for `recall_k * CANDIDATES_PER_PAGE` pages from before the
@@ -73,7 +74,7 @@ fn builder(policy: Policy, format: WireFormat, max_bytes: u64) -> ProjectionRequ
         .input("How big is the cache?")
         .policy(policy)
         .recall_k(2)
-        // The two-pass emulation below predates the recall reserve (SPEC P13).
+        // The two-pass emulation below predates the recall reserve (docs/design.md#p13-true-words).
         .recall_reserve(ctxlog_projection::RecallReserve::Amount(0))
         .notice(true)
         .max_bytes(max_bytes);

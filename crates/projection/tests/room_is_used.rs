@@ -1,7 +1,7 @@
-//! Room is used (SPEC P12): a tool output stored as an artifact (its event holds a head/tail
-//! excerpt) is sent in full when the budget allows, read through `History::artifact_text`,
-//! and clipped, with the recall handle, only when its full text would not fit. The body never
-//! exceeds the budget.
+//! Room is used (docs/design.md#p12-room-is-used): a tool output stored as an artifact (its event
+//! holds a head/tail excerpt) is sent in full when the budget allows, read through
+//! `History::artifact_text`, and clipped, with the recall handle, only when its full text would not
+//! fit. The body never exceeds the budget.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,6 +1,6 @@
-//! Words the model reads are true (SPEC P13): notices and the agent context name the recall
-//! tool only when the request offers it, and the Anthropic output reservation, when the
-//! request gives none, scales with the token budget so that a plausible budget never fails.
+//! Words the model reads are true (docs/design.md#p13-true-words): notices and the agent context
+//! name the recall tool only when the request offers it, and the Anthropic output reservation, when
+//! the request gives none, scales with the token budget so that a plausible budget never fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,10 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The exact bodies of both wire formats (SPEC P1, P5, P7). Failure class: a body the provider
-//! rejects (an unpaired tool call, a system role inside Anthropic messages, non-alternating
-//! roles, a field in the wrong shape) or one with fields nobody asked for. Guarantee: the
-//! bodies below, byte for byte — tool calls with their results in call order, an interrupted
-//! call answered "interrupted: effects unknown", notes as documented, pinned notes first, the
-//! omission notice counted, and `tools` / output-limit fields only when asked for.
+//! The exact bodies of both wire formats (docs/design.md#p1-wire-formats,
+//! docs/design.md#p5-whole-turns, docs/design.md#p7-omission-notice). Failure class: a body the
+//! provider rejects (an unpaired tool call, a system role inside Anthropic messages,
+//! non-alternating roles, a field in the wrong shape) or one with fields nobody asked for.
+//! Guarantee: the bodies below, byte for byte — tool calls with their results in call order, an
+//! interrupted call answered "interrupted: effects unknown", notes as documented, pinned notes
+//! first, the omission notice counted, and `tools` / output-limit fields only when asked for.
 
 mod common;
 
@@ -195,7 +196,8 @@ fn the_omission_notice_says_how_many_turns_which_seqs_and_how_to_recall() {
         text: "first answer, at length. ".repeat(20),
     };
     let history = SliceHistory::new(&events);
-    // The notice names the recall tool only when the request offers it (SPEC P13).
+    // The notice names the recall tool only when the request offers it
+    // (docs/design.md#p13-true-words).
     let recall_tool = || vec![json!({"type":"function","function":{"name":"recall"}})];
     let full = project(
         &history,
@@ -412,8 +414,9 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
 
 #[test]
 fn the_agent_context_marks_every_call_whose_result_never_arrived() {
-    // SPEC P5 in the agent context: only the latest call was flagged (in the status line); an
-    // older call without a result read like one that had completed.
+    // Interrupted calls (docs/design.md#p5-whole-turns) in the agent context: only the latest call
+    // was flagged (in the status line); an older call without a result read like one that had
+    // completed.
     let events = events();
     let mut b = request(WireFormat::OpenAiChat);
     b.policy(ctxlog_projection::Policy::Agent);

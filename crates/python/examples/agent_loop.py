@@ -16,10 +16,6 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import ctxlog
 
-# TODO(issue 9): after a tool result the agent should project with no input (SPEC P11).
-# Until the operations layer allows that, the follow-up request carries this short input.
-CONTINUE = "(continue)"
-
 FORMATS: Dict[str, ctxlog.WireFormat] = {
     "openai-chat": "openai-chat",
     "anthropic-messages": "anthropic-messages",
@@ -67,7 +63,7 @@ def transcript(body: Dict[str, Any]) -> List[Item]:
 def stand_in_model(body: Dict[str, Any]) -> Reply:
     """Answers from what the body holds; calls a tool when it lacks something."""
     items = transcript(body)
-    asked = max(i for i, (kind, text) in enumerate(items) if kind == "user" and text != CONTINUE)
+    asked = max(i for i, (kind, _) in enumerate(items) if kind == "user")
     question = items[asked][1]
     results = [text for kind, text in items[asked:] if kind == "tool_result"]
     if results:
@@ -96,7 +92,9 @@ def ask(
     """One user turn of the agent loop. Returns the final reply and each step's report."""
     reports: List[Dict[str, Any]] = []
     pending: List[Dict[str, Any]] = [{"kind": "user", "text": question}]
-    request_input = question
+    # The first request carries the question; after a tool result the next one has no input:
+    # the open turn (question, call, result) is the request (docs/design.md#p11-the-agent-loop).
+    request_input: Optional[str] = question
     for step in range(max_steps):
         body, report = chat.project_dict(
             input=request_input,
@@ -117,7 +115,7 @@ def ask(
         result = run_tool(chat, reply["tool"], reply["arguments"])
         chat.commit(events=[{"kind": "tool_result", "call_id": call_id, "tool": reply["tool"],
                              "status": "ok", "text": result}])
-        pending, request_input = [], CONTINUE
+        pending, request_input = [], None
     raise RuntimeError(f"no final reply after {max_steps} steps")
 
 

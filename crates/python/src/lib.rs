@@ -1,5 +1,6 @@
 //! `ctxlog` for Python: a PyO3 module over the operations layer ([`ctxlog::Store`] and
-//! [`ctxlog::ops`]), like the CLI and the HTTP server (SPEC I0, I5).
+//! [`ctxlog::ops`]), like the CLI and the HTTP server (docs/design.md#i0-one-operations-layer,
+//! docs/design.md#i5-python).
 //!
 //! The module is glue: each method turns its Python arguments into one typed request, calls
 //! the store's operation with the GIL released ([`Python::detach`]), and hands the response
@@ -63,7 +64,7 @@ fn call<T: Send>(
     py.detach(|| op(&store)).map_err(|e| into_py_err(py, &e))
 }
 
-/// A set of conversations: the embedded file store at a directory (SPEC L9).
+/// A set of conversations: the embedded file store at a directory (docs/design.md#l9-backends).
 ///
 /// `Store(path)` opens (lazily: nothing is created until the first commit) the store at
 /// `path`, a directory. Safe to share between threads; every call releases the GIL. Used as

@@ -1,7 +1,7 @@
-"""The agent loop of SPEC P11 in both wire formats: commit the user message and the model's
-tool call, then the tool's result, projecting each request; the body pairs the call with its
-result in the provider's shape. The recall tool's definition and handler close the loop, and
-examples/agent_loop.py runs end to end against a stand-in model."""
+"""The agent loop (docs/design.md#p11-the-agent-loop) in both wire formats: commit the user
+message and the model's tool call, then the tool's result, projecting each request; the body
+pairs the call with its result in the provider's shape. The recall tool's definition and
+handler close the loop, and examples/agent_loop.py runs end to end against a stand-in model."""
 
 import json
 import subprocess
@@ -46,7 +46,8 @@ def test_tool_loop_projects_each_step(store: ctxlog.Store, format: ctxlog.WireFo
         events=[{"kind": "tool_result", "call_id": "c1", "tool": "shell", "status": "ok",
                  "exit_code": 0, "text": "12G\t/srv"}]
     )
-    # No input: the open turn is the request, ending with the pending result (SPEC P11).
+    # No input: the open turn is the request, ending with the pending result
+    # (docs/design.md#p11-the-agent-loop).
     body, report = chat.project_dict(format=format, max_bytes=4000)
     [result] = tool_results(body)
     messages = body["messages"]

@@ -1,4 +1,5 @@
-"""Retention (gc) and redaction from Python: the same operations as the CLI (SPEC E2, E5, I5)."""
+"""Retention (gc) and redaction from Python: the same operations as the CLI
+(docs/design.md#e2-retention, docs/design.md#e5-redaction)."""
 
 from pathlib import Path
 

@@ -1,6 +1,6 @@
-"""The seed's motivating scenario (SPEC §1): a narrow request lacks the project code stated
-in the first turn; after a reply is committed and the store closed and reopened, a wider
-request has it again; an impossible budget raises with every ledger byte unchanged."""
+"""The motivating scenario (docs/design.md#1-the-problem): a narrow request lacks the project
+code stated in the first turn; after a reply is committed and the store closed and reopened, a
+wider request has it again; an impossible budget raises with every ledger byte unchanged."""
 
 from pathlib import Path
 

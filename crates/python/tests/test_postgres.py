@@ -1,6 +1,6 @@
-"""The Python API on the PostgreSQL backend (SPEC L9): `ctxlog.Store("postgres://…")` commits,
-projects, recalls, erases (also on another replica's cache), exports, imports and applies
-retention like the file store. A throwaway cluster per session (conftest.pg_server); skipped
+"""The Python API on the PostgreSQL backend (docs/design.md#l9-backends):
+`ctxlog.Store("postgres://…")` commits, projects, recalls, erases (also on another replica's
+cache), exports, imports and applies retention like the file store. A throwaway cluster per session (conftest.pg_server); skipped
 where PostgreSQL is missing, a failure under CI."""
 
 import json

@@ -7,7 +7,8 @@ use ctxlog_event::EventKind;
 /// index written under other rules is discarded and rebuilt on open, like a changed
 /// [`IndexConfig`]. 2: a run's last character and words glued to CJK text are indexed.
 const TEXT_VERSION: u32 = 2;
-/// The name of the recall tool. Tool results of this tool are never indexed (SPEC R1).
+/// The name of the recall tool. Tool results of this tool are never indexed
+/// (docs/design.md#r1-index).
 pub const TOOL_NAME: &str = "recall";
 
 /// How events are turned into index rows. Changing it makes an existing index stale: `open`

@@ -25,11 +25,11 @@ const REOPEN_ATTEMPTS: usize = 4;
 
 /// A per-conversation recall index: an SQLite file with an FTS5 table of event pages.
 ///
-/// The index is a disposable cache of the ledger (SPEC R2): it records the ledger id it was
-/// built for, the last seq it indexed and a fingerprint of that event; any mismatch discards
-/// its content, and [`RecallIndex::recreate`] deletes and recreates the file. Every page row
-/// carries a checksum of what it tells a caller (text and provenance), checked on every
-/// read: a page that fails it makes the index [`Error::Damaged`], never a wrong answer.
+/// The index is a disposable cache of the ledger (docs/design.md#r2-disposable): it records the
+/// ledger id it was built for, the last seq it indexed and a fingerprint of that event; any
+/// mismatch discards its content, and [`RecallIndex::recreate`] deletes and recreates the file.
+/// Every page row carries a checksum of what it tells a caller (text and provenance), checked on
+/// every read: a page that fails it makes the index [`Error::Damaged`], never a wrong answer.
 ///
 /// # Journal mode and processes
 ///
@@ -595,7 +595,7 @@ impl RecallIndex {
         Ok(result)
     }
 
-    /// Searches the index (SPEC R3–R5).
+    /// Searches the index (docs/design.md#6-recall).
     ///
     /// Ranked results are the best [`Ranking::pool`] (default 200) BM25 candidates, re-ranked;
     /// `offset` and `next_offset` page through them. BM25 scores at most
@@ -621,8 +621,8 @@ impl RecallIndex {
     }
 
     /// Up to `k` pages relevant to `input` from events older than `older_than_seq`, best
-    /// first: the candidates for a projection's auto-included recall tier (SPEC R6). An input
-    /// with no searchable words yields none.
+    /// first: the candidates for a projection's auto-included recall tier
+    /// (docs/design.md#r6-auto-include). An input with no searchable words yields none.
     ///
     /// Every candidate's own text — its body, or its CJK bigram field for CJK terms —
     /// contains at least one of the input's terms: a page that [`RecallIndex::search`] finds

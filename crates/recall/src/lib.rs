@@ -1,6 +1,6 @@
 //! ctxlog's recall index: a disposable, per-conversation SQLite FTS5 index of a ledger's
 //! text, searched with literal queries and ranked with BM25, context, supersession and
-//! recency (SPEC §6, R1–R7). See `docs/recall.md` for the design and measured quality.
+//! recency (docs/design.md#6-recall). See `docs/recall.md` for the design and measured quality.
 //!
 //! ```
 //! use ctxlog_event::{Event, EventBody};
@@ -26,7 +26,8 @@
 //! ```
 //!
 //! The crate reads only its own index file and what the caller supplies: events (directly or
-//! through a [`LedgerSource`]) and artifact texts through an [`ArtifactSource`] (SPEC R7).
+//! through a [`LedgerSource`]) and artifact texts through an [`ArtifactSource`]
+//! (docs/design.md#r7-scope).
 
 mod config;
 mod error;

@@ -36,7 +36,7 @@ pub struct Ranking {
     /// page scores (episodes are runs of events without a pause longer than
     /// [`IndexConfig::episode_gap_ms`](crate::IndexConfig::episode_gap_ms)). Default 0.2.
     pub episode_weight: f64,
-    /// Drop stop words from queries (SPEC R3). Default true.
+    /// Drop stop words from queries (docs/design.md#r3-literal-queries). Default true.
     pub stop_words: bool,
     /// How many candidates are ranked before paging. Default 200.
     pub pool: usize,

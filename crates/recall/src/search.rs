@@ -75,7 +75,8 @@ impl Searcher<'_> {
         stored.verify().map_err(|reason| damaged(self.path, reason))
     }
 
-    /// Searches the index (SPEC R3–R5); see [`RecallIndex::search`](crate::RecallIndex::search).
+    /// Searches the index (docs/design.md#6-recall); see
+    /// [`RecallIndex::search`](crate::RecallIndex::search).
     ///
     /// Ranked results are the best [`Ranking::pool`] (default 200) BM25 candidates, re-ranked;
     /// `offset` and `next_offset` page through them. BM25 scores at most

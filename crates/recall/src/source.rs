@@ -1,4 +1,5 @@
-//! What the index reads: events and artifact texts, both supplied by the caller (SPEC R7).
+//! What the index reads: events and artifact texts, both supplied by the caller
+//! (docs/design.md#r7-scope).
 
 use std::collections::HashMap;
 

@@ -156,8 +156,9 @@ fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || is_combining_mark(c)
 }
 
-/// English stop words dropped from queries (SPEC R3). Matching is on lowercased words, after
-/// the same separator rules as the index tokenizer (so "don't" is "don" and "t").
+/// English stop words dropped from queries (docs/design.md#r3-literal-queries). Matching is on
+/// lowercased words, after the same separator rules as the index tokenizer (so "don't" is "don" and
+/// "t").
 #[rustfmt::skip]
 pub const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any",

@@ -1,4 +1,5 @@
-//! The recall tool offered to the model: its definition and its handler (SPEC R5).
+//! The recall tool offered to the model: its definition and its handler
+//! (docs/design.md#r5-recall-tool).
 
 use serde_json::{Value, json};
 

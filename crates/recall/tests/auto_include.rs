@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: auto-included pages that do not carry the words asked about (SPEC R6). A
-//! page's context field holds its neighbours' text and its meta field its date, so `search`
-//! finds a reply through the question before it — which is worth keeping for interactive
-//! search. But an auto-included page is spent from a tight request budget, so
-//! `RecallIndex::candidates` returns only pages whose own text (the body, or the CJK bigram
+//! Failure class: auto-included pages that do not carry the words asked about
+//! (docs/design.md#r6-auto-include). A page's context field holds its neighbours' text and its meta
+//! field its date, so `search` finds a reply through the question before it — which is worth
+//! keeping for interactive search. But an auto-included page is spent from a tight request budget,
+//! so `RecallIndex::candidates` returns only pages whose own text (the body, or the CJK bigram
 //! field for CJK terms) matches at least one query term, in `search`'s order.
 
 mod common;

@@ -1,11 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: a search whose cost grows with the index (SPEC R4, §10). FTS5 scores every
-//! matching row before it sorts, so a common word once made a search a pass over most pages
-//! (p99 44 ms at 100,000 tool records). A ranked search now lets BM25 score at most
-//! `Ranking::max_scored` matches: rare phrases are ranked, common ones fill the pool newest
-//! first below them. These tests use a small budget so an index of a few hundred pages is
-//! "large", and check what the bound keeps: rare matches first, every page of the pool
-//! still a match, the seq and kind filters, paging, and no change when nothing is left out.
+//! Failure class: a search whose cost grows with the index (docs/design.md#r4-ranking,
+//! docs/design.md#10-evidence). FTS5 scores every matching row before it sorts, so a common word
+//! once made a search a pass over most pages (p99 44 ms at 100,000 tool records). A ranked search
+//! now lets BM25 score at most `Ranking::max_scored` matches: rare phrases are ranked, common ones
+//! fill the pool newest first below them. These tests use a small budget so an index of a few
+//! hundred pages is "large", and check what the bound keeps: rare matches first, every page of the
+//! pool still a match, the seq and kind filters, paging, and no change when nothing is left out.
 
 mod common;
 

@@ -1,11 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Failure class: several handles (processes, here threads with their own connections) using
-//! one conversation's index at once (SPEC R2, §9). Creating the file, catching it up,
-//! searching it and deleting it (erasure, `reindex`) all race. Creation builds the schema in a
-//! private temporary file and links it into place, every write transaction takes the write
-//! lock at once under a busy timeout, deletion takes SQLite's exclusive lock first, and a
-//! handle whose file was deleted or replaced reopens the path. Every call succeeds with the
-//! same answer; an error, when there is one, is one line.
+//! one conversation's index at once (docs/design.md#r2-disposable,
+//! docs/design.md#9-bad-input-and-faults). Creating the file, catching it up, searching it and
+//! deleting it (erasure, `reindex`) all race. Creation builds the schema in a private temporary
+//! file and links it into place, every write transaction takes the write lock at once under a busy
+//! timeout, deletion takes SQLite's exclusive lock first, and a handle whose file was deleted or
+//! replaced reopens the path. Every call succeeds with the same answer; an error, when there is
+//! one, is one line.
 
 mod common;
 

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: a damaged index file (SPEC R2). A truncated file, garbage bytes, a foreign
-//! SQLite database, another schema version, a dropped or garbled FTS5 shadow table, a table
-//! redefined with other columns or a directory in the file's place is detected as
+//! Failure class: a damaged index file (docs/design.md#r2-disposable). A truncated file, garbage
+//! bytes, a foreign SQLite database, another schema version, a dropped or garbled FTS5 shadow
+//! table, a table redefined with other columns or a directory in the file's place is detected as
 //! `Error::Damaged` when opening or searching — never a wrong answer, never a panic — and
 //! `recreate` deletes and rebuilds it. A zero-byte file is an empty index.
 

@@ -1,10 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: the index file's surroundings (SPEC R2, R7, §9). A store that is read-only
-//! (a mounted backup, a shared directory) still answers recall when its index is current:
-//! catching up writes only when something is new, and a file or directory that does not allow
-//! writing is opened read-only. A symbolic link planted at the index path is never followed:
-//! opening refuses it (`Error::Symlink`), SQLite is never asked to create the file, and
-//! repair removes the link, never what it points at.
+//! Failure class: the index file's surroundings (docs/design.md#r2-disposable,
+//! docs/design.md#r7-scope, docs/design.md#9-bad-input-and-faults). A store that is read-only (a
+//! mounted backup, a shared directory) still answers recall when its index is current: catching up
+//! writes only when something is new, and a file or directory that does not allow writing is opened
+//! read-only. A symbolic link planted at the index path is never followed: opening refuses it
+//! (`Error::Symlink`), SQLite is never asked to create the file, and repair removes the link, never
+//! what it points at.
 
 #![cfg(unix)]
 

@@ -1,12 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: a recall cache whose rows were altered on disk (SPEC R2, §9). SQLite has no
-//! checksums of its own, so a page whose text was overwritten in place, or a flipped bit in its
-//! provenance, reads back as a valid row. Every page row carries a CRC32C of its text and
-//! provenance (seq, page, pages, kind, tool, status, character range, time), checked on every
-//! read of a hit, an auto-include candidate or a tool result: a mismatch is
-//! `Error::Damaged` (explicit recall names `ctxlog reindex`; auto-include falls back to no
-//! pages), never altered text served as if it were the ledger's. An index of the previous
-//! schema version (no checksums) is rebuilt on open.
+//! Failure class: a recall cache whose rows were altered on disk (docs/design.md#r2-disposable,
+//! docs/design.md#9-bad-input-and-faults). SQLite has no checksums of its own, so a page whose text
+//! was overwritten in place, or a flipped bit in its provenance, reads back as a valid row. Every
+//! page row carries a CRC32C of its text and provenance (seq, page, pages, kind, tool, status,
+//! character range, time), checked on every read of a hit, an auto-include candidate or a tool
+//! result: a mismatch is `Error::Damaged` (explicit recall names `ctxlog reindex`; auto-include
+//! falls back to no pages), never altered text served as if it were the ledger's. An index of the
+//! previous schema version (no checksums) is rebuilt on open.
 
 mod common;
 

@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: an index that no longer matches its ledger (SPEC R2). The index records the
-//! ledger id, the last seq indexed and a fingerprint of that event. Reopening continues
-//! incrementally; another ledger id, a shorter ledger or a changed last event discards the
-//! content and `catch_up` rebuilds it; `rebuild` reports progress event by event.
+//! Failure class: an index that no longer matches its ledger (docs/design.md#r2-disposable). The
+//! index records the ledger id, the last seq indexed and a fingerprint of that event. Reopening
+//! continues incrementally; another ledger id, a shorter ledger or a changed last event discards
+//! the content and `catch_up` rebuilds it; `rebuild` reports progress event by event.
 
 mod common;
 

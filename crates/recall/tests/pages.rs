@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: content lost at page boundaries or hidden in artifacts (SPEC R1, R5).
-//! Event text, including the full text of an artifact, is cut into 2,048-character pages that
-//! start every 1,920 characters, so a word straddling a boundary is whole in the next page;
-//! `seq` paging returns an event's pages in order with `next_offset`; recall output and system
-//! markers are never indexed.
+//! Failure class: content lost at page boundaries or hidden in artifacts (docs/design.md#r1-index,
+//! docs/design.md#r5-recall-tool). Event text, including the full text of an artifact, is cut into
+//! 2,048-character pages that start every 1,920 characters, so a word straddling a boundary is
+//! whole in the next page; `seq` paging returns an event's pages in order with `next_offset`;
+//! recall output and system markers are never indexed.
 
 mod common;
 

@@ -1,12 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: hostile or odd query text (SPEC R3, §9). Whatever a user or a model types —
-//! FTS5 operators, column filters, quotes, SQL, 16 KB of text, emoji, nothing at all — search
-//! returns results or none, never an error, and never interprets the text as syntax. An empty
-//! query lists pages newest first; stop words are dropped; Porter stemming applies; text in
-//! scripts without spaces is found by a few characters, even one, and words glued to it are
-//! found alone. Unusual Unicode (combining marks, joiners, RTL, NUL, private use) and huge
-//! queries (10,000 terms, 16 KB of Chinese) are bounded literal terms. Ranked paging walks
-//! one ranked list without repeats.
+//! Failure class: hostile or odd query text (docs/design.md#r3-literal-queries,
+//! docs/design.md#9-bad-input-and-faults). Whatever a user or a model types — FTS5 operators,
+//! column filters, quotes, SQL, 16 KB of text, emoji, nothing at all — search returns results or
+//! none, never an error, and never interprets the text as syntax. An empty query lists pages newest
+//! first; stop words are dropped; Porter stemming applies; text in scripts without spaces is found
+//! by a few characters, even one, and words glued to it are found alone. Unusual Unicode (combining
+//! marks, joiners, RTL, NUL, private use) and huge queries (10,000 terms, 16 KB of Chinese) are
+//! bounded literal terms. Ranked paging walks one ranked list without repeats.
 
 mod common;
 

@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: stale facts outranking their updates (SPEC R4). A newer record that
-//! supersedes an older one on the same subject — explicitly (a note's `supersedes`) or by
-//! update language — ranks above it; equal scores go to the newer record; unrelated records
-//! with update language do not jump ahead.
+//! Failure class: stale facts outranking their updates (docs/design.md#r4-ranking). A newer record
+//! that supersedes an older one on the same subject — explicitly (a note's `supersedes`) or by
+//! update language — ranks above it; equal scores go to the newer record; unrelated records with
+//! update language do not jump ahead.
 
 mod common;
 

@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: symbolic links planted at the index's side files (issue 8, the symlink and
-//! path catalogue). SQLite opens the index itself with `SQLITE_OPEN_NOFOLLOW`, but it names
-//! its rollback journal after the index (`recall.sqlite-journal`) and creates it with
-//! `O_CREAT` alone; the index's temporary (`recall.sqlite.tmp-<pid>-<n>`) is created with
-//! `O_EXCL`. A link planted at either must never make a write land outside the directory.
+//! Failure class: symbolic links planted at the index's side files (the symlink and path catalogue
+//! in `docs/reliability.md`). SQLite opens the index itself with `SQLITE_OPEN_NOFOLLOW`, but it
+//! names its rollback journal after the index (`recall.sqlite-journal`) and creates it with
+//! `O_CREAT` alone; the index's temporary (`recall.sqlite.tmp-<pid>-<n>`) is created with `O_EXCL`.
+//! A link planted at either must never make a write land outside the directory.
 
 #![cfg(unix)]
 

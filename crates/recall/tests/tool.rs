@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Failure class: a model calling the recall tool with bad arguments (SPEC R5). Definitions
-//! are valid in both providers' formats; any argument value gets either a result with
-//! provenance and the absence note, or a clear error JSON — never a panic.
+//! Failure class: a model calling the recall tool with bad arguments
+//! (docs/design.md#r5-recall-tool). Definitions are valid in both providers' formats; any argument
+//! value gets either a result with provenance and the absence note, or a clear error JSON — never a
+//! panic.
 
 mod common;
 

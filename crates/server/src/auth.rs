@@ -1,4 +1,4 @@
-//! Bearer tokens and tenants (SPEC I3).
+//! Bearer tokens and tenants (docs/design.md#i3-http-server).
 //!
 //! # Format
 //! A tokens file (`--tokens FILE`) or the `CTXLOG_TOKENS` variable holds one `TOKEN TENANT`

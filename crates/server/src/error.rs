@@ -1,6 +1,7 @@
 //! [`AppError`]: every failure a handler returns, as `{"error":{"class","message",…}}` with
-//! the status of its class (SPEC I3). Client mistakes are echoed; internal failures are
-//! logged in full and answered with a generic message, so no server path reaches a client.
+//! the status of its class (docs/design.md#i3-http-server). Client mistakes are echoed; internal
+//! failures are logged in full and answered with a generic message, so no server path reaches a
+//! client.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -1,5 +1,5 @@
-//! The web inspector (SPEC I4): one page of static HTML, JavaScript and CSS embedded in the
-//! binary, which calls the API like any other client (no build step).
+//! The web inspector (docs/design.md#i4-inspector): one page of static HTML, JavaScript and CSS
+//! embedded in the binary, which calls the API like any other client (no build step).
 //!
 //! Its responses forbid everything but its own files: no inline script or style, no other
 //! origin to load from or send to, no framing (against clickjacking), no forms posted

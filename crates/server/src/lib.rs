@@ -1,5 +1,5 @@
-//! `ctxlog serve`: the operations of [`ctxlog::Store`] as JSON over HTTP (SPEC I3), and the
-//! web inspector (SPEC I4).
+//! `ctxlog serve`: the operations of [`ctxlog::Store`] as JSON over HTTP
+//! (docs/design.md#i3-http-server), and the web inspector (docs/design.md#i4-inspector).
 //!
 //! The server is a thin adapter: each handler parses its request into a [`ctxlog::ops`]
 //! request, runs the operation on a blocking thread, and sends the response (or an
@@ -369,7 +369,7 @@ pub fn listen_addrs(addr: &str, authenticated: bool) -> anyhow::Result<Vec<Socke
     Ok(addrs)
 }
 
-/// Refuses to serve beyond loopback without authentication (SPEC I3).
+/// Refuses to serve beyond loopback without authentication (docs/design.md#i3-http-server).
 ///
 /// # Errors
 /// `addr` is not a loopback address and `authenticated` is false.

@@ -1,6 +1,6 @@
-//! Authentication, tenants and limits (SPEC I3): a missing or wrong token is 401; a tenant
-//! never sees another tenant's conversations (404, not 403); a body over the limit is 413
-//! and writes nothing; beyond loopback the server refuses to run without tokens.
+//! Authentication, tenants and limits (docs/design.md#i3-http-server): a missing or wrong token is
+//! 401; a tenant never sees another tenant's conversations (404, not 403); a body over the limit is
+//! 413 and writes nothing; beyond loopback the server refuses to run without tokens.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,11 +1,11 @@
-//! The HTTP half of the bad-input catalogue (SPEC §9, I3; issue 8): every way a client can get
-//! a request wrong, sent as raw HTTP/1.1 bytes to a real server on loopback (`run` on a
-//! `127.0.0.1:0` listener, the code path of `ctxlog serve`, with a bearer token), against a
-//! tenant store holding a conversation with its recall index built. For each case: the status
-//! is the expected one (never 500), the body is `{"error":{"class","message"}}` with the
-//! expected class and a one-line message that names no server path, and every file and
-//! directory under the store is byte for byte as it was. Queries made of FTS5 syntax or SQL
-//! are not errors (SPEC R3): they answer 200 and still change nothing.
+//! The HTTP half of the bad-input catalogue (docs/design.md#9-bad-input-and-faults): every way a
+//! client can get a request wrong, sent as raw HTTP/1.1 bytes to a real server on loopback (`run`
+//! on a `127.0.0.1:0` listener, the code path of `ctxlog serve`, with a bearer token), against a
+//! tenant store holding a conversation with its recall index built. For each case: the status is
+//! the expected one (never 500), the body is `{"error":{"class","message"}}` with the expected
+//! class and a one-line message that names no server path, and every file and directory under the
+//! store is byte for byte as it was. Queries made of FTS5 syntax or SQL are not errors
+//! (docs/design.md#r3-literal-queries): they answer 200 and still change nothing.
 //!
 //! `CTXLOG_WRITE_CATALOGUE=1 cargo test -p ctxlog-server --test bad_input_catalogue` rewrites
 //! the HTTP table in `docs/reliability.md` from the run.
@@ -343,7 +343,8 @@ fn check(addr: SocketAddr, root: &Path, c: &Case) -> (String, Vec<String>) {
             .as_object()
             .map(|o| o.keys().collect())
             .unwrap_or_default();
-        // Class over_budget adds its figures (SPEC I3: the shortfall); no other class adds keys.
+        // Class over_budget adds its figures (what the mandatory part needs,
+        // docs/design.md#p4-mandatory-input); no other class adds keys.
         let extra = keys
             .iter()
             .any(|k| !["class", "message"].contains(&k.as_str()));

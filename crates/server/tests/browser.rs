@@ -1,9 +1,9 @@
-//! The inspector in a real browser (SPEC I4): Debian's headless `chromium`, driven by
-//! `tests/browser/inspector.mjs` (playwright-core, installed with npm on first run), opens a
-//! conversation served on a real socket, moves the budget slider under several formats and
-//! tokenizers, and checks that the kept-turn count the page draws (the number and the turns
-//! marked on the timeline) equals the API's report; it also runs a recall search and saves a
-//! screenshot to `target/inspector.png`.
+//! The inspector in a real browser (docs/design.md#i4-inspector): Debian's headless `chromium`,
+//! driven by `tests/browser/inspector.mjs` (playwright-core, installed with npm on first run),
+//! opens a conversation served on a real socket, moves the budget slider under several formats and
+//! tokenizers, and checks that the kept-turn count the page draws (the number and the turns marked
+//! on the timeline) equals the API's report; it also runs a recall search and saves a screenshot to
+//! `target/inspector.png`.
 //!
 //! Needs `chromium` and `node`/`npm` (`.ci/run` installs chromium). Without them the test
 //! fails under CI (`CI` set) and is skipped with a message elsewhere.

@@ -1,7 +1,7 @@
-//! Commits to one conversation queue inside the server instead of failing (SPEC I3): 16
-//! clients × 50 commits give exactly 800 turns with contiguous seqs, while projections run
-//! in parallel. Past the writer wait a queued commit is answered 503 + Retry-After, and
-//! writes nothing.
+//! Commits to one conversation queue inside the server instead of failing
+//! (docs/design.md#i3-http-server): 16 clients × 50 commits give exactly 800 turns with contiguous
+//! seqs, while projections run in parallel. Past the writer wait a queued commit is answered 503 +
+//! Retry-After, and writes nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

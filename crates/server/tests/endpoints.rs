@@ -1,6 +1,7 @@
 //! Every endpoint through the router (`oneshot`): the success shape of each operation, and
-//! the status and class of each error a client can cause (SPEC I3). The server adds no rule:
-//! these check that each operation's answer and error class reach the client intact.
+//! the status and class of each error a client can cause (docs/design.md#i3-http-server). The
+//! server adds no rule: these check that each operation's answer and error class reach the client
+//! intact.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

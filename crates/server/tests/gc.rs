@@ -1,6 +1,7 @@
-//! Retention over HTTP (SPEC E2, I3): `POST /v1/conversations/{name}/gc` and the store-wide
-//! `POST /v1/gc` apply the operations layer's policy, a tenant's store-wide gc never touches
-//! another tenant's conversations, and a bad policy is 400 with nothing changed.
+//! Retention over HTTP (docs/design.md#e2-retention, docs/design.md#i3-http-server): `POST
+//! /v1/conversations/{name}/gc` and the store-wide `POST /v1/gc` apply the operations layer's
+//! policy, a tenant's store-wide gc never touches another tenant's conversations, and a bad policy
+//! is 400 with nothing changed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,5 +1,6 @@
-//! The OpenAPI document and the router agree (SPEC I3): every documented operation is routed,
-//! every route is documented, and no other method is answered on a documented path.
+//! The OpenAPI document and the router agree (docs/design.md#i3-http-server): every documented
+//! operation is routed, every route is documented, and no other method is answered on a documented
+//! path.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,9 +1,9 @@
-//! Cold open (SPEC L7): ledgers of 10 MB, 100 MB and 1 GiB, evicted from the page cache
-//! (`fsync`, then `posix_fadvise(POSIX_FADV_DONTNEED)` on every file of the conversation),
-//! then a fresh process opens the store and projects the last 3 turns (`Store::project`,
-//! 12 KiB byte budget; each turn is ~3.9 KB). Prints, per size and round, the child's own time
-//! for open + projection, the whole child process's wall time, and the child's peak RSS
-//! (`VmHWM`).
+//! Cold open (docs/design.md#l7-bounded-memory): ledgers of 10 MB, 100 MB and 1 GiB, evicted from
+//! the page cache (`fsync`, then `posix_fadvise(POSIX_FADV_DONTNEED)` on every file of the
+//! conversation), then a fresh process opens the store and projects the last 3 turns
+//! (`Store::project`, 12 KiB byte budget; each turn is ~3.9 KB). Prints, per size and round, the
+//! child's own time for open + projection, the whole child process's wall time, and the child's
+//! peak RSS (`VmHWM`).
 //!
 //! ```text
 //! cargo run --release -p ctxlog-bench --bin cold_open [-- MB ...]

@@ -1,5 +1,5 @@
-//! Crash loop (SPEC §10, issue 8): kill -9 the `ctxlog` binary at random moments while it
-//! commits, erases and builds the recall index, and check after every round that
+//! Crash loop (docs/design.md#10-evidence): kill -9 the `ctxlog` binary at random moments
+//! while it commits, erases and builds the recall index, and check after every round that
 //!
 //! * every acknowledged commit (a receipt read from the child's stdout) is in `log --json`
 //!   with exactly its events, and no commit is present in part;

@@ -1,5 +1,5 @@
-//! HTTP load: requests per second and latency percentiles of `ctxlog serve` under 16
-//! concurrent loopback clients (SPEC I3, §10 "server load").
+//! HTTP load: requests per second and latency percentiles of `ctxlog serve` under 16 concurrent
+//! loopback clients (server load: docs/design.md#10-evidence).
 //!
 //! The server runs in this process on `127.0.0.1:0` over a fresh store; each client is a
 //! thread with one keep-alive HTTP/1.1 connection. Measured, one after the other:

@@ -14,8 +14,8 @@
 //! compared with `tiktoken-rs`'s); `scripts/bench-tiktoken` runs both.
 //!
 //! `--load` builds one tokenizer, counts one word and exits: it is meant for `hyperfine`, to
-//! time a whole process. LoCoMo is read from `CTXLOG_LOCOMO` or
-//! `/work/shared/data/locomo10.json` (never copied into the repository).
+//! time a whole process. LoCoMo is read from the path given, else `$CTXLOG_LOCOMO`, else
+//! `../shared/data/locomo10.json` beside the repository (never copied into it).
 
 use std::time::Instant;
 
@@ -23,8 +23,6 @@ use anyhow::{Context, Result, bail};
 use ctxlog_projection::Tokenizer;
 use ctxlog_projection::tokens::text_tokens;
 use serde_json::Value;
-
-const DEFAULT_LOCOMO: &str = "/work/shared/data/locomo10.json";
 
 fn tiktoken(tokenizer: Tokenizer) -> &'static tiktoken_rs::CoreBPE {
     match tokenizer {
@@ -135,9 +133,11 @@ fn main() -> Result<()> {
             other => bail!("unexpected argument {other:?}"),
         }
     }
-    let path = path
-        .or_else(|| std::env::var("CTXLOG_LOCOMO").ok())
-        .unwrap_or_else(|| DEFAULT_LOCOMO.to_owned());
+    let path = path.unwrap_or_else(|| {
+        ctxlog_bench::default_locomo_path()
+            .to_string_lossy()
+            .into_owned()
+    });
     let texts = locomo_texts(&path)?;
     let python: Option<Value> = python
         .map(|p| -> Result<Value> {

@@ -1,7 +1,7 @@
-//! LoCoMo evidence recall@k: each conversation imported as events through the recall crate's
-//! public API (one event per dialogue turn, "Speaker: text", the session date as the event
-//! time), compared with the plain FTS5 BM25 baseline of `/work/shared/data/README.md`
-//! reimplemented in the same run.
+//! LoCoMo evidence recall@k: each conversation imported as events through the recall crate's public
+//! API (one event per dialogue turn, "Speaker: text", the session date as the event time), compared
+//! with the plain FTS5 BM25 baseline of the data set's README (`../shared/data/README.md` beside
+//! the repository) reimplemented in the same run.
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,6 +1,7 @@
-//! The retrieval study of SPEC §1, rebuilt with our own fixture texts: 1 user record, 12 fact
-//! records (a prohibition, an approval rule, a configuration and its replacement, a resolved
-//! diagnostic …), 3,000 unrelated tool records, 10 answerable and 2 unanswerable questions.
+//! The retrieval study described in docs/design.md#1-the-problem, rebuilt with our own fixture
+//! texts: 1 user record, 12 fact records (a prohibition, an approval rule, a configuration and its
+//! replacement, a resolved diagnostic …), 3,000 unrelated tool records, 10 answerable and 2
+//! unanswerable questions.
 
 use std::time::Instant;
 
@@ -278,9 +279,9 @@ pub fn run(scratch: &Scratch) -> anyhow::Result<String> {
             .map_or("absent".to_string(), |p| (p + 1).to_string())
     };
     let (new_rank, old_rank) = (pos(fact_seq(3)), pos(fact_seq(2)));
-    let mut out = String::from("\n### SPEC §1 study, rebuilt\n\n");
+    let mut out = String::from("\n### The retrieval study, rebuilt\n\n");
     out.push_str(&format!(
-        "{} events: 1 user record, 12 facts (notes), 3,000 unrelated tool records. 10 answerable, 2 unanswerable questions.\n\n",
+        "The study of [§1](design.md#1-the-problem) on our own fixture texts. {} events: 1 user record, 12 facts (notes), 3,000 unrelated tool records. 10 answerable, 2 unanswerable questions.\n\n",
         events.len()
     ));
     out.push_str(&table(

@@ -1,5 +1,5 @@
 //! [`Store`]: a long-lived set of conversations over a [`Backend`], and the operations on it
-//! (SPEC I0; request and response types in [`crate::ops`]).
+//! (docs/design.md#i0-one-operations-layer; request and response types in [`crate::ops`]).
 //!
 //! A store serves many calls from many threads. It keeps each conversation's writer open
 //! between commits, and a small pool of read handles (with their size caches and recall
@@ -59,9 +59,10 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     writer_wait: Option<Duration>,
-    /// Applied to every commit before it is written (SPEC E5).
+    /// Applied to every commit before it is written (docs/design.md#e5-redaction).
     redactor: Arc<Redactor>,
-    /// The configured retention policy, and whether opening a writer applies it (SPEC E2).
+    /// The configured retention policy, and whether opening a writer applies it
+    /// (docs/design.md#e2-retention).
     retention: RetentionPolicy,
     retain_on_open: bool,
 }
@@ -284,9 +285,9 @@ impl Store {
         f()
     }
 
-    /// Commits one turn, creating the conversation on its first commit (SPEC L1–L5). If the
-    /// commit is refused and this call created the conversation, it is removed again: a
-    /// rejected request leaves no trace (SPEC §9).
+    /// Commits one turn, creating the conversation on its first commit (docs/design.md#4-ledger).
+    /// If the commit is refused and this call created the conversation, it is removed again: a
+    /// rejected request leaves no trace (docs/design.md#9-bad-input-and-faults).
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::Busy`], [`Error::BadInput`] for a commit id that
@@ -439,8 +440,8 @@ impl Store {
 
     /// After writing through `lease`: a conversation this lease created that still holds
     /// nothing (its commits were refused) is removed again, so a rejected request leaves no
-    /// trace (SPEC §9); a writer whose sync failed is dropped (the next commit reopens, SPEC
-    /// L8).
+    /// trace (docs/design.md#9-bad-input-and-faults); a writer whose sync failed is dropped (the
+    /// next commit reopens, docs/design.md#l8-failed-io).
     fn settle_writer(
         &self,
         slot: &Slot,
@@ -464,7 +465,7 @@ impl Store {
         Ok(())
     }
 
-    /// Events of a conversation, `from` on (SPEC I2 `log`).
+    /// Events of a conversation, `from` on (what `ctxlog log` prints).
     ///
     /// # Errors
     /// [`Error::NotFound`]; [`Error::InvalidRequest`] for `from` 0 (seqs start at 1); ledger
@@ -500,9 +501,9 @@ impl Store {
         })
     }
 
-    /// The exact request body for one model call (SPEC §5). A conversation with no commits
-    /// yet projects the mandatory input alone, nothing is created, and `report.notes` says
-    /// that the conversation has no commits (a typo in its name looks like this).
+    /// The exact request body for one model call (docs/design.md#5-projection). A conversation with
+    /// no commits yet projects the mandatory input alone, nothing is created, and `report.notes`
+    /// says that the conversation has no commits (a typo in its name looks like this).
     ///
     /// # Errors
     /// [`ctxlog_projection::Error::MandatoryExceedsBudget`] (class over budget) when the
@@ -545,8 +546,8 @@ impl Store {
         }
     }
 
-    /// Bytes and tokens of a request body (SPEC P3), counted as the projector counts, by the
-    /// rule of its format: the one given, or the one its shape shows
+    /// Bytes and tokens of a request body (docs/design.md#p3-tokens), counted as the projector
+    /// counts, by the rule of its format: the one given, or the one its shape shows
     /// ([`crate::ops::detect_format`]).
     ///
     /// # Errors
@@ -577,7 +578,7 @@ impl Store {
         )?)
     }
 
-    /// Searches a conversation's history (SPEC §6).
+    /// Searches a conversation's history (docs/design.md#6-recall).
     ///
     /// # Errors
     /// [`Error::NotFound`]; [`Error::InvalidRequest`] for a limit outside 1 to
@@ -639,9 +640,9 @@ impl Store {
         })
     }
 
-    /// Erases a turn, a seq range or a whole conversation for real (SPEC E1). Never creates a
-    /// conversation: a missing one is [`Error::NotFound`]. The reason is redacted, as a
-    /// commit's text is, before the tombstone records it.
+    /// Erases a turn, a seq range or a whole conversation for real (docs/design.md#e1-erasure).
+    /// Never creates a conversation: a missing one is [`Error::NotFound`]. The reason is redacted,
+    /// as a commit's text is, before the tombstone records it.
     ///
     /// # Errors
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::BadRange`] (nothing changed);
@@ -686,11 +687,11 @@ impl Store {
 }
 
 impl Store {
-    /// Applies a retention policy (SPEC E2) to one conversation or to all of them: the whole
-    /// turns it selects are erased through the erasure path, each contiguous run under one
-    /// tombstone whose reason is `retention: ` and the rules that selected it. Pinned notes
-    /// are exempt unless the policy includes them; earlier tombstones are never rewritten
-    /// (SPEC E6). A dry run reads only and reports what would go.
+    /// Applies a retention policy (docs/design.md#e2-retention) to one conversation or to all of
+    /// them: the whole turns it selects are erased through the erasure path, each contiguous run
+    /// under one tombstone whose reason is `retention: ` and the rules that selected it. Pinned
+    /// notes are exempt unless the policy includes them; earlier tombstones are never rewritten
+    /// (docs/design.md#e6-listing-and-tombstones). A dry run reads only and reports what would go.
     ///
     /// # Errors
     /// [`Error::InvalidRequest`] when no rule results or a rule is invalid (nothing changed);

@@ -1,6 +1,6 @@
-//! Export and import (SPEC E4, L10): a conversation out as JSON Lines and back, and history
-//! in from other shapes (OpenAI chat message arrays, Anthropic message arrays, two-speaker
-//! conversation datasets in the LoCoMo layout).
+//! Export and import (docs/design.md#e4-export-and-import, docs/design.md#l10-event-times): a
+//! conversation out as JSON Lines and back, and history in from other shapes (OpenAI chat message
+//! arrays, Anthropic message arrays, two-speaker conversation datasets in the LoCoMo layout).
 //!
 //! # Export format (`ctxlog export`)
 //!

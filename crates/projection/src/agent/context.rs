@@ -13,8 +13,8 @@ use crate::wire::{Item, Msg, Role};
 const HEADER: &str = "[ctxlog agent context] The conversation so far, oldest first, one entry per \
 event. Text marked \"recall seq=N\" was shortened; fetch it with the recall tool.";
 
-/// The first line of the context message when it does not (SPEC P13: no tool is named that
-/// the model cannot call).
+/// The first line of the context message when it does not (docs/design.md#p13-true-words: no tool
+/// is named that the model cannot call).
 const HEADER_NO_TOOL: &str = "[ctxlog agent context] The conversation so far, oldest first, one \
 entry per event. Text marked \"recall seq=N\" was shortened.";
 
@@ -25,7 +25,8 @@ pub(super) struct AgentLayout<'c, 'r> {
     pub system_cost: Cost,
     pub pinned_cost: Cost,
     pub input_cost: Cost,
-    /// Whether the context carries the omission notice when entries are dropped (SPEC P7).
+    /// Whether the context carries the omission notice when entries are dropped
+    /// (docs/design.md#p7-omission-notice).
     pub notice: bool,
 }
 

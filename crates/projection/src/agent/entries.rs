@@ -15,7 +15,7 @@ pub const EXCERPT_CHARS: usize = 400;
 /// Characters an activity row keeps of a reply or of tool arguments.
 pub const ROW_CHARS: usize = 200;
 
-/// Appended to a call whose result never arrived (SPEC P5).
+/// Appended to a call whose result never arrived (docs/design.md#p5-whole-turns).
 const INTERRUPTED_NOTE: &str = " (no result: interrupted, effects unknown)";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! Fitting the agent context: the optional steps in the SPEC P6 order, applied until it fits.
+//! Fitting the agent context: the optional steps in the drop order of
+//! docs/design.md#p6-agent-tiers, applied until it fits.
 
 use std::collections::HashSet;
 
@@ -15,7 +16,8 @@ pub(super) enum Action {
     Drop(usize, &'static str),
 }
 
-/// The optional steps, in the SPEC P6 order (recalled pages are added last, so they go first).
+/// The optional steps, in the drop order of docs/design.md#p6-agent-tiers (recalled pages are added
+/// last, so they go first).
 pub(super) fn drop_order(entries: &[Entry]) -> Vec<Action> {
     let mut actions: Vec<Action> = Vec::new();
     let results = |tier: Tier| {

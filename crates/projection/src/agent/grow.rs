@@ -1,5 +1,5 @@
-//! Room is used in the agent context (SPEC P12): once the context is fitted, the room left is
-//! spent on its tool results, newest first.
+//! Room is used in the agent context (docs/design.md#p12-room-is-used): once the context is fitted,
+//! the room left is spent on its tool results, newest first.
 //!
 //! Each kept result (the latest, then older detailed results, newest first) is tried with its
 //! whole output — read from its artifact when it has one, else its stored text — and takes it

@@ -1,4 +1,5 @@
-//! The `agent` policy: a tiered context for tool-using agents (SPEC P6, R6).
+//! The `agent` policy: a tiered context for tool-using agents (docs/design.md#p6-agent-tiers,
+//! docs/design.md#r6-auto-include).
 //!
 //! The body is `[system] [pinned notes] CONTEXT INPUT`, where CONTEXT is one user message whose
 //! text lists the conversation oldest first, one entry per event, separated by newlines:
@@ -30,11 +31,11 @@
 //! "Latest possible change" is the latest tool call of any tool: the projector does not guess
 //! which tools are read-only.
 //!
-//! Without input the open turn ends the body as messages (SPEC P11); if it does not fit beside
-//! the pinned context, its results are clipped oldest first ([`fit_open_turn`]). Once the
-//! context is fitted, the room left goes to results newest first (SPEC P12): the open turn's,
-//! grown from their artifacts, then the context's ([`grow`]): each whole if it fits, else the
-//! longest head/tail excerpt that fits.
+//! Without input the open turn ends the body as messages (docs/design.md#p11-the-agent-loop); if it
+//! does not fit beside the pinned context, its results are clipped oldest first
+//! ([`fit_open_turn`]). Once the context is fitted, the room left goes to results newest first
+//! (docs/design.md#p12-room-is-used): the open turn's, grown from their artifacts, then the
+//! context's ([`grow`]): each whole if it fits, else the longest head/tail excerpt that fits.
 //!
 //! Cost: this policy reads every event of the history (all user requests are mandatory), and
 //! counts tokens of the final body exactly. Under a token budget it first estimates with each
@@ -254,8 +255,9 @@ fn grow_open_turn<H: History + ?Sized>(
     Ok((piece.msgs, merge_clips(turn.clips.clone(), grown)))
 }
 
-/// The latest result's whole text from its artifact, if it has one (SPEC P12): it is sent in
-/// full when the budget allows, else clipped like any result.
+/// The latest result's whole text from its artifact, if it has one
+/// (docs/design.md#p12-room-is-used): it is sent in full when the budget allows, else clipped like
+/// any result.
 fn latest_result_in_full<H: History + ?Sized>(history: &H, events: &mut [Event]) -> Result<()> {
     let Some(latest) = events
         .iter()

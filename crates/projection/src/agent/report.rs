@@ -128,7 +128,8 @@ pub(super) struct Outcome<'a> {
     pub mandatory: Size,
     pub total: Size,
     pub notice_dropped: bool,
-    /// The open turn's results clipped to fit (SPEC P11, P12).
+    /// The open turn's results clipped to fit (docs/design.md#p11-the-agent-loop,
+    /// docs/design.md#p12-room-is-used).
     pub open_clips: Vec<Clip>,
 }
 

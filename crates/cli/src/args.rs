@@ -180,6 +180,14 @@ pub enum Command {
     /// serve one PostgreSQL store (docs/postgres.md). Stops on SIGTERM or Ctrl-C after
     /// finishing the requests in flight.
     Serve(ServeArgs),
+    /// Serve the store to an agent host over the Model Context Protocol, on stdin and stdout
+    /// (see docs/mcp.md).
+    ///
+    /// Read-only tools: list_conversations, recall (the same results as `ctxlog recall`) and
+    /// read (a seq range of events, as `ctxlog log --json`). Stdout carries protocol messages
+    /// only; warnings go to stderr. Runs until the host closes stdin. A host's configuration
+    /// names the command line, e.g. `ctxlog --root /home/me/.ctxlog mcp`.
+    Mcp,
 }
 
 #[derive(Debug, Args)]

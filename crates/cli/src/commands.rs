@@ -47,6 +47,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Import(args) => import(&store()?, args),
         Command::Demo => crate::demo::run(&store()?, &cli.root),
         Command::Gc(args) => gc(&store()?, args),
+        Command::Mcp => {
+            ctxlog_mcp::run_stdio(store()?).map_err(|e| Failure::other(format!("mcp: {e}")))
+        }
         Command::Serve(args) => serve(location, builder.resolved_config()?, args),
     }
 }

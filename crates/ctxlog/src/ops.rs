@@ -201,6 +201,33 @@ impl LogRequest {
             limit: Some(limit),
         })
     }
+
+    /// The events `from` to `to`, both included, for clients that name a range (the MCP
+    /// `read` tool): at most [`MAX_LOG_PAGE`] of them. Seqs past the conversation's last are
+    /// not an error; the response holds the events that exist.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for `from` 0, `to` before `from`, or a range over
+    /// [`MAX_LOG_PAGE`] events.
+    pub fn range(conversation: String, from: u64, to: u64) -> Result<Self> {
+        let invalid = |reason: String| Err(Error::InvalidRequest { reason });
+        if from == 0 {
+            return invalid("from_seq must be 1 or more: seqs start at 1".into());
+        }
+        if to < from {
+            return invalid(format!(
+                "to_seq ({to}) is before from_seq ({from}): give from_seq <= to_seq"
+            ));
+        }
+        let count = (to - from).saturating_add(1);
+        if count > MAX_LOG_PAGE {
+            return invalid(format!(
+                "the range {from}-{to} holds {count} events, over the cap of {MAX_LOG_PAGE} per \
+                 read: read it in ranges of at most {MAX_LOG_PAGE}"
+            ));
+        }
+        Self::page(conversation, Some(from), Some(count))
+    }
 }
 
 /// A conversation's events.

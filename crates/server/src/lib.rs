@@ -41,7 +41,7 @@ use ctxlog::{Store, StoreConfig};
 pub use auth::{MIN_TOKEN_LEN, Tokens};
 pub use error::AppError;
 pub use policy::{ConnectionLimits, HttpPolicy, Origin};
-pub use routes::{ENDPOINTS, Endpoint};
+pub use routes::{ENDPOINTS, Endpoint, MCP_PATH};
 
 /// The OpenAPI 3 document of the API, served at `/openapi.json`.
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -112,6 +112,8 @@ struct Inner {
     body_limit: usize,
     policy: HttpPolicy,
     connections: ConnectionLimits,
+    /// Cancelled when the server shuts down: ends the MCP sessions and their event streams.
+    mcp_stop: ctxlog_mcp::CancellationToken,
 }
 
 /// The store a request runs against, and the directory to keep out of messages.
@@ -165,6 +167,7 @@ impl AppState {
                 body_limit: config.body_limit,
                 policy,
                 connections: config.connections,
+                mcp_stop: ctxlog_mcp::CancellationToken::new(),
             }),
         })
     }
@@ -231,6 +234,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = state.inner.connections;
+    let mcp_stop = state.inner.mcp_stop.clone();
+    let shutdown = async move {
+        shutdown.await;
+        // Open MCP event streams would otherwise hold their connections until the grace ends.
+        mcp_stop.cancel();
+    };
     policy::serve_connections(listener, app(state), limits, shutdown).await
 }
 

@@ -16,7 +16,8 @@
 //!     whose host and port are the request's `Host`). 403 `forbidden`. Requests without an
 //!     `Origin` (curl, SDKs, other programs) are not browsers' cross-site requests and pass;
 //!   - an unsafe method (POST, PUT, PATCH, DELETE: every method but GET, HEAD, OPTIONS and
-//!     TRACE) without one of the route's JSON content types (`application/json` unless
+//!     TRACE; a DELETE without a body is exempt, having no content to type) without one of
+//!     the route's JSON content types (`application/json` unless
 //!     [`HttpPolicy::accept`] says otherwise; parameters such as `charset` allowed): 415
 //!     `unsupported_media_type`. The content types a page may send across sites without a
 //!     CORS preflight are `text/plain` and the two form types, and no response carries a CORS
@@ -248,7 +249,7 @@ impl HttpPolicy {
         if let Err(refused) = host.and_then(|()| self.check_origin(request)) {
             return Some(refused.into_response());
         }
-        if request.method().is_safe() {
+        if request.method().is_safe() || is_bodiless_delete(request) {
             return None;
         }
         let route = request
@@ -342,6 +343,17 @@ fn check_loopback_host(request: &Request) -> Result<(), AppError> {
         }
     }
     Ok(())
+}
+
+/// A `DELETE` without a body (the MCP endpoint's end of a session) has no content to type: a
+/// page can send a `DELETE` only after a CORS preflight, which always fails here.
+fn is_bodiless_delete(request: &Request) -> bool {
+    let headers = request.headers();
+    request.method() == axum::http::Method::DELETE
+        && !headers.contains_key(header::TRANSFER_ENCODING)
+        && headers
+            .get(header::CONTENT_LENGTH)
+            .is_none_or(|length| length.as_bytes() == b"0")
 }
 
 /// An unsafe method's `Content-Type` must be one of `types` (its media type; parameters are

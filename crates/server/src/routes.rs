@@ -123,8 +123,15 @@ pub(crate) fn router(state: AppState) -> Router {
             .fold(Router::new(), |r, e| r.route(e.path, handler(e)))
     };
     let api = build(api).route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    let mcp = Router::new()
+        .route_service(
+            MCP_PATH,
+            ctxlog_mcp::http_service(state.inner.mcp_stop.clone()),
+        )
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let routes = build(public)
         .merge(api)
+        .merge(mcp)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method);
     policy
@@ -145,7 +152,14 @@ async fn wrong_method(method: Method) -> AppError {
     )
 }
 
-/// Resolves the bearer token to the tenant's store (or 401) for the handlers below.
+/// The Model Context Protocol endpoint (streamable HTTP: POST, GET and DELETE), served by
+/// `ctxlog_mcp` under the same policy and authentication as the API (docs/design.md#i7-mcp).
+/// It is not in [`ENDPOINTS`]: the OpenAPI document describes the JSON API, and names this
+/// path in its description.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Resolves the bearer token to the tenant's store (or 401) for the handlers below, and for
+/// the MCP endpoint's tools (as a [`ctxlog_mcp::Source`]).
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let authorization = request
         .headers()
@@ -153,6 +167,10 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         .map(|v| v.as_bytes());
     match state.tenant(authorization) {
         Ok(tenant) => {
+            request.extensions_mut().insert(ctxlog_mcp::Source {
+                store: tenant.store.clone(),
+                root: Some(tenant.root.clone()),
+            });
             request.extensions_mut().insert(tenant);
             next.run(request).await
         }

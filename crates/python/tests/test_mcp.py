@@ -51,7 +51,7 @@ def seed(root: Path) -> None:
 
 def stdio(root: Path, mode: str = "legacy") -> Client:
     params = StdioServerParameters(command=str(cli_binary()), args=["--root", str(root), "mcp"])
-    return Client(params, mode=mode)  # type: ignore[arg-type]
+    return Client(params, mode=mode)
 
 
 def structured(result: CallToolResult) -> Dict[str, Any]:
@@ -316,7 +316,7 @@ def over_http(base: str, token: Optional[str], mode: str = "legacy") -> Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     http = httpx2.AsyncClient(headers=headers, timeout=60)
     transport = streamable_http_client(f"{base}/mcp", http_client=http)
-    return Client(transport, mode=mode)  # type: ignore[arg-type]
+    return Client(transport, mode=mode)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -331,7 +331,7 @@ def test_http_tenants_see_only_their_own(served: Tuple[str, Path], mode: str) ->
             assert [c["name"] for c in listed["conversations"]] == ["chat1"]
             hits = structured(await alice.call_tool(
                 "recall", {"conversation": "chat1", "query": "deploy key"}))["hits"]
-            assert len(hits) == 3
+            assert {h["seq"] for h in hits} >= {1, 3, 5}
             read = structured(await alice.call_tool(
                 "read", {"conversation": "chat1", "from_seq": 1, "to_seq": 6}))
             assert [e["seq"] for e in read["events"]] == [1, 2, 3, 4, 5, 6]
@@ -340,10 +340,11 @@ def test_http_tenants_see_only_their_own(served: Tuple[str, Path], mode: str) ->
             assert missing.startswith("not_found: ") and str(root) not in missing
         async with over_http(base, BOB, mode) as bob:
             assert structured(await bob.call_tool("list_conversations", {})) == {"conversations": []}
-            for name, arguments in [
+            calls: List[Tuple[str, Dict[str, Any]]] = [
                 ("read", {"conversation": "chat1", "from_seq": 1, "to_seq": 6}),
                 ("recall", {"conversation": "chat1", "query": "deploy key"}),
-            ]:
+            ]
+            for name, arguments in calls:
                 refused = tool_error(await bob.call_tool(name, arguments))
                 assert refused.startswith("not_found: ") and "alice" not in refused
                 assert "deploy" not in refused

@@ -98,6 +98,16 @@ async fn without_tokens_only_loopback_hosts_and_origins_reach_the_protocol() {
     .await;
     assert_ne!(end.status, 415);
     assert_ne!(end.status, 403);
+    // A DELETE that carries a body is typed like any other unsafe request.
+    let with_body = call_exact(
+        &app,
+        "DELETE",
+        "/mcp",
+        &[("host", "localhost"), ("content-length", "2")],
+        "{}",
+    )
+    .await;
+    assert_eq!(with_body.status, 415);
 }
 
 #[tokio::test]

@@ -134,6 +134,11 @@ pub struct ConversationInfo {
     /// The time of its newest event, milliseconds since the epoch (0 when empty); when its
     /// last turn was erased, the erasure's time (its tombstone's).
     pub last_activity_ms: i64,
+    /// Set when the conversation could not be read: what is wrong (no server path), and the
+    /// figures above are 0 except `bytes`. The other conversations list as usual
+    /// (docs/design.md#l11-repair).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
 /// Where conversations live: the embedded file store, or a database.

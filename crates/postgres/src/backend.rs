@@ -146,6 +146,7 @@ impl Backend for PgBackend {
                 events: r.get::<_, i64>(1) as u64,
                 bytes: r.get::<_, i64>(2) as u64,
                 last_activity_ms: r.get(3),
+                damage: None,
             })
             .collect())
     }

@@ -538,7 +538,13 @@ impl PgLedger {
         q: &mut Q<'_, C>,
         r: &ArtifactRef,
     ) -> Result<Vec<u8>> {
-        let content = self.stored_artifact(q, r)?;
+        // An event references it: a missing one was lost (damage), not a bad reference.
+        let content = self.stored_artifact(q, r).map_err(|e| match e {
+            Error::BadArtifactRef { name, .. } if ctxlog_ledger::is_valid_artifact_name(&name) => {
+                Error::ArtifactMissing { name }
+            }
+            other => other,
+        })?;
         rules::check_artifact(&r.name, &content)?;
         Ok(content)
     }

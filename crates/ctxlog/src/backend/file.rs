@@ -156,7 +156,28 @@ impl FileBackend {
             events: last_seq,
             bytes,
             last_activity_ms,
+            damage: None,
         })
+    }
+
+    /// The listing entry of a conversation that cannot be read: its name, the log's size,
+    /// and what is wrong, so that one damaged conversation never hides the others.
+    fn damaged_info(&self, name: &str, e: &ctxlog_ledger::Error) -> ConversationInfo {
+        let log = format!("{name}/{}", names::LOG);
+        let bytes = self
+            .root
+            .open(&log, OpenMode::Read)
+            .ok()
+            .flatten()
+            .and_then(|file| file.len().ok())
+            .unwrap_or(0);
+        ConversationInfo {
+            name: name.to_string(),
+            events: 0,
+            bytes,
+            last_activity_ms: 0,
+            damage: Some(e.without_path()),
+        }
     }
 }
 
@@ -223,8 +244,17 @@ impl Backend for FileBackend {
             let Ok(name) = ConversationName::new(&entry) else {
                 continue;
             };
-            if self.exists(&name)? {
-                infos.push(self.info(name.as_str())?);
+            if !self.exists(&name)? {
+                continue;
+            }
+            match self.info(name.as_str()) {
+                Ok(info) => infos.push(info),
+                // Erased since the directory was listed.
+                Err(Error::Ledger(ctxlog_ledger::Error::Io { source, .. }))
+                    if source.kind() == std::io::ErrorKind::NotFound
+                        && !self.exists(&name).unwrap_or(true) => {}
+                Err(Error::Ledger(e)) => infos.push(self.damaged_info(name.as_str(), &e)),
+                Err(e) => return Err(e),
             }
         }
         Ok(infos)

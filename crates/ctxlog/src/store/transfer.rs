@@ -98,8 +98,11 @@ impl Store {
         request: &crate::ops::ExportRequest,
         out: &mut dyn std::io::Write,
     ) -> Result<crate::ops::ExportResponse> {
-        let snapshot = self.snapshot(&request.conversation)?;
-        let (events, bytes) = write_export(snapshot.ledger(), out)?;
+        let in_conversation = |e: Error| e.in_conversation(&request.conversation);
+        let snapshot = self
+            .snapshot(&request.conversation)
+            .map_err(in_conversation)?;
+        let (events, bytes) = write_export(snapshot.ledger(), out).map_err(in_conversation)?;
         Ok(crate::ops::ExportResponse {
             conversation: request.conversation.clone(),
             events,

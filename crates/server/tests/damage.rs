@@ -1,0 +1,124 @@
+//! Damage over HTTP, on a real loopback server (docs/design.md#l11-repair): one damaged
+//! conversation never takes down the list, damage is 500 `corrupt` naming the verify route
+//! (never a server path), a missing artifact too, and verify gives its verdict.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Served, serve};
+use serde_json::Value;
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+async fn commit(s: &Served, conv: &str, body: &str) {
+    let r = s
+        .send(
+            "POST",
+            &format!("/v1/conversations/{conv}/commits"),
+            &[JSON],
+            body,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+fn flip(dir: &std::path::Path, needle: &[u8]) {
+    let log = dir.join("ledger.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    bytes[at] ^= 0x01;
+    std::fs::write(&log, &bytes).unwrap();
+}
+
+#[tokio::test]
+async fn the_list_marks_a_damaged_conversation_and_reads_name_the_verify_route() {
+    let s = serve(|_| {}).await;
+    for conv in ["healthy", "flipped", "empty"] {
+        commit(
+            &s,
+            conv,
+            r#"{"user":"first question","assistant":"first answer"}"#,
+        )
+        .await;
+    }
+    flip(&s.dir.path().join("flipped"), b"first answer");
+    std::fs::write(s.dir.path().join("empty").join("ledger.log"), b"").unwrap();
+
+    let r = s.send("GET", "/v1/conversations", &[], "").await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let list = r.json();
+    let all = list["conversations"].as_array().unwrap();
+    let find = |name: &str| all.iter().find(|c| c["name"] == name).unwrap().clone();
+    assert_eq!(find("healthy")["events"], 2);
+    assert!(find("healthy").get("damage").is_none());
+    let damage = find("flipped")["damage"].as_str().unwrap().to_string();
+    assert!(damage.contains("seq 2"), "{damage}");
+    assert!(find("empty")["damage"].is_string(), "{list}");
+    let root = s.dir.path().to_str().unwrap().to_string();
+    assert!(!String::from_utf8_lossy(&r.body).contains(&root));
+
+    let r = s
+        .send("GET", "/v1/conversations/flipped/events", &[], "")
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.class(), "corrupt");
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("POST /v1/conversations/flipped/verify"),
+        "{message}"
+    );
+    assert!(!message.contains(&root), "{message}");
+
+    let r = s
+        .send(
+            "POST",
+            "/v1/gc",
+            &[JSON],
+            r#"{"keep_turns":1,"dry_run":true}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    s.stop().await;
+}
+
+/// Regression: a missing artifact was 400 `bad_input`; the docs promise 500 `corrupt`.
+#[tokio::test]
+async fn a_missing_artifact_is_500_corrupt() {
+    let s = serve(|_| {}).await;
+    let big = "x".repeat(40_000);
+    let turn = serde_json::json!({"events":[
+        {"kind":"user","text":"scan"},
+        {"kind":"tool_call","call_id":"c1","tool":"scan","arguments":{}},
+        {"kind":"tool_result","call_id":"c1","tool":"scan","status":"ok","text":big}]});
+    commit(&s, "chat", &turn.to_string()).await;
+    for entry in std::fs::read_dir(s.dir.path().join("chat").join("artifacts")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let r = s
+        .send("GET", "/v1/conversations/chat/export", &[], "")
+        .await;
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.class(), "corrupt");
+    let r = s
+        .send("POST", "/v1/conversations/chat/verify", &[JSON], "{}")
+        .await;
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.class(), "corrupt");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn verify_gives_its_verdict() {
+    let s = serve(|_| {}).await;
+    commit(&s, "chat", r#"{"user":"q","assistant":"a"}"#).await;
+    let r = s
+        .send("POST", "/v1/conversations/chat/verify", &[JSON], "{}")
+        .await;
+    assert_eq!(r.status, 200);
+    let report: Value = r.json();
+    assert_eq!(report["verdict"], "ok", "{report}");
+    s.stop().await;
+}

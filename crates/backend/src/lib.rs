@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use ctxlog_ledger::{
     CommitReceipt, ErasureReport, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport,
-    VerifyReport,
+    SalvageReport, Salvaged, VerifyReport,
 };
 use serde::{Deserialize, Serialize};
 
@@ -174,6 +174,17 @@ pub trait Backend: Send + Sync + Debug {
     /// # Errors
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::Corrupt`] naming offset and seq.
     fn verify(&self, name: &ConversationName) -> Result<VerifyReport>;
+    /// Every intact record of `name`, damaged or not, in order, with the damaged ranges
+    /// between them ([`ctxlog_ledger::salvage_with`]); writes nothing
+    /// (docs/design.md#l11-repair).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; I/O; whatever `visit` returns.
+    fn salvage(
+        &self,
+        name: &ConversationName,
+        visit: &mut dyn FnMut(Salvaged) -> ctxlog_ledger::Result<()>,
+    ) -> Result<SalvageReport>;
     /// Erases the whole conversation: every copy of its data is gone when this
     /// returns Ok. `writer` is its writer, held so no commit is in flight.
     ///

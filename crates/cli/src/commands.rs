@@ -10,8 +10,8 @@ use ctxlog::ops::{
 use ctxlog::{Event, EventBody, Store};
 
 use crate::args::{
-    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, GcArgs, ImportArgs, LogArgs,
-    ProjectArgs, RecallArgs, ServeArgs,
+    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, ExportArgs, GcArgs, ImportArgs,
+    LogArgs, ProjectArgs, RecallArgs, ServeArgs,
 };
 use crate::output::{self, Failure};
 
@@ -397,11 +397,12 @@ fn list(store: &Store, json: bool) -> Result<(), Failure> {
     output::stdout(out.as_bytes())
 }
 
-fn export(store: &Store, args: ConvArg) -> Result<(), Failure> {
+fn export(store: &Store, args: ExportArgs) -> Result<(), Failure> {
     let mut out = Vec::new();
     store.export(
         &ExportRequest {
             conversation: args.conversation,
+            salvage: args.salvage,
         },
         &mut out,
     )?;

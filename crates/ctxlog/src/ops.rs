@@ -834,13 +834,19 @@ impl RecallIndexCheck {
 /// says it (the CLI's message, Python's exception): see what is damaged, then get the intact
 /// records out (docs/design.md#l11-repair).
 pub fn damage_hint(conversation: &str) -> String {
-    format!("the conversation is damaged: run `ctxlog verify {conversation}` to see what was found")
+    format!(
+        "the conversation is damaged: run `ctxlog verify {conversation}` to see what was found, \
+         and `ctxlog export {conversation} --salvage` to get every intact record out (it changes \
+         nothing)"
+    )
 }
 
 /// The same as [`damage_hint`], for HTTP clients: the routes, never a server path.
 pub fn damage_hint_http(conversation: &str) -> String {
     format!(
-        "the conversation is damaged: POST /v1/conversations/{conversation}/verify says what was found"
+        "the conversation is damaged: POST /v1/conversations/{conversation}/verify says what was \
+         found, and GET /v1/conversations/{conversation}/export?salvage=true gives every intact \
+         record (it changes nothing)"
     )
 }
 
@@ -863,6 +869,11 @@ pub fn verify_problem(report: &VerifyResponse) -> Option<Error> {
 pub struct ExportRequest {
     /// The conversation's name.
     pub conversation: String,
+    /// Salvage a damaged conversation [default: false]: every intact record in order, each
+    /// damaged range as a `{"damaged":{…}}` line where it lies, nothing written to the store
+    /// (docs/export-import.md, "Salvage").
+    #[serde(default)]
+    pub salvage: bool,
 }
 
 /// What an export wrote.
@@ -874,6 +885,9 @@ pub struct ExportResponse {
     pub events: u64,
     /// Bytes written.
     pub bytes: u64,
+    /// Damaged ranges marked (a salvage; 0 otherwise).
+    #[serde(default)]
+    pub damaged: u64,
 }
 
 /// Bring history in (docs/design.md#e4-export-and-import): the input's bytes are passed beside this

@@ -156,6 +156,15 @@ impl Backend for PgBackend {
         Ok(ledger.verify()?)
     }
 
+    fn salvage(
+        &self,
+        name: &ConversationName,
+        visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> ctxlog_ledger::Result<()>,
+    ) -> Result<ctxlog_ledger::SalvageReport> {
+        let mut ledger = self.open(name)?.ok_or_else(|| self.not_found(name))?;
+        Ok(ledger.salvage(visit)?)
+    }
+
     /// Deletes the conversation's row (its events, commits and artifacts go with it), then
     /// vacuums the tables and deletes this machine's recall cache. Other replicas find the
     /// row gone (or a new ledger id) at their next catch-up and drop their caches.

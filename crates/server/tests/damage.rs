@@ -122,3 +122,48 @@ async fn verify_gives_its_verdict() {
     assert_eq!(report["verdict"], "ok", "{report}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_salvage_over_http_gives_the_intact_records_and_changes_nothing() {
+    let s = serve(|_| {}).await;
+    for i in 1..=3 {
+        let body = format!(r#"{{"user":"question {i}","assistant":"answer {i}"}}"#);
+        commit(&s, "chat", &body).await;
+    }
+    let dir = s.dir.path().join("chat");
+    flip(&dir, b"answer 2");
+    let before = common::snapshot(&dir);
+    let r = s
+        .send("GET", "/v1/conversations/chat/export", &[], "")
+        .await;
+    assert_eq!(r.status, 500);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("GET /v1/conversations/chat/export?salvage=true"),
+        "{message}"
+    );
+    let r = s
+        .send("GET", "/v1/conversations/chat/export?salvage=true", &[], "")
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let lines: Vec<Value> = r
+        .body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let seqs: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+    assert_eq!(seqs, [1, 2, 3, 5, 6]);
+    assert_eq!(lines[3]["damaged"]["seqs"], serde_json::json!([4, 4]));
+    assert_eq!(before, common::snapshot(&dir), "a salvage changes nothing");
+    let r = s
+        .send(
+            "GET",
+            "/v1/conversations/chat/export?salvage=maybe",
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    s.stop().await;
+}

@@ -267,6 +267,20 @@ impl Backend for FileBackend {
         Ok(ctxlog_ledger::verify_with(self.scoped(name.as_str()))?)
     }
 
+    fn salvage(
+        &self,
+        name: &ConversationName,
+        visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> ctxlog_ledger::Result<()>,
+    ) -> Result<ctxlog_ledger::SalvageReport> {
+        if !self.exists(name)? {
+            return Err(self.not_found(name));
+        }
+        Ok(ctxlog_ledger::salvage_with(
+            self.scoped(name.as_str()),
+            visit,
+        )?)
+    }
+
     /// Renames the directory to a hidden trash name (one atomic step, synced: from then on
     /// the conversation is gone), then removes the trash with everything in it (ledger,
     /// sidecars, artifacts, recovered tails, recall index). Trash a crash left mid-removal

@@ -44,6 +44,12 @@ pub(crate) fn parse_lines(text: &str) -> Result<Vec<Incoming>> {
 
 fn read_line(line: &str) -> std::result::Result<ReadLine, String> {
     let value: Value = crate::json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    if let Some(damaged) = value.get("damaged") {
+        return Err(format!(
+            "a damaged range of a salvage ({damaged}): a salvage is for reading, not an export; \
+             remove its damaged lines to import the intact records (seqs must then be contiguous)"
+        ));
+    }
     serde_json::from_value(value).map_err(|e| e.to_string())
 }
 

@@ -185,3 +185,29 @@ fn verify_gives_a_verdict_and_exit_8_for_a_torn_tail() {
     assert_eq!(code(&text), 8);
     assert!(String::from_utf8_lossy(&text.stdout).starts_with("needs attention"));
 }
+
+/// `check_on_open` in `ctxlog.toml`: a writer checks every record when it opens, so a commit
+/// onto a log damaged anywhere is refused; without it the append check sees only the tail.
+#[test]
+fn check_on_open_in_the_configuration_refuses_a_commit_onto_middle_damage() {
+    let env = Env::new();
+    for i in 0..3 {
+        env.commit("chat", &format!("question {i}"), &format!("answer {i}"));
+    }
+    flip(&env, "chat", b"question 1");
+    let turn = br#"{"user":"more","assistant":"reply"}"#;
+    std::fs::write(
+        env.root().join("ctxlog.toml"),
+        "[ledger]\ncheck_on_open = true\n",
+    )
+    .unwrap();
+    let before = snapshot(&env.conv_dir("chat"));
+    let out = env.run(&["commit", "chat"], turn);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(stderr(&out).contains("seq 3"), "{}", stderr(&out));
+    assert_eq!(before, snapshot(&env.conv_dir("chat")), "nothing written");
+
+    std::fs::remove_file(env.root().join("ctxlog.toml")).unwrap();
+    let out = env.run(&["commit", "chat"], turn);
+    assert_eq!(code(&out), 0, "the tail alone checks out: {}", stderr(&out));
+}

@@ -167,3 +167,35 @@ async fn a_salvage_over_http_gives_the_intact_records_and_changes_nothing() {
     assert_eq!(r.status, 400);
     s.stop().await;
 }
+
+/// Regression: a log cut under a running server took the next commit at an offset past its
+/// end (a zero-filled hole, HTTP 200). The writer checks the log's length first: 500
+/// `corrupt`, nothing written.
+#[tokio::test]
+async fn a_log_cut_under_a_running_server_refuses_the_next_commit() {
+    let s = serve(|_| {}).await;
+    for i in 1..=3 {
+        let body = format!(r#"{{"user":"question {i}","assistant":"answer {i}"}}"#);
+        commit(&s, "chat", &body).await;
+    }
+    let log = s.dir.path().join("chat").join("ledger.log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len - 40)
+        .unwrap();
+    let r = s
+        .send(
+            "POST",
+            "/v1/conversations/chat/commits",
+            &[JSON],
+            r#"{"user":"fourth","assistant":"four"}"#,
+        )
+        .await;
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.class(), "corrupt");
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), len - 40, "no hole");
+    s.stop().await;
+}

@@ -241,6 +241,11 @@ fn verify_text(response: &VerifyResponse) -> String {
     for problem in &report.artifact_problems {
         text.push_str(&format!("artifact: {problem}\n"));
     }
+    for leftover in &report.leftovers {
+        text.push_str(&format!(
+            "leftover: {leftover} (an interrupted operation's; the next writer open finishes or removes it)\n"
+        ));
+    }
     if let Some(problem) = &report.sidecar_problem {
         text.push_str(&format!(
             "sidecar index: {problem} (a cache, rebuildable from the log)\n"

@@ -211,3 +211,29 @@ fn check_on_open_in_the_configuration_refuses_a_commit_onto_middle_damage() {
     let out = env.run(&["commit", "chat"], turn);
     assert_eq!(code(&out), 0, "the tail alone checks out: {}", stderr(&out));
 }
+
+/// Regression: an `erase.pending` marker (an interrupted erasure: artifacts may still hold
+/// erased text) or a stale temporary file stayed until some writer opened the conversation,
+/// and `verify` said `ok`. It is a leftover needing attention (exit 8); the next writer open
+/// clears it.
+#[test]
+fn verify_reports_what_an_interrupted_operation_left() {
+    let env = Env::new();
+    env.commit("chat", "one", "two");
+    let dir = env.conv_dir("chat");
+    std::fs::write(dir.join("erase.pending"), b"").unwrap();
+    std::fs::write(dir.join("ledger.log.tmp"), b"half a rewrite").unwrap();
+    let out = env.run(&["verify", "chat", "--json"], b"");
+    assert_eq!(code(&out), 8, "{}", stderr(&out));
+    let report = json(&out.stdout);
+    assert_eq!(report["verdict"], "attention");
+    assert_eq!(
+        report["leftovers"],
+        serde_json::json!(["erase.pending", "ledger.log.tmp"])
+    );
+    assert!(stderr(&out).contains("erase.pending: an erasure was interrupted"));
+    env.commit("chat", "three", "four");
+    let report = json(&env.ok(&["verify", "chat", "--json"], b""));
+    assert_eq!(report["verdict"], "ok", "{report}");
+    assert_eq!(report["leftovers"], serde_json::json!([]));
+}

@@ -762,6 +762,15 @@ impl VerifyResponse {
                 "the sidecar index: {problem} (a cache: the next writer rebuilds it from the log)"
             ));
         }
+        for leftover in &report.leftovers {
+            lines.push(if leftover == "erase.pending" {
+                "erase.pending: an erasure was interrupted, and artifacts/ or recovered/ may \
+                 still hold erased text; the next writer open (the next commit) finishes it"
+                    .to_string()
+            } else {
+                format!("{leftover}: a temporary file an interrupted write left; the next writer open removes it")
+            });
+        }
         if let RecallIndexCheck::Damaged { problem } = &self.recall_index {
             lines.push(format!(
                 "the recall index: {problem} (a cache: `ctxlog reindex CONV` rebuilds it)"
@@ -780,7 +789,8 @@ pub enum Verdict {
     /// Everything checks out (CLI exit 0).
     Ok,
     /// The ledger is intact, but a cache (the sidecar index, the recall index) or a leftover
-    /// (a torn tail) needs attention; each finding says what clears it (CLI exit 8).
+    /// (a torn tail, an interrupted erasure's marker, a temporary file) needs attention; each
+    /// finding says what clears it (CLI exit 8).
     Attention,
     /// Content the records reference (artifacts) is missing or altered (CLI exit 5).
     Damaged,

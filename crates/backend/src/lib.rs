@@ -191,6 +191,20 @@ pub trait Backend: Send + Sync + Debug {
     /// # Errors
     /// I/O; nothing is reported erased unless it was.
     fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()>;
+    /// Erases the whole conversation `name` when no writer can be opened on it because it is
+    /// damaged (class corrupt): as [`Backend::erase_all`], holding only what keeps other
+    /// writers out meanwhile (the file store: the writer lock). The default refuses: an
+    /// engine whose writer opens on damage never needs it.
+    ///
+    /// # Errors
+    /// [`ctxlog_ledger::Error::Locked`] when another writer holds it; I/O.
+    fn erase_all_damaged(&self, name: &ConversationName) -> Result<()> {
+        Err(Error::InvalidRequest {
+            reason: format!(
+                "conversation \"{name}\" is damaged and this store cannot erase it whole"
+            ),
+        })
+    }
     /// The file of `name`'s recall index: a local, disposable cache rebuilt from the ledger, on this machine whichever engine holds the ledger.
     fn recall_cache(&self, name: &ConversationName) -> PathBuf;
 }

@@ -237,3 +237,25 @@ fn verify_reports_what_an_interrupted_operation_left() {
     assert_eq!(report["verdict"], "ok", "{report}");
     assert_eq!(report["leftovers"], serde_json::json!([]));
 }
+
+/// Regression: a conversation whose log was cut inside acknowledged commits could not be
+/// erased at all (`erase --all` exit 5: no writer opens on it). It is erased whole, every file
+/// with it.
+#[test]
+fn a_conversation_too_damaged_to_open_can_be_erased_whole() {
+    let env = Env::new();
+    for i in 0..3 {
+        env.commit("chat", &format!("question {i}"), &format!("answer {i}"));
+    }
+    env.commit("other", "keep me", "kept");
+    let log = env.conv_dir("chat").join("ledger.log");
+    let bytes = std::fs::read(&log).unwrap();
+    let at = bytes.windows(8).position(|w| w == b"answer 2").unwrap();
+    std::fs::write(&log, &bytes[..at]).unwrap();
+    assert_eq!(code(&env.run(&["log", "chat"], b"")), 5);
+    env.ok(&["erase", "chat", "--all"], b"");
+    assert!(!env.conv_dir("chat").exists());
+    let list = json(&env.ok(&["list", "--json"], b""));
+    assert_eq!(list["conversations"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["conversations"][0]["name"], "other");
+}

@@ -286,17 +286,20 @@ impl Backend for FileBackend {
     /// sidecars, artifacts, recovered tails, recall index). Trash a crash left mid-removal
     /// is swept by the next `erase_all` in the store.
     fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()> {
-        self.check_real_dir(name)?;
-        let trash = format!("{TRASH_PREFIX}{name}-{}", std::process::id());
-        self.root
-            .rename(name.as_str(), &trash)
-            .map_err(self.io(name.as_str()))?;
-        drop(writer);
-        self.root.sync_dir("").map_err(self.io(""))?;
-        if self.cache_dir.is_some() {
-            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
-        }
-        self.sweep_trash()
+        self.trash(name, writer)
+    }
+
+    /// Holds the conversation's writer lock alone (no ledger is opened: it is damaged) while
+    /// the directory is renamed to trash, then removes it as [`Backend::erase_all`] does.
+    fn erase_all_damaged(&self, name: &ConversationName) -> Result<()> {
+        let lock = self
+            .scoped(name.as_str())
+            .try_lock(None)
+            .map_err(self.io(name.as_str()))?
+            .ok_or_else(|| ctxlog_ledger::Error::Locked {
+                path: self.path.join(name.as_str()),
+            })?;
+        self.trash(name, lock)
     }
 
     fn recall_cache(&self, name: &ConversationName) -> PathBuf {
@@ -304,6 +307,24 @@ impl Backend for FileBackend {
             None => self.path.join(name.as_str()).join(RECALL_INDEX_FILE),
             Some(dir) => dir.join(format!("{name}.{RECALL_INDEX_FILE}")),
         }
+    }
+}
+
+impl FileBackend {
+    /// Renames the conversation's directory to trash while `held` (its writer, or its lock)
+    /// keeps other writers out, then removes the trash (see [`Backend::erase_all`]).
+    fn trash<H>(&self, name: &ConversationName, held: H) -> Result<()> {
+        self.check_real_dir(name)?;
+        let trash = format!("{TRASH_PREFIX}{name}-{}", std::process::id());
+        self.root
+            .rename(name.as_str(), &trash)
+            .map_err(self.io(name.as_str()))?;
+        drop(held);
+        self.root.sync_dir("").map_err(self.io(""))?;
+        if self.cache_dir.is_some() {
+            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        }
+        self.sweep_trash()
     }
 }
 

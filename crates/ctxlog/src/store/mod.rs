@@ -680,17 +680,26 @@ impl Store {
         request.check()?;
         let slot = self.slot(&name);
         let mut lease = self.writer_lease(&slot, &name)?;
-        let handle = self.current_writer(&mut lease, &name)?;
-        if request.target == EraseTarget::All {
+        let all = request.target == EraseTarget::All;
+        let erased_all = EraseResponse::All {
+            erased: AllMarker::All,
+            conversation: name.to_string(),
+        };
+        let handle = match self.current_writer(&mut lease, &name) {
+            // A conversation too damaged to open a writer on can still be erased whole.
+            Err(e) if all && e.class() == crate::ErrorClass::Corrupt => {
+                self.exclusive(&slot, || self.backend.erase_all_damaged(&name))?;
+                return Ok(erased_all);
+            }
+            handle => handle?,
+        };
+        if all {
             // The slot stays: a commit queued behind this one must share its locks with the
             // reads that come after it.
             self.exclusive(&slot, || {
                 self.backend.erase_all(&name, handle.into_writer())
             })?;
-            return Ok(EraseResponse::All {
-                erased: AllMarker::All,
-                conversation: name.to_string(),
-            });
+            return Ok(erased_all);
         }
         let handle = lease.handle.insert(handle);
         let report = self.exclusive(&slot, || handle.erase(&request.target, &request.reason))?;

@@ -47,7 +47,8 @@ fn read_line(line: &str) -> std::result::Result<ReadLine, String> {
     if let Some(damaged) = value.get("damaged") {
         return Err(format!(
             "a damaged range of a salvage ({damaged}): a salvage is for reading, not an export; \
-             remove its damaged lines to import the intact records (seqs must then be contiguous)"
+             to import its intact records into a new conversation, remove the damaged lines and \
+             every line's \"seq\" (they are then numbered from 1)"
         ));
     }
     serde_json::from_value(value).map_err(|e| e.to_string())

@@ -159,9 +159,13 @@ fn a_flipped_bit_in_the_log_header_locks_out_nothing() {
     bytes[20] ^= 0x04;
     std::fs::write(&log, &bytes).unwrap();
     assert_eq!(code(&env.run(&["log", CONV], b"")), 5);
-    let (seqs, damaged, _) = salvage(&env);
+    let (seqs, damaged, lines) = salvage(&env);
     assert_eq!(seqs, (1..=13).collect::<Vec<_>>());
-    assert!(damaged.is_empty(), "{damaged:?}");
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    assert_eq!(damaged[0]["offset"], 0);
+    assert_eq!(damaged[0]["bytes"], 64);
+    assert_eq!(damaged[0]["seqs"], Value::Null, "the header holds no event");
+    assert!(lines[0].get("damaged").is_some(), "marked where it lies");
 }
 
 #[test]

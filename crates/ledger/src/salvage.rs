@@ -99,6 +99,10 @@ pub fn salvage_with(
         report: &mut report,
         visit,
     };
+    if let Some(reason) = scan.report.header_problem.clone() {
+        // The header holds no event: it is marked, and the records after it are read.
+        scan.damaged(0, file_len.min(LOG_HEADER_LEN as u64), None, reason)?;
+    }
     let mut pos = LOG_HEADER_LEN as u64;
     while pos < file_len {
         pos = match scan.record_at(pos).map_err(io_err(st, names::LOG))? {
@@ -108,6 +112,15 @@ pub fn salvage_with(
     }
     scan.finish(acked)?;
     Ok(report)
+}
+
+/// Why the log's end is damage: it ends before seq `acked`, which the sidecars record as
+/// acknowledged.
+fn cut_reason(acked: u64) -> String {
+    format!(
+        "the log ends here, but the sidecar indexes record seqs up to {acked} as acknowledged: \
+         the log was cut"
+    )
 }
 
 /// Where a damaged run started, and why.
@@ -267,19 +280,32 @@ impl Scan<'_, '_> {
         if let Some(open) = self.damage.take() {
             return self.damaged(open.offset, self.file_len - open.offset, seqs, open.reason);
         }
-        if let (Some(first), Some(last)) = (self.pending.first(), self.pending.last()) {
-            let range = DamagedRange {
-                offset: self.pending_at,
-                bytes: self.file_len - self.pending_at,
-                seqs: Some((first.seq, last.seq)),
-                reason: "a commit that never ended at the end of the log (a torn tail: never \
-                         acknowledged)"
-                    .into(),
+        let Some((first, last)) = self.pending.first().zip(self.pending.last()) else {
+            return match seqs {
+                Some(seqs) => self.damaged(self.file_len, 0, Some(seqs), cut_reason(acked)),
+                None => Ok(()),
             };
-            self.pending.clear();
-            self.report.damaged.push(range.clone());
-            (self.visit)(Salvaged::Damaged(range))?;
+        };
+        let (first, last) = (first.seq, last.seq);
+        if acked >= last {
+            // The sidecars prove the commit these records belong to was acknowledged: they
+            // are given, and the acknowledged seqs after them are the log's lost end.
+            if acked == last {
+                return self.flush();
+            }
+            return self.damaged(self.file_len, 0, Some((last + 1, acked)), cut_reason(acked));
         }
+        let range = DamagedRange {
+            offset: self.pending_at,
+            bytes: self.file_len - self.pending_at,
+            seqs: Some((first, last)),
+            reason: "a commit that never ended at the end of the log (a torn tail: never \
+                     acknowledged)"
+                .into(),
+        };
+        self.pending.clear();
+        self.report.damaged.push(range.clone());
+        (self.visit)(Salvaged::Damaged(range))?;
         Ok(())
     }
 }

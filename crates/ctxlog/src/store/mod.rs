@@ -427,7 +427,7 @@ impl Store {
         let mut lease = self.writer_lease(&slot, &name)?;
         let written = self
             .ensure_writer(&slot, &name, &mut lease.handle)
-            .and_then(|(handle, created)| Ok((write(handle), created)));
+            .map(|(handle, created)| (write(handle), created));
         let (result, created) = written.map_err(|e| e.in_conversation(conversation))?;
         self.settle_writer(&slot, &name, &mut lease, created)?;
         result.map_err(|e| e.in_conversation(conversation))

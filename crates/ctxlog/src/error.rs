@@ -69,8 +69,8 @@ pub enum Error {
     },
     /// A conversation is damaged (the error is of class [`ErrorClass::Corrupt`]): `cause`
     /// says what and where, and the message what to run next
-    /// ([`crate::ops::damage_hint`], docs/design.md#l11-repair).
-    #[error("{cause}; {}", crate::ops::damage_hint(conversation))]
+    /// ([`damage_hint`], docs/design.md#l11-repair).
+    #[error("{cause}; {}", damage_hint(conversation))]
     Damaged {
         /// The damaged conversation's name.
         conversation: String,
@@ -353,6 +353,26 @@ impl From<ctxlog_backend::Error> for Error {
             },
         }
     }
+}
+
+/// What to run next on the damaged conversation `conversation`, as every front end but HTTP
+/// says it (the CLI's message, Python's exception): see what is damaged, then get the intact
+/// records out (docs/design.md#l11-repair).
+pub fn damage_hint(conversation: &str) -> String {
+    format!(
+        "the conversation is damaged: run `ctxlog verify {conversation}` to see what was found, \
+         and `ctxlog export {conversation} --salvage` to get every intact record out (it changes \
+         nothing)"
+    )
+}
+
+/// The same as [`damage_hint`], for HTTP clients: the routes, never a server path.
+pub fn damage_hint_http(conversation: &str) -> String {
+    format!(
+        "the conversation is damaged: POST /v1/conversations/{conversation}/verify says what was \
+         found, and GET /v1/conversations/{conversation}/export?salvage=true gives every intact \
+         record (it changes nothing)"
+    )
 }
 
 /// `Result` with [`Error`] as the default error.

@@ -840,25 +840,7 @@ impl RecallIndexCheck {
     }
 }
 
-/// What to run next on the damaged conversation `conversation`, as every front end but HTTP
-/// says it (the CLI's message, Python's exception): see what is damaged, then get the intact
-/// records out (docs/design.md#l11-repair).
-pub fn damage_hint(conversation: &str) -> String {
-    format!(
-        "the conversation is damaged: run `ctxlog verify {conversation}` to see what was found, \
-         and `ctxlog export {conversation} --salvage` to get every intact record out (it changes \
-         nothing)"
-    )
-}
-
-/// The same as [`damage_hint`], for HTTP clients: the routes, never a server path.
-pub fn damage_hint_http(conversation: &str) -> String {
-    format!(
-        "the conversation is damaged: POST /v1/conversations/{conversation}/verify says what was \
-         found, and GET /v1/conversations/{conversation}/export?salvage=true gives every intact \
-         record (it changes nothing)"
-    )
-}
+pub use crate::error::{damage_hint, damage_hint_http};
 
 /// Corruption that a [`VerifyResponse`] found beyond the records themselves (referenced
 /// artifacts missing or altered), as an error of class [`crate::ErrorClass::Corrupt`]. A

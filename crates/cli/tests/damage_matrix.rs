@@ -138,6 +138,11 @@ const ROWS: &[(&str, Damage, [u64; 5])] = &[
         [5, 10, 1, 5, 5],
     ),
     (
+        "ledger.log emptied (0 bytes) beside its sidecars",
+        |d| std::fs::write(d.join("ledger.log"), b"").unwrap(),
+        [5, 0, 2, 5, 5],
+    ),
+    (
         "junk appended",
         |d| {
             edit(&d.join("ledger.log"), |b| {

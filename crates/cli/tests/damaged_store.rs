@@ -259,3 +259,29 @@ fn a_conversation_too_damaged_to_open_can_be_erased_whole() {
     assert_eq!(list["conversations"].as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list["conversations"][0]["name"], "other");
 }
+
+/// Regression: a 0-byte `ledger.log` beside sidecars that record acknowledged commits got two
+/// verdicts: readers said "the next writer open recreates it", the writer refused. Every
+/// command now says the same: the acknowledged seqs were lost.
+#[test]
+fn an_emptied_log_with_acknowledged_commits_gets_one_verdict() {
+    let env = Env::new();
+    env.commit("chat", "one", "two");
+    env.commit("chat", "three", "four");
+    std::fs::write(env.conv_dir("chat").join("ledger.log"), b"").unwrap();
+    let before = snapshot(&env.conv_dir("chat"));
+    for args in [
+        &["log", "chat"][..],
+        &["verify", "chat"],
+        &["commit", "chat"],
+    ] {
+        let out = env.run(args, br#"{"user":"more","assistant":"reply"}"#);
+        assert_eq!(code(&out), 5, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("seqs 1-4 were acknowledged"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(before, snapshot(&env.conv_dir("chat")), "nothing recreated");
+}

@@ -572,6 +572,11 @@ pub(crate) fn read_header(
         reason,
     };
     if file_len < LOG_HEADER_LEN as u64 {
+        // One verdict with the writer's open: commits the sidecars prove were acknowledged
+        // mean the log lost them, not a creation cut short.
+        let acked =
+            crate::sidecar::acknowledged(st, None).map_err(io_err(st, names::EVENT_INDEX))?;
+        crate::sidecar::check_acknowledged(st, acked, 0, 0)?;
         return Err(corrupt(format!(
             "file is {file_len} bytes, shorter than its header (a creation cut short: no \
              record can exist; the next writer open recreates it)"

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use ctxlog_ledger::{
     CommitReceipt, ErasureReport, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport,
-    VerifyReport,
+    SalvageReport, Salvaged, VerifyReport,
 };
 use serde::{Deserialize, Serialize};
 
@@ -134,6 +134,11 @@ pub struct ConversationInfo {
     /// The time of its newest event, milliseconds since the epoch (0 when empty); when its
     /// last turn was erased, the erasure's time (its tombstone's).
     pub last_activity_ms: i64,
+    /// Set when the conversation could not be read: what is wrong (no server path), and the
+    /// figures above are 0 except `bytes`. The other conversations list as usual
+    /// (docs/design.md#l11-repair).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
 /// Where conversations live: the embedded file store, or a database.
@@ -169,12 +174,37 @@ pub trait Backend: Send + Sync + Debug {
     /// # Errors
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::Corrupt`] naming offset and seq.
     fn verify(&self, name: &ConversationName) -> Result<VerifyReport>;
+    /// Every intact record of `name`, damaged or not, in order, with the damaged ranges
+    /// between them ([`ctxlog_ledger::salvage_with`]); writes nothing
+    /// (docs/design.md#l11-repair).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; I/O; whatever `visit` returns.
+    fn salvage(
+        &self,
+        name: &ConversationName,
+        visit: &mut dyn FnMut(Salvaged) -> ctxlog_ledger::Result<()>,
+    ) -> Result<SalvageReport>;
     /// Erases the whole conversation: every copy of its data is gone when this
     /// returns Ok. `writer` is its writer, held so no commit is in flight.
     ///
     /// # Errors
     /// I/O; nothing is reported erased unless it was.
     fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()>;
+    /// Erases the whole conversation `name` when no writer can be opened on it because it is
+    /// damaged (class corrupt): as [`Backend::erase_all`], holding only what keeps other
+    /// writers out meanwhile (the file store: the writer lock). The default refuses: an
+    /// engine whose writer opens on damage never needs it.
+    ///
+    /// # Errors
+    /// [`ctxlog_ledger::Error::Locked`] when another writer holds it; I/O.
+    fn erase_all_damaged(&self, name: &ConversationName) -> Result<()> {
+        Err(Error::InvalidRequest {
+            reason: format!(
+                "conversation \"{name}\" is damaged and this store cannot erase it whole"
+            ),
+        })
+    }
     /// The file of `name`'s recall index: a local, disposable cache rebuilt from the ledger, on this machine whichever engine holds the ledger.
     fn recall_cache(&self, name: &ConversationName) -> PathBuf;
 }

@@ -137,7 +137,10 @@ pub enum Command {
     /// One object per line: {"seq":N,"ts":"RFC 3339","kind":…, …the event's fields}; tool
     /// outputs stored as artifacts are inlined; erased ranges appear as their tombstones.
     /// `ctxlog import NEW FILE` rebuilds the conversation from it.
-    Export(ConvArg),
+    ///
+    /// With --salvage (a damaged conversation): every intact record in order, each damaged
+    /// range as a {"damaged":{…}} line where it lies; writes nothing to the store.
+    Export(ExportArgs),
     /// Import history: a ctxlog export, or --from openai-chat | anthropic-messages |
     /// conversation-dataset (see docs/export-import.md).
     ///
@@ -294,6 +297,16 @@ fn seq_range(s: &str) -> Result<(u64, u64), String> {
 pub struct ConvArg {
     /// The conversation name: 1-64 characters from A-Z a-z 0-9 _ -
     pub conversation: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The conversation name: 1-64 characters from A-Z a-z 0-9 _ -
+    pub conversation: String,
+    /// Get the intact records of a damaged conversation out: every record whose checksum
+    /// holds, in order, the damaged ranges marked; nothing in the store changes
+    #[arg(long)]
+    pub salvage: bool,
 }
 
 #[derive(Debug, Args)]

@@ -10,8 +10,8 @@ use ctxlog::ops::{
 use ctxlog::{Event, EventBody, Store};
 
 use crate::args::{
-    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, GcArgs, ImportArgs, LogArgs,
-    ProjectArgs, RecallArgs, ServeArgs,
+    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, ExportArgs, GcArgs, ImportArgs,
+    LogArgs, ProjectArgs, RecallArgs, ServeArgs,
 };
 use crate::output::{self, Failure};
 
@@ -186,10 +186,18 @@ fn verify(store: &Store, args: ConvArg, json: bool) -> Result<(), Failure> {
     } else {
         output::stdout(verify_text(&report).as_bytes())?;
     }
-    match ctxlog::ops::verify_problem(&report) {
-        Some(problem) => Err(problem.into()),
-        None => Ok(()),
+    if let Some(problem) = ctxlog::ops::verify_problem(&report) {
+        return Err(problem.into());
     }
+    let attention = report.attention();
+    if attention.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::attention(format!(
+        "the ledger is intact, but {} need(s) attention: {}",
+        attention.len(),
+        attention.join("; ")
+    )))
 }
 
 /// The human-readable verify report: a summary line, then one line per finding.
@@ -197,10 +205,10 @@ fn verify_text(response: &VerifyResponse) -> String {
     let report = &response.ledger;
     let mut text = format!(
         "{}: {} events (last seq {}), {} bytes, {} artifacts\n",
-        if response.is_clean() {
-            "ok"
-        } else {
-            "found problems"
+        match response.verdict {
+            ctxlog::ops::Verdict::Ok => "ok",
+            ctxlog::ops::Verdict::Attention => "needs attention",
+            ctxlog::ops::Verdict::Damaged => "found problems",
         },
         report.events,
         report.last_seq,
@@ -228,13 +236,18 @@ fn verify_text(response: &VerifyResponse) -> String {
     }
     if !report.recovered.is_empty() {
         text.push_str(&format!(
-            "recovered: {} torn tail(s) cut by earlier opens, kept for forensics: {}\n",
+            "recovered: {} file(s) kept for forensics (bytes cut by earlier opens): {}\n",
             report.recovered.len(),
             report.recovered.join(", ")
         ));
     }
     for problem in &report.artifact_problems {
         text.push_str(&format!("artifact: {problem}\n"));
+    }
+    for leftover in &report.leftovers {
+        text.push_str(&format!(
+            "leftover: {leftover} (an interrupted operation's; the next writer open finishes or removes it)\n"
+        ));
     }
     if let Some(problem) = &report.sidecar_problem {
         text.push_str(&format!(
@@ -374,6 +387,13 @@ fn list(store: &Store, json: bool) -> Result<(), Failure> {
     }
     let mut out = String::new();
     for c in &list.conversations {
+        if let Some(damage) = &c.damage {
+            out.push_str(&format!(
+                "{:<24}  damaged: {damage} (run `ctxlog verify {}`)\n",
+                c.name, c.name
+            ));
+            continue;
+        }
         out.push_str(&format!(
             "{:<24}  {:>8} events  {:>12} bytes  {}\n",
             c.name,
@@ -385,11 +405,12 @@ fn list(store: &Store, json: bool) -> Result<(), Failure> {
     output::stdout(out.as_bytes())
 }
 
-fn export(store: &Store, args: ConvArg) -> Result<(), Failure> {
+fn export(store: &Store, args: ExportArgs) -> Result<(), Failure> {
     let mut out = Vec::new();
     store.export(
         &ExportRequest {
             conversation: args.conversation,
+            salvage: args.salvage,
         },
         &mut out,
     )?;

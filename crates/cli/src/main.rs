@@ -10,6 +10,7 @@
 //! | 4 | the conversation is locked by another writer |
 //! | 5 | corruption detected |
 //! | 6 | commit id conflict |
+//! | 8 | `verify`: the ledger is intact, but a cache (sidecar or recall index) or a leftover (a torn tail) needs attention |
 
 mod args;
 mod commands;

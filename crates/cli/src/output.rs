@@ -23,6 +23,11 @@ impl Failure {
         }
     }
 
+    /// `verify` found the ledger intact but a cache or leftover that needs attention (exit 8).
+    pub fn attention(message: impl Into<String>) -> Self {
+        Failure::with_code(8, "attention", message)
+    }
+
     /// A failure with an explicit code.
     pub fn with_code(code: u8, kind: &'static str, message: impl Into<String>) -> Self {
         Failure {

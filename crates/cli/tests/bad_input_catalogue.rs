@@ -262,7 +262,19 @@ fn catalogue(files: &Path) -> Vec<Case> {
 }
 
 fn run(env: &Env, c: &Case) -> Output {
-    let mut child = env.spawn(&c.args);
+    // A case that gives its own --root runs without the store's (clap refuses it twice).
+    let mut child = if c.args.first().is_some_and(|a| a == "--root") {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ctxlog"))
+            .args(&c.args)
+            .env_remove("CTXLOG_ROOT")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    } else {
+        env.spawn(&c.args)
+    };
     let mut stdin = child.stdin.take().unwrap();
     let input = c.stdin.clone();
     let writer = std::thread::spawn(move || {

@@ -156,7 +156,8 @@ fn check_project_recall(env: &Env, base: &Baseline) -> Option<String> {
     }
     // Damage no read sees (see the top of this file): other pages of the ledger, and
     // `verify` must find it.
-    let verify: Value = serde_json::from_slice(&env.ok(&["verify", CONV, "--json"], b"")).unwrap();
+    let verify = env.run(&["verify", CONV, "--json"], b"");
+    let verify: Value = serde_json::from_slice(&verify.stdout).unwrap();
     if verify["recall_index"]["state"] == "damaged" {
         return None;
     }
@@ -333,8 +334,8 @@ fn recall_index_text_flips_never_serve_wrong_text() {
 
 /// `verify` checks the recall index through and through: a clean one is "ok" with its page
 /// count, and a flip in any stored copy of a word — page text, context or FTS5 term data — is
-/// a damaged index (exit 0: the ledger is intact; `reindex` repairs), and `verify` writes
-/// nothing.
+/// a damaged index (exit 8, verdict `attention`: the ledger is intact; `reindex` repairs), and
+/// `verify` writes nothing.
 #[test]
 fn verify_finds_every_flip_inside_a_stored_word() {
     let (env, base) = build();
@@ -356,14 +357,19 @@ fn verify_finds_every_flip_inside_a_stored_word() {
         let mut bytes = clean.clone();
         bytes[offset] ^= 1;
         std::fs::write(&index, &bytes).unwrap();
-        let text = String::from_utf8(env.ok(&["verify", CONV], b"")).unwrap();
+        let out = env.run(&["verify", CONV], b"");
+        assert_eq!(code(&out), 8, "byte {offset}: {}", stderr(&out));
+        assert!(stderr(&out).contains("ctxlog reindex"), "{}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
         assert!(
-            text.starts_with("found problems: ") && text.contains("is damaged"),
+            text.starts_with("needs attention: ") && text.contains("is damaged"),
             "byte {offset}: {text}"
         );
-        let json: Value =
-            serde_json::from_slice(&env.ok(&["verify", CONV, "--json"], b"")).unwrap();
+        let out = env.run(&["verify", CONV, "--json"], b"");
+        assert_eq!(code(&out), 8, "byte {offset}");
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(json["recall_index"]["state"], "damaged", "byte {offset}");
+        assert_eq!(json["verdict"], "attention", "byte {offset}");
         assert_eq!(std::fs::read(&index).unwrap(), bytes, "verify wrote");
     }
     restore(&dir, &base.files, &dir);

@@ -8,7 +8,7 @@ mod common;
 
 use std::io::Write;
 
-use common::Env;
+use common::{Env, code, stderr};
 
 #[test]
 fn a_torn_tail_is_reported_cut_saved_and_named() {
@@ -26,7 +26,10 @@ fn a_torn_tail_is_reported_cut_saved_and_named() {
         .write_all(torn)
         .unwrap();
 
-    let report = String::from_utf8(env.ok(&["verify", "chat"], b"")).unwrap();
+    // The ledger is intact, the torn tail a leftover the next writer cuts: exit 8.
+    let out = env.run(&["verify", "chat"], b"");
+    assert_eq!(code(&out), 8, "{}", stderr(&out));
+    let report = String::from_utf8(out.stdout).unwrap();
     assert!(report.contains("torn tail: 30 bytes"), "{report}");
     assert_eq!(
         std::fs::read(&log).unwrap().len(),
@@ -37,7 +40,10 @@ fn a_torn_tail_is_reported_cut_saved_and_named() {
     env.commit("chat", "third", "three");
     let report = String::from_utf8(env.ok(&["verify", "chat"], b"")).unwrap();
     assert!(report.starts_with("ok: 6 events"), "{report}");
-    assert!(report.contains("recovered: 1 torn tail(s)"), "{report}");
+    assert!(
+        report.contains("recovered: 1 file(s) kept for forensics"),
+        "{report}"
+    );
     let saved = std::fs::read_dir(env.conv_dir("chat").join("recovered")).unwrap();
     let saved: Vec<_> = saved
         .map(|e| std::fs::read(e.unwrap().path()).unwrap())

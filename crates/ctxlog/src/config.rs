@@ -17,6 +17,9 @@
 //! max_bytes = 10_000_000      # [default: none]
 //! include_pinned = false      # [default: false]
 //! on_open = false             # also apply it when the store opens a conversation to write [default: false]
+//!
+//! [ledger]                    # the file store's ledger
+//! check_on_open = false       # check every record's checksum when a writer opens a conversation [default: false]
 //! ```
 //!
 //! An unknown key is refused, so a typo never silently turns a rule off.
@@ -41,6 +44,19 @@ pub struct StoreConfig {
     pub redaction: RedactionConfig,
     /// The retention policy [default: none].
     pub retention: RetentionConfig,
+    /// The file store's ledger settings.
+    pub ledger: LedgerConfig,
+}
+
+/// The `[ledger]` table (the file store; PostgreSQL checks every row it reads).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LedgerConfig {
+    /// Check every record's checksum when a writer opens a conversation (one sequential read
+    /// of the whole log), so that a writer never appends to a log damaged anywhere; without
+    /// it, open and each append check only the tail (docs/design.md#l7-bounded-memory,
+    /// docs/ledger-format.md "What a writer sees") [default: false].
+    pub check_on_open: bool,
 }
 
 /// The `[retention]` table: a policy, and whether it is applied on open.
@@ -146,11 +162,16 @@ keep_turns = 100
 max_bytes = 10_000_000
 include_pinned = false
 on_open = false
+
+[ledger]
+check_on_open = true
 "#;
         let config = StoreConfig::from_toml(text, "t").unwrap();
         assert_eq!(config.retention.keep_turns, Some(100));
         assert_eq!(config.redaction.patterns[0].name, "ticket");
+        assert!(config.ledger.check_on_open);
         for bad in [
+            "[ledger]\ncheck_on_opne = true",
             "[retention]\nolder_then = \"9d\"",
             "[retention]\nolder_than = \"soon\"",
             "[redaction]\npatterns = [{ name = \"x\", regex = \"(\" }]",

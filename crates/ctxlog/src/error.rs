@@ -67,6 +67,16 @@ pub enum Error {
         /// How long this request waited.
         waited_ms: u64,
     },
+    /// A conversation is damaged (the error is of class [`ErrorClass::Corrupt`]): `cause`
+    /// says what and where, and the message what to run next
+    /// ([`damage_hint`], docs/design.md#l11-repair).
+    #[error("{cause}; {}", damage_hint(conversation))]
+    Damaged {
+        /// The damaged conversation's name.
+        conversation: String,
+        /// What was found.
+        cause: Box<Error>,
+    },
     /// A file-system operation of the store itself failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -136,6 +146,9 @@ impl Error {
     /// The error's class. A ledger error is classed as such wherever it surfaces, also when
     /// the projector or the recall index met it while reading the ledger.
     pub fn class(&self) -> ErrorClass {
+        if let Error::Damaged { cause, .. } = self {
+            return cause.class();
+        }
         if let Some(ledger) = self.ledger_cause() {
             return ledger_class(ledger);
         }
@@ -154,8 +167,10 @@ impl Error {
     /// The ledger error behind this one, if any: directly, or as the source of a projection
     /// or recall failure.
     pub fn ledger_cause(&self) -> Option<&ctxlog_ledger::Error> {
-        if let Error::Ledger(e) = self {
-            return Some(e);
+        match self {
+            Error::Ledger(e) => return Some(e),
+            Error::Damaged { cause, .. } => return cause.ledger_cause(),
+            _ => {}
         }
         let mut cause = std::error::Error::source(self);
         while let Some(e) = cause {
@@ -222,6 +237,49 @@ impl Error {
         }
     }
 
+    /// `self` for requests on `conversation`: an error of class [`ErrorClass::Corrupt`]
+    /// becomes [`Error::Damaged`], whose message names the commands to run next.
+    pub fn in_conversation(self, conversation: &str) -> Error {
+        match self {
+            Error::Damaged { .. } => self,
+            e if e.class() == ErrorClass::Corrupt => Error::Damaged {
+                conversation: conversation.to_string(),
+                cause: Box::new(e),
+            },
+            e => e,
+        }
+    }
+
+    /// The name of the damaged conversation an error of class [`ErrorClass::Corrupt`] is
+    /// about, when the operation knew it.
+    pub fn damaged_conversation(&self) -> Option<&str> {
+        match self {
+            Error::Damaged { conversation, .. } => Some(conversation),
+            _ => None,
+        }
+    }
+
+    /// The error as it was found, without the conversation around it ([`Error::Damaged`]).
+    pub fn found(&self) -> &Error {
+        match self {
+            Error::Damaged { cause, .. } => cause.found(),
+            e => e,
+        }
+    }
+
+    /// The error's message without server paths: a ledger error's
+    /// ([`ctxlog_ledger::Error::without_path`]), or the message as it is.
+    pub fn without_path(&self) -> String {
+        match self.found() {
+            Error::Ledger(e) => e.without_path(),
+            Error::NotFound { name, .. } => format!("no conversation \"{name}\""),
+            other => match other.ledger_cause() {
+                Some(e) => e.without_path(),
+                None => other.to_string(),
+            },
+        }
+    }
+
     /// The offset and seq of a corrupt ledger record, wherever the error surfaced.
     pub fn corruption(&self) -> Option<Corruption> {
         match self.ledger_cause()? {
@@ -244,7 +302,9 @@ fn ledger_class(e: &ctxlog_ledger::Error) -> ErrorClass {
     use ctxlog_ledger::Error as L;
     match e {
         L::Locked { .. } => ErrorClass::Locked,
-        L::Corrupt { .. } | L::ArtifactMismatch { .. } => ErrorClass::Corrupt,
+        L::Corrupt { .. } | L::ArtifactMismatch { .. } | L::ArtifactMissing { .. } => {
+            ErrorClass::Corrupt
+        }
         L::Conflict { .. } => ErrorClass::Conflict,
         L::BadRange { .. } => ErrorClass::Usage,
         L::InvalidCommit { .. } | L::TooLarge { .. } | L::BadArtifactRef { .. } => {
@@ -293,6 +353,26 @@ impl From<ctxlog_backend::Error> for Error {
             },
         }
     }
+}
+
+/// What to run next on the damaged conversation `conversation`, as every front end but HTTP
+/// says it (the CLI's message, Python's exception): see what is damaged, then get the intact
+/// records out (docs/design.md#l11-repair).
+pub fn damage_hint(conversation: &str) -> String {
+    format!(
+        "the conversation is damaged: run `ctxlog verify {conversation}` to see what was found, \
+         and `ctxlog export {conversation} --salvage` to get every intact record out (it changes \
+         nothing)"
+    )
+}
+
+/// The same as [`damage_hint`], for HTTP clients: the routes, never a server path.
+pub fn damage_hint_http(conversation: &str) -> String {
+    format!(
+        "the conversation is damaged: POST /v1/conversations/{conversation}/verify says what was \
+         found, and GET /v1/conversations/{conversation}/export?salvage=true gives every intact \
+         record (it changes nothing)"
+    )
 }
 
 /// `Result` with [`Error`] as the default error.

@@ -53,7 +53,7 @@ mod store;
 mod time;
 pub mod transfer;
 
-pub use config::{CONFIG_FILE, RetentionConfig, StoreConfig};
+pub use config::{CONFIG_FILE, LedgerConfig, RetentionConfig, StoreConfig};
 pub use ctxlog_event::ConversationName;
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, Snapshot};

@@ -13,7 +13,7 @@
 //! |---|---|---|
 //! | commit | [`CommitRequest`] | [`CommitReceipt`]: `{"first_seq","last_seq","replayed"}` |
 //! | log | [`LogRequest`] | [`LogResponse`]: `{"last_seq","events":[Event…]}` |
-//! | verify | [`VerifyRequest`] | [`VerifyResponse`]: the ledger's [`VerifyReport`] and `recall_index` |
+//! | verify | [`VerifyRequest`] | [`VerifyResponse`]: `verdict`, the ledger's [`VerifyReport`] and `recall_index` |
 //! | project | [`ProjectRequest`] | [`Projection`]: the exact body bytes and the report |
 //! | count | [`CountRequest`] | [`Count`]: `{"bytes","tokens","tokenizer",…}` |
 //! | recall | [`RecallRequest`] | [`RecallResult`]: `{"query","hits","next_offset","note"}` |
@@ -720,6 +720,11 @@ pub struct GcConversation {
     /// Set when `max_bytes` could not be met without removing exempt or newest content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Set when a store-wide run passed over this conversation because it is damaged: what
+    /// is wrong (nothing of it was removed; `ctxlog verify` says more). The run goes on with
+    /// the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
 /// What the response of [`CommitRequest`] is.
@@ -730,10 +735,12 @@ pub type ProjectResponse = Projection;
 pub type CountResponse = Count;
 /// What the response of [`RecallRequest`] is.
 pub type RecallResponse = RecallResult;
-/// What verify found: the ledger's report (its fields at the top level of the JSON) and the
-/// state of the conversation's recall index.
+/// What verify found: the ledger's report (its fields at the top level of the JSON), the
+/// state of the conversation's recall index, and the overall verdict.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VerifyResponse {
+    /// The overall verdict ([`Verdict`]): `ok`, `attention` or `damaged`.
+    pub verdict: Verdict,
     /// Every record, the sidecar index and the artifacts.
     #[serde(flatten)]
     pub ledger: VerifyReport,
@@ -743,10 +750,77 @@ pub struct VerifyResponse {
 }
 
 impl VerifyResponse {
+    /// The response for `ledger` and `recall_index`, with its verdict.
+    pub fn new(ledger: VerifyReport, recall_index: RecallIndexCheck) -> VerifyResponse {
+        let verdict = if !ledger.artifact_problems.is_empty() {
+            Verdict::Damaged
+        } else if ledger.is_clean() && !matches!(recall_index, RecallIndexCheck::Damaged { .. }) {
+            Verdict::Ok
+        } else {
+            Verdict::Attention
+        };
+        VerifyResponse {
+            verdict,
+            ledger,
+            recall_index,
+        }
+    }
+
     /// True when the ledger is clean and the recall index is not damaged.
     pub fn is_clean(&self) -> bool {
-        self.ledger.is_clean() && !matches!(self.recall_index, RecallIndexCheck::Damaged { .. })
+        self.verdict == Verdict::Ok
     }
+
+    /// What needs attention, one line each, when the verdict is [`Verdict::Attention`]: the
+    /// ledger's records are intact, but a torn tail, the sidecar index or the recall index
+    /// is to be dealt with (each line says how).
+    pub fn attention(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let report = &self.ledger;
+        if report.torn_tail_bytes > 0 {
+            lines.push(format!(
+                "a torn tail of {} bytes after the last complete commit: the next writer cuts it \
+                 and saves it under recovered/",
+                report.torn_tail_bytes
+            ));
+        }
+        if let Some(problem) = &report.sidecar_problem {
+            lines.push(format!(
+                "the sidecar index: {problem} (a cache: the next writer rebuilds it from the log)"
+            ));
+        }
+        for leftover in &report.leftovers {
+            lines.push(if leftover == "erase.pending" {
+                "erase.pending: an erasure was interrupted, and artifacts/ or recovered/ may \
+                 still hold erased text; the next writer open (the next commit) finishes it"
+                    .to_string()
+            } else {
+                format!("{leftover}: a temporary file an interrupted write left; the next writer open removes it")
+            });
+        }
+        if let RecallIndexCheck::Damaged { problem } = &self.recall_index {
+            lines.push(format!(
+                "the recall index: {problem} (a cache: `ctxlog reindex CONV` rebuilds it)"
+            ));
+        }
+        lines
+    }
+}
+
+/// The overall verdict of a verify (docs/design.md#l11-repair). A ledger whose records do not
+/// check out is not a verdict but an error of class [`crate::ErrorClass::Corrupt`] naming the
+/// offset and seq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Everything checks out (CLI exit 0).
+    Ok,
+    /// The ledger is intact, but a cache (the sidecar index, the recall index) or a leftover
+    /// (a torn tail, an interrupted erasure's marker, a temporary file) needs attention; each
+    /// finding says what clears it (CLI exit 8).
+    Attention,
+    /// Content the records reference (artifacts) is missing or altered (CLI exit 5).
+    Damaged,
 }
 
 /// What verify found of a conversation's recall index: `{"state": "ok", "pages": N}` and so on.
@@ -793,6 +867,8 @@ impl RecallIndexCheck {
     }
 }
 
+pub use crate::error::{damage_hint, damage_hint_http};
+
 /// Corruption that a [`VerifyResponse`] found beyond the records themselves (referenced
 /// artifacts missing or altered), as an error of class [`crate::ErrorClass::Corrupt`]. A
 /// damaged recall index is not corruption: it is a cache, and `reindex` rebuilds it.
@@ -812,6 +888,11 @@ pub fn verify_problem(report: &VerifyResponse) -> Option<Error> {
 pub struct ExportRequest {
     /// The conversation's name.
     pub conversation: String,
+    /// Salvage a damaged conversation [default: false]: every intact record in order, each
+    /// damaged range as a `{"damaged":{…}}` line where it lies, nothing written to the store
+    /// (docs/export-import.md, "Salvage").
+    #[serde(default)]
+    pub salvage: bool,
 }
 
 /// What an export wrote.
@@ -823,6 +904,9 @@ pub struct ExportResponse {
     pub events: u64,
     /// Bytes written.
     pub bytes: u64,
+    /// Damaged ranges marked (a salvage; 0 otherwise).
+    #[serde(default)]
+    pub damaged: u64,
 }
 
 /// Bring history in (docs/design.md#e4-export-and-import): the input's bytes are passed beside this

@@ -54,6 +54,7 @@ fn export(store: &Store, conv: &str) -> Vec<u8> {
         .export(
             &ExportRequest {
                 conversation: conv.into(),
+                salvage: false,
             },
             &mut out,
         )
@@ -252,6 +253,49 @@ fn damaged_payloads_fail_closed(e: &dyn Engine) {
         })
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Corrupt, "{err}");
+}
+
+/// A damaged payload: the salvage gives every other event in order, the damaged seq marked
+/// where it lies, and changes nothing (docs/design.md#l11-repair).
+fn a_salvage_gives_every_intact_event(e: &dyn Engine) {
+    let store = e.store("salvage", &options());
+    commit(&store, "c", &turn("intact question", "fine"), None).unwrap();
+    commit(&store, "c", &turn("canary-damage-me please", "fine"), None).unwrap();
+    commit(&store, "c", &turn("later question", "later answer"), None).unwrap();
+    e.damage("salvage", "c", 3, "canary-damage-me");
+    let before = e.fingerprint("salvage");
+    let fresh = e.store("salvage", &options());
+    let mut out = Vec::new();
+    let done = fresh
+        .export(
+            &ExportRequest {
+                conversation: "c".into(),
+                salvage: true,
+            },
+            &mut out,
+        )
+        .unwrap();
+    assert_eq!((done.events, done.damaged), (5, 1), "{}", e.name());
+    let lines: Vec<serde_json::Value> = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let seqs: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+    assert_eq!(seqs, [1, 2, 4, 5, 6], "{}", e.name());
+    assert_eq!(
+        lines[2]["damaged"]["seqs"],
+        serde_json::json!([3, 3]),
+        "{}",
+        e.name()
+    );
+    assert_eq!(lines[4]["text"], "later question");
+    assert_eq!(
+        before,
+        e.fingerprint("salvage"),
+        "{}: a salvage writes nothing",
+        e.name()
+    );
 }
 
 fn erasure_removes_text_everywhere(e: &dyn Engine) {
@@ -815,9 +859,9 @@ fn artifacts_are_content_addressed_and_stored_once(e: &dyn Engine) {
     };
     let err = read_artifact(&store, "c", &missing).unwrap_err();
     assert!(err.to_string().contains("no such artifact"), "{err}");
-    // Artifacts belong to their conversation.
+    // Artifacts belong to their conversation: another one does not hold it.
     let err = read_artifact_elsewhere(&store, &r);
-    assert!(matches!(err, LedgerError::BadArtifactRef { .. }), "{err}");
+    assert!(matches!(err, LedgerError::ArtifactMissing { .. }), "{err}");
 }
 
 fn read_artifact_elsewhere(store: &Store, r: &ArtifactRef) -> LedgerError {
@@ -1015,6 +1059,10 @@ fn a_turn_may_span_commits_and_stores(e: &dyn Engine) {
 
 const CASES: &[Case] = &[
     ("commits_get_contiguous_seqs", commits_get_contiguous_seqs),
+    (
+        "a_salvage_gives_every_intact_event",
+        a_salvage_gives_every_intact_event,
+    ),
     ("ids_replay_or_conflict", ids_replay_or_conflict),
     (
         "replays_and_conflicts_write_nothing",

@@ -204,6 +204,7 @@ fn export(store: &Store, name: &str) -> String {
         .export(
             &ExportRequest {
                 conversation: name.into(),
+                salvage: false,
             },
             &mut out,
         )

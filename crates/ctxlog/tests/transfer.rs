@@ -43,6 +43,7 @@ fn export(store: &Store, name: &str) -> Vec<u8> {
         .export(
             &ExportRequest {
                 conversation: name.into(),
+                salvage: false,
             },
             &mut out,
         )

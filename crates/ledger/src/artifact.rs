@@ -55,9 +55,12 @@ pub(crate) fn check_ref(st: &dyn Storage, name: &str) -> Result<String> {
     Ok(path)
 }
 
-/// Reads and verifies an artifact.
+/// Reads and verifies an artifact. A reference whose file is absent is [`Error::ArtifactMissing`]: the event that holds it is
+/// in the ledger, so the artifact was lost (damage, not bad input).
 pub(crate) fn read(st: &dyn Storage, r: &ArtifactRef) -> Result<Vec<u8>> {
-    let buf = read_stored(st, &r.name)?;
+    let buf = stored(st, &r.name)?.ok_or_else(|| Error::ArtifactMissing {
+        name: r.name.clone(),
+    })?;
     if artifact_name(&buf) != r.name || buf.len() as u64 != r.bytes {
         return Err(Error::ArtifactMismatch {
             name: r.name.clone(),
@@ -66,21 +69,36 @@ pub(crate) fn read(st: &dyn Storage, r: &ArtifactRef) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// The bytes stored under artifact name `name`, unchecked (the name is checked first).
+/// The bytes stored under artifact name `name`, unchecked (the name is checked first); a
+/// reference to an artifact not stored is refused ([`Error::BadArtifactRef`]: a commit
+/// naming one is bad input).
 pub(crate) fn read_stored(st: &dyn Storage, name: &str) -> Result<Vec<u8>> {
+    stored(st, name)?.ok_or_else(|| Error::BadArtifactRef {
+        name: name.to_string(),
+        why: "no such artifact in this conversation",
+    })
+}
+
+/// The bytes stored under artifact name `name` (checked first), `None` when absent.
+fn stored(st: &dyn Storage, name: &str) -> Result<Option<Vec<u8>>> {
+    if is_valid_artifact_name(name) {
+        let path = relative_path(name);
+        if !st.exists(&path).map_err(crate::files::io_err(st, &path))? {
+            return Ok(None);
+        }
+    }
     let path = check_ref(st, name)?;
-    let file = st
+    let Some(file) = st
         .open(&path, OpenMode::Read)
         .map_err(crate::files::io_err(st, &path))?
-        .ok_or_else(|| Error::BadArtifactRef {
-            name: name.to_string(),
-            why: "no such artifact in this conversation",
-        })?;
+    else {
+        return Ok(None);
+    };
     let len = file.len().map_err(crate::files::io_err(st, &path))?;
     let mut buf = vec![0u8; len as usize];
     file.read_at(0, &mut buf)
         .map_err(crate::files::io_err(st, &path))?;
-    Ok(buf)
+    Ok(Some(buf))
 }
 
 /// A reference `r` in a commit to a stored artifact holding `content`: size and hash must

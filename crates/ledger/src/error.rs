@@ -65,6 +65,15 @@ pub enum Error {
         /// The artifact name.
         name: String,
     },
+    /// An event references an artifact that is not stored: the event is intact (with its
+    /// excerpt) but the full content is lost. Damage, like a corrupt record (CLI exit 5).
+    #[error(
+        "artifact {name} is missing: no such artifact in this conversation, though an event references it"
+    )]
+    ArtifactMissing {
+        /// The artifact name.
+        name: String,
+    },
     /// A write or sync failed earlier; the writer refuses commits until reopened
     /// (docs/design.md#l8-failed-io). After an erasure that failed once its rewritten log was in
     /// place, the writer refuses reads of events and artifacts too: its handle still holds the
@@ -98,7 +107,8 @@ pub enum Error {
 
 impl Error {
     /// A batch's failure (its write or sync, [`crate::Ledger::commit_batch`]) as each of its
-    /// commits reports it: the same kind and message, for every caller of the batch.
+    /// commits reports it: the same kind and message, for every caller of the batch (damage
+    /// found while appending stays [`Error::Corrupt`], never an I/O error without a path).
     pub fn for_each_commit(&self) -> Error {
         match self {
             Error::Poisoned => Error::Poisoned,
@@ -106,10 +116,69 @@ impl Error {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
-            other => Error::Io {
-                path: std::path::PathBuf::new(),
-                source: std::io::Error::other(other.to_string()),
+            Error::Locked { path } => Error::Locked { path: path.clone() },
+            Error::Corrupt {
+                path,
+                offset,
+                seq,
+                reason,
+            } => Error::Corrupt {
+                path: path.clone(),
+                offset: *offset,
+                seq: *seq,
+                reason: reason.clone(),
             },
+            Error::Conflict { id } => Error::Conflict { id: id.clone() },
+            Error::InvalidCommit { reason } => Error::InvalidCommit {
+                reason: reason.clone(),
+            },
+            Error::TooLarge {
+                what,
+                limit,
+                actual,
+            } => Error::TooLarge {
+                what,
+                limit: *limit,
+                actual: *actual,
+            },
+            Error::BadArtifactRef { name, why } => Error::BadArtifactRef {
+                name: name.clone(),
+                why,
+            },
+            Error::ArtifactMismatch { name } => Error::ArtifactMismatch { name: name.clone() },
+            Error::ArtifactMissing { name } => Error::ArtifactMissing { name: name.clone() },
+            Error::BadRange { reason } => Error::BadRange {
+                reason: reason.clone(),
+            },
+            Error::NoSuchSeq { seq, last_seq } => Error::NoSuchSeq {
+                seq: *seq,
+                last_seq: *last_seq,
+            },
+        }
+    }
+
+    /// The error's message without the file path it names (a client of a server must not
+    /// learn server paths): for [`Error::Corrupt`] the offset, seq and reason; for
+    /// [`Error::Io`] the file's name within the conversation and the cause.
+    pub fn without_path(&self) -> String {
+        match self {
+            Error::Corrupt {
+                offset,
+                seq,
+                reason,
+                ..
+            } => format!(
+                "ledger corrupt at byte offset {offset}{}: {reason}",
+                seq.map(|s| format!(" (seq {s})")).unwrap_or_default()
+            ),
+            Error::Io { path, source } => format!(
+                "I/O error on {}: {source}",
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ),
+            Error::Locked { .. } => "conversation is locked by another writer".into(),
+            other => other.to_string(),
         }
     }
 

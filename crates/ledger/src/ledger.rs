@@ -515,12 +515,14 @@ impl Ledger {
     ) -> Result<()> {
         let sync = self.syncs();
         let st = self.state.storage().clone();
-        let mut result = Ok(());
+        // No write onto damage: the log must end where this writer's last commit ended, and
+        // that commit's last record must check out (docs/ledger-format.md, "What a writer sees").
+        let mut result = self.state.check_tail(mark);
         for a in artifacts {
-            result = crate::artifact::write(st.as_ref(), a, sync, &mut self.poisoned).map(drop);
             if result.is_err() {
                 break;
             }
+            result = crate::artifact::write(st.as_ref(), a, sync, &mut self.poisoned).map(drop);
         }
         if result.is_ok() {
             result = self

@@ -55,12 +55,21 @@ pub struct VerifyReport {
     /// Torn tails cut by earlier opens and kept for forensics, as paths relative to the
     /// conversation directory (`recovered/tail-<offset>-<ms>.bin`), sorted.
     pub recovered: Vec<String>,
+    /// Files an interrupted operation left behind, which the next writer open finishes or
+    /// removes (relative paths, sorted): `erase.pending` (an erasure whose deletions of
+    /// artifacts and recovered tails may be unfinished: they may still hold erased text) and
+    /// temporary files (`*.tmp`, `artifacts/.tmp-*`). Reported only while no writer holds the
+    /// lock (a writer's own files are in use, not left over).
+    pub leftovers: Vec<String>,
 }
 
 impl VerifyReport {
     /// True when the log has no torn tail, every artifact checks out and the sidecar agrees.
     pub fn is_clean(&self) -> bool {
-        self.torn_tail_bytes == 0 && self.artifact_problems.is_empty() && self.sidecar_ok
+        self.torn_tail_bytes == 0
+            && self.artifact_problems.is_empty()
+            && self.sidecar_ok
+            && self.leftovers.is_empty()
     }
 }
 
@@ -132,7 +141,44 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
         .into_iter()
         .map(|name| format!("{}/{name}", names::RECOVERED))
         .collect();
+    if !writer_holds_lock(st) {
+        report.leftovers = leftovers(st)?;
+    }
     Ok(report)
+}
+
+/// What an interrupted operation left in the conversation directory (see
+/// [`VerifyReport::leftovers`]), sorted.
+fn leftovers(st: &dyn Storage) -> Result<Vec<String>> {
+    let mut found: Vec<String> = st
+        .list("")
+        .map_err(io_err(st, ""))?
+        .into_iter()
+        .filter(|n| n == names::ERASE_PENDING || n.ends_with(".tmp"))
+        .collect();
+    if st
+        .is_dir(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+    {
+        found.extend(
+            st.list(names::ARTIFACTS)
+                .map_err(io_err(st, names::ARTIFACTS))?
+                .into_iter()
+                .filter(|n| n.starts_with(".tmp-"))
+                .map(|n| format!("{}/{n}", names::ARTIFACTS)),
+        );
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// True when a writer holds the conversation's lock (tested for an instant; the lock file is
+/// never created here).
+fn writer_holds_lock(st: &dyn Storage) -> bool {
+    if !st.exists(names::LOCK).unwrap_or(false) {
+        return false;
+    }
+    matches!(st.try_lock(None), Ok(None))
 }
 
 /// True when the incomplete tail verify saw (at log length `seen`) is a commit a writer is
@@ -145,17 +191,10 @@ fn tail_in_progress(st: &dyn Storage, log: &dyn StorageFile, seen: u64) -> bool 
     if log.len().map_or(true, |len| len != seen) {
         return true;
     }
-    if !st.exists(names::LOCK).unwrap_or(false) {
-        return false;
+    if writer_holds_lock(st) {
+        return true;
     }
-    match st.try_lock(None) {
-        Ok(Some(guard)) => {
-            drop(guard);
-            log.len().map_or(true, |len| len != seen)
-        }
-        Ok(None) => true,
-        Err(_) => false,
-    }
+    log.len().map_or(true, |len| len != seen)
 }
 
 /// Decodes every event body and checks erased ranges are covered; returns the artifacts

@@ -99,14 +99,15 @@ fn names_outside_the_artifact_namespace_are_refused() {
             "{name}"
         );
     }
-    // A well-formed name that does not exist is refused the same way.
+    // A well-formed name that is not stored is missing: a read goes by an event's
+    // reference, so the artifact was lost (damage, not a refused name).
     let missing = ArtifactRef {
         name: artifact_name(b"nothing"),
         bytes: 7,
     };
     assert!(matches!(
         ledger.artifact(&missing),
-        Err(Error::BadArtifactRef { .. })
+        Err(Error::ArtifactMissing { .. })
     ));
     assert_eq!(ledger.artifact(&good).unwrap(), b"content");
 }
@@ -209,7 +210,8 @@ fn commits_with_bad_references_write_nothing() {
 }
 
 /// Regression: a missing artifact was reported as "refused artifact reference", which sent
-/// operators looking for a path escape. The error now says which it is.
+/// operators looking for a path escape, and classed as bad input. The error now says it is
+/// missing, and it is damage (the event referencing it is in the ledger).
 #[test]
 fn a_missing_artifact_is_named_as_missing_not_as_an_escape() {
     let tmp = tempfile::tempdir().unwrap();
@@ -217,7 +219,7 @@ fn a_missing_artifact_is_named_as_missing_not_as_an_escape() {
     let r = ledger.put_artifact(b"soon gone").unwrap();
     std::fs::remove_file(tmp.path().join("artifacts").join(&r.name)).unwrap();
     match ledger.artifact(&r) {
-        Err(e @ Error::BadArtifactRef { .. }) => {
+        Err(e @ Error::ArtifactMissing { .. }) => {
             assert!(e.to_string().contains("no such artifact"), "{e}");
         }
         other => panic!("{other:?}"),

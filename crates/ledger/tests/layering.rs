@@ -29,6 +29,7 @@ const LAYERS: &[&str] = &[
     "commit",
     "erase",
     "verify",
+    "salvage",
     "reader",
     "ledger",
 ];

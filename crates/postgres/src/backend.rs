@@ -146,6 +146,7 @@ impl Backend for PgBackend {
                 events: r.get::<_, i64>(1) as u64,
                 bytes: r.get::<_, i64>(2) as u64,
                 last_activity_ms: r.get(3),
+                damage: None,
             })
             .collect())
     }
@@ -153,6 +154,15 @@ impl Backend for PgBackend {
     fn verify(&self, name: &ConversationName) -> Result<VerifyReport> {
         let mut ledger = self.open(name)?.ok_or_else(|| self.not_found(name))?;
         Ok(ledger.verify()?)
+    }
+
+    fn salvage(
+        &self,
+        name: &ConversationName,
+        visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> ctxlog_ledger::Result<()>,
+    ) -> Result<ctxlog_ledger::SalvageReport> {
+        let mut ledger = self.open(name)?.ok_or_else(|| self.not_found(name))?;
+        Ok(ledger.salvage(visit)?)
     }
 
     /// Deletes the conversation's row (its events, commits and artifacts go with it), then

@@ -159,6 +159,33 @@ impl<C: GenericClient> Q<'_, C> {
     }
 }
 
+impl<C: GenericClient> Q<'_, C> {
+    /// The rows of `range` that exist, each decoded or with why it cannot be.
+    #[allow(clippy::type_complexity)]
+    fn salvage_rows(
+        &mut self,
+        name: &str,
+        range: RangeInclusive<u64>,
+    ) -> Result<Vec<(u64, Result<Event>)>> {
+        let rows = self.query(
+            "SELECT seq, kind, ts_ms, payload, crc FROM {s}.events
+             WHERE conversation = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+            &[&name, &(*range.start() as i64), &(*range.end() as i64)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let seq = row.get::<_, i64>(0) as u64;
+                let kind: i16 = row.get(1);
+                let ts_ms: i64 = row.get(2);
+                let payload: &[u8] = row.get(3);
+                let crc = row.get::<_, i32>(4) as u32;
+                (seq, decode(self.db, name, seq, kind, ts_ms, payload, crc))
+            })
+            .collect())
+    }
+}
+
 /// The CRC32C of an event row: seq, kind and time (little-endian) and the payload.
 pub(crate) fn row_crc(seq: u64, kind: u8, ts_ms: i64, payload: &[u8]) -> u32 {
     let mut head = [0u8; 17];
@@ -538,7 +565,13 @@ impl PgLedger {
         q: &mut Q<'_, C>,
         r: &ArtifactRef,
     ) -> Result<Vec<u8>> {
-        let content = self.stored_artifact(q, r)?;
+        // An event references it: a missing one was lost (damage), not a bad reference.
+        let content = self.stored_artifact(q, r).map_err(|e| match e {
+            Error::BadArtifactRef { name, .. } if ctxlog_ledger::is_valid_artifact_name(&name) => {
+                Error::ArtifactMissing { name }
+            }
+            other => other,
+        })?;
         rules::check_artifact(&r.name, &content)?;
         Ok(content)
     }
@@ -843,6 +876,85 @@ impl PgLedger {
             .map_or(0, |r| r.get::<_, i64>(0) as u64))
         })?;
         Ok(report)
+    }
+}
+
+impl PgLedger {
+    /// Every row of the conversation whose checksum holds, in seq order, with the damaged
+    /// ranges between them: a row whose checksum fails, and seqs missing (rows deleted), are
+    /// damaged ranges (their `offset` is the seq, as in [`Error::Corrupt`]). Writes nothing.
+    pub(crate) fn salvage(
+        &mut self,
+        visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> Result<()>,
+    ) -> Result<ctxlog_ledger::SalvageReport> {
+        self.refresh()?;
+        let mut report = ctxlog_ledger::SalvageReport {
+            ledger_id: Some(self.index.ledger_id.clone()),
+            ..Default::default()
+        };
+        let last = self.index.last_seq();
+        let mut next = 1;
+        let mut from = 1;
+        while from <= last {
+            let to = (from + 999).min(last);
+            let rows = self.with_q(|q| q.salvage_rows(&self.name, from..=to))?;
+            for (seq, decoded) in rows {
+                if seq > next {
+                    let gap = salvage_gap(next, seq - 1, "rows missing (deleted)".into());
+                    report.damaged.push(gap.clone());
+                    visit(ctxlog_ledger::Salvaged::Damaged(gap))?;
+                }
+                next = seq + 1;
+                match decoded {
+                    Ok(event) => self.salvage_event(event, &mut report, visit)?,
+                    Err(e) => {
+                        let range = salvage_gap(seq, seq, e.without_path());
+                        report.damaged.push(range.clone());
+                        visit(ctxlog_ledger::Salvaged::Damaged(range))?;
+                    }
+                }
+            }
+            from = to + 1;
+        }
+        if next <= last {
+            let gap = salvage_gap(next, last, "rows missing (deleted)".into());
+            report.damaged.push(gap.clone());
+            visit(ctxlog_ledger::Salvaged::Damaged(gap))?;
+        }
+        Ok(report)
+    }
+
+    fn salvage_event(
+        &self,
+        event: Event,
+        report: &mut ctxlog_ledger::SalvageReport,
+        visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> Result<()>,
+    ) -> Result<()> {
+        report.last_seq = event.seq;
+        if rules::is_placeholder(event.seq, &event.body) {
+            return Ok(());
+        }
+        report.events += 1;
+        let artifact = match &event.body {
+            EventBody::ToolResult {
+                artifact: Some(r), ..
+            } => Some(
+                self.with_q(|q| self.fetch_artifact(q, r))
+                    .map_err(|e| e.without_path()),
+            ),
+            _ => None,
+        };
+        visit(ctxlog_ledger::Salvaged::Event { event, artifact })
+    }
+}
+
+/// The damaged range of rows `from..=to` (rows have no byte offset: the seq stands for it).
+fn salvage_gap(from: u64, to: u64, reason: String) -> ctxlog_ledger::DamagedRange {
+    ctxlog_ledger::DamagedRange {
+        offset: from,
+        bytes: 0,
+        seqs: Some((from, to)),
+        reason,
     }
 }
 

@@ -482,9 +482,13 @@ impl PyConversation {
 
     /// Every event as JSON Lines (bytes): `{"seq", "ts", "kind", …}` a line, artifacts
     /// inlined, tombstones included; `import_` of it into a new conversation rebuilds this one.
-    fn export<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// `salvage=True` (a damaged conversation): every intact record in order, each damaged
+    /// range as a `{"damaged": {…}}` line where it lies; nothing in the store changes.
+    #[pyo3(signature = (*, salvage = false))]
+    fn export<'py>(&self, py: Python<'py>, salvage: bool) -> PyResult<Bound<'py, PyBytes>> {
         let request = ExportRequest {
             conversation: self.name.clone(),
+            salvage,
         };
         let out = call(py, &self.shared, move |s| {
             let mut out = Vec::new();

@@ -135,6 +135,13 @@ def test_corrupt_names_offset_and_seq(root: Path, store: ctxlog.Store) -> None:
                 call()
             assert raised.value.seq == 3
             assert isinstance(raised.value.offset, int) and 0 < raised.value.offset < at
+            # What to run next, as the CLI says it.
+            assert "`ctxlog verify chat`" in str(raised.value)
+            assert "`ctxlog export chat --salvage`" in str(raised.value)
+        # The salvage: every other record, the damaged one marked where it lies.
+        lines = [line for line in chat.export(salvage=True).splitlines() if line]
+        assert len(lines) == 8
+        assert b'"damaged"' in lines[2] and b'"seqs":[3,3]' in lines[2]
     assert ledger_files(root) == before
 
 

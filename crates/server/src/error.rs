@@ -157,24 +157,29 @@ impl AppError {
 fn corrupt(e: &Error) -> AppError {
     tracing::error!(error = %e, "corruption detected");
     let status = StatusCode::INTERNAL_SERVER_ERROR;
+    let next = e
+        .damaged_conversation()
+        .map(|name| format!("; {}", ctxlog::ops::damage_hint_http(name)))
+        .unwrap_or_default();
     if let Some(c) = e.corruption() {
         let seq = c.seq.map(|s| format!(" (seq {s})")).unwrap_or_default();
         let message = format!(
-            "ledger corrupt at byte offset {}{seq}: {}; nothing was changed",
+            "ledger corrupt at byte offset {}{seq}: {}; nothing was changed{next}",
             c.offset, c.reason
         );
         return AppError::new(status, "corrupt", message)
             .with_details(json!({"offset": c.offset, "seq": c.seq}));
     }
-    let message = match e {
+    let message = match e.found() {
         Error::ArtifactsDamaged { problems } => format!(
             "{} referenced artifact(s) missing or altered: {}",
             problems.len(),
             problems.join("; ")
         ),
+        Error::Ledger(ledger) => ledger.without_path(),
         _ => "ledger corrupt; nothing was changed (details in the server log)".to_string(),
     };
-    AppError::new(status, "corrupt", message)
+    AppError::new(status, "corrupt", format!("{message}{next}"))
 }
 
 impl From<Error> for AppError {

@@ -470,11 +470,26 @@ async fn gc_all(
 }
 
 /// The conversation as JSON Lines (`application/x-ndjson`), one event a line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportQuery {
+    /// A salvage of a damaged conversation (docs/export-import.md, "Salvage").
+    #[serde(default)]
+    salvage: bool,
+}
+
+/// The conversation as JSON Lines; `?salvage=true` gives every intact record of a damaged
+/// one, the damaged ranges marked, and changes nothing.
 async fn export(
     Extension(tenant): Extension<Tenant>,
     Path(name): Path<String>,
+    uri: Uri,
 ) -> Result<Response, AppError> {
-    let request = ExportRequest { conversation: name };
+    let query: ExportQuery = query(&uri)?;
+    let request = ExportRequest {
+        conversation: name,
+        salvage: query.salvage,
+    };
     let bytes = blocking(tenant, move |s| {
         let mut out = Vec::new();
         s.export(&request, &mut out)?;

@@ -3,7 +3,8 @@
 //!
 //! * every acknowledged commit (a receipt read from the child's stdout) is in `log --json`
 //!   with exactly its events, and no commit is present in part;
-//! * `verify` accepts the conversation (exit 0);
+//! * `verify` finds the ledger intact (exit 0, or 8: a kill may leave a torn tail or an
+//!   interrupted erasure's leftovers, which the next writer open finishes);
 //! * the text of every acknowledged erasure is in no file of the conversation's directory.
 //!
 //! ```text
@@ -280,7 +281,8 @@ impl Loop<'_> {
             return Ok(());
         }
         let (code, _, err) = self.run_to_end(&["verify", &conv])?;
-        if code != 0 {
+        // 8: intact, with what a kill leaves for the next writer open (docs/reliability.md).
+        if code != 0 && code != 8 {
             self.fail(round, format!("verify exited {code}: {}", err.trim()));
         }
         let (code, stdout, err) = self.run_to_end(&["log", &conv, "--json"])?;

@@ -156,7 +156,28 @@ impl FileBackend {
             events: last_seq,
             bytes,
             last_activity_ms,
+            damage: None,
         })
+    }
+
+    /// The listing entry of a conversation that cannot be read: its name, the log's size,
+    /// and what is wrong, so that one damaged conversation never hides the others.
+    fn damaged_info(&self, name: &str, e: &ctxlog_ledger::Error) -> ConversationInfo {
+        let log = format!("{name}/{}", names::LOG);
+        let bytes = self
+            .root
+            .open(&log, OpenMode::Read)
+            .ok()
+            .flatten()
+            .and_then(|file| file.len().ok())
+            .unwrap_or(0);
+        ConversationInfo {
+            name: name.to_string(),
+            events: 0,
+            bytes,
+            last_activity_ms: 0,
+            damage: Some(e.without_path()),
+        }
     }
 }
 
@@ -223,8 +244,17 @@ impl Backend for FileBackend {
             let Ok(name) = ConversationName::new(&entry) else {
                 continue;
             };
-            if self.exists(&name)? {
-                infos.push(self.info(name.as_str())?);
+            if !self.exists(&name)? {
+                continue;
+            }
+            match self.info(name.as_str()) {
+                Ok(info) => infos.push(info),
+                // Erased since the directory was listed.
+                Err(Error::Ledger(ctxlog_ledger::Error::Io { source, .. }))
+                    if source.kind() == std::io::ErrorKind::NotFound
+                        && !self.exists(&name).unwrap_or(true) => {}
+                Err(Error::Ledger(e)) => infos.push(self.damaged_info(name.as_str(), &e)),
+                Err(e) => return Err(e),
             }
         }
         Ok(infos)
@@ -237,22 +267,39 @@ impl Backend for FileBackend {
         Ok(ctxlog_ledger::verify_with(self.scoped(name.as_str()))?)
     }
 
+    fn salvage(
+        &self,
+        name: &ConversationName,
+        visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> ctxlog_ledger::Result<()>,
+    ) -> Result<ctxlog_ledger::SalvageReport> {
+        if !self.exists(name)? {
+            return Err(self.not_found(name));
+        }
+        Ok(ctxlog_ledger::salvage_with(
+            self.scoped(name.as_str()),
+            visit,
+        )?)
+    }
+
     /// Renames the directory to a hidden trash name (one atomic step, synced: from then on
     /// the conversation is gone), then removes the trash with everything in it (ledger,
     /// sidecars, artifacts, recovered tails, recall index). Trash a crash left mid-removal
     /// is swept by the next `erase_all` in the store.
     fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()> {
-        self.check_real_dir(name)?;
-        let trash = format!("{TRASH_PREFIX}{name}-{}", std::process::id());
-        self.root
-            .rename(name.as_str(), &trash)
-            .map_err(self.io(name.as_str()))?;
-        drop(writer);
-        self.root.sync_dir("").map_err(self.io(""))?;
-        if self.cache_dir.is_some() {
-            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
-        }
-        self.sweep_trash()
+        self.trash(name, writer)
+    }
+
+    /// Holds the conversation's writer lock alone (no ledger is opened: it is damaged) while
+    /// the directory is renamed to trash, then removes it as [`Backend::erase_all`] does.
+    fn erase_all_damaged(&self, name: &ConversationName) -> Result<()> {
+        let lock = self
+            .scoped(name.as_str())
+            .try_lock(None)
+            .map_err(self.io(name.as_str()))?
+            .ok_or_else(|| ctxlog_ledger::Error::Locked {
+                path: self.path.join(name.as_str()),
+            })?;
+        self.trash(name, lock)
     }
 
     fn recall_cache(&self, name: &ConversationName) -> PathBuf {
@@ -260,6 +307,24 @@ impl Backend for FileBackend {
             None => self.path.join(name.as_str()).join(RECALL_INDEX_FILE),
             Some(dir) => dir.join(format!("{name}.{RECALL_INDEX_FILE}")),
         }
+    }
+}
+
+impl FileBackend {
+    /// Renames the conversation's directory to trash while `held` (its writer, or its lock)
+    /// keeps other writers out, then removes the trash (see [`Backend::erase_all`]).
+    fn trash<H>(&self, name: &ConversationName, held: H) -> Result<()> {
+        self.check_real_dir(name)?;
+        let trash = format!("{TRASH_PREFIX}{name}-{}", std::process::id());
+        self.root
+            .rename(name.as_str(), &trash)
+            .map_err(self.io(name.as_str()))?;
+        drop(held);
+        self.root.sync_dir("").map_err(self.io(""))?;
+        if self.cache_dir.is_some() {
+            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        }
+        self.sweep_trash()
     }
 }
 

@@ -154,8 +154,12 @@ impl StoreBuilder {
     /// an invalid retention rule).
     pub fn build(&self) -> Result<Store> {
         let config = self.resolved_config()?;
+        let mut options = self.options.clone();
+        if config.ledger.check_on_open {
+            options.check_on_open(true);
+        }
         let backend = match &self.engine {
-            Engine::Location(location) => location.backend(&self.options),
+            Engine::Location(location) => location.backend(&options),
             Engine::Backend(backend) => backend.clone(),
         };
         Store::configured(backend, &config, self.writer_wait)

@@ -257,6 +257,15 @@ impl Store {
     pub(crate) fn read<T>(
         &self,
         name: &str,
+        f: impl FnMut(&mut Snapshot) -> Result<T>,
+    ) -> Result<T> {
+        self.read_handle(name, f)
+            .map_err(|e| e.in_conversation(name))
+    }
+
+    fn read_handle<T>(
+        &self,
+        name: &str,
         mut f: impl FnMut(&mut Snapshot) -> Result<T>,
     ) -> Result<T> {
         let name = ConversationName::new(name)?;
@@ -302,6 +311,11 @@ impl Store {
     /// its bytes. A refused commit fails alone. The writer wait ([`StoreBuilder::writer_wait`])
     /// applies while a commit is queued; once a batch has taken it, it waits for that batch.
     pub fn commit(&self, request: &CommitRequest) -> Result<CommitReceipt> {
+        self.commit_queued(request)
+            .map_err(|e| e.in_conversation(&request.conversation))
+    }
+
+    fn commit_queued(&self, request: &CommitRequest) -> Result<CommitReceipt> {
         let name = ConversationName::new(&request.conversation)?;
         // Refused before it queues (the writer checks it again, for handles used directly).
         if let Some(id) = &request.commit.id {
@@ -411,10 +425,12 @@ impl Store {
         let name = ConversationName::new(conversation)?;
         let slot = self.slot(&name);
         let mut lease = self.writer_lease(&slot, &name)?;
-        let (handle, created) = self.ensure_writer(&slot, &name, &mut lease.handle)?;
-        let result = write(handle);
+        let written = self
+            .ensure_writer(&slot, &name, &mut lease.handle)
+            .map(|(handle, created)| (write(handle), created));
+        let (result, created) = written.map_err(|e| e.in_conversation(conversation))?;
         self.settle_writer(&slot, &name, &mut lease, created)?;
-        result
+        result.map_err(|e| e.in_conversation(conversation))
     }
 
     /// The writer of `name` in `writer` (a lease's), opened into it unless it holds one,
@@ -494,11 +510,14 @@ impl Store {
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::Corrupt`] naming the offset and seq.
     pub fn verify(&self, request: &VerifyRequest) -> Result<VerifyResponse> {
         let name = ConversationName::new(&request.conversation)?;
-        let ledger = self.backend.verify(&name)?;
-        Ok(VerifyResponse {
+        let ledger = self
+            .backend
+            .verify(&name)
+            .map_err(|e| Error::from(e).in_conversation(&request.conversation))?;
+        Ok(VerifyResponse::new(
             ledger,
-            recall_index: RecallIndexCheck::of(&self.backend.recall_cache(&name)),
-        })
+            RecallIndexCheck::of(&self.backend.recall_cache(&name)),
+        ))
     }
 
     /// The exact request body for one model call (docs/design.md#5-projection). A conversation with
@@ -631,7 +650,9 @@ impl Store {
     ) -> Result<ReindexResponse> {
         let name = ConversationName::new(&request.conversation)?;
         let slot = self.slot(&name);
-        let stats = self.exclusive(&slot, || self.open_snapshot(&name)?.reindex(progress))?;
+        let stats = self
+            .exclusive(&slot, || self.open_snapshot(&name)?.reindex(progress))
+            .map_err(|e| e.in_conversation(&request.conversation))?;
         Ok(ReindexResponse {
             events_indexed: stats.events_indexed,
             pages_written: stats.pages_written,
@@ -650,21 +671,35 @@ impl Store {
     /// ([`Redactor::check_erase_id`]); [`ctxlog_ledger::Error::Locked`] when another process
     /// writes it; I/O.
     pub fn erase(&self, request: &EraseRequest) -> Result<EraseResponse> {
+        self.erase_now(request)
+            .map_err(|e| e.in_conversation(&request.conversation))
+    }
+
+    fn erase_now(&self, request: &EraseRequest) -> Result<EraseResponse> {
         let name = ConversationName::new(&request.conversation)?;
         request.check()?;
         let slot = self.slot(&name);
         let mut lease = self.writer_lease(&slot, &name)?;
-        let handle = self.current_writer(&mut lease, &name)?;
-        if request.target == EraseTarget::All {
+        let all = request.target == EraseTarget::All;
+        let erased_all = EraseResponse::All {
+            erased: AllMarker::All,
+            conversation: name.to_string(),
+        };
+        let handle = match self.current_writer(&mut lease, &name) {
+            // A conversation too damaged to open a writer on can still be erased whole.
+            Err(e) if all && e.class() == crate::ErrorClass::Corrupt => {
+                self.exclusive(&slot, || self.backend.erase_all_damaged(&name))?;
+                return Ok(erased_all);
+            }
+            handle => handle?,
+        };
+        if all {
             // The slot stays: a commit queued behind this one must share its locks with the
             // reads that come after it.
             self.exclusive(&slot, || {
                 self.backend.erase_all(&name, handle.into_writer())
             })?;
-            return Ok(EraseResponse::All {
-                erased: AllMarker::All,
-                conversation: name.to_string(),
-            });
+            return Ok(erased_all);
         }
         let handle = lease.handle.insert(handle);
         let report = self.exclusive(&slot, || handle.erase(&request.target, &request.reason))?;
@@ -708,43 +743,65 @@ impl Store {
                         .into(),
             });
         }
-        let names = match &request.conversation {
-            Some(name) => vec![ConversationName::new(name)?],
-            None => {
-                let mut names = Vec::new();
-                for info in self.backend.list()? {
-                    names.push(ConversationName::new(&info.name)?);
-                }
-                names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-                names
-            }
-        };
         let mut response = GcResponse {
             dry_run: request.dry_run,
             policy: policy.clone(),
             ..Default::default()
         };
-        for name in names {
-            let report = if request.dry_run {
-                self.read(name.as_str(), |snapshot| {
-                    snapshot.catch_up()?;
-                    let now = crate::retention::now_ms();
-                    let plan = crate::retention::plan(snapshot.ledger(), &policy, now)?;
-                    let after = plan.bytes_after_estimate;
-                    Ok(gc_report(name.as_str(), plan, after, &policy))
-                })?
-            } else {
-                let slot = self.slot(&name);
-                let mut lease = self.writer_lease(&slot, &name)?;
-                let handle = self.current_writer(&mut lease, &name)?;
-                let handle = lease.handle.insert(handle);
-                self.retain(&slot, handle, &policy)?
+        let names = match &request.conversation {
+            Some(name) => vec![(ConversationName::new(name)?, None)],
+            None => {
+                let mut names = Vec::new();
+                for info in self.backend.list()? {
+                    names.push((ConversationName::new(&info.name)?, info.damage));
+                }
+                names.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+                names
+            }
+        };
+        let store_wide = request.conversation.is_none();
+        for (name, damage) in names {
+            // A store-wide run passes over a damaged conversation (marked in its entry) and
+            // goes on with the others: one damaged conversation never stops retention.
+            let report = match damage {
+                Some(damage) => damaged_gc_report(&name, damage),
+                None => match self.gc_one(&name, &policy, request.dry_run) {
+                    Err(e) if store_wide && e.class() == crate::ErrorClass::Corrupt => {
+                        damaged_gc_report(&name, e.without_path())
+                    }
+                    result => result?,
+                },
             };
             response.seqs_removed += report.seqs_removed;
             response.bytes_freed += report.bytes_freed;
             response.conversations.push(report);
         }
         Ok(response)
+    }
+
+    /// Applies `policy` to the conversation `name` (in a dry run, plans it on a read handle).
+    fn gc_one(
+        &self,
+        name: &ConversationName,
+        policy: &RetentionPolicy,
+        dry_run: bool,
+    ) -> Result<GcConversation> {
+        if dry_run {
+            return self.read(name.as_str(), |snapshot| {
+                snapshot.catch_up()?;
+                let now = crate::retention::now_ms();
+                let plan = crate::retention::plan(snapshot.ledger(), policy, now)?;
+                let after = plan.bytes_after_estimate;
+                Ok(gc_report(name.as_str(), plan, after, policy))
+            });
+        }
+        let slot = self.slot(name);
+        let mut lease = self.writer_lease(&slot, name)?;
+        let retained = self.current_writer(&mut lease, name).and_then(|handle| {
+            let handle = lease.handle.insert(handle);
+            self.retain(&slot, handle, policy)
+        });
+        retained.map_err(|e| e.in_conversation(name.as_str()))
     }
 
     /// Erases what `policy` selects in the conversation behind `handle` (its writer).
@@ -764,6 +821,15 @@ impl Store {
         }
         let after = crate::retention::ledger_bytes(handle.ledger());
         Ok(gc_report(handle.name().as_str(), plan, after, policy))
+    }
+}
+
+/// The entry of a conversation a store-wide retention run passed over because it is damaged.
+fn damaged_gc_report(name: &ConversationName, damage: String) -> GcConversation {
+    GcConversation {
+        conversation: name.to_string(),
+        damage: Some(damage),
+        ..Default::default()
     }
 }
 
@@ -792,6 +858,7 @@ fn gc_report(
         bytes_after: after,
         bytes_freed: plan.bytes_before as i64 - after as i64,
         note,
+        damage: None,
     }
 }
 

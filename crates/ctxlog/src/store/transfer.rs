@@ -5,7 +5,7 @@
 use ctxlog_ledger::rules::Tombstone;
 
 use crate::transfer::{ImportFormat, Plan, Step, parse, plan, write_export};
-use crate::{Error, ErrorClass, Result, Store};
+use crate::{ConversationName, Error, ErrorClass, Result, Store};
 
 impl Store {
     /// Writes one step of an import: a chunk through [`crate::Store::commit`] (redacted, by
@@ -98,12 +98,56 @@ impl Store {
         request: &crate::ops::ExportRequest,
         out: &mut dyn std::io::Write,
     ) -> Result<crate::ops::ExportResponse> {
-        let snapshot = self.snapshot(&request.conversation)?;
-        let (events, bytes) = write_export(snapshot.ledger(), out)?;
+        let in_conversation = |e: Error| e.in_conversation(&request.conversation);
+        if request.salvage {
+            return self.salvage(request, out);
+        }
+        let snapshot = self
+            .snapshot(&request.conversation)
+            .map_err(in_conversation)?;
+        let (events, bytes) = write_export(snapshot.ledger(), out).map_err(in_conversation)?;
         Ok(crate::ops::ExportResponse {
             conversation: request.conversation.clone(),
             events,
             bytes,
+            damaged: 0,
+        })
+    }
+
+    /// The salvage of a conversation (an export with `salvage` set): every intact record,
+    /// the damaged ranges marked; reads only.
+    fn salvage(
+        &self,
+        request: &crate::ops::ExportRequest,
+        out: &mut dyn std::io::Write,
+    ) -> Result<crate::ops::ExportResponse> {
+        let name = ConversationName::new(&request.conversation)?;
+        let mut bytes = 0;
+        let mut failed = None;
+        let report = self.backend.salvage(&name, &mut |item| {
+            match crate::transfer::write_salvaged(item, out) {
+                Ok((_, n)) => bytes += n,
+                Err(e) => {
+                    // Carried out as the error below: the visit's own type is the ledger's.
+                    failed = Some(e);
+                    return Err(ctxlog_ledger::Error::Poisoned);
+                }
+            }
+            Ok(())
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let report = report?;
+        out.flush().map_err(|source| Error::Io {
+            path: "<export output>".into(),
+            source,
+        })?;
+        Ok(crate::ops::ExportResponse {
+            conversation: request.conversation.clone(),
+            events: report.events,
+            bytes,
+            damaged: report.damaged.len() as u64,
         })
     }
 
@@ -129,7 +173,7 @@ impl Store {
     /// assert_eq!(done.events_written, 3);
     /// assert_eq!(store.import(&request, chat, &mut |_| {})?.events_written, 0); // idempotent
     /// let mut out = Vec::new();
-    /// store.export(&ExportRequest { conversation: "chat".into() }, &mut out)?;
+    /// store.export(&ExportRequest { conversation: "chat".into(), salvage: false }, &mut out)?;
     /// let lines = String::from_utf8(out).unwrap();
     /// assert!(lines.lines().nth(1).unwrap().starts_with(r#"{"seq":2,"ts":"2023-05-08T13:56:00.000Z","kind":"user""#));
     /// # Ok(()) }

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use ctxlog_ledger::{Event, EventBody};
+use ctxlog_ledger::{Event, EventBody, Salvaged};
 
 use super::line::Line;
 use crate::backend::LedgerView;
@@ -36,17 +36,74 @@ pub fn write_export(ledger: &dyn LedgerView, out: &mut dyn Write) -> Result<(u64
 }
 
 fn line(ledger: &dyn LedgerView, event: &Event) -> Result<Vec<u8>> {
-    let inlined;
-    let body = match &event.body {
+    let artifact = match &event.body {
         EventBody::ToolResult {
-            call_id,
-            tool,
-            status,
-            exit_code,
-            artifact: Some(r),
-            ..
-        } => {
-            let content = ledger.artifact(r)?;
+            artifact: Some(r), ..
+        } => Some(ledger.artifact(r)?),
+        _ => None,
+    };
+    event_line(event, artifact)
+}
+
+/// Writes a salvage (docs/export-import.md, "Salvage"): each intact event as an export line
+/// (its artifact inlined when intact; else the event as stored, with its excerpt, followed by
+/// a `damaged` line naming the artifact), each damaged range as a `damaged` line. Returns
+/// the lines and bytes written.
+///
+/// # Errors
+/// I/O on `out`.
+pub fn write_salvaged(item: Salvaged, out: &mut dyn Write) -> Result<(u64, u64)> {
+    let mut lines = Vec::new();
+    match item {
+        Salvaged::Event { event, artifact } => match artifact {
+            Some(Err(reason)) => {
+                lines.push(event_line(&event, None)?);
+                let name = match &event.body {
+                    EventBody::ToolResult {
+                        artifact: Some(r), ..
+                    } => r.name.clone(),
+                    _ => String::new(),
+                };
+                let damaged = serde_json::json!({"damaged": {
+                    "seq": event.seq, "artifact": name, "reason": reason}});
+                lines.push(json_line(&damaged));
+            }
+            Some(Ok(content)) => lines.push(event_line(&event, Some(content))?),
+            None => lines.push(event_line(&event, None)?),
+        },
+        Salvaged::Damaged(range) => {
+            lines.push(json_line(&serde_json::json!({ "damaged": range })));
+        }
+    }
+    let mut bytes = 0;
+    for line in &lines {
+        out.write_all(line).map_err(io)?;
+        bytes += line.len() as u64;
+    }
+    Ok((lines.len() as u64, bytes))
+}
+
+fn json_line(value: &serde_json::Value) -> Vec<u8> {
+    let mut line = value.to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// The export line of `event`, with `artifact` (its artifact's content) inlined if given.
+fn event_line(event: &Event, artifact: Option<Vec<u8>>) -> Result<Vec<u8>> {
+    let inlined;
+    let body = match (&event.body, artifact) {
+        (
+            EventBody::ToolResult {
+                call_id,
+                tool,
+                status,
+                exit_code,
+                artifact: Some(r),
+                ..
+            },
+            Some(content),
+        ) => {
             let text = String::from_utf8(content).map_err(|_| Error::Internal {
                 reason: format!("artifact {} is not UTF-8", r.name),
             })?;
@@ -60,7 +117,7 @@ fn line(ledger: &dyn LedgerView, event: &Event) -> Result<Vec<u8>> {
             };
             &inlined
         }
-        body => body,
+        (body, _) => body,
     };
     let mut out = serde_json::to_vec(&Line {
         seq: event.seq,

@@ -44,6 +44,13 @@ pub(crate) fn parse_lines(text: &str) -> Result<Vec<Incoming>> {
 
 fn read_line(line: &str) -> std::result::Result<ReadLine, String> {
     let value: Value = crate::json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    if let Some(damaged) = value.get("damaged") {
+        return Err(format!(
+            "a damaged range of a salvage ({damaged}): a salvage is for reading, not an export; \
+             to import its intact records into a new conversation, remove the damaged lines and \
+             every line's \"seq\" (they are then numbered from 1)"
+        ));
+    }
     serde_json::from_value(value).map_err(|e| e.to_string())
 }
 

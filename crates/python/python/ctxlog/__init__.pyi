@@ -222,11 +222,14 @@ class Conversation:
         """The events in seq order."""
     def verify(self) -> JsonDict:
         """Checks every record, artifact and the recall index; raises Corrupt for damaged
-        records or artifacts; a damaged recall index is in ``recall_index``."""
+        records or artifacts; ``verdict`` is ``ok`` or ``attention`` (a torn tail, the sidecar
+        or the recall index, or a leftover needs attention: see the report)."""
     def reindex(self) -> JsonDict:
         """Rebuilds the recall index from the ledger."""
-    def export(self) -> bytes:
-        """Every event as JSON Lines, artifacts inlined."""
+    def export(self, *, salvage: bool = False) -> bytes:
+        """Every event as JSON Lines, artifacts inlined. ``salvage=True`` on a damaged
+        conversation: every intact record, each damaged range as a ``{"damaged": …}`` line
+        where it lies; nothing in the store changes."""
     def import_(self, data: Union[bytes, str], *, format: str = "ctxlog") -> JsonDict:
         """Imports an export or an OpenAI or Anthropic message array into this conversation."""
     def import_file(

@@ -49,11 +49,13 @@ async function loadConversations() {
     ul.replaceChildren();
     for (const c of list.conversations) {
       const when = c.last_activity_ms ? new Date(c.last_activity_ms).toISOString().replace("T", " ").slice(0, 19) : "empty";
-      const b = el("button", { type: "button", "data-name": c.name }, c.name, el("br"), el("small", {}, `${c.events} events · ${c.bytes} bytes · ${when}`));
+      const line = c.damage ? `damaged: ${c.damage} · ${c.bytes} bytes` : `${c.events} events · ${c.bytes} bytes · ${when}`;
+      const b = el("button", { type: "button", "data-name": c.name, class: c.damage ? "damaged" : "" }, c.name, el("br"), el("small", {}, line));
       b.addEventListener("click", () => openConversation(c.name));
       ul.append(el("li", {}, b));
     }
-    status(`${list.conversations.length} conversation(s)`);
+    const damaged = list.conversations.filter((c) => c.damage).length;
+    status(`${list.conversations.length} conversation(s)` + (damaged ? `, ${damaged} damaged (POST /v1/conversations/{name}/verify says what was found)` : ""));
   } catch (e) {
     status(e.status === 401 ? "401: enter a valid bearer token" : e.message, true);
   }

@@ -22,11 +22,23 @@ pub mod doc;
 pub fn default_locomo_path() -> PathBuf {
     std::env::var_os("CTXLOG_LOCOMO")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-            let repository = repository.canonicalize().unwrap_or(repository);
-            repository.join("../shared/data/locomo10.json")
-        })
+        .unwrap_or_else(|| shared_data().join("locomo10.json"))
+}
+
+/// Where BEAM chats (`<n>/chat.json`, `<n>/probing_questions.json`) are read from when a program
+/// is not given a path: `$CTXLOG_BEAM`, else `../shared/data/beam` beside the repository (the
+/// data set is never copied into it).
+pub fn default_beam_path() -> PathBuf {
+    std::env::var_os("CTXLOG_BEAM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| shared_data().join("beam"))
+}
+
+/// `../shared/data` beside the repository.
+fn shared_data() -> PathBuf {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repository = repository.canonicalize().unwrap_or(repository);
+    repository.join("../shared/data")
 }
 
 /// This process's peak resident set size in KiB (`VmHWM` in `/proc/self/status`); 0 where

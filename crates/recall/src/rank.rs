@@ -26,6 +26,11 @@ pub struct Ranking {
     /// Lift a newer hit above an older one on the same subject when it supersedes it
     /// (explicit note `supersedes`, or update language). Default true.
     pub supersession: bool,
+    /// Let an assistant's page supersede. Long replies use update words ("now", "update",
+    /// "instead") in passing, so lifting them reordered whole results by recency: off, only
+    /// the user's, notes' and tools' pages supersede (docs/recall.md, "Lever log"). Default
+    /// false.
+    pub supersede_by_assistant: bool,
     /// Weight of the author field: a page whose speaker label (`"Caroline: …"`) is named in
     /// the query gains `author_weight × idf(label)`, the BM25 score of a one-occurrence term
     /// with the label's inverse page frequency `ln(1 + (N − n + ½)/(n + ½))`. First-person
@@ -48,11 +53,11 @@ pub struct Ranking {
     pub max_scored: usize,
     /// Return one hit per event, its best page, naming the event's other matching pages in
     /// [`Hit::other_pages`], so one long event cannot fill a result with its pages.
-    /// Default false.
+    /// Default true.
     pub best_page_per_event: bool,
     /// A question in the first person ("my sprint", "I said") is the user asking about what
     /// they said: the user's own pages gain this share of their score (`score × (1 + w)`).
-    /// Default 0 (off).
+    /// Default 1.0 (doubled).
     pub first_person_weight: f64,
     /// Pseudo-relevance feedback (RM3-style): this many terms taken from the best
     /// [`FEEDBACK_PAGES`] pages of a first pass are searched too, their BM25 score added at
@@ -77,13 +82,14 @@ impl Default for Ranking {
             meta_weight: 1.0,
             cjk_weight: 1.0,
             supersession: true,
+            supersede_by_assistant: false,
             author_weight: 2.0,
             episode_weight: 0.2,
             stop_words: true,
             pool: 200,
             max_scored: 4096,
-            best_page_per_event: false,
-            first_person_weight: 0.0,
+            best_page_per_event: true,
+            first_person_weight: 1.0,
             feedback_terms: 0,
             feedback_weight: 0.3,
             multi_part: false,
@@ -193,13 +199,14 @@ const SAME_SUBJECT: f64 = 0.2;
 /// `supersedes`), or by update language ("changed to", "now", "instead" …) when both are on
 /// the same subject (their content words overlap by at least [`SAME_SUBJECT`]). The newer
 /// hit's score becomes the older's plus a hair, so nothing else moves.
-pub(crate) fn lift_superseding(cands: &mut [Candidate]) {
+pub(crate) fn lift_superseding(cands: &mut [Candidate], by_assistant: bool) {
     let n = cands.len().min(64);
     // Content words are computed only for candidates a comparison needs (most pools have
     // few or no update cues).
     let mut words: Vec<Option<HashSet<String>>> = vec![None; n];
     for newer in 0..n {
-        if !cands[newer].cue {
+        let assistant = cands[newer].hit.kind == EventKind::Assistant;
+        if !cands[newer].cue || (assistant && !by_assistant) {
             continue;
         }
         for older in 0..n {

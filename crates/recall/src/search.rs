@@ -256,7 +256,7 @@ impl Searcher<'_> {
             credit_user(&mut cands, self.ranking.first_person_weight);
         }
         if self.ranking.supersession {
-            lift_superseding(&mut cands);
+            lift_superseding(&mut cands, self.ranking.supersede_by_assistant);
         }
         sort(&mut cands);
         Ok(cands)

@@ -5,151 +5,68 @@ use ctxlog_recall::{IndexConfig, Ranking};
 
 use super::protocol::Variant;
 
-fn variant(name: &str, config: IndexConfig, ranking: Ranking) -> Variant {
+/// The product's index configuration with `ranking` changed by `f`.
+fn ranked(name: &str, f: impl FnOnce(&mut Ranking)) -> Variant {
+    let mut ranking = Ranking::default();
+    f(&mut ranking);
     Variant {
         name: name.to_owned(),
-        config,
+        config: IndexConfig::default(),
         ranking,
     }
 }
 
-/// Every variant, one change from the product's defaults each.
+/// The product's ranking over an index configured by `f`.
+fn indexed(name: &str, f: impl FnOnce(&mut IndexConfig)) -> Variant {
+    let mut config = IndexConfig::default();
+    f(&mut config);
+    Variant {
+        name: name.to_owned(),
+        config,
+        ranking: Ranking::default(),
+    }
+}
+
+/// Every variant, one change from the product's defaults each (the last: all of them off).
 pub fn variants() -> Vec<Variant> {
-    let d = IndexConfig::default;
-    let r = Ranking::default;
+    let mut every_feature_off = indexed("every feature off (plain pages, BM25 only)", |c| {
+        *c = IndexConfig::plain();
+    });
+    every_feature_off.ranking = Ranking {
+        stop_words: false,
+        author_weight: 0.0,
+        episode_weight: 0.0,
+        supersession: false,
+        best_page_per_event: false,
+        first_person_weight: 0.0,
+        ..Ranking::default()
+    };
     vec![
-        variant(
-            "− context field",
-            IndexConfig {
-                context_before: 0,
-                context_after: 0,
-                ..d()
-            },
-            r(),
-        ),
-        variant(
-            "− date metadata",
-            IndexConfig {
-                date_metadata: false,
-                ..d()
-            },
-            r(),
-        ),
-        variant(
-            "− stop-word removal",
-            d(),
-            Ranking {
-                stop_words: false,
-                ..r()
-            },
-        ),
-        variant(
-            "− author field",
-            d(),
-            Ranking {
-                author_weight: 0.0,
-                ..r()
-            },
-        ),
-        variant(
-            "− episode evidence",
-            d(),
-            Ranking {
-                episode_weight: 0.0,
-                ..r()
-            },
-        ),
-        variant(
-            "− supersession lift",
-            d(),
-            Ranking {
-                supersession: false,
-                ..r()
-            },
-        ),
-        variant(
-            "+ best page per event",
-            d(),
-            Ranking {
-                best_page_per_event: true,
-                ..r()
-            },
-        ),
-        variant(
-            "+ first person → the user's pages (×1.5)",
-            d(),
-            Ranking {
-                first_person_weight: 0.5,
-                ..r()
-            },
-        ),
-        variant(
-            "+ first person → the user's pages (×2)",
-            d(),
-            Ranking {
-                first_person_weight: 1.0,
-                ..r()
-            },
-        ),
-        variant(
+        ranked("− best page per event", |r| r.best_page_per_event = false),
+        ranked("− first person → the user's pages (×2)", |r| {
+            r.first_person_weight = 0.0
+        }),
+        ranked("first person ×3", |r| r.first_person_weight = 2.0),
+        ranked("+ assistant pages supersede too (as before)", |r| {
+            r.supersede_by_assistant = true
+        }),
+        ranked("− supersession lift", |r| r.supersession = false),
+        indexed("− context field (neighbouring turns)", |c| {
+            c.context_before = 0;
+            c.context_after = 0;
+        }),
+        ranked("context weight 0.8", |r| r.context_weight = 0.8),
+        indexed("− date metadata", |c| c.date_metadata = false),
+        ranked("− stop-word removal", |r| r.stop_words = false),
+        ranked("− author field", |r| r.author_weight = 0.0),
+        ranked("− episode evidence", |r| r.episode_weight = 0.0),
+        ranked(
             "+ feedback: 5 terms from the top 3 pages (weight 0.3)",
-            d(),
-            Ranking {
-                feedback_terms: 5,
-                ..r()
-            },
+            |r| r.feedback_terms = 5,
         ),
-        variant(
-            "+ multi-part questions fused (RRF)",
-            d(),
-            Ranking {
-                multi_part: true,
-                ..r()
-            },
-        ),
-        variant(
-            "context weight 0.2",
-            d(),
-            Ranking {
-                context_weight: 0.2,
-                ..r()
-            },
-        ),
-        variant(
-            "context weight 0.8",
-            d(),
-            Ranking {
-                context_weight: 0.8,
-                ..r()
-            },
-        ),
-        variant(
-            "date metadata weight 0.3",
-            d(),
-            Ranking {
-                meta_weight: 0.3,
-                ..r()
-            },
-        ),
-        variant(
-            "neighbours: 1 before, 2 after",
-            IndexConfig {
-                context_before: 1,
-                context_after: 2,
-                ..d()
-            },
-            r(),
-        ),
-        variant(
-            "every feature off (plain pages, BM25 only)",
-            IndexConfig::plain(),
-            Ranking {
-                stop_words: false,
-                author_weight: 0.0,
-                episode_weight: 0.0,
-                supersession: false,
-                ..r()
-            },
-        ),
+        ranked("+ multi-part questions fused (RRF)", |r| {
+            r.multi_part = true
+        }),
+        every_feature_off,
     ]
 }

@@ -1,12 +1,12 @@
 //! The parts of the `recall_eval` program.
 
-mod beam;
-mod generator;
+pub mod beam;
+pub mod generator;
 mod levers;
-mod locomo;
+pub mod locomo;
 mod metrics;
-mod project;
-mod protocol;
+pub mod project;
+pub mod protocol;
 mod study;
 
 use std::path::{Path, PathBuf};
@@ -103,7 +103,7 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    fn new() -> anyhow::Result<Scratch> {
+    pub fn new() -> anyhow::Result<Scratch> {
         let dir = std::env::temp_dir().join(format!("ctxlog-recall-eval-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(Scratch {

@@ -135,13 +135,19 @@ fn one_long_reply_is_one_hit_naming_its_other_matching_pages() {
         user(3, "Unrelated: the office is closed on Friday."),
         assistant(4, "A sprint review is a short meeting."),
     ]);
-    let r = index.search("sprint review", &SearchOptions::default()).unwrap();
+    let r = index
+        .search("sprint review", &SearchOptions::default())
+        .unwrap();
     let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
     let mut distinct = seqs.clone();
     distinct.dedup();
     assert_eq!(seqs.len(), distinct.len(), "one hit per event: {seqs:?}");
     assert!(seqs.contains(&4) && seqs.contains(&1), "{seqs:?}");
-    let long = r.hits.iter().find(|h| h.seq == 2).expect("the long reply is a hit");
+    let long = r
+        .hits
+        .iter()
+        .find(|h| h.seq == 2)
+        .expect("the long reply is a hit");
     assert_eq!(long.pages, 5);
     let mut pages: Vec<u32> = long.other_pages.clone();
     pages.push(long.page);

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Never below the baseline (docs/design.md#r4-ranking): on the shipped generators (and LoCoMo
 //! and BEAM when their files are present), the product's recall@10 is not below plain FTS5
 //! BM25 over the same pages beyond the 95 % paired bootstrap interval, overall and in every

@@ -337,7 +337,7 @@ pub(crate) fn feedback_terms(pool: &[Candidate], query: &[String], n: usize) -> 
         }
     }
     counts.retain(|(_, k)| *k >= 2);
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     counts.truncate(20);
     let texts: Vec<String> = pool.iter().map(|c| c.hit.text.to_lowercase()).collect();
     let mut scored: Vec<(f64, String)> = counts

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `commit_latency` | commit latency with per-commit fsync vs a plain write+fsync loop |
 //! | `projection_bench` | projection time on a 10,000-turn conversation vs the naive suffix rule |
-//! | `recall_eval` | retrieval quality (the §1 study, a generator, LoCoMo) vs plain FTS5 BM25 |
+//! | `recall_eval` | retrieval quality (the §1 study, generators, LoCoMo, BEAM) vs plain FTS5 BM25 |
 //! | `recall_scale` | recall index build and query latency at 10k–1M pages vs Python sqlite3 FTS5 |
 
 use std::path::{Path, PathBuf};

@@ -1,24 +1,31 @@
 //! Retrieval evaluation of ctxlog's recall index: the retrieval study of
-//! docs/design.md#1-the-problem rebuilt with our own fixture, a seeded generator, and LoCoMo
-//! evidence recall@k against plain FTS5 BM25.
+//! docs/design.md#1-the-problem rebuilt with our own fixture, a seeded generator, and the
+//! recall protocol (what `ctxlog recall CONV QUESTION --limit 10` returns, beside plain FTS5
+//! BM25 over the same pages, per category with a 95 % paired bootstrap interval) on LoCoMo
+//! (samples 1–5 tuned on, 6–10 held out), BEAM chats 1–10, generated project chats and tool
+//! records, with the lever log (each ranking feature switched off alone, each candidate lever
+//! on alone).
 //!
 //! ```text
-//! cargo run --release -p ctxlog-bench --bin recall_eval [-- --locomo PATH] [--no-write]
+//! cargo run --release -p ctxlog-bench --bin recall_eval [-- --locomo PATH] [--beam DIR] [--no-write]
+//! cargo run --release -p ctxlog-bench --bin recall_eval -- --protocol-only [--no-ablation] [--no-write]
 //! cargo run --release -p ctxlog-bench --bin recall_eval -- --import-only [--locomo PATH] [--no-write]
 //! ```
 //!
 //! LoCoMo is read from `--locomo PATH`, else `$CTXLOG_LOCOMO`, else
-//! `../shared/data/locomo10.json` beside the repository ([`ctxlog_bench::default_locomo_path`]).
+//! `../shared/data/locomo10.json` beside the repository ([`ctxlog_bench::default_locomo_path`]);
+//! BEAM from `--beam DIR`, else `$CTXLOG_BEAM`, else `../shared/data/beam`
+//! ([`ctxlog_bench::default_beam_path`]). A set whose files are missing is skipped and the
+//! report says so.
 //!
 //! Prints the tables and rewrites the generated sections of `docs/recall.md` (between the
 //! `recall_eval` markers; the hand-written part is left alone).
 //!
-//! **LoCoMo through the product.** After the evaluations of `recall_eval/` (whose LoCoMo
-//! ablation feeds the index directly, to compare ranking variants), this program imports
-//! LoCoMo into a real store with [`ctxlog::Store::import`] and
+//! **LoCoMo through the product.** After the evaluations of `recall_eval/`, this program
+//! imports LoCoMo into a real store with [`ctxlog::Store::import`] and
 //! [`ctxlog::transfer::ImportFormat::ConversationDataset`] (the call behind `ctxlog import
-//! --from conversation-dataset`), asks every question through [`ctxlog::Store::recall`] (what
-//! `ctxlog recall` and the recall tool answer), and writes those figures into their own
+//! --from conversation-dataset`), asks every question through [`ctxlog::Store::recall`] with
+//! limit 10 (what `ctxlog recall --limit 10` answers), and writes those figures into their own
 //! section (`recall_eval:import` markers): what a user who imports LoCoMo gets.
 //! `--import-only` runs that part alone.
 

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `commit_latency` | commit latency with per-commit fsync vs a plain write+fsync loop |
 //! | `projection_bench` | projection time on a 10,000-turn conversation vs the naive suffix rule |
-//! | `recall_eval` | retrieval quality (the §1 study, a generator, LoCoMo) vs plain FTS5 BM25 |
+//! | `recall_eval` | retrieval quality (the §1 study, generators, LoCoMo, BEAM) vs plain FTS5 BM25 |
 //! | `recall_scale` | recall index build and query latency at 10k–1M pages vs Python sqlite3 FTS5 |
 
 use std::path::{Path, PathBuf};
@@ -22,11 +22,23 @@ pub mod doc;
 pub fn default_locomo_path() -> PathBuf {
     std::env::var_os("CTXLOG_LOCOMO")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-            let repository = repository.canonicalize().unwrap_or(repository);
-            repository.join("../shared/data/locomo10.json")
-        })
+        .unwrap_or_else(|| shared_data().join("locomo10.json"))
+}
+
+/// Where BEAM chats (`<n>/chat.json`, `<n>/probing_questions.json`) are read from when a program
+/// is not given a path: `$CTXLOG_BEAM`, else `../shared/data/beam` beside the repository (the
+/// data set is never copied into it).
+pub fn default_beam_path() -> PathBuf {
+    std::env::var_os("CTXLOG_BEAM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| shared_data().join("beam"))
+}
+
+/// `../shared/data` beside the repository.
+fn shared_data() -> PathBuf {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repository = repository.canonicalize().unwrap_or(repository);
+    repository.join("../shared/data")
 }
 
 /// This process's peak resident set size in KiB (`VmHWM` in `/proc/self/status`); 0 where

@@ -12,7 +12,7 @@ not prove the content is absent. Try other words, or page through an event with 
 ///
 /// # Format
 /// Serialized as `{"seq","kind","tool"?,"status"?,"page","pages","char_start","char_end",
-/// "ts_ms","score","text"}`; `char_start`/`char_end` count Unicode scalar values of the
+/// "ts_ms","score","text","other_pages"?}`; `char_start`/`char_end` count Unicode scalar values of the
 /// event's full text (for tool results with an artifact, the artifact's text).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Hit {
@@ -40,6 +40,11 @@ pub struct Hit {
     pub score: f64,
     /// The page's text.
     pub text: String,
+    /// Other pages of the same event that matched the query, best first (a ranked search
+    /// returns one hit per event, its best page; the others are named here). Empty for
+    /// listings and when no other page matched.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_pages: Vec<u32>,
 }
 
 /// The answer to a search.
@@ -208,6 +213,7 @@ impl StoredHit {
             ts_ms: self.ts_ms,
             score: 0.0,
             text: self.text,
+            other_pages: Vec::new(),
         })
     }
 }

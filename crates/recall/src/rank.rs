@@ -9,6 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 use crate::hit::Hit;
 use crate::text::{is_stop_word, words};
+use ctxlog_event::EventKind;
 
 /// Ranking knobs. `Default` is what the product uses; the fields exist so the evaluation can
 /// measure each idea (docs/recall.md has the ablation).
@@ -25,6 +26,11 @@ pub struct Ranking {
     /// Lift a newer hit above an older one on the same subject when it supersedes it
     /// (explicit note `supersedes`, or update language). Default true.
     pub supersession: bool,
+    /// Let an assistant's page supersede. Long replies use update words ("now", "update",
+    /// "instead") in passing, so lifting them reordered whole results by recency: off, only
+    /// the user's, notes' and tools' pages supersede (docs/recall.md, "Lever log"). Default
+    /// false.
+    pub supersede_by_assistant: bool,
     /// Weight of the author field: a page whose speaker label (`"Caroline: …"`) is named in
     /// the query gains `author_weight × idf(label)`, the BM25 score of a one-occurrence term
     /// with the label's inverse page frequency `ln(1 + (N − n + ½)/(n + ½))`. First-person
@@ -45,7 +51,28 @@ pub struct Ranking {
     /// pool newest first (docs/recall.md, "Scale"). Bounds a search's cost whatever the index
     /// size. Default 4096.
     pub max_scored: usize,
+    /// Return one hit per event, its best page, naming the event's other matching pages in
+    /// [`Hit::other_pages`], so one long event cannot fill a result with its pages.
+    /// Default true.
+    pub best_page_per_event: bool,
+    /// A question in the first person ("my sprint", "I said") is the user asking about what
+    /// they said: the user's own pages gain this share of their score (`score × (1 + w)`).
+    /// Default 1.0 (doubled).
+    pub first_person_weight: f64,
+    /// Pseudo-relevance feedback (RM3-style): this many terms taken from the best
+    /// [`FEEDBACK_PAGES`] pages of a first pass are searched too, their BM25 score added at
+    /// [`Ranking::feedback_weight`]. Default 0 (off).
+    pub feedback_terms: usize,
+    /// Weight of the feedback terms' BM25 score. Default 0.3.
+    pub feedback_weight: f64,
+    /// A question of several parts (sentences, or clauses joined by "and") is ranked part by
+    /// part and the rankings fused by reciprocal rank (with the whole question's). Default
+    /// false.
+    pub multi_part: bool,
 }
+
+/// Pages a feedback pass reads its terms from.
+pub const FEEDBACK_PAGES: usize = 3;
 
 impl Default for Ranking {
     fn default() -> Self {
@@ -55,11 +82,17 @@ impl Default for Ranking {
             meta_weight: 1.0,
             cjk_weight: 1.0,
             supersession: true,
+            supersede_by_assistant: false,
             author_weight: 2.0,
             episode_weight: 0.2,
             stop_words: true,
             pool: 200,
             max_scored: 4096,
+            best_page_per_event: true,
+            first_person_weight: 1.0,
+            feedback_terms: 0,
+            feedback_weight: 0.3,
+            multi_part: false,
         }
     }
 }
@@ -166,13 +199,14 @@ const SAME_SUBJECT: f64 = 0.2;
 /// `supersedes`), or by update language ("changed to", "now", "instead" …) when both are on
 /// the same subject (their content words overlap by at least [`SAME_SUBJECT`]). The newer
 /// hit's score becomes the older's plus a hair, so nothing else moves.
-pub(crate) fn lift_superseding(cands: &mut [Candidate]) {
+pub(crate) fn lift_superseding(cands: &mut [Candidate], by_assistant: bool) {
     let n = cands.len().min(64);
     // Content words are computed only for candidates a comparison needs (most pools have
     // few or no update cues).
     let mut words: Vec<Option<HashSet<String>>> = vec![None; n];
     for newer in 0..n {
-        if !cands[newer].cue {
+        let assistant = cands[newer].hit.kind == EventKind::Assistant;
+        if !cands[newer].cue || (assistant && !by_assistant) {
             continue;
         }
         for older in 0..n {
@@ -205,4 +239,123 @@ fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
     let inter = a.intersection(b).count() as f64;
     let union = (a.len() + b.len()) as f64 - inter;
     if union == 0.0 { 0.0 } else { inter / union }
+}
+
+/// Words that make a question first person.
+const FIRST_PERSON: [&str; 5] = ["i", "my", "me", "mine", "myself"];
+
+/// True when the query's words (`mentioned`, stop words included) are in the first person.
+pub(crate) fn first_person(mentioned: &[String]) -> bool {
+    mentioned.iter().any(|w| FIRST_PERSON.contains(&w.as_str()))
+}
+
+/// Multiplies the scores of the user's own pages by `1 + weight`.
+pub(crate) fn credit_user(cands: &mut [Candidate], weight: f64) {
+    for c in cands.iter_mut().filter(|c| c.hit.kind == EventKind::User) {
+        c.hit.score *= 1.0 + weight;
+    }
+}
+
+/// Sorts best first: score, then newer, then earlier page.
+pub(crate) fn sort(cands: &mut [Candidate]) {
+    cands.sort_by(|a, b| {
+        b.hit
+            .score
+            .total_cmp(&a.hit.score)
+            .then(b.hit.seq.cmp(&a.hit.seq))
+            .then(a.hit.page.cmp(&b.hit.page))
+    });
+}
+
+/// Keeps the best page of each event (`cands` sorted best first), naming the event's other
+/// pages in its [`Hit::other_pages`].
+pub(crate) fn best_page_per_event(cands: Vec<Candidate>) -> Vec<Candidate> {
+    let mut at: HashMap<u64, usize> = HashMap::new();
+    let mut out: Vec<Candidate> = Vec::with_capacity(cands.len());
+    for c in cands {
+        match at.get(&c.hit.seq) {
+            Some(&i) => out[i].hit.other_pages.push(c.hit.page),
+            None => {
+                at.insert(c.hit.seq, out.len());
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Reciprocal rank fusion of several rankings (each best first): a page's score is
+/// `Σ 1 / (60 + rank)`; the result is sorted best first.
+pub(crate) fn fuse(rankings: Vec<Vec<Candidate>>) -> Vec<Candidate> {
+    let mut by_id: HashMap<i64, Candidate> = HashMap::new();
+    for ranking in rankings {
+        for (rank, mut c) in ranking.into_iter().enumerate() {
+            let s = 1.0 / (60.0 + rank as f64 + 1.0);
+            by_id
+                .entry(c.id)
+                .and_modify(|e| e.hit.score += s)
+                .or_insert_with(|| {
+                    c.hit.score = s;
+                    c
+                });
+        }
+    }
+    let mut out: Vec<Candidate> = by_id.into_values().collect();
+    sort(&mut out);
+    out
+}
+
+/// The parts of a multi-part question: its sentences, and clauses joined by " and ", each
+/// with at least two content words; empty when there are fewer than two such parts.
+pub(crate) fn question_parts(query: &str) -> Vec<String> {
+    let parts: Vec<String> = query
+        .split(['?', ';', '\n'])
+        .flat_map(|s| s.split(" and "))
+        .map(str::trim)
+        .filter(|p| words(p).filter(|w| !is_stop_word(w)).count() >= 2)
+        .map(str::to_owned)
+        .collect();
+    if parts.len() >= 2 { parts } else { Vec::new() }
+}
+
+/// The feedback terms of a first pass (`pool` sorted best first): of the content words of its
+/// best [`FEEDBACK_PAGES`] pages that the query lacks (three letters or more, not numbers),
+/// the 20 most frequent there, ordered by frequency × `ln(pool size / pages of the pool
+/// containing the word)`; at most `n`, each seen at least twice.
+pub(crate) fn feedback_terms(pool: &[Candidate], query: &[String], n: usize) -> Vec<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for c in pool.iter().take(FEEDBACK_PAGES) {
+        for w in words(&c.hit.text).take(2048) {
+            let content = w.chars().count() >= 3 && w.chars().any(char::is_alphabetic);
+            if !content || is_stop_word(&w) || query.contains(&w) {
+                continue;
+            }
+            match counts.iter_mut().find(|(x, _)| *x == w) {
+                Some((_, k)) => *k += 1,
+                None => counts.push((w, 1)),
+            }
+        }
+    }
+    counts.retain(|(_, k)| *k >= 2);
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    counts.truncate(20);
+    let texts: Vec<String> = pool.iter().map(|c| c.hit.text.to_lowercase()).collect();
+    let mut scored: Vec<(f64, String)> = counts
+        .into_iter()
+        .map(|(w, k)| {
+            let df = texts
+                .iter()
+                .filter(|t| t.contains(w.as_str()))
+                .count()
+                .max(1);
+            (k as f64 * (texts.len() as f64 / df as f64).ln(), w)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored
+        .into_iter()
+        .filter(|(s, _)| *s > 0.0)
+        .take(n)
+        .map(|(_, w)| w)
+        .collect()
 }

@@ -9,9 +9,12 @@ use rusqlite::Connection;
 
 use crate::error::Result;
 use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
-use crate::rank::{Candidate, Ranking, credit_authors, credit_episodes, lift_superseding};
+use crate::rank::{
+    Candidate, Ranking, best_page_per_event, credit_authors, credit_episodes, credit_user,
+    feedback_terms, first_person, fuse, lift_superseding, question_parts, sort,
+};
 use crate::store::damaged;
-use crate::text::{Terms, match_expression, match_phrases};
+use crate::text::{Terms, match_expression, match_phrases, quote};
 
 /// Default number of hits per call.
 pub const DEFAULT_LIMIT: usize = 5;
@@ -104,7 +107,11 @@ impl Searcher<'_> {
         } else {
             // Every page of a ranked result is a slice of the same re-ranked pool, so paging
             // with `next_offset` never repeats or skips a hit.
-            let ranked = self.ranked(&terms, opts, 0)?;
+            let ranked: Vec<Hit> = self
+                .ranking_of(query, &terms, opts, 0)?
+                .into_iter()
+                .map(|c| c.hit)
+                .collect();
             let more = ranked.len() > opts.offset.saturating_add(limit);
             let hits = ranked.into_iter().skip(opts.offset).take(limit).collect();
             (hits, more)
@@ -137,7 +144,7 @@ impl Searcher<'_> {
         };
         let own = own_text_expression(&terms);
         let mut hits = Vec::with_capacity(k);
-        for cand in self.ranked_candidates(&terms, &opts, k)? {
+        for cand in self.ranking_of(input, &terms, &opts, k)? {
             if hits.len() == k {
                 break;
             }
@@ -167,17 +174,43 @@ impl Searcher<'_> {
         }
     }
 
-    /// Ranked hits for `terms`: the best `max(Ranking::pool, want)` BM25 candidates (at most
-    /// [`MAX_RANKED`]), re-ranked.
-    fn ranked(&self, terms: &Terms, opts: &SearchOptions, want: usize) -> Result<Vec<Hit>> {
-        Ok(self
-            .ranked_candidates(terms, opts, want)?
-            .into_iter()
-            .map(|c| c.hit)
-            .collect())
+    /// The ranked candidates of `query` (parsed as `terms`): [`Searcher::ranked_candidates`],
+    /// or with [`Ranking::multi_part`] and a question of several parts, the rankings of the
+    /// whole and of each part fused by reciprocal rank; then, with
+    /// [`Ranking::best_page_per_event`], one candidate per event. Search and auto-include
+    /// both rank this way.
+    fn ranking_of(
+        &self,
+        query: &str,
+        terms: &Terms,
+        opts: &SearchOptions,
+        want: usize,
+    ) -> Result<Vec<Candidate>> {
+        let parts = if self.ranking.multi_part {
+            question_parts(query)
+        } else {
+            Vec::new()
+        };
+        let mut cands = if parts.is_empty() {
+            self.ranked_candidates(terms, opts, want)?
+        } else {
+            let mut rankings = vec![self.ranked_candidates(terms, opts, want)?];
+            for part in &parts {
+                let t = self.terms(part);
+                if !t.is_empty() {
+                    rankings.push(self.ranked_candidates(&t, opts, want)?);
+                }
+            }
+            fuse(rankings)
+        };
+        if self.ranking.best_page_per_event {
+            cands = best_page_per_event(cands);
+        }
+        Ok(cands)
     }
 
-    /// [`Searcher::ranked`] before the candidates are reduced to their hits.
+    /// The BM25 candidates of `terms`, re-ranked: the best `max(Ranking::pool, want)` (at
+    /// most [`MAX_RANKED`]).
     ///
     /// FTS5 computes BM25 for every row that matches before it can sort, so ranking all
     /// matches costs a pass over every page holding any query word (one common word made
@@ -209,6 +242,9 @@ impl Searcher<'_> {
                     .take(room),
             );
         }
+        if self.ranking.feedback_terms > 0 {
+            self.feed_back(&mut cands, terms, opts, pool)?;
+        }
         if self.ranking.author_weight != 0.0 {
             let weight = self.ranking.author_weight;
             credit_authors(self.conn, self.path, &mut cands, &terms.mentioned, weight)?;
@@ -216,17 +252,45 @@ impl Searcher<'_> {
         if self.ranking.episode_weight != 0.0 {
             credit_episodes(&mut cands, self.ranking.episode_weight);
         }
-        if self.ranking.supersession {
-            lift_superseding(&mut cands);
+        if self.ranking.first_person_weight != 0.0 && first_person(&terms.mentioned) {
+            credit_user(&mut cands, self.ranking.first_person_weight);
         }
-        cands.sort_by(|a, b| {
-            b.hit
-                .score
-                .total_cmp(&a.hit.score)
-                .then(b.hit.seq.cmp(&a.hit.seq))
-                .then(a.hit.page.cmp(&b.hit.page))
-        });
+        if self.ranking.supersession {
+            lift_superseding(&mut cands, self.ranking.supersede_by_assistant);
+        }
+        sort(&mut cands);
         Ok(cands)
+    }
+
+    /// Pseudo-relevance feedback: the [`feedback_terms`] of the first pass are searched (within
+    /// the scoring budget), and each page they match gains [`Ranking::feedback_weight`] × its
+    /// BM25 score for them; pages found only that way join the pool.
+    fn feed_back(
+        &self,
+        cands: &mut Vec<Candidate>,
+        terms: &Terms,
+        opts: &SearchOptions,
+        pool: usize,
+    ) -> Result<()> {
+        sort(cands);
+        let extra = feedback_terms(cands, &terms.words, self.ranking.feedback_terms);
+        let (ranked, _) = self.scope(extra.iter().map(|w| quote(w)).collect())?;
+        if ranked.is_empty() {
+            return Ok(());
+        }
+        let weight = self.ranking.feedback_weight;
+        let at: std::collections::HashMap<i64, usize> =
+            cands.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        for mut c in self.fts(&ranked.join(" OR "), opts, pool, Order::Bm25)? {
+            match at.get(&c.id) {
+                Some(&i) => cands[i].hit.score += weight * c.hit.score,
+                None => {
+                    c.hit.score *= weight;
+                    cands.push(c);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Splits `phrases` into those BM25 ranks (rarest first, their matches adding up to at
@@ -457,6 +521,7 @@ const PLACEHOLDER: Hit = Hit {
     ts_ms: 0,
     score: 0.0,
     text: String::new(),
+    other_pages: Vec::new(),
 };
 
 fn before(opts: &SearchOptions) -> i64 {

@@ -124,3 +124,46 @@ fn dates_are_searchable_metadata() {
     assert_eq!(top(&index, "what did we sign in May 2023")[0], 1);
     assert_eq!(top(&index, "what did we sign in November")[0], 2);
 }
+
+#[test]
+fn one_long_reply_is_one_hit_naming_its_other_matching_pages() {
+    let paragraph = "The sprint plan keeps the sprint backlog small and the sprint review short. ";
+    let reply = paragraph.repeat(120); // about 9,000 characters: five pages, all matching
+    let (_d, index) = index_of(&[
+        user(1, "How should I plan the sprint?"),
+        assistant(2, &reply),
+        user(3, "Unrelated: the office is closed on Friday."),
+        assistant(4, "A sprint review is a short meeting."),
+    ]);
+    let r = index
+        .search("sprint review", &SearchOptions::default())
+        .unwrap();
+    let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
+    let mut distinct = seqs.clone();
+    distinct.dedup();
+    assert_eq!(seqs.len(), distinct.len(), "one hit per event: {seqs:?}");
+    assert!(seqs.contains(&4) && seqs.contains(&1), "{seqs:?}");
+    let long = r
+        .hits
+        .iter()
+        .find(|h| h.seq == 2)
+        .expect("the long reply is a hit");
+    assert_eq!(long.pages, 5);
+    let mut pages: Vec<u32> = long.other_pages.clone();
+    pages.push(long.page);
+    pages.sort_unstable();
+    assert_eq!(pages, [0, 1, 2, 3, 4], "every matching page is named");
+}
+
+#[test]
+fn a_first_person_question_prefers_what_the_user_said() {
+    let (_d, index) = index_of(&[
+        user(1, "My first sprint ends on March 29."),
+        assistant(
+            2,
+            "Sprint planning: when the first sprint ends, review the sprint goals.",
+        ),
+    ]);
+    assert_eq!(top(&index, "When does my first sprint end?")[0], 1);
+    assert_eq!(top(&index, "When does the first sprint end?")[0], 2);
+}

@@ -456,13 +456,23 @@ fn timed_queries(index: &RecallIndex) -> Result<(Value, usize)> {
 
 /// Times the queries again on the index `build` left in `dir` and prints `build_line` (the
 /// JSON line `build` printed) with its query times replaced: for a query phase that something
-/// else disturbed (the doc says when this was used).
+/// else disturbed (the doc says when this was used). With `CTXLOG_RECALL_RANKING=before`, the
+/// ranking levers added for user ↔ assistant chats are off (one hit per page, no first-person
+/// credit, assistant pages supersede), so their cost can be measured under the same load.
 fn requery(dir: &Path, build_line: &Path) -> Result<()> {
     let text = std::fs::read_to_string(build_line)
         .with_context(|| format!("reading {}", build_line.display()))?;
     let mut line: Value =
         serde_json::from_str(text.trim()).context("BUILD_JSON is not one JSON line")?;
-    let index = RecallIndex::open(dir.join("recall.sqlite"), "recall-scale")?;
+    let mut index = RecallIndex::open(dir.join("recall.sqlite"), "recall-scale")?;
+    if std::env::var("CTXLOG_RECALL_RANKING").as_deref() == Ok("before") {
+        index.set_ranking(ctxlog_recall::Ranking {
+            best_page_per_event: false,
+            first_person_weight: 0.0,
+            supersede_by_assistant: true,
+            ..ctxlog_recall::Ranking::default()
+        });
+    }
     let (query_ms, hits) = timed_queries(&index)?;
     line["query_ms"] = query_ms;
     line["hits"] = json!(hits);

@@ -7,6 +7,7 @@ use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions};
 
 use super::Scratch;
 use super::metrics::table;
+use super::protocol::{EvalQuestion, EvalSet};
 use super::study::distractor;
 
 /// The fixed seed: the same scenarios every run.
@@ -108,21 +109,21 @@ const SERVICES: &[&str] = &[
 ];
 
 /// xorshift64*: small, seeded, good enough to place records.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub(super) fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
 }
@@ -274,6 +275,57 @@ fn shift(positions: &mut [(usize, usize, usize, Option<usize>)], at: usize) {
     }
 }
 
+/// A scenario's records as tool results, 20 s apart.
+fn events(sc: &Scenario) -> Vec<Event> {
+    sc.records
+        .iter()
+        .enumerate()
+        .map(|(j, text)| Event {
+            seq: j as u64 + 1,
+            ts_ms: 1_700_000_000_000 + j as i64 * 20_000,
+            body: EventBody::ToolResult {
+                call_id: format!("c{j}"),
+                tool: "shell".into(),
+                status: ToolStatus::Ok,
+                exit_code: Some(0),
+                text: text.clone(),
+                artifact: None,
+            },
+        })
+        .collect()
+}
+
+/// The first `scenarios` scenarios as a protocol set (unanswerable questions left out: they
+/// have no evidence).
+pub fn eval_set(scenarios: usize) -> EvalSet {
+    let mut rng = Rng(SEED);
+    let kinds = [Kind::Direct, Kind::Paraphrase, Kind::Updated, Kind::Multi];
+    let mut set = EvalSet {
+        name: format!("tool records (generator, seed {SEED:#x}, {scenarios} scenarios)"),
+        categories: ["direct", "paraphrased", "updated fact", "two records"]
+            .map(String::from)
+            .to_vec(),
+        convs: Vec::new(),
+        questions: Vec::new(),
+    };
+    for _ in 0..scenarios {
+        let sc = scenario(&mut rng);
+        for q in &sc.questions {
+            let Some(category) = kinds.iter().position(|k| *k == q.kind) else {
+                continue;
+            };
+            set.questions.push(EvalQuestion {
+                conv: set.convs.len(),
+                text: q.text.clone(),
+                evidence: q.relevant.iter().map(|id| *id as u64 + 1).collect(),
+                category,
+            });
+        }
+        set.convs.push(events(&sc));
+    }
+    set
+}
+
 #[derive(Default)]
 struct Tally {
     n: usize,
@@ -292,23 +344,7 @@ pub fn run(scratch: &Scratch) -> anyhow::Result<String> {
     for i in 0..SCENARIOS {
         let sc = scenario(&mut rng);
         records_total += sc.records.len();
-        let events: Vec<Event> = sc
-            .records
-            .iter()
-            .enumerate()
-            .map(|(j, text)| Event {
-                seq: j as u64 + 1,
-                ts_ms: 1_700_000_000_000 + j as i64 * 20_000,
-                body: EventBody::ToolResult {
-                    call_id: format!("c{j}"),
-                    tool: "shell".into(),
-                    status: ToolStatus::Ok,
-                    exit_code: Some(0),
-                    text: text.clone(),
-                    artifact: None,
-                },
-            })
-            .collect();
+        let events = events(&sc);
         let mut index = RecallIndex::open(scratch.path(), &format!("gen-{i}"))?;
         index.update(&events, &NoArtifacts)?;
         for q in &sc.questions {

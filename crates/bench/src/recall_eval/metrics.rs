@@ -1,51 +1,11 @@
-//! Recall@k accumulators, latency percentiles and Markdown tables.
+//! Latency percentiles, Markdown tables and the plain baseline's query.
 
 use std::time::Duration;
 
-/// The cut-offs reported.
-pub const KS: [usize; 5] = [1, 5, 10, 20, 50];
-
-/// Sums of recall@k over questions, per category (index 0 = all, 1..=5 = LoCoMo categories).
-#[derive(Clone, Debug, Default)]
-pub struct RecallTable {
-    sums: [[f64; 5]; 6],
-    counts: [usize; 6],
-}
-
-impl RecallTable {
-    /// Adds one question: `ranked` are result ids best first, `evidence` the relevant ids.
-    pub fn add<T: PartialEq>(&mut self, category: usize, ranked: &[T], evidence: &[T]) {
-        for (i, k) in KS.iter().enumerate() {
-            let top = &ranked[..ranked.len().min(*k)];
-            let found = evidence.iter().filter(|e| top.contains(e)).count();
-            let r = found as f64 / evidence.len() as f64;
-            self.sums[0][i] += r;
-            self.sums[category][i] += r;
-        }
-        self.counts[0] += 1;
-        self.counts[category] += 1;
-    }
-
-    /// Mean recall@KS[i] in `category`.
-    pub fn get(&self, category: usize, i: usize) -> f64 {
-        if self.counts[category] == 0 {
-            0.0
-        } else {
-            self.sums[category][i] / self.counts[category] as f64
-        }
-    }
-
-    /// Questions counted in `category`.
-    pub fn count(&self, category: usize) -> usize {
-        self.counts[category]
-    }
-}
-
-/// Latency samples, plus the time spent building the indexes they ran on.
+/// Latency samples.
 #[derive(Clone, Debug, Default)]
 pub struct Latency {
     samples: Vec<Duration>,
-    pub indexing: Duration,
 }
 
 impl Latency {

@@ -1,8 +1,12 @@
 //! The parts of the `recall_eval` program.
 
-mod generator;
-mod locomo;
+pub mod beam;
+pub mod generator;
+mod levers;
+pub mod locomo;
 mod metrics;
+pub mod project;
+pub mod protocol;
 mod study;
 
 use std::path::{Path, PathBuf};
@@ -15,24 +19,32 @@ const END: &str = "<!-- recall_eval:end -->";
 
 struct Args {
     locomo: PathBuf,
+    beam: PathBuf,
     write: bool,
     ablation: bool,
+    protocol_only: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         locomo: ctxlog_bench::default_locomo_path(),
+        beam: ctxlog_bench::default_beam_path(),
         write: true,
         ablation: true,
+        protocol_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--locomo" => args.locomo = it.next().context("--locomo needs a path")?.into(),
+            "--beam" => args.beam = it.next().context("--beam needs a directory")?.into(),
             "--no-write" => args.write = false,
             "--no-ablation" => args.ablation = false,
+            "--protocol-only" => args.protocol_only = true,
+            "--import-only" => {}
             other => bail!(
-                "unknown argument {other:?} (expected --locomo PATH, --no-write, --no-ablation)"
+                "unknown argument {other:?} (expected --locomo PATH, --beam DIR, --no-write, \
+                 --no-ablation, --protocol-only, --import-only)"
             ),
         }
     }
@@ -45,16 +57,20 @@ pub fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let scratch = Scratch::new()?;
     let mut report = String::new();
-    report.push_str(&study::run(&scratch)?);
-    report.push_str(&study::scale(&scratch)?);
-    report.push_str(&generator::run(&scratch)?);
-    if args.locomo.exists() {
-        report.push_str(&locomo::run(&args.locomo, &scratch, args.ablation)?);
-    } else {
-        report.push_str(&format!(
-            "\n### LoCoMo\n\nSkipped: `{}` not found.\n",
-            args.locomo.display()
-        ));
+    if !args.protocol_only {
+        report.push_str(&study::run(&scratch)?);
+        report.push_str(&study::scale(&scratch)?);
+        report.push_str(&generator::run(&scratch)?);
+    }
+    let (sets, skipped) = protocol::sets(&args.locomo, &args.beam)?;
+    let (product, section) = protocol::baseline_section(&sets, &scratch)?;
+    report.push_str(&section);
+    report.push_str(&skipped);
+    if args.ablation {
+        let variants = levers::variants();
+        report.push_str(&protocol::lever_section(
+            &sets, &product, &variants, &scratch,
+        )?);
     }
     report.push_str(&format!(
         "\nWhole evaluation: {:.1} s on this machine.\n",
@@ -87,7 +103,7 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    fn new() -> anyhow::Result<Scratch> {
+    pub fn new() -> anyhow::Result<Scratch> {
         let dir = std::env::temp_dir().join(format!("ctxlog-recall-eval-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(Scratch {

@@ -1,0 +1,72 @@
+//! The variants the lever log measures: each ranking feature of the product switched off
+//! alone, and each candidate lever switched on alone (docs/recall.md, "Lever log").
+
+use ctxlog_recall::{IndexConfig, Ranking};
+
+use super::protocol::Variant;
+
+/// The product's index configuration with `ranking` changed by `f`.
+fn ranked(name: &str, f: impl FnOnce(&mut Ranking)) -> Variant {
+    let mut ranking = Ranking::default();
+    f(&mut ranking);
+    Variant {
+        name: name.to_owned(),
+        config: IndexConfig::default(),
+        ranking,
+    }
+}
+
+/// The product's ranking over an index configured by `f`.
+fn indexed(name: &str, f: impl FnOnce(&mut IndexConfig)) -> Variant {
+    let mut config = IndexConfig::default();
+    f(&mut config);
+    Variant {
+        name: name.to_owned(),
+        config,
+        ranking: Ranking::default(),
+    }
+}
+
+/// Every variant, one change from the product's defaults each (the last: all of them off).
+pub fn variants() -> Vec<Variant> {
+    let mut every_feature_off = indexed("every feature off (plain pages, BM25 only)", |c| {
+        *c = IndexConfig::plain();
+    });
+    every_feature_off.ranking = Ranking {
+        stop_words: false,
+        author_weight: 0.0,
+        episode_weight: 0.0,
+        supersession: false,
+        best_page_per_event: false,
+        first_person_weight: 0.0,
+        ..Ranking::default()
+    };
+    vec![
+        ranked("− best page per event", |r| r.best_page_per_event = false),
+        ranked("− first person → the user's pages (×2)", |r| {
+            r.first_person_weight = 0.0
+        }),
+        ranked("first person ×3", |r| r.first_person_weight = 2.0),
+        ranked("+ assistant pages supersede too (as before)", |r| {
+            r.supersede_by_assistant = true
+        }),
+        ranked("− supersession lift", |r| r.supersession = false),
+        indexed("− context field (neighbouring turns)", |c| {
+            c.context_before = 0;
+            c.context_after = 0;
+        }),
+        ranked("context weight 0.8", |r| r.context_weight = 0.8),
+        indexed("− date metadata", |c| c.date_metadata = false),
+        ranked("− stop-word removal", |r| r.stop_words = false),
+        ranked("− author field", |r| r.author_weight = 0.0),
+        ranked("− episode evidence", |r| r.episode_weight = 0.0),
+        ranked(
+            "+ feedback: 5 terms from the top 3 pages (weight 0.3)",
+            |r| r.feedback_terms = 5,
+        ),
+        ranked("+ multi-part questions fused (RRF)", |r| {
+            r.multi_part = true
+        }),
+        every_feature_off,
+    ]
+}

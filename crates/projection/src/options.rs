@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The provider request shape a projection emits (docs/design.md#p1-wire-formats).
 ///
-/// Parsed from `openai-chat` or `anthropic-messages`; see [`crate::wire`] for the exact bodies.
+/// Parsed from `openai-chat`, `anthropic-messages` or `openai-responses`; see [`crate::wire`] for the exact bodies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String")]
 pub enum WireFormat {
@@ -18,23 +18,32 @@ pub enum WireFormat {
     /// Anthropic Messages: `{"model":…,"max_tokens":…,"system":…,"messages":[…]}`.
     #[serde(rename = "anthropic-messages")]
     AnthropicMessages,
+    /// OpenAI Responses: `{"model":…,"instructions":…,"input":[…]}`.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
 }
 
 impl WireFormat {
     /// All formats, in their documented order.
-    pub const ALL: [WireFormat; 2] = [WireFormat::OpenAiChat, WireFormat::AnthropicMessages];
+    pub const ALL: [WireFormat; 3] = [
+        WireFormat::OpenAiChat,
+        WireFormat::AnthropicMessages,
+        WireFormat::OpenAiResponses,
+    ];
 
     /// The name used on the command line and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             WireFormat::OpenAiChat => "openai-chat",
             WireFormat::AnthropicMessages => "anthropic-messages",
+            WireFormat::OpenAiResponses => "openai-responses",
         }
     }
 
     /// Whether this format's provider publishes a tokenizer and counting rule we reproduce
-    /// exactly. Only OpenAI does; for Anthropic every token figure is an estimate
-    /// (docs/design.md#p3-tokens).
+    /// exactly. Only OpenAI does, and only for Chat Completions; for Anthropic, and for the
+    /// Responses API's items (whose per-item overhead OpenAI does not publish), every token
+    /// figure is an estimate (docs/design.md#p3-tokens).
     pub fn tokens_exact(self) -> bool {
         matches!(self, WireFormat::OpenAiChat)
     }
@@ -192,7 +201,8 @@ mod tests {
         let err = "gemini".parse::<WireFormat>().unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown format \"gemini\"; valid values: openai-chat, anthropic-messages"
+            "unknown format \"gemini\"; valid values: openai-chat, anthropic-messages, \
+             openai-responses"
         );
         let err = "p50k".parse::<Tokenizer>().unwrap_err().to_string();
         assert!(err.contains("o200k, cl100k"), "{err}");

@@ -228,11 +228,12 @@ impl ProjectionRequest {
     /// The output limit actually applied: the reservation subtracted from the token budget
     /// and written as the format's output-limit field. For `anthropic-messages` it defaults
     /// to [`default_anthropic_max_tokens`] (a quarter of a token budget, at most
-    /// [`DEFAULT_ANTHROPIC_MAX_TOKENS`]); for `openai-chat` it is the reservation if given
-    /// (written as `max_completion_tokens`), else nothing is reserved or written.
+    /// [`DEFAULT_ANTHROPIC_MAX_TOKENS`]); for `openai-chat` and `openai-responses` it is the
+    /// reservation if given (written as `max_completion_tokens` / `max_output_tokens`), else
+    /// nothing is reserved or written.
     pub fn output_limit(&self) -> Option<u64> {
         match self.format {
-            WireFormat::OpenAiChat => self.reserve_output,
+            WireFormat::OpenAiChat | WireFormat::OpenAiResponses => self.reserve_output,
             WireFormat::AnthropicMessages => Some(
                 self.reserve_output
                     .unwrap_or(default_anthropic_max_tokens(self.max_tokens)),

@@ -88,6 +88,11 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
 
 /// The content string of the result in `body` (either format).
 fn result_content(body: &Value) -> String {
+    if let Some(items) = body["input"].as_array() {
+        let last = items.last().unwrap();
+        assert_eq!(last["type"], "function_call_output");
+        return last["output"].as_str().unwrap().to_string();
+    }
     let last = body["messages"].as_array().unwrap().last().unwrap().clone();
     match &last["content"] {
         Value::String(s) => s.clone(),
@@ -102,6 +107,10 @@ fn result_content(body: &Value) -> String {
 }
 
 fn replace_content(body: &mut Value, content: &str) {
+    if let Some(items) = body["input"].as_array_mut() {
+        items.last_mut().unwrap()["output"] = json!(content);
+        return;
+    }
     let last = body["messages"].as_array_mut().unwrap().last_mut().unwrap();
     if last["content"].is_string() {
         last["content"] = json!(content);
@@ -185,7 +194,7 @@ fn the_stored_excerpt_is_sent_when_nothing_longer_fits() {
 
 #[test]
 fn a_34_kb_output_goes_in_full_under_a_20000_token_budget() {
-    for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+    for format in WireFormat::ALL {
         let (events, full) = conversation(34_000);
         let history = WithArtifacts {
             events: SliceHistory::new(&events),
@@ -214,9 +223,9 @@ proptest! {
         size in 2_100usize..40_000,
         max_bytes in 2_000u64..50_000,
         max_tokens in proptest::option::of(700u64..12_000),
-        anthropic in any::<bool>(),
+        format_index in 0usize..3,
     ) {
-        let format = if anthropic { WireFormat::AnthropicMessages } else { WireFormat::OpenAiChat };
+        let format = WireFormat::ALL[format_index];
         check(size, max_bytes, max_tokens, format);
     }
 }
@@ -434,7 +443,7 @@ fn check_both_results(
 fn both_policies_send_two_results_whole_when_they_fit_and_clip_only_when_they_do_not() {
     use ctxlog_projection::Policy;
     for policy in [Policy::Turns, Policy::Agent] {
-        for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+        for format in WireFormat::ALL {
             for input in [false, true] {
                 // Room for both: both whole (the stored excerpts are 2,000 characters).
                 check_both_results(
@@ -493,11 +502,11 @@ proptest! {
         second in 2_100usize..30_000,
         max_bytes in 3_000u64..80_000,
         max_tokens in proptest::option::of(900u64..16_000),
-        anthropic in any::<bool>(),
+        format_index in 0usize..3,
         agent in any::<bool>(),
         input in any::<bool>(),
     ) {
-        let format = if anthropic { WireFormat::AnthropicMessages } else { WireFormat::OpenAiChat };
+        let format = WireFormat::ALL[format_index];
         let policy = if agent { ctxlog_projection::Policy::Agent } else { ctxlog_projection::Policy::Turns };
         check_both_results((first, second), max_bytes, max_tokens, format, policy, input);
     }

@@ -146,6 +146,41 @@ const ANTHROPIC: &str = concat!(
     r#"{"role":"user","content":[{"type":"text","text":"next?"}]}]}"#,
 );
 
+const RESPONSES: &str = concat!(
+    r#"{"model":"m","instructions":"sys","input":["#,
+    r#"{"type":"message","role":"system","content":[{"type":"input_text","text":"Note: deploy only on Fridays"}]},"#,
+    r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"first \"question\""}]},"#,
+    r#"{"type":"message","role":"assistant","content":"first answer"},"#,
+    r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"list files\nplease"}]},"#,
+    r#"{"type":"message","role":"assistant","content":"Checking."},"#,
+    r#"{"type":"function_call","call_id":"c1","name":"shell","arguments":"{\"cmd\":\"ls\"}"},"#,
+    r#"{"type":"function_call","call_id":"c2","name":"shell","arguments":"{\"cmd\":\"du\"}"},"#,
+    r#"{"type":"function_call","call_id":"c3","name":"shell","arguments":"{\"cmd\":\"rm x\"}"},"#,
+    r#"{"type":"function_call_output","call_id":"c1","output":"a.txt 😀"},"#,
+    r#"{"type":"function_call_output","call_id":"c2","output":"[status=error exit_code=1 artifact=sha256-ab bytes=10 recall seq=11]\ndu: denied"},"#,
+    r#"{"type":"function_call_output","call_id":"c3","output":"interrupted: effects unknown"},"#,
+    r#"{"type":"message","role":"system","content":[{"type":"input_text","text":"Note: user is in a hurry"}]},"#,
+    r#"{"type":"message","role":"assistant","content":"Done."},"#,
+    r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"next?"}]}]}"#,
+);
+
+#[test]
+fn openai_responses_body_is_exactly_the_documented_one() {
+    assert_eq!(
+        body(
+            WireFormat::OpenAiResponses,
+            &request(WireFormat::OpenAiResponses)
+        ),
+        RESPONSES
+    );
+    let tool =
+        json!({"type":"function","name":"recall","parameters":{"type":"object"},"strict":false});
+    let mut b = request(WireFormat::OpenAiResponses);
+    b.tools(vec![tool]).reserve_output(256);
+    let text = body(WireFormat::OpenAiResponses, &b);
+    assert!(text.ends_with(r#"[{"type":"input_text","text":"next?"}]}],"tools":[{"type":"function","name":"recall","parameters":{"type":"object"},"strict":false}],"max_output_tokens":256}"#), "{text}");
+}
+
 #[test]
 fn openai_chat_body_is_exactly_the_documented_one() {
     assert_eq!(
@@ -453,7 +488,7 @@ fn extreme_budget_numbers_are_refused_or_met_without_panicking() {
     // token limit is a typed error, a reservation one below leaves a one-token input budget.
     let events = events();
     let history = SliceHistory::new(&events);
-    for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+    for format in WireFormat::ALL {
         let mut b = request(format);
         b.max_tokens(u64::MAX).reserve_output(u64::MAX);
         assert!(matches!(

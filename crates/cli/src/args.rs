@@ -340,7 +340,7 @@ pub struct ProjectArgs {
     pub system: Option<String>,
     #[arg(long, help = help::model())]
     pub model: Option<String>,
-    /// The wire format: openai-chat or anthropic-messages
+    /// The wire format: openai-chat, anthropic-messages or openai-responses
     #[arg(long, default_value = "openai-chat")]
     pub format: WireFormat,
     /// Byte budget: the body's length will not exceed it [default: none]
@@ -382,8 +382,8 @@ pub struct ProjectArgs {
 
 #[derive(Debug, Args)]
 pub struct CountArgs {
-    /// The body's wire format: openai-chat or anthropic-messages [default: told from the
-    /// body's shape; a body that could be either needs it]
+    /// The body's wire format: openai-chat, anthropic-messages or openai-responses [default:
+    /// told from the body's shape; a body that could be either needs it]
     #[arg(long)]
     pub format: Option<WireFormat>,
     /// o200k or cl100k
@@ -420,8 +420,8 @@ mod help {
     pub fn model() -> String {
         let model = ctxlog::ops::default_model;
         format!(
-            "The model name, written into the body as given [default: {} for openai-chat, {} \
-             for anthropic-messages]",
+            "The model name, written into the body as given [default: {} for openai-chat and \
+             openai-responses, {} for anthropic-messages]",
             model(WireFormat::OpenAiChat),
             model(WireFormat::AnthropicMessages)
         )

@@ -35,7 +35,7 @@ from ._ctxlog import (
 )
 
 #: The wire formats a body can be projected in.
-WireFormat = Literal["openai-chat", "anthropic-messages"]
+WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 #: The tokenizers budgets and reports count with.
 TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
 #: The projection policies.

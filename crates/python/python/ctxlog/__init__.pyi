@@ -31,7 +31,7 @@ __version__: str
 RECALL_DEFAULT_LIMIT: int
 RECALL_MAX_LIMIT: int
 
-WireFormat = Literal["openai-chat", "anthropic-messages"]
+WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
 PolicyName = Literal["turns", "agent"]
 JsonDict = Dict[str, Any]

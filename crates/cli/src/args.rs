@@ -354,8 +354,10 @@ pub struct ProjectArgs {
     pub tokenizer: Tokenizer,
     #[arg(long, help = help::reserve_output())]
     pub reserve_output: Option<u64>,
-    /// turns: whole recent turns; agent: pinned requests, latest results and status, tiers
-    #[arg(long, default_value = "turns")]
+    /// auto: agent when the newest turns a window could hold contain a tool call, else turns
+    /// (the report names the choice); turns: whole recent turns; agent: pinned requests,
+    /// latest results and status, tiers
+    #[arg(long, default_value = "auto")]
     pub policy: Policy,
     #[arg(long, value_name = "K", help = help::recall_pages())]
     pub recall: Option<usize>,
@@ -439,7 +441,7 @@ mod help {
     pub fn recall_pages() -> String {
         format!(
             "Include up to K (0-{}) relevant older pages from the recall index [default: 0 for \
-             turns, 2 for agent]",
+             turns, 2 for agent; auto: the chosen policy's]",
             ctxlog::RECALL_MAX_LIMIT
         )
     }

@@ -249,10 +249,11 @@ pub struct ProjectRequest {
     /// Tokens reserved for the reply [default: none; the projector's default for formats
     /// that require the field].
     pub reserve_output: Option<u64>,
-    /// `turns` or `agent` [default: `turns`].
+    /// `auto`, `turns` or `agent` [default: `auto`: `agent` when the newest turns a window
+    /// could hold contain a tool call or result, else `turns`; the report names the choice].
     pub policy: Policy,
     /// Relevant older pages to include, at most [`ctxlog_recall::MAX_LIMIT`]
-    /// [default: 0 for `turns`, 2 for `agent`].
+    /// [default: 0 for `turns`, 2 for `agent`, that of the chosen policy for `auto`].
     pub recall: Option<usize>,
     /// Room held back for recalled pages, so recent turns cannot starve recall
     /// (docs/design.md#p13-true-words) [default: [`ctxlog_projection::DEFAULT_RECALL_RESERVE`], a

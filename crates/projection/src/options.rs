@@ -87,8 +87,12 @@ impl Tokenizer {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", try_from = "String")]
 pub enum Policy {
-    /// Whole turns, newest first, as a contiguous suffix (docs/design.md#p5-whole-turns).
+    /// The agent policy when the newest turns a window could hold contain a tool call or
+    /// result, else the turns policy; the report names the policy chosen
+    /// ([`crate::AUTO_TURNS`] bounds the check).
     #[default]
+    Auto,
+    /// Whole turns, newest first, as a contiguous suffix (docs/design.md#p5-whole-turns).
     Turns,
     /// Tiered agent context: pinned intent, requests, latest result and status; optional
     /// tiers dropped in a fixed order (docs/design.md#p6-agent-tiers).
@@ -97,21 +101,23 @@ pub enum Policy {
 
 impl Policy {
     /// All policies.
-    pub const ALL: [Policy; 2] = [Policy::Turns, Policy::Agent];
+    pub const ALL: [Policy; 3] = [Policy::Auto, Policy::Turns, Policy::Agent];
 
     /// The name used on the command line and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
+            Policy::Auto => "auto",
             Policy::Turns => "turns",
             Policy::Agent => "agent",
         }
     }
 
     /// How many recalled pages are included when the request does not say
-    /// (docs/design.md#r6-auto-include): 0 for [`Policy::Turns`], 2 for [`Policy::Agent`].
+    /// (docs/design.md#r6-auto-include): 0 for [`Policy::Turns`], 2 for [`Policy::Agent`];
+    /// with [`Policy::Auto`], that of the policy chosen.
     pub fn default_recall_k(self) -> usize {
         match self {
-            Policy::Turns => 0,
+            Policy::Auto | Policy::Turns => 0,
             Policy::Agent => 2,
         }
     }

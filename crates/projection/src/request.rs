@@ -106,6 +106,8 @@ pub struct ProjectionRequest {
     pub(crate) policy: Policy,
     pub(crate) notice: bool,
     pub(crate) recall_k: usize,
+    /// `recall_k` as given (`None`: the policy's default).
+    pub(crate) recall_k_given: Option<usize>,
     pub(crate) recalled: Vec<RecalledPage>,
     pub(crate) tools: Vec<serde_json::Value>,
     pub(crate) recall_unavailable: Option<String>,
@@ -210,6 +212,15 @@ impl ProjectionRequest {
     pub(crate) fn with_token_figures(&self) -> ProjectionRequest {
         let mut r = self.clone();
         r.token_figures = true;
+        r
+    }
+
+    /// This request with `policy` (a concrete one) in place of [`Policy::Auto`], and that
+    /// policy's default `recall_k` unless one was given.
+    pub(crate) fn with_policy(&self, policy: Policy) -> ProjectionRequest {
+        let mut r = self.clone();
+        r.policy = policy;
+        r.recall_k = self.recall_k_given.unwrap_or(policy.default_recall_k());
         r
     }
 
@@ -351,7 +362,7 @@ impl ProjectionRequestBuilder {
         self.reserve_output = Some(tokens);
         self
     }
-    /// The policy. Default: [`Policy::Turns`].
+    /// The policy. Default: [`Policy::Auto`].
     pub fn policy(&mut self, policy: Policy) -> &mut Self {
         self.policy = policy;
         self
@@ -363,7 +374,7 @@ impl ProjectionRequestBuilder {
         self
     }
     /// How many recalled pages may be included. Default: the policy's
-    /// ([`Policy::default_recall_k`]: 0 for turns, 2 for agent).
+    /// ([`Policy::default_recall_k`]: 0 for turns, 2 for agent; with auto, the chosen one's).
     pub fn recall_k(&mut self, k: usize) -> &mut Self {
         self.recall_k = Some(k);
         self
@@ -457,6 +468,7 @@ impl ProjectionRequestBuilder {
             policy: self.policy,
             notice: self.notice,
             recall_k: self.recall_k.unwrap_or(self.policy.default_recall_k()),
+            recall_k_given: self.recall_k,
             recalled: self.recalled.clone(),
             tools: self.tools.clone(),
             recall_unavailable: self.recall_unavailable.clone(),
@@ -513,7 +525,7 @@ mod tests {
             .unwrap();
         assert_eq!(r.format(), WireFormat::OpenAiChat);
         assert_eq!(r.tokenizer(), Tokenizer::O200k);
-        assert_eq!(r.policy(), Policy::Turns);
+        assert_eq!(r.policy(), Policy::Auto);
         assert_eq!(r.recall_k(), 0);
         assert!(!r.notice());
         assert_eq!(r.output_limit(), None);

@@ -227,6 +227,8 @@ fn builder(
         .tokenizer(shape.tokenizer)
         .model("m-\"1\"")
         .input("now? 😀")
+        // The naive rule is the turns policy's (auto would choose agent for tool turns).
+        .policy(Policy::Turns)
         .notice(shape.notice)
         .reserve_output(7)
         .recall_k(shape.pages);

@@ -11,7 +11,7 @@ mod common;
 
 use ctxlog_event::{ArtifactRef, Event, EventBody, SystemMarker, ToolStatus};
 use ctxlog_projection::{
-    ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, count, project,
+    Policy, ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, count, project,
 };
 use serde_json::json;
 
@@ -90,6 +90,7 @@ fn events() -> Vec<Event> {
 
 fn request(format: WireFormat) -> ctxlog_projection::ProjectionRequestBuilder {
     let mut b = ProjectionRequest::builder();
+    b.policy(Policy::Turns);
     b.format(format).model("m").system("sys").input("next?");
     b
 }
@@ -313,6 +314,7 @@ fn anthropic_leaves_out_whitespace_only_text_and_refuses_a_blank_input() {
     ];
     let events: Vec<Event> = common::numbered(bodies);
     let mut b = ProjectionRequest::builder();
+    b.policy(Policy::Turns);
     b.format(WireFormat::AnthropicMessages)
         .model("m")
         .system("  ")
@@ -357,6 +359,7 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
     let history = SliceHistory::new(&events);
     let project_at = |max: u64| {
         let mut b = ProjectionRequest::builder();
+        b.policy(Policy::Turns);
         b.model("m").input("q").notice(true).max_bytes(max);
         project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap()
     };
@@ -381,6 +384,7 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
     );
     let ours = project_at(newest.len() as u64 + 3).body;
     let mut b = ProjectionRequest::builder();
+    b.policy(Policy::Turns);
     b.model("m")
         .input("q")
         .notice(true)
@@ -418,6 +422,7 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
     let events: Vec<Event> = common::numbered(bodies);
     let text = |format: WireFormat| {
         let mut b = ProjectionRequest::builder();
+        b.policy(Policy::Turns);
         b.format(format).model("m").input("next?");
         let p = project(
             &SliceHistory::new(&events),

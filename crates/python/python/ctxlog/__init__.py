@@ -39,7 +39,7 @@ WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 #: The tokenizers budgets and reports count with.
 TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
 #: The projection policies.
-PolicyName = Literal["turns", "agent"]
+PolicyName = Literal["auto", "turns", "agent"]
 #: A JSON object as Python sees it (requests' event dicts, responses, reports).
 JsonDict = Dict[str, Any]
 

@@ -137,6 +137,7 @@ impl<'r> Budget<'r> {
             format: self.format,
             tokenizer: self.counter.tokenizer,
             policy: self.req.policy,
+            policy_reason: None,
             bytes: total.bytes,
             tokens: total.tokens,
             tokens_exact: self.format.tokens_exact(),

@@ -37,8 +37,9 @@
 //!   policy its pinned tiers) are never dropped: if they alone exceed the budget,
 //!   [`Error::MandatoryExceedsBudget`] says how much they need.
 //! * **A policy for the conversation** by default (`auto`): the `agent` policy when the newest
-//!   turns a window could hold contain a tool call or result, `turns` otherwise; the report's
-//!   `policy` is the one chosen and its `notes` say why.
+//!   turns a window could hold contain a tool call or result, `turns` otherwise (also when
+//!   the agent context's mandatory part does not fit); the report's `policy` is the one chosen
+//!   and its `policy_reason` says why.
 //! * **Whole turns, contiguous suffix (P5)** with the `turns` policy; tool calls travel with
 //!   their results, and a call without one is answered `interrupted: effects unknown`.
 //! * **Tiers (P6)** with the `agent` policy ([`agent`] module docs).
@@ -145,8 +146,26 @@ fn project_by_policy<H: History + ?Sized>(
         return project_resolved(history, request, cache, pages);
     }
     let (policy, why) = auto::choose(history, request)?;
-    let mut projection = project_resolved(history, &request.with_policy(policy), cache, pages)?;
-    projection.report.notes.push(why);
+    let mut pages = pages;
+    let again: Option<&mut dyn PageSource> = match &mut pages {
+        Some(p) => Some(&mut **p),
+        None => None,
+    };
+    let (mut projection, why) =
+        match project_resolved(history, &request.with_policy(policy), cache, again) {
+            // The agent context pins more than whole turns do: when its mandatory part does
+            // not fit, the turns policy may still serve the request.
+            Err(Error::MandatoryExceedsBudget { .. }) if policy == Policy::Agent => {
+                let turns = request.with_policy(Policy::Turns);
+                let why = format!(
+                    "{why}, but its mandatory part does not fit the budget: policy auto used \
+                     turns"
+                );
+                (project_resolved(history, &turns, cache, pages)?, why)
+            }
+            result => (result?, why),
+        };
+    projection.report.policy_reason = Some(why);
     Ok(projection)
 }
 

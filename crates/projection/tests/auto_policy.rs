@@ -4,8 +4,9 @@
 //! the follow-up went out with no history at all), or a chat projected differently from
 //! before. Guarantee: with a tool call or result among the newest turns a window could hold,
 //! `auto` builds exactly the `agent` body; without, exactly the `turns` body; it looks at no
-//! more than `AUTO_TURNS` turns and no further back than the window; the report's `policy`
-//! names the choice and its notes say why.
+//! more than `AUTO_TURNS` turns and no further back than the window; when the agent context's
+//! mandatory part does not fit, it falls back to `turns`; the report's `policy` names the
+//! choice and its `policy_reason` says why.
 
 mod common;
 
@@ -83,7 +84,7 @@ fn check_chooses(events: &[Event], b: &ProjectionRequestBuilder, expected: Polic
         String::from_utf8(auto_body).unwrap(),
         String::from_utf8(expected_body).unwrap()
     );
-    let why = auto_report.notes.last().unwrap();
+    let why = auto_report.policy_reason.unwrap();
     assert!(
         why.starts_with(&format!("policy auto chose {}", expected.as_str())),
         "{why}"
@@ -150,4 +151,35 @@ fn the_check_is_bounded_by_the_window_and_by_auto_turns() {
     // A window wide enough to reach it: agent.
     b.max_bytes(100_000);
     check_chooses(&events_beyond, &b, Policy::Agent);
+}
+
+#[test]
+fn when_the_agent_context_cannot_fit_auto_uses_turns() {
+    // Many tool turns pin many user requests in the agent context; one small turn fits.
+    let mut turns: Vec<Vec<EventBody>> = (0..20).map(|i| tool_turn(i, 50)).collect();
+    turns.push(chat_turn(20));
+    let events = events(turns);
+    let mut b = builder();
+    b.max_bytes(420);
+    let mut agent = b.clone();
+    agent.policy(Policy::Agent);
+    assert!(
+        project(
+            &SliceHistory::new(&events),
+            &agent.build().unwrap(),
+            &mut SizeCache::new()
+        )
+        .is_err()
+    );
+    let (auto_body, report) = body(&events, &b);
+    let mut turns = b.clone();
+    turns.policy(Policy::Turns);
+    assert_eq!(auto_body, body(&events, &turns).0);
+    assert_eq!(report.policy, Policy::Turns);
+    assert!(
+        report
+            .policy_reason
+            .unwrap()
+            .ends_with("does not fit the budget: policy auto used turns")
+    );
 }

@@ -137,7 +137,7 @@ fn twenty_big_steps_in_one_turn_clip_the_oldest_results_instead_of_failing() {
             for (i, (_, text)) in sent.iter().enumerate() {
                 let seq = result_seqs[i];
                 if clipped.contains(&seq) {
-                    assert!(text.contains(&format!("chars clipped; recall seq={seq}]")));
+                    assert!(text.contains(&format!("chars clipped from seq={seq}]")));
                 } else {
                     assert_eq!(*text, output(i));
                 }

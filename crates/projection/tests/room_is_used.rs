@@ -173,7 +173,7 @@ fn check(size: usize, max_bytes: u64, max_tokens: Option<u64>, format: WireForma
             "the stored excerpt sent though a longer excerpt fits"
         );
     } else {
-        assert!(sent.contains("chars clipped; recall seq=5]"), "{content}");
+        assert!(sent.contains("chars clipped from seq=5]"), "{content}");
         assert_eq!(p.report.clips[0].seq, 5);
     }
     // Clipped (by the projector, or by the ledger when it stored the output): with the full
@@ -250,7 +250,7 @@ fn excerpt(full: &str, keep: usize, seq: u64) -> String {
     let chars = full.chars().count();
     let head: String = full.chars().take(keep / 2).collect();
     let tail: String = full.chars().skip(chars - (keep - keep / 2)).collect();
-    let marker = format!("[… {} chars clipped; recall seq={seq}]", chars - keep);
+    let marker = format!("[… {} chars clipped from seq={seq}]", chars - keep);
     if keep == 0 {
         marker
     } else {
@@ -344,7 +344,7 @@ fn sent_excerpt(body: &Value, full: &str, seq: u64) -> Option<String> {
         return None;
     }
     let chars = full.chars().count();
-    let marker = format!(" chars clipped; recall seq={seq}]");
+    let marker = format!(" chars clipped from seq={seq}]");
     if let Some(s) = find_string(body, &marker) {
         let end = s.find(&marker).unwrap();
         let start = s[..end].rfind("[… ").unwrap();

@@ -51,7 +51,7 @@ def test_tool_loop_projects_each_step(store: ctxlog.Store, format: ctxlog.WireFo
     # chooses the agent policy; the body still ends with the pending result.
     body, report = chat.project_dict(format=format, max_bytes=4000)
     assert report["policy"] == "agent"
-    assert any(n.startswith("policy auto chose agent") for n in report["notes"])
+    assert report["policy_reason"].startswith("policy auto chose agent")
     assert tool_results(body)[-1]["content"] == "12G\t/srv"
     # Whole turns, as the turns policy sends them.
     body, report = chat.project_dict(format=format, max_bytes=4000, policy="turns")

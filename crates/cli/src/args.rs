@@ -361,7 +361,7 @@ pub struct ProjectArgs {
     pub system: Option<String>,
     #[arg(long, help = help::model())]
     pub model: Option<String>,
-    /// The wire format: openai-chat or anthropic-messages
+    /// The wire format: openai-chat, anthropic-messages or openai-responses
     #[arg(long, default_value = "openai-chat")]
     pub format: WireFormat,
     /// Byte budget: the body's length will not exceed it [default: none]
@@ -375,8 +375,10 @@ pub struct ProjectArgs {
     pub tokenizer: Tokenizer,
     #[arg(long, help = help::reserve_output())]
     pub reserve_output: Option<u64>,
-    /// turns: whole recent turns; agent: pinned requests, latest results and status, tiers
-    #[arg(long, default_value = "turns")]
+    /// auto: agent when the newest turns a window could hold contain a tool call, else turns
+    /// (the report names the choice); turns: whole recent turns; agent: pinned requests,
+    /// latest results and status, tiers
+    #[arg(long, default_value = "auto")]
     pub policy: Policy,
     #[arg(long, value_name = "K", help = help::recall_pages())]
     pub recall: Option<usize>,
@@ -403,8 +405,8 @@ pub struct ProjectArgs {
 
 #[derive(Debug, Args)]
 pub struct CountArgs {
-    /// The body's wire format: openai-chat or anthropic-messages [default: told from the
-    /// body's shape; a body that could be either needs it]
+    /// The body's wire format: openai-chat, anthropic-messages or openai-responses [default:
+    /// told from the body's shape; a body that could be either needs it]
     #[arg(long)]
     pub format: Option<WireFormat>,
     /// o200k or cl100k
@@ -441,8 +443,8 @@ mod help {
     pub fn model() -> String {
         let model = ctxlog::ops::default_model;
         format!(
-            "The model name, written into the body as given [default: {} for openai-chat, {} \
-             for anthropic-messages]",
+            "The model name, written into the body as given [default: {} for openai-chat and \
+             openai-responses, {} for anthropic-messages]",
             model(WireFormat::OpenAiChat),
             model(WireFormat::AnthropicMessages)
         )
@@ -460,7 +462,7 @@ mod help {
     pub fn recall_pages() -> String {
         format!(
             "Include up to K (0-{}) relevant older pages from the recall index [default: 0 for \
-             turns, 2 for agent]",
+             turns, 2 for agent; auto: the chosen policy's]",
             ctxlog::RECALL_MAX_LIMIT
         )
     }

@@ -63,6 +63,8 @@ impl Demo<'_> {
             input: Some(QUESTION.into()),
             max_bytes,
             recall,
+            // The story is the turns policy's: whole turns, newest first.
+            policy: ctxlog::Policy::Turns,
             ..Default::default()
         })
     }

@@ -366,7 +366,7 @@ fn twenty_big_steps_in_one_turn_fit_by_clipping_the_oldest_results() {
         for c in &clips {
             assert!(
                 body.to_string()
-                    .contains(&format!("chars clipped; recall seq={c}]"))
+                    .contains(&format!("chars clipped from seq={c}]"))
             );
         }
     }

@@ -70,6 +70,9 @@ fn a_turn_committed_piece_by_piece_projects_whole() {
                 format,
                 "--max-bytes",
                 "4000",
+                // Whole turns (auto would choose the agent context for this tool turn).
+                "--policy",
+                "turns",
             ],
             b"",
         );

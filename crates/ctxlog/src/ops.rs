@@ -58,7 +58,8 @@ pub fn default_reserve_output(format: WireFormat) -> Option<u64> {
 pub fn recall_tool_definition(format: WireFormat) -> serde_json::Value {
     match format {
         WireFormat::AnthropicMessages => ctxlog_recall::anthropic_tool(),
-        _ => ctxlog_recall::openai_tool(),
+        WireFormat::OpenAiResponses => ctxlog_recall::responses_tool(),
+        WireFormat::OpenAiChat => ctxlog_recall::openai_tool(),
     }
 }
 
@@ -275,10 +276,11 @@ pub struct ProjectRequest {
     /// Tokens reserved for the reply [default: none; the projector's default for formats
     /// that require the field].
     pub reserve_output: Option<u64>,
-    /// `turns` or `agent` [default: `turns`].
+    /// `auto`, `turns` or `agent` [default: `auto`: `agent` when the newest turns a window
+    /// could hold contain a tool call or result, else `turns`; the report names the choice].
     pub policy: Policy,
     /// Relevant older pages to include, at most [`ctxlog_recall::MAX_LIMIT`]
-    /// [default: 0 for `turns`, 2 for `agent`].
+    /// [default: 0 for `turns`, 2 for `agent`, that of the chosen policy for `auto`].
     pub recall: Option<usize>,
     /// Room held back for recalled pages, so recent turns cannot starve recall
     /// (docs/design.md#p13-true-words) [default: [`ctxlog_projection::DEFAULT_RECALL_RESERVE`], a
@@ -380,8 +382,8 @@ impl ProjectRequest {
 pub struct CountRequest {
     /// The body, as sent.
     pub body: Vec<u8>,
-    /// Its wire format [default: detected from the body's shape ([`detect_format`]); a body
-    /// that could be either is refused (class usage) and needs the format].
+    /// Its wire format [default: detected from the body's shape ([`detect_format`]); a chat
+    /// body that could be either chat format is refused (class usage) and needs the format].
     #[serde(default)]
     pub format: Option<WireFormat>,
     /// The tokenizer [default: `o200k`].
@@ -389,17 +391,29 @@ pub struct CountRequest {
     pub tokenizer: Tokenizer,
 }
 
-/// True when `body` is a JSON object with a `messages` array (the shape both formats share).
+/// True when `body` is a JSON object with a `messages` array (the shape both chat formats
+/// share) or, with no `messages`, an `input` list or string (a Responses body).
 pub(crate) fn looks_like_a_request(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .ok()
-        .and_then(|v| v.get("messages").map(serde_json::Value::is_array))
-        .unwrap_or(false)
+        .is_some_and(|v| {
+            v.get("messages").is_some_and(serde_json::Value::is_array) || is_responses(&v)
+        })
+}
+
+/// Whether a body is shaped as an `openai-responses` request: an `input` list or string and
+/// no `messages`.
+fn is_responses(body: &serde_json::Value) -> bool {
+    body.get("messages").is_none()
+        && body
+            .get("input")
+            .is_some_and(|i| i.is_array() || i.is_string())
 }
 
 /// The wire format a request body has, told from its shape, or `None` when it could be
 /// either (or is not a request body).
 ///
+/// * A body with an `input` list (or string) and no `messages` is `openai-responses`.
 /// * Anthropic requires `max_tokens`: a body without it is `openai-chat`.
 /// * `openai-chat` only: a `system`, `developer` or `tool` message, `tool_calls`,
 ///   `max_completion_tokens`, or a tool of `"type":"function"`.
@@ -411,6 +425,9 @@ pub(crate) fn looks_like_a_request(body: &[u8]) -> bool {
 pub fn detect_format(body: &[u8]) -> Option<WireFormat> {
     use ctxlog_projection::read::{Envelope, anthropic, openai};
     use serde::Deserialize as _;
+    if serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| is_responses(&v)) {
+        return Some(WireFormat::OpenAiResponses);
+    }
     let body: Envelope = serde_json::from_slice(body).ok()?;
     if body.max_tokens.is_none() {
         return Some(WireFormat::OpenAiChat);

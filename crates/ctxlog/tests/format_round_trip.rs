@@ -6,7 +6,7 @@
 //! Guarantee: for conversations of user and assistant turns with tool calls (arguments as
 //! objects, other values or OpenAI's strings; results ok or failed, with exit codes, some calls
 //! never answered) in any Unicode text, the body `Store::project` writes in `openai-chat` and
-//! in `anthropic-messages`, imported into a fresh conversation with the matching `--from`
+//! in `anthropic-messages` and in `openai-responses`, imported into a fresh conversation with the matching `--from`
 //! format, projects again to the same bytes. The current input, which is not history, is
 //! taken out of the body before the import.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -194,6 +194,15 @@ fn project(store: &Store, name: &str, format: WireFormat) -> Vec<u8> {
 /// message of its own, or after the tool results that close the last turn).
 fn without_input(format: WireFormat, body: &[u8]) -> Vec<u8> {
     let mut body: Value = serde_json::from_slice(body).unwrap();
+    if format == WireFormat::OpenAiResponses {
+        let input = body["input"].as_array_mut().unwrap().pop().unwrap();
+        let part = json!({"type": "input_text", "text": INPUT});
+        assert_eq!(
+            input,
+            json!({"type": "message", "role": "user", "content": [part]})
+        );
+        return serde_json::to_vec(&body).unwrap();
+    }
     let messages = body["messages"].as_array_mut().unwrap();
     match format {
         WireFormat::OpenAiChat => {
@@ -209,6 +218,7 @@ fn without_input(format: WireFormat, body: &[u8]) -> Vec<u8> {
                 messages.pop();
             }
         }
+        WireFormat::OpenAiResponses => unreachable!("taken out above"),
     }
     serde_json::to_vec(&body).unwrap()
 }
@@ -217,6 +227,7 @@ fn import(store: &Store, name: &str, format: WireFormat, data: &[u8]) {
     let format = match format {
         WireFormat::OpenAiChat => ImportFormat::OpenaiChat,
         WireFormat::AnthropicMessages => ImportFormat::AnthropicMessages,
+        WireFormat::OpenAiResponses => ImportFormat::OpenaiResponses,
     };
     let request = ImportRequest {
         conversation: Some(name.into()),
@@ -252,6 +263,7 @@ proptest! {
         for (format, copy) in [
             (WireFormat::OpenAiChat, "copy-openai"),
             (WireFormat::AnthropicMessages, "copy-anthropic"),
+            (WireFormat::OpenAiResponses, "copy-responses"),
         ] {
             let body = project(&store, "orig", format);
             import(&store, copy, format, &without_input(format, &body));

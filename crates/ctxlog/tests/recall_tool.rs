@@ -1,5 +1,6 @@
-//! The recall tool as a model sees it (docs/design.md#r5-recall-tool): definitions in both
-//! providers' formats, a handler that answers the model's arguments with provenance and
+//! The recall tool as a model sees it (docs/design.md#r5-recall-tool): definitions in every
+//! wire format's tool shape (the Responses one, in a body with the notice, valid by OpenAI's
+//! published schema), a handler that answers the model's arguments with provenance and
 //! `next_offset`, bad arguments answered with a readable tool error (never a panic, never a crash
 //! of the application), and a damaged index answered as `index_damaged`.
 
@@ -31,6 +32,48 @@ fn definitions_name_the_same_tool_in_both_formats() {
     assert_eq!(openai["function"]["name"], anthropic["name"]);
     assert_eq!(openai["function"]["parameters"], anthropic["input_schema"]);
     assert!(anthropic["input_schema"]["properties"]["query"].is_object());
+}
+
+#[test]
+fn the_responses_definition_is_flat_and_its_body_meets_the_published_schema() {
+    let responses = ctxlog::recall::responses_tool();
+    let openai = ctxlog::recall::openai_tool();
+    assert_eq!(responses["name"], openai["function"]["name"]);
+    assert_eq!(responses["parameters"], openai["function"]["parameters"]);
+    assert_eq!(responses["strict"], false);
+
+    let dir = tempfile::tempdir().unwrap();
+    drop(conversation(dir.path()));
+    let store = Store::open(dir.path()).unwrap();
+    let request = ctxlog::ops::ProjectRequest {
+        conversation: "agent".into(),
+        input: Some("Where is the deploy key?".into()),
+        format: ctxlog::WireFormat::OpenAiResponses,
+        max_bytes: Some(1_600),
+        notice: true,
+        recall_tool: true,
+        ..Default::default()
+    };
+    let projection = store.project(&request).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&projection.body).unwrap();
+    assert_eq!(body["tools"][0], responses);
+    let notice = projection
+        .report
+        .notice
+        .clone()
+        .unwrap_or_else(|| panic!("{:?}", projection.report));
+    assert!(notice.contains("recall"), "{notice}");
+
+    let schema: serde_json::Value = serde_json::from_str(include_str!(
+        "../../projection/tests/fixtures/openai-responses/create-response.schema.json"
+    ))
+    .unwrap();
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&body)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}\n{body}");
 }
 
 #[test]

@@ -655,3 +655,96 @@ fn live_commits_take_the_clock_and_never_go_back_before_an_imported_future_time(
         .unwrap();
     assert_eq!(log.events[1].ts_ms, log.events[0].ts_ms);
 }
+
+#[test]
+fn openai_responses_items_become_events_and_bad_items_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let body = br#"{"model":"gpt-4o","instructions":"Answer in French.","input":[
+        {"role":"user","content":"List files"},
+        {"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"},
+        {"type":"function_call","id":"fc_1","call_id":"call_1","name":"shell","arguments":"{\"cmd\":\"ls\"}"},
+        {"type":"function_call_output","call_id":"call_1","output":"a.txt b.txt"},
+        {"type":"message","role":"assistant","content":[{"type":"output_text","text":"Two files.","annotations":[]}]}]}"#;
+    let done = import(&store, Some("re"), ImportFormat::OpenaiResponses, body).unwrap();
+    for expected in [
+        "\"instructions\" became a pinned note",
+        "items of types ctxlog does not interpret, not imported: \"reasoning\" ×1",
+    ] {
+        assert!(
+            done.notes.iter().any(|n| n.contains(expected)),
+            "{expected}: {:?}",
+            done.notes
+        );
+    }
+    let log = store
+        .log(&LogRequest {
+            conversation: "re".into(),
+            from: 1,
+            limit: None,
+        })
+        .unwrap();
+    let kinds: Vec<&str> = log.events.iter().map(|e| e.kind().as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["note", "user", "tool_call", "tool_result", "assistant"]
+    );
+    assert_eq!(
+        log.events[2].body,
+        EventBody::ToolCall {
+            call_id: "call_1".into(),
+            tool: "shell".into(),
+            arguments: serde_json::json!({"cmd":"ls"})
+        }
+    );
+    // An output whose call is not in the input, and a message of no known role: refused,
+    // named by index, nothing written.
+    for (bad, says) in [
+        (
+            r#"[{"role":"user","content":"hi"},{"type":"function_call_output","call_id":"nope","output":"x"}]"#,
+            "item 1: call_id \"nope\" answers no earlier function_call item",
+        ),
+        (
+            r#"[{"role":"critic","content":"hi"}]"#,
+            "item 0: unknown message role \"critic\"",
+        ),
+        (r#"{"model":"m"}"#, "the body has no \"input\" list"),
+    ] {
+        let err = import(
+            &store,
+            Some("bad"),
+            ImportFormat::OpenaiResponses,
+            bad.as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(says), "{err}");
+    }
+    let names: Vec<String> = store
+        .list(&ctxlog::ops::ListRequest::default())
+        .unwrap()
+        .conversations
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, ["re"]);
+}
+
+#[test]
+fn a_responses_body_is_counted_as_one_without_being_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let body = br#"{"model":"gpt-4o","instructions":"Be brief.","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}]}"#;
+    let counted = store
+        .count(&ctxlog::ops::CountRequest {
+            body: body.to_vec(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(counted.format, ctxlog::WireFormat::OpenAiResponses);
+    assert_eq!(counted.bytes, body.len() as u64);
+    assert!(!counted.tokens_exact);
+    // 3 priming; instructions 3 + "system" + "Be brief."; the item 3 + "message" + "user" +
+    // "hi".
+    assert_eq!(counted.tokens, 3 + (3 + 1 + 3) + (3 + 1 + 1 + 1));
+}

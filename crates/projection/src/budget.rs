@@ -15,11 +15,12 @@ use crate::options::{Tokenizer, WireFormat};
 use crate::report::{BudgetReport, RecallReport, Report, Size, Tier, TierSize, TurnCounts};
 use crate::request::ProjectionRequest;
 use crate::tokens::{
-    Counter, REPLY_PRIMING, TOKENS_PER_MESSAGE, call_tokens, system_prompt_tokens, text_tokens,
-    tool_use_tokens, tools_tokens,
+    Counter, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_NAME, call_tokens, system_prompt_tokens,
+    text_tokens, tool_use_tokens, tools_tokens,
 };
 use crate::wire::{
-    Block, Envelope, Item, MergesWith, Msg, OpenAiMsg, Speaker, is_blank, merge_saving, render,
+    Block, Envelope, Item, MergesWith, Msg, OpenAiMsg, ResponsesItem, Speaker, is_blank,
+    merge_saving, render,
 };
 
 /// A request's budget, with the envelope its body is written in and that envelope's size.
@@ -136,6 +137,7 @@ impl<'r> Budget<'r> {
             format: self.format,
             tokenizer: self.counter.tokenizer,
             policy: self.req.policy,
+            policy_reason: None,
             bytes: total.bytes,
             tokens: total.tokens,
             tokens_exact: self.format.tokens_exact(),
@@ -174,6 +176,7 @@ fn envelope_of(req: &ProjectionRequest) -> Envelope {
     let system = match req.format {
         // Anthropic rejects a blank system prompt; it carries nothing, so it is left out.
         WireFormat::AnthropicMessages => req.system.clone().filter(|s| !is_blank(s)),
+        WireFormat::OpenAiResponses => req.system.clone(),
         WireFormat::OpenAiChat => None,
     };
     Envelope {
@@ -186,13 +189,13 @@ fn envelope_of(req: &ProjectionRequest) -> Envelope {
 }
 
 /// The envelope alone (an empty messages array), including reply priming, the Anthropic
-/// system prompt and the tool definitions.
+/// system prompt or Responses instructions, and the tool definitions.
 fn envelope_cost(envelope: &Envelope, counter: Counter) -> Cost {
     let bytes = envelope.write(Vec::new()).len();
     let tokens = counter.count(|tokenizer| {
         let tools = tools_tokens(envelope.format, tokenizer, &envelope.tools);
         let system = match (envelope.format, &envelope.system) {
-            (WireFormat::AnthropicMessages, Some(system)) => {
+            (WireFormat::AnthropicMessages | WireFormat::OpenAiResponses, Some(system)) => {
                 system_prompt_tokens(tokenizer, system)
             }
             _ => 0,
@@ -280,6 +283,7 @@ fn message_tokens(tokenizer: Tokenizer, msg: &Msg) -> u64 {
                     .sum::<u64>()
         }
         Msg::OpenAi(OpenAiMsg::ToolResult(a)) => t("tool") + t(&a.call_id) + t(&a.content),
+        Msg::Responses(item) => responses_item_tokens(tokenizer, item),
         Msg::Anthropic { speaker, blocks } => {
             t(speaker.as_str())
                 + blocks
@@ -289,6 +293,19 @@ fn message_tokens(tokenizer: Tokenizer, msg: &Msg) -> u64 {
         }
     };
     TOKENS_PER_MESSAGE + fields
+}
+
+/// A Responses item's string fields (its `type` too) and its parts' text; a function call's
+/// `name` adds 1, as a message's does.
+fn responses_item_tokens(tokenizer: Tokenizer, item: &ResponsesItem) -> u64 {
+    let t = |text: &str| text_tokens(tokenizer, text);
+    match item {
+        ResponsesItem::Message { role, text } => t("message") + t(role.openai_name()) + t(text),
+        ResponsesItem::Call(c) => {
+            t("function_call") + t(&c.id) + t(&c.name) + TOKENS_PER_NAME + t(&c.arguments)
+        }
+        ResponsesItem::Output(a) => t("function_call_output") + t(&a.call_id) + t(&a.content),
+    }
 }
 
 fn block_tokens(tokenizer: Tokenizer, block: &Block) -> u64 {
@@ -463,7 +480,7 @@ mod tests {
 
     #[test]
     fn counted_from_values_equals_counting_the_written_body() {
-        for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+        for format in WireFormat::ALL {
             for tokenizer in [Tokenizer::O200k, Tokenizer::Cl100k] {
                 let req = request(format, tokenizer);
                 let budget = Budget::new(&req);

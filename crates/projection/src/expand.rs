@@ -7,7 +7,8 @@
 //! the budget is spent on the kept results whose artifact holds more than their event: the
 //! newest first (the open turn's, then the newest kept turn's, …), each replaced by the
 //! artifact's text, or by the longest head/tail excerpt of it that fits, marked
-//! `[… N chars clipped; recall seq=Q]`.
+//! `[… N chars clipped; recall tool: seq=Q]` (`[… N chars clipped from seq=Q]` when the
+//! request does not offer the recall tool).
 
 use ctxlog_event::{Event, EventBody};
 
@@ -24,12 +25,23 @@ pub(crate) struct Piece {
     pub cost: Cost,
 }
 
+/// The marker standing for `clipped` characters cut from the text of event `seq`. It names the
+/// recall tool only when the request offers it (docs/design.md#p13-true-words):
+/// `[… N chars clipped; recall tool: seq=Q]`, else `[… N chars clipped from seq=Q]`.
+pub(crate) fn clip_marker(clipped: usize, seq: u64, recall_tool: bool) -> String {
+    if recall_tool {
+        format!("[… {clipped} chars clipped; recall tool: seq={seq}]")
+    } else {
+        format!("[… {clipped} chars clipped from seq={seq}]")
+    }
+}
+
 /// `text` cut to its first and last `keep / 2` characters (of `chars`) around the marker
 /// (the marker alone when `keep` is 0).
-pub(crate) fn excerpt(text: &str, chars: usize, keep: usize, seq: u64) -> String {
+pub(crate) fn excerpt(text: &str, chars: usize, keep: usize, seq: u64, tool: bool) -> String {
     let head: String = text.chars().take(keep / 2).collect();
     let tail: String = text.chars().skip(chars - (keep - keep / 2)).collect();
-    let marker = format!("[… {} chars clipped; recall seq={seq}]", chars - keep);
+    let marker = clip_marker(chars - keep, seq, tool);
     if keep == 0 {
         return marker;
     }
@@ -99,7 +111,10 @@ pub(crate) fn expand_results<H: History + ?Sized>(
             }
             // The longest excerpt that fits, if it is longer than the stored one.
             let (kept, best) = longest_fitting((0, chars), None, |keep| {
-                let tried = try_text(pieces, &excerpt(&full, chars, keep, seq));
+                let tried = try_text(
+                    pieces,
+                    &excerpt(&full, chars, keep, seq, budget.req.offers_recall_tool()),
+                );
                 tried.3.then_some(tried)
             });
             let stored = text.chars().count();

@@ -36,6 +36,10 @@
 //! * **Mandatory input (P4).** System prompt, current input, pinned notes (and with the agent
 //!   policy its pinned tiers) are never dropped: if they alone exceed the budget,
 //!   [`Error::MandatoryExceedsBudget`] says how much they need.
+//! * **A policy for the conversation** by default (`auto`): the `agent` policy when the newest
+//!   turns a window could hold contain a tool call or result, `turns` otherwise (also when
+//!   the agent context's mandatory part does not fit); the report's `policy` is the one chosen
+//!   and its `policy_reason` says why.
 //! * **Whole turns, contiguous suffix (P5)** with the `turns` policy; tool calls travel with
 //!   their results, and a call without one is answered `interrupted: effects unknown`.
 //! * **Tiers (P6)** with the `agent` policy ([`agent`] module docs).
@@ -50,6 +54,7 @@
 //! The long guide is `docs/projection.md`.
 
 pub mod agent;
+mod auto;
 mod bpe;
 mod budget;
 mod cache;
@@ -70,6 +75,7 @@ mod turns;
 pub mod wire;
 
 pub use agent::{EXCERPT_CHARS, ROW_CHARS};
+pub use auto::AUTO_TURNS;
 pub use cache::SizeCache;
 pub use error::{Error, Result};
 pub use history::{History, SeqRange, SliceHistory};
@@ -134,6 +140,39 @@ fn project_by_policy<H: History + ?Sized>(
     history: &H,
     request: &ProjectionRequest,
     cache: &mut SizeCache,
+    pages: Option<&mut dyn PageSource>,
+) -> Result<Projection> {
+    if request.policy() != Policy::Auto {
+        return project_resolved(history, request, cache, pages);
+    }
+    let (policy, why) = auto::choose(history, request)?;
+    let mut pages = pages;
+    let again: Option<&mut dyn PageSource> = match &mut pages {
+        Some(p) => Some(&mut **p),
+        None => None,
+    };
+    let (mut projection, why) =
+        match project_resolved(history, &request.with_policy(policy), cache, again) {
+            // The agent context pins more than whole turns do: when its mandatory part does
+            // not fit, the turns policy may still serve the request.
+            Err(Error::MandatoryExceedsBudget { .. }) if policy == Policy::Agent => {
+                let turns = request.with_policy(Policy::Turns);
+                let why = format!(
+                    "{why}, but its mandatory part does not fit the budget: policy auto used \
+                     turns"
+                );
+                (project_resolved(history, &turns, cache, pages)?, why)
+            }
+            result => (result?, why),
+        };
+    projection.report.policy_reason = Some(why);
+    Ok(projection)
+}
+
+fn project_resolved<H: History + ?Sized>(
+    history: &H,
+    request: &ProjectionRequest,
+    cache: &mut SizeCache,
     mut pages: Option<&mut dyn PageSource>,
 ) -> Result<Projection> {
     let first: Option<&mut dyn PageSource> = match &mut pages {
@@ -184,5 +223,8 @@ fn project_once<H: History + ?Sized>(
     match request.policy() {
         Policy::Turns => turns::project(history, request, cache, pages),
         Policy::Agent => agent::project(history, request, cache, pages),
+        Policy::Auto => Err(Error::Internal {
+            reason: "policy auto reached a projection unresolved".into(),
+        }),
     }
 }

@@ -9,7 +9,7 @@
 //! A long tool loop inside one turn can outgrow the budget on its own. The open turn is never
 //! left out or cut short, but the text of its tool results may be clipped ([`fit_open_turn`]):
 //! when the turn as stored does not fit beside the rest of the mandatory body, every result's
-//! text is cut to the clip marker `[… N chars clipped; recall seq=Q]`, then the results grow
+//! text is cut to the clip marker (`[… N chars clipped from seq=Q]`), then the results grow
 //! back newest first — each in full if it fits, else to the longest head/tail excerpt that
 //! fits — so the oldest results are the ones clipped, and only as far as needed. The user
 //! message, the assistant's text, every call and every result's identity (call id, tool,
@@ -111,7 +111,7 @@ pub(crate) fn fit_open_turn(
             clips: Vec::new(),
         });
     }
-    let (events, stored) = clip_results(events);
+    let (events, stored) = clip_results(events, budget.req.offers_recall_tool());
     let (msgs, cost) = budget.render(&turn_items(&events));
     let clipped = total(cost);
     if !budget.fits_all(clipped) {
@@ -133,21 +133,25 @@ pub(crate) fn fit_open_turn(
 
 /// Cuts the text of every result longer than the bare clip marker to that marker. Returns the
 /// events so clipped, and the index and whole text of each result cut.
-fn clip_results(mut events: Vec<Event>) -> (Vec<Event>, Vec<(usize, String)>) {
+fn clip_results(mut events: Vec<Event>, tool: bool) -> (Vec<Event>, Vec<(usize, String)>) {
     let stored: Vec<(usize, String)> = events
         .iter()
         .enumerate()
         .filter_map(|(i, e)| match &e.body {
             EventBody::ToolResult { text, .. } => {
                 let chars = text.chars().count();
-                (chars > excerpt(text, chars, 0, e.seq).chars().count()).then(|| (i, text.clone()))
+                (chars > excerpt(text, chars, 0, e.seq, tool).chars().count())
+                    .then(|| (i, text.clone()))
             }
             _ => None,
         })
         .collect();
     for (i, text) in &stored {
         let seq = events[*i].seq;
-        set_text(&mut events[*i], excerpt(text, text.chars().count(), 0, seq));
+        set_text(
+            &mut events[*i],
+            excerpt(text, text.chars().count(), 0, seq, tool),
+        );
     }
     (events, stored)
 }
@@ -183,7 +187,8 @@ impl OpenTurn {
         }
         let try_keep = |keep: usize| {
             let mut events = self.events.clone();
-            set_text(&mut events[i], excerpt(text, chars, keep, seq));
+            let tool = budget.req.offers_recall_tool();
+            set_text(&mut events[i], excerpt(text, chars, keep, seq, tool));
             fitting(budget, total, &events).map(|(msgs, cost)| (events, msgs, cost))
         };
         // Bisect the characters kept from 2 up (`hi + 1`, the whole text, does not fit); if not

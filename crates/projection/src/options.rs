@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The provider request shape a projection emits (docs/design.md#p1-wire-formats).
 ///
-/// Parsed from `openai-chat` or `anthropic-messages`; see [`crate::wire`] for the exact bodies.
+/// Parsed from `openai-chat`, `anthropic-messages` or `openai-responses`; see [`crate::wire`] for the exact bodies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String")]
 pub enum WireFormat {
@@ -18,23 +18,32 @@ pub enum WireFormat {
     /// Anthropic Messages: `{"model":…,"max_tokens":…,"system":…,"messages":[…]}`.
     #[serde(rename = "anthropic-messages")]
     AnthropicMessages,
+    /// OpenAI Responses: `{"model":…,"instructions":…,"input":[…]}`.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
 }
 
 impl WireFormat {
     /// All formats, in their documented order.
-    pub const ALL: [WireFormat; 2] = [WireFormat::OpenAiChat, WireFormat::AnthropicMessages];
+    pub const ALL: [WireFormat; 3] = [
+        WireFormat::OpenAiChat,
+        WireFormat::AnthropicMessages,
+        WireFormat::OpenAiResponses,
+    ];
 
     /// The name used on the command line and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             WireFormat::OpenAiChat => "openai-chat",
             WireFormat::AnthropicMessages => "anthropic-messages",
+            WireFormat::OpenAiResponses => "openai-responses",
         }
     }
 
     /// Whether this format's provider publishes a tokenizer and counting rule we reproduce
-    /// exactly. Only OpenAI does; for Anthropic every token figure is an estimate
-    /// (docs/design.md#p3-tokens).
+    /// exactly. Only OpenAI does, and only for Chat Completions; for Anthropic, and for the
+    /// Responses API's items (whose per-item overhead OpenAI does not publish), every token
+    /// figure is an estimate (docs/design.md#p3-tokens).
     pub fn tokens_exact(self) -> bool {
         matches!(self, WireFormat::OpenAiChat)
     }
@@ -78,8 +87,12 @@ impl Tokenizer {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", try_from = "String")]
 pub enum Policy {
-    /// Whole turns, newest first, as a contiguous suffix (docs/design.md#p5-whole-turns).
+    /// The agent policy when the newest turns a window could hold contain a tool call or
+    /// result, else the turns policy; the report names the policy chosen
+    /// ([`crate::AUTO_TURNS`] bounds the check).
     #[default]
+    Auto,
+    /// Whole turns, newest first, as a contiguous suffix (docs/design.md#p5-whole-turns).
     Turns,
     /// Tiered agent context: pinned intent, requests, latest result and status; optional
     /// tiers dropped in a fixed order (docs/design.md#p6-agent-tiers).
@@ -88,21 +101,23 @@ pub enum Policy {
 
 impl Policy {
     /// All policies.
-    pub const ALL: [Policy; 2] = [Policy::Turns, Policy::Agent];
+    pub const ALL: [Policy; 3] = [Policy::Auto, Policy::Turns, Policy::Agent];
 
     /// The name used on the command line and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
+            Policy::Auto => "auto",
             Policy::Turns => "turns",
             Policy::Agent => "agent",
         }
     }
 
     /// How many recalled pages are included when the request does not say
-    /// (docs/design.md#r6-auto-include): 0 for [`Policy::Turns`], 2 for [`Policy::Agent`].
+    /// (docs/design.md#r6-auto-include): 0 for [`Policy::Turns`], 2 for [`Policy::Agent`];
+    /// with [`Policy::Auto`], that of the policy chosen.
     pub fn default_recall_k(self) -> usize {
         match self {
-            Policy::Turns => 0,
+            Policy::Auto | Policy::Turns => 0,
             Policy::Agent => 2,
         }
     }
@@ -192,7 +207,8 @@ mod tests {
         let err = "gemini".parse::<WireFormat>().unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown format \"gemini\"; valid values: openai-chat, anthropic-messages"
+            "unknown format \"gemini\"; valid values: openai-chat, anthropic-messages, \
+             openai-responses"
         );
         let err = "p50k".parse::<Tokenizer>().unwrap_err().to_string();
         assert!(err.contains("o200k, cl100k"), "{err}");

@@ -226,6 +226,111 @@ pub mod openai {
     }
 }
 
+pub mod responses {
+    //! `openai-responses`: input items by `type` (a message may leave its `type` out).
+
+    use super::*;
+
+    /// A message item's content: a string or a list of parts.
+    pub type Content = super::Content<Part>;
+
+    /// One input item, by its `type`.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Item {
+        /// A message (`user`, `assistant`, `system` or `developer`).
+        Message(Message),
+        /// A function call the model made.
+        FunctionCall(FunctionCall),
+        /// The output of a function call.
+        FunctionCallOutput(FunctionCallOutput),
+        /// Any other type (`reasoning`, `web_search_call`, `item_reference`, …).
+        #[serde(other)]
+        Other,
+    }
+
+    /// Reads one input item: an object with no `type` but a `role` is a message (the
+    /// Responses API's short form).
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with the item, as `serde_json` says it.
+    pub fn item(mut value: Value) -> Result<Item, serde_json::Error> {
+        if let Some(object) = value.as_object_mut()
+            && !object.contains_key("type")
+            && object.contains_key("role")
+        {
+            object.insert("type".into(), Value::from("message"));
+        }
+        serde_json::from_value(value)
+    }
+
+    /// A message item.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct Message {
+        /// Who speaks: `user`, `assistant`, `system` or `developer`.
+        pub role: String,
+        /// Its content.
+        #[serde(deserialize_with = "content")]
+        pub content: Content,
+        /// Every other field (`id`, `status`, …).
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
+    }
+
+    /// A `function_call` item.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct FunctionCall {
+        /// The id its output names.
+        pub call_id: String,
+        /// The function called.
+        pub name: String,
+        /// Its arguments: a string of JSON.
+        pub arguments: String,
+        /// Every other field (`id`, `status`, …).
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
+    }
+
+    /// A `function_call_output` item.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct FunctionCallOutput {
+        /// The call it answers.
+        pub call_id: String,
+        /// The output: a string, or a list of parts.
+        #[serde(deserialize_with = "content")]
+        pub output: Content,
+        /// Every other field (`id`, `status`, …).
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
+    }
+
+    /// One part of a list content.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Part {
+        /// Text the application sent.
+        InputText {
+            /// The text.
+            text: String,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Text the model wrote.
+        OutputText {
+            /// The text.
+            text: String,
+            /// Every other field (`annotations`, `logprobs`).
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Any other type (`input_image`, `input_file`, `refusal`, …).
+        #[serde(other)]
+        Other,
+    }
+}
+
 pub mod anthropic {
     //! `anthropic-messages`: messages of content blocks by `type`.
 

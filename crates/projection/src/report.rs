@@ -45,8 +45,12 @@ pub struct Report {
     pub format: WireFormat,
     /// The tokenizer tokens were counted with.
     pub tokenizer: Tokenizer,
-    /// The policy applied.
+    /// The policy applied (with `auto`, the one it chose).
     pub policy: Policy,
+    /// Why the `auto` policy chose `policy`, one sentence; absent when the request named the
+    /// policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_reason: Option<String>,
     /// The body's length in bytes: exactly `body.len()`.
     pub bytes: u64,
     /// The body's tokens by the format's rule.

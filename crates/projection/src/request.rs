@@ -106,6 +106,8 @@ pub struct ProjectionRequest {
     pub(crate) policy: Policy,
     pub(crate) notice: bool,
     pub(crate) recall_k: usize,
+    /// `recall_k` as given (`None`: the policy's default).
+    pub(crate) recall_k_given: Option<usize>,
     pub(crate) recalled: Vec<RecalledPage>,
     pub(crate) tools: Vec<serde_json::Value>,
     pub(crate) recall_unavailable: Option<String>,
@@ -213,6 +215,15 @@ impl ProjectionRequest {
         r
     }
 
+    /// This request with `policy` (a concrete one) in place of [`Policy::Auto`], and that
+    /// policy's default `recall_k` unless one was given.
+    pub(crate) fn with_policy(&self, policy: Policy) -> ProjectionRequest {
+        let mut r = self.clone();
+        r.policy = policy;
+        r.recall_k = self.recall_k_given.unwrap_or(policy.default_recall_k());
+        r
+    }
+
     /// This request with no room held back for recalled pages.
     pub(crate) fn without_recall_reserve(&self) -> ProjectionRequest {
         let mut r = self.clone();
@@ -228,11 +239,12 @@ impl ProjectionRequest {
     /// The output limit actually applied: the reservation subtracted from the token budget
     /// and written as the format's output-limit field. For `anthropic-messages` it defaults
     /// to [`default_anthropic_max_tokens`] (a quarter of a token budget, at most
-    /// [`DEFAULT_ANTHROPIC_MAX_TOKENS`]); for `openai-chat` it is the reservation if given
-    /// (written as `max_completion_tokens`), else nothing is reserved or written.
+    /// [`DEFAULT_ANTHROPIC_MAX_TOKENS`]); for `openai-chat` and `openai-responses` it is the
+    /// reservation if given (written as `max_completion_tokens` / `max_output_tokens`), else
+    /// nothing is reserved or written.
     pub fn output_limit(&self) -> Option<u64> {
         match self.format {
-            WireFormat::OpenAiChat => self.reserve_output,
+            WireFormat::OpenAiChat | WireFormat::OpenAiResponses => self.reserve_output,
             WireFormat::AnthropicMessages => Some(
                 self.reserve_output
                     .unwrap_or(default_anthropic_max_tokens(self.max_tokens)),
@@ -350,7 +362,7 @@ impl ProjectionRequestBuilder {
         self.reserve_output = Some(tokens);
         self
     }
-    /// The policy. Default: [`Policy::Turns`].
+    /// The policy. Default: [`Policy::Auto`].
     pub fn policy(&mut self, policy: Policy) -> &mut Self {
         self.policy = policy;
         self
@@ -362,7 +374,7 @@ impl ProjectionRequestBuilder {
         self
     }
     /// How many recalled pages may be included. Default: the policy's
-    /// ([`Policy::default_recall_k`]: 0 for turns, 2 for agent).
+    /// ([`Policy::default_recall_k`]: 0 for turns, 2 for agent; with auto, the chosen one's).
     pub fn recall_k(&mut self, k: usize) -> &mut Self {
         self.recall_k = Some(k);
         self
@@ -456,6 +468,7 @@ impl ProjectionRequestBuilder {
             policy: self.policy,
             notice: self.notice,
             recall_k: self.recall_k.unwrap_or(self.policy.default_recall_k()),
+            recall_k_given: self.recall_k,
             recalled: self.recalled.clone(),
             tools: self.tools.clone(),
             recall_unavailable: self.recall_unavailable.clone(),
@@ -512,7 +525,7 @@ mod tests {
             .unwrap();
         assert_eq!(r.format(), WireFormat::OpenAiChat);
         assert_eq!(r.tokenizer(), Tokenizer::O200k);
-        assert_eq!(r.policy(), Policy::Turns);
+        assert_eq!(r.policy(), Policy::Auto);
         assert_eq!(r.recall_k(), 0);
         assert!(!r.notice());
         assert_eq!(r.output_limit(), None);

@@ -18,6 +18,18 @@
 //! the tokens of the function name and of the arguments string, plus 1 (the rule `tiktoken-rs`
 //! uses). Text parts of array-valued `content` count their `text`.
 //!
+//! # The estimate for `openai-responses`
+//!
+//! OpenAI publishes no offline rule for the Responses API's input items. Figures for this
+//! format are **estimates** made with the real tokenizer and the chat rule's shape: every
+//! item costs 3 plus the tokens of each of its string fields (its `type` too: `message`,
+//! `function_call`, …), plus 1 more if it has a `name`; a `content` list counts each
+//! `input_text`/`output_text` part's `text`; other parts and nested values count their compact
+//! JSON text. `instructions` costs 3 plus `system` and its text; reply priming 3; tool
+//! definitions follow the cookbook's function rule above with the flat Responses tool
+//! (`{"type":"function","name",…}`) as the function. A string `input` counts as one user
+//! message.
+//!
 //! # The estimate for `anthropic-messages`
 //!
 //! Anthropic publishes no offline tokenizer. Token figures for this format are **estimates**
@@ -112,7 +124,8 @@ pub struct Count {
 ///
 /// # Errors
 ///
-/// [`Error::InvalidBody`] if `body` is not JSON, or not an object with a `messages` array.
+/// [`Error::InvalidBody`] if `body` is not JSON, or not an object with a `messages` array
+/// (for `openai-responses`, an `input` array or string).
 pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Count> {
     let value: Value = serde_json::from_slice(body).map_err(|e| Error::InvalidBody {
         reason: format!("not JSON: {e}"),
@@ -120,18 +133,13 @@ pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Co
     let object = value
         .as_object()
         .ok_or_else(|| invalid_body("the body is not a JSON object"))?;
-    let messages = object
-        .get("messages")
-        .and_then(Value::as_array)
-        .ok_or_else(|| invalid_body("the body has no \"messages\" array"))?;
-    let mut tokens = REPLY_PRIMING;
-    for message in messages {
-        tokens += message_tokens(format, tokenizer, message);
-    }
-    if let Some(system) = object
-        .get("system")
-        .filter(|_| format == WireFormat::AnthropicMessages)
-    {
+    let mut tokens = REPLY_PRIMING + messages_tokens(format, tokenizer, object)?;
+    let system_field = match format {
+        WireFormat::AnthropicMessages => "system",
+        WireFormat::OpenAiResponses => "instructions",
+        WireFormat::OpenAiChat => "",
+    };
+    if let Some(system) = object.get(system_field) {
         tokens += system_tokens(tokenizer, system);
     }
     if let Some(tools) = object.get("tools").and_then(Value::as_array) {
@@ -144,6 +152,37 @@ pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Co
         format,
         tokens_exact: format.tokens_exact(),
     })
+}
+
+/// Tokens of the body's messages (`messages`), or of its input items (`input`, for
+/// `openai-responses`).
+fn messages_tokens(
+    format: WireFormat,
+    tokenizer: Tokenizer,
+    object: &serde_json::Map<String, Value>,
+) -> Result<u64> {
+    let field = match format {
+        WireFormat::OpenAiResponses => "input",
+        _ => "messages",
+    };
+    let messages = match object.get(field) {
+        Some(Value::Array(messages)) => messages,
+        Some(Value::String(text)) if format == WireFormat::OpenAiResponses => {
+            return Ok(TOKENS_PER_MESSAGE
+                + text_tokens(tokenizer, "user")
+                + text_tokens(tokenizer, text));
+        }
+        _ if format == WireFormat::OpenAiResponses => {
+            return Err(invalid_body(
+                "the body has no \"input\" array (an openai-responses body)",
+            ));
+        }
+        _ => return Err(invalid_body("the body has no \"messages\" array")),
+    };
+    Ok(messages
+        .iter()
+        .map(|message| message_tokens(format, tokenizer, message))
+        .sum())
 }
 
 fn invalid_body(reason: &str) -> Error {
@@ -201,6 +240,9 @@ fn block_tokens(format: WireFormat, tokenizer: Tokenizer, block: &Value) -> u64 
     let str_of = |key: &str| text_tokens(tokenizer, block[key].as_str().unwrap_or_default());
     match block["type"].as_str() {
         Some("text") => str_of("text"),
+        Some("input_text" | "output_text") if format == WireFormat::OpenAiResponses => {
+            str_of("text")
+        }
         Some("tool_use") if format == WireFormat::AnthropicMessages => tool_use_tokens(
             tokenizer,
             block["id"].as_str().unwrap_or_default(),
@@ -246,7 +288,9 @@ fn system_tokens_with(tokenizer: Tokenizer, text_tokens_of_prompt: u64) -> u64 {
 /// Tokens of the tool definitions of a request.
 pub(crate) fn tools_tokens(format: WireFormat, tokenizer: Tokenizer, tools: &[Value]) -> u64 {
     match format {
-        WireFormat::OpenAiChat => openai_tools_tokens(tokenizer, tools),
+        WireFormat::OpenAiChat | WireFormat::OpenAiResponses => {
+            openai_tools_tokens(format, tokenizer, tools)
+        }
         WireFormat::AnthropicMessages => tools.iter().map(|t| value_tokens(tokenizer, t)).sum(),
     }
 }
@@ -276,14 +320,22 @@ fn tool_rule(tokenizer: Tokenizer) -> ToolRule {
     }
 }
 
-fn openai_tools_tokens(tokenizer: Tokenizer, tools: &[Value]) -> u64 {
+/// The cookbook's rule over OpenAI tools: chat's `{"type":"function","function":{…}}`, or
+/// the Responses API's flat `{"type":"function","name",…}` (the tool itself is the function).
+fn openai_tools_tokens(format: WireFormat, tokenizer: Tokenizer, tools: &[Value]) -> u64 {
     if tools.is_empty() {
         return 0;
     }
     let rule = tool_rule(tokenizer);
     let per_function: u64 = tools
         .iter()
-        .map(|tool| openai_function_tokens(tokenizer, &rule, &tool["function"]))
+        .map(|tool| {
+            let function = match (format, tool.get("function")) {
+                (WireFormat::OpenAiResponses, None) => tool,
+                _ => &tool["function"],
+            };
+            openai_function_tokens(tokenizer, &rule, function)
+        })
         .sum();
     per_function + rule.func_end
 }

@@ -1,4 +1,4 @@
-//! The two wire formats: how events become the exact bytes a provider receives
+//! The three wire formats: how events become the exact bytes a provider receives
 //! (docs/design.md#p1-wire-formats).
 //!
 //! Bodies are compact JSON (no whitespace), keys in the order documented below, strings as
@@ -48,7 +48,29 @@
 //!   object (OpenAI's form); anything else is sent as `{"value":ARGS}` (`input` must be an
 //!   object).
 //!
-//! # Tool results and interrupted calls (both formats)
+//! # Format: `openai-responses`
+//!
+//! ```text
+//! {"model":M[,"instructions":S],"input":[ITEM,…][,"tools":[TOOL,…]][,"max_output_tokens":N]}
+//! ```
+//!
+//! * `instructions` is the system prompt, when one is given; `tools` only when tool
+//!   definitions were given (written as given: the Responses tool shape is
+//!   `{"type":"function","name",…}`); `max_output_tokens` only when an output reservation was
+//!   given.
+//! * Input items, keys in this order:
+//!   * `{"type":"message","role":"system"|"user","content":[{"type":"input_text","text":S}]}`:
+//!     notes, the omission notice (`system`); user messages, recalled pages, the current input
+//!     (`user`).
+//!   * `{"type":"message","role":"assistant","content":S}`: assistant replies. The text is a
+//!     plain string: an `output_text` part is valid only inside an output message carrying the
+//!     `id` and `status` the API assigned, which a reply stored as text does not have.
+//!   * `{"type":"function_call","call_id":ID,"name":NAME,"arguments":JSON-STRING}` per tool
+//!     call (after the assistant text just before them, if any, as a message), then one
+//!     `{"type":"function_call_output","call_id":ID,"output":S}` per call, in call order.
+//!     Arguments are sent as for `openai-chat`.
+//!
+//! # Tool results and interrupted calls (every format)
 //!
 //! A result's content is its text, preceded by one line
 //! `[status=S exit_code=N artifact=NAME bytes=B recall seq=Q]` listing what applies when the
@@ -323,6 +345,17 @@ pub(crate) enum OpenAiMsg {
     ToolResult(Answer),
 }
 
+/// One item of a Responses `input` array.
+#[derive(Clone, Debug)]
+pub(crate) enum ResponsesItem {
+    /// A `message` item.
+    Message { role: Role, text: String },
+    /// A `function_call` item.
+    Call(OpenAiCall),
+    /// A `function_call_output` item.
+    Output(Answer),
+}
+
 /// One content block of an Anthropic message.
 #[derive(Clone, Debug)]
 pub(crate) enum Block {
@@ -342,6 +375,7 @@ pub(crate) enum Block {
 #[derive(Clone, Debug)]
 pub(crate) enum Msg {
     OpenAi(OpenAiMsg),
+    Responses(ResponsesItem),
     Anthropic {
         speaker: Speaker,
         blocks: Vec<Block>,
@@ -351,7 +385,7 @@ pub(crate) enum Msg {
 impl Msg {
     pub fn merges_with(&self) -> MergesWith {
         match self {
-            Msg::OpenAi(_) => MergesWith::Nothing,
+            Msg::OpenAi(_) | Msg::Responses(_) => MergesWith::Nothing,
             Msg::Anthropic {
                 speaker: Speaker::User,
                 ..
@@ -367,6 +401,7 @@ impl Msg {
     pub fn write(&self, out: &mut Vec<u8>) {
         match self {
             Msg::OpenAi(msg) => write_openai(out, msg),
+            Msg::Responses(item) => write_responses(out, item),
             Msg::Anthropic { speaker, blocks } => {
                 open_anthropic(out, *speaker);
                 write_blocks(out, blocks, true);
@@ -402,6 +437,7 @@ pub(crate) fn render(format: WireFormat, items: &[Item]) -> Vec<Msg> {
         match format {
             WireFormat::OpenAiChat => openai_item(item, &mut msgs),
             WireFormat::AnthropicMessages => anthropic_item(item, &mut msgs),
+            WireFormat::OpenAiResponses => responses_item(item, &mut msgs),
         }
     }
     if matches!(
@@ -449,6 +485,18 @@ fn merge_adjacent(msgs: Vec<Msg>) -> Vec<Msg> {
     out
 }
 
+/// Calls as OpenAI sends them (arguments as a string).
+fn openai_calls(calls: &[Call]) -> Vec<OpenAiCall> {
+    calls
+        .iter()
+        .map(|call| OpenAiCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: openai_arguments(&call.arguments),
+        })
+        .collect()
+}
+
 fn openai_item(item: &Item, msgs: &mut Vec<Msg>) {
     match item {
         Item::Text { role, text } => msgs.push(Msg::OpenAi(OpenAiMsg::Text {
@@ -456,17 +504,9 @@ fn openai_item(item: &Item, msgs: &mut Vec<Msg>) {
             text: text.clone(),
         })),
         Item::Calls { text, calls } => {
-            let calls = calls
-                .iter()
-                .map(|call| OpenAiCall {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: openai_arguments(&call.arguments),
-                })
-                .collect();
             msgs.push(Msg::OpenAi(OpenAiMsg::Calls {
                 text: text.clone(),
-                calls,
+                calls: openai_calls(calls),
             }));
         }
         Item::Answers(answers) => msgs.extend(
@@ -495,6 +535,67 @@ fn write_openai(m: &mut Vec<u8>, msg: &OpenAiMsg) {
             m.push(b'}');
         }
     }
+}
+
+fn responses_item(item: &Item, msgs: &mut Vec<Msg>) {
+    match item {
+        Item::Text { role, text } => msgs.push(Msg::Responses(ResponsesItem::Message {
+            role: *role,
+            text: text.clone(),
+        })),
+        Item::Calls { text, calls } => {
+            if let Some(text) = text.as_ref().filter(|t| !t.is_empty()) {
+                msgs.push(Msg::Responses(ResponsesItem::Message {
+                    role: Role::Assistant,
+                    text: text.clone(),
+                }));
+            }
+            msgs.extend(
+                openai_calls(calls)
+                    .into_iter()
+                    .map(|c| Msg::Responses(ResponsesItem::Call(c))),
+            );
+        }
+        Item::Answers(answers) => msgs.extend(
+            answers
+                .iter()
+                .map(|a| Msg::Responses(ResponsesItem::Output(a.clone()))),
+        ),
+    }
+}
+
+fn write_responses(m: &mut Vec<u8>, item: &ResponsesItem) {
+    match item {
+        ResponsesItem::Message {
+            role: Role::Assistant,
+            text,
+        } => {
+            m.extend_from_slice(br#"{"type":"message","role":"assistant","content":"#);
+            write_str(m, text);
+        }
+        ResponsesItem::Message { role, text } => {
+            m.extend_from_slice(br#"{"type":"message","role":"#);
+            write_str(m, role.openai_name());
+            m.extend_from_slice(br#","content":[{"type":"input_text","text":"#);
+            write_str(m, text);
+            m.extend_from_slice(b"}]");
+        }
+        ResponsesItem::Call(call) => {
+            m.extend_from_slice(br#"{"type":"function_call","call_id":"#);
+            write_str(m, &call.id);
+            m.extend_from_slice(br#","name":"#);
+            write_str(m, &call.name);
+            m.extend_from_slice(br#","arguments":"#);
+            write_str(m, &call.arguments);
+        }
+        ResponsesItem::Output(answer) => {
+            m.extend_from_slice(br#"{"type":"function_call_output","call_id":"#);
+            write_str(m, &answer.call_id);
+            m.extend_from_slice(br#","output":"#);
+            write_str(m, &answer.content);
+        }
+    }
+    m.push(b'}');
 }
 
 fn write_openai_calls(m: &mut Vec<u8>, text: Option<&str>, calls: &[OpenAiCall]) {
@@ -635,7 +736,8 @@ fn anthropic_input(arguments: &Value) -> Value {
     })
 }
 
-/// Everything around the messages array: model, output limit, Anthropic system, tools.
+/// Everything around the messages array: model, output limit, Anthropic system or Responses
+/// instructions, tools.
 #[derive(Clone, Debug)]
 pub(crate) struct Envelope {
     pub format: WireFormat,
@@ -643,7 +745,8 @@ pub(crate) struct Envelope {
     /// The output limit field's value; always set for Anthropic, which requires the field
     /// (the request supplies its default).
     pub output_limit: Option<u64>,
-    /// Anthropic's top-level system prompt (OpenAI sends it as a message).
+    /// The top-level system prompt: Anthropic's `system`, Responses' `instructions` (OpenAI
+    /// chat sends it as a message).
     pub system: Option<String>,
     pub tools: Vec<Value>,
 }
@@ -652,6 +755,14 @@ impl Envelope {
     fn open(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(br#"{"model":"#);
         write_str(out, &self.model);
+        if self.format == WireFormat::OpenAiResponses {
+            if let Some(system) = &self.system {
+                out.extend_from_slice(br#","instructions":"#);
+                write_str(out, system);
+            }
+            out.extend_from_slice(br#","input":["#);
+            return;
+        }
         if self.format == WireFormat::AnthropicMessages {
             if let Some(n) = self.output_limit {
                 out.extend_from_slice(br#","max_tokens":"#);
@@ -677,9 +788,16 @@ impl Envelope {
             }
             out.push(b']');
         }
-        if let (WireFormat::OpenAiChat, Some(n)) = (self.format, self.output_limit) {
-            out.extend_from_slice(br#","max_completion_tokens":"#);
-            write_u64(out, n);
+        match (self.format, self.output_limit) {
+            (WireFormat::OpenAiChat, Some(n)) => {
+                out.extend_from_slice(br#","max_completion_tokens":"#);
+                write_u64(out, n);
+            }
+            (WireFormat::OpenAiResponses, Some(n)) => {
+                out.extend_from_slice(br#","max_output_tokens":"#);
+                write_u64(out, n);
+            }
+            _ => {}
         }
         out.push(b'}');
     }
@@ -710,12 +828,12 @@ impl Envelope {
                     write_blocks(&mut out, blocks, true);
                     open = Some(*speaker);
                 }
-                Msg::OpenAi(m) => {
+                Msg::OpenAi(_) | Msg::Responses(_) => {
                     close_message(&mut out, open.take());
                     if !std::mem::take(&mut first) {
                         out.push(b',');
                     }
-                    write_openai(&mut out, m);
+                    msg.write(&mut out);
                 }
             }
         }

@@ -188,10 +188,7 @@ struct Shape {
 
 fn shape() -> impl Strategy<Value = Shape> {
     (
-        prop_oneof![
-            Just(WireFormat::OpenAiChat),
-            Just(WireFormat::AnthropicMessages)
-        ],
+        proptest::sample::select(WireFormat::ALL.to_vec()),
         prop_oneof![Just(Tokenizer::O200k), Just(Tokenizer::Cl100k)],
         proptest::option::of(text()),
         any::<bool>(),
@@ -230,6 +227,8 @@ fn builder(
         .tokenizer(shape.tokenizer)
         .model("m-\"1\"")
         .input("now? 😀")
+        // The naive rule is the turns policy's (auto would choose agent for tool turns).
+        .policy(Policy::Turns)
         .notice(shape.notice)
         .reserve_output(7)
         .recall_k(shape.pages);
@@ -237,7 +236,16 @@ fn builder(
         b.system(s.clone());
     }
     if shape.tools {
-        b.tools(vec![json!({"type":"function","function":{"name":"recall","description":"Recall.","parameters":{"type":"object","properties":{"query":{"type":"string","description":"q"}}}}})]);
+        let parameters =
+            json!({"type":"object","properties":{"query":{"type":"string","description":"q"}}});
+        b.tools(vec![match shape.format {
+            WireFormat::OpenAiResponses => {
+                json!({"type":"function","name":"recall","description":"Recall.","parameters":parameters,"strict":false})
+            }
+            _ => {
+                json!({"type":"function","function":{"name":"recall","description":"Recall.","parameters":parameters}})
+            }
+        }]);
     }
     let pages = events
         .iter()
@@ -288,6 +296,9 @@ fn check_tier_sums(report: &ctxlog_projection::Report) {
 /// Checks the provider's structural rules on a body.
 fn check_shape(format: WireFormat, body: &[u8]) {
     let v: Value = serde_json::from_slice(body).unwrap();
+    if format == WireFormat::OpenAiResponses {
+        return check_responses_shape(&v);
+    }
     let messages = v["messages"].as_array().unwrap();
     match format {
         WireFormat::OpenAiChat => {
@@ -307,6 +318,7 @@ fn check_shape(format: WireFormat, body: &[u8]) {
                 i += 1;
             }
         }
+        WireFormat::OpenAiResponses => unreachable!("checked above"),
         WireFormat::AnthropicMessages => {
             assert_eq!(messages[0]["role"], "user");
             for w in messages.windows(2) {
@@ -333,6 +345,32 @@ fn check_shape(format: WireFormat, body: &[u8]) {
             }
         }
     }
+}
+
+/// Every `function_call` is followed, after the calls of its run, by its output, and every
+/// output answers a call before it.
+fn check_responses_shape(body: &Value) {
+    let items = body["input"].as_array().unwrap();
+    let mut open: Vec<&Value> = Vec::new();
+    for item in items {
+        match item["type"].as_str().unwrap() {
+            "function_call" => {
+                assert!(item["arguments"].is_string());
+                open.push(&item["call_id"]);
+            }
+            "function_call_output" => {
+                assert_eq!(
+                    open.first(),
+                    Some(&&item["call_id"]),
+                    "output without its call"
+                );
+                open.remove(0);
+            }
+            "message" => assert!(open.is_empty(), "a call left unanswered"),
+            other => panic!("unexpected item type {other}"),
+        }
+    }
+    assert!(open.is_empty(), "a call left unanswered");
 }
 
 proptest! {

@@ -9,7 +9,7 @@
 use ctxlog_event::{Event, EventBody};
 use ctxlog_projection::tokens::text_tokens;
 use ctxlog_projection::{
-    ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, project,
+    Policy, ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, project,
 };
 use serde_json::{Value, json};
 
@@ -42,6 +42,7 @@ fn deeply_nested_arguments_are_counted_not_ignored() {
         b.format(WireFormat::AnthropicMessages)
             .model("m")
             .input("next?")
+            .policy(Policy::Turns)
             .reserve_output(10);
         if let Some(n) = max_tokens {
             b.max_tokens(n);

@@ -60,6 +60,18 @@ fn request(format: WireFormat, policy: Policy, max_tokens: u64) -> ProjectionReq
 /// The tool-result texts of the body, in order, with their call ids; the body ends with the
 /// last one.
 fn results(body: &Value, format: WireFormat) -> Vec<(String, String)> {
+    if format == WireFormat::OpenAiResponses {
+        let items = body["input"].as_array().unwrap();
+        assert_eq!(items.last().unwrap()["type"], "function_call_output");
+        return items
+            .iter()
+            .filter(|i| i["type"] == "function_call_output")
+            .map(|i| {
+                let id = i["call_id"].as_str().unwrap().to_string();
+                (id, i["output"].as_str().unwrap().to_string())
+            })
+            .collect();
+    }
     let msgs = body["messages"].as_array().unwrap();
     match format {
         WireFormat::OpenAiChat => {
@@ -89,6 +101,7 @@ fn results(body: &Value, format: WireFormat) -> Vec<(String, String)> {
                 })
                 .collect()
         }
+        WireFormat::OpenAiResponses => unreachable!("read above"),
     }
 }
 
@@ -98,7 +111,7 @@ fn twenty_big_steps_in_one_turn_clip_the_oldest_results_instead_of_failing() {
     let history = SliceHistory::new(&events);
     let whole: usize = (0..STEPS).map(|s| output(s).len()).sum();
     for policy in [Policy::Turns, Policy::Agent] {
-        for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+        for format in WireFormat::ALL {
             let req = request(format, policy, 4_000);
             let p = project(&history, &req, &mut SizeCache::new()).unwrap();
             assert!(whole > 2 * p.body.len(), "the turn as stored cannot fit");
@@ -124,7 +137,7 @@ fn twenty_big_steps_in_one_turn_clip_the_oldest_results_instead_of_failing() {
             for (i, (_, text)) in sent.iter().enumerate() {
                 let seq = result_seqs[i];
                 if clipped.contains(&seq) {
-                    assert!(text.contains(&format!("chars clipped; recall seq={seq}]")));
+                    assert!(text.contains(&format!("chars clipped from seq={seq}]")));
                 } else {
                     assert_eq!(*text, output(i));
                 }
@@ -132,14 +145,18 @@ fn twenty_big_steps_in_one_turn_clip_the_oldest_results_instead_of_failing() {
             // Clipped only as far as needed: the newest clipped result, whole, would not fit.
             let newest_clipped = clipped.len() - 1;
             let mut bigger = body.clone();
-            let msgs = bigger["messages"].as_array_mut().unwrap();
+            let field = match format {
+                WireFormat::OpenAiResponses => "input",
+                _ => "messages",
+            };
+            let msgs = bigger[field].as_array_mut().unwrap();
             let full = output(newest_clipped);
             let clipped_text = &sent[newest_clipped].1;
             let replaced = serde_json::to_string(msgs).unwrap().replace(
                 &serde_json::to_string(clipped_text).unwrap(),
                 &serde_json::to_string(&full).unwrap(),
             );
-            bigger["messages"] = serde_json::from_str(&replaced).unwrap();
+            bigger[field] = serde_json::from_str(&replaced).unwrap();
             let bytes = serde_json::to_vec(&bigger).unwrap();
             assert!(count(&bytes, format, req.tokenizer()).unwrap().tokens > 3_500);
         }
@@ -151,7 +168,7 @@ fn the_request_is_refused_only_when_even_the_clipped_turn_does_not_fit() {
     let events = long_turn();
     let history = SliceHistory::new(&events);
     for policy in [Policy::Turns, Policy::Agent] {
-        for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+        for format in WireFormat::ALL {
             // 20 calls and 20 clipped results need more than 300 tokens.
             let err = project(
                 &history,

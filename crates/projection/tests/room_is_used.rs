@@ -88,6 +88,11 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
 
 /// The content string of the result in `body` (either format).
 fn result_content(body: &Value) -> String {
+    if let Some(items) = body["input"].as_array() {
+        let last = items.last().unwrap();
+        assert_eq!(last["type"], "function_call_output");
+        return last["output"].as_str().unwrap().to_string();
+    }
     let last = body["messages"].as_array().unwrap().last().unwrap().clone();
     match &last["content"] {
         Value::String(s) => s.clone(),
@@ -102,6 +107,10 @@ fn result_content(body: &Value) -> String {
 }
 
 fn replace_content(body: &mut Value, content: &str) {
+    if let Some(items) = body["input"].as_array_mut() {
+        items.last_mut().unwrap()["output"] = json!(content);
+        return;
+    }
     let last = body["messages"].as_array_mut().unwrap().last_mut().unwrap();
     if last["content"].is_string() {
         last["content"] = json!(content);
@@ -164,7 +173,7 @@ fn check(size: usize, max_bytes: u64, max_tokens: Option<u64>, format: WireForma
             "the stored excerpt sent though a longer excerpt fits"
         );
     } else {
-        assert!(sent.contains("chars clipped; recall seq=5]"), "{content}");
+        assert!(sent.contains("chars clipped from seq=5]"), "{content}");
         assert_eq!(p.report.clips[0].seq, 5);
     }
     // Clipped (by the projector, or by the ledger when it stored the output): with the full
@@ -185,7 +194,7 @@ fn the_stored_excerpt_is_sent_when_nothing_longer_fits() {
 
 #[test]
 fn a_34_kb_output_goes_in_full_under_a_20000_token_budget() {
-    for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+    for format in WireFormat::ALL {
         let (events, full) = conversation(34_000);
         let history = WithArtifacts {
             events: SliceHistory::new(&events),
@@ -214,9 +223,9 @@ proptest! {
         size in 2_100usize..40_000,
         max_bytes in 2_000u64..50_000,
         max_tokens in proptest::option::of(700u64..12_000),
-        anthropic in any::<bool>(),
+        format_index in 0usize..3,
     ) {
-        let format = if anthropic { WireFormat::AnthropicMessages } else { WireFormat::OpenAiChat };
+        let format = WireFormat::ALL[format_index];
         check(size, max_bytes, max_tokens, format);
     }
 }
@@ -241,7 +250,7 @@ fn excerpt(full: &str, keep: usize, seq: u64) -> String {
     let chars = full.chars().count();
     let head: String = full.chars().take(keep / 2).collect();
     let tail: String = full.chars().skip(chars - (keep - keep / 2)).collect();
-    let marker = format!("[… {} chars clipped; recall seq={seq}]", chars - keep);
+    let marker = format!("[… {} chars clipped from seq={seq}]", chars - keep);
     if keep == 0 {
         marker
     } else {
@@ -335,7 +344,7 @@ fn sent_excerpt(body: &Value, full: &str, seq: u64) -> Option<String> {
         return None;
     }
     let chars = full.chars().count();
-    let marker = format!(" chars clipped; recall seq={seq}]");
+    let marker = format!(" chars clipped from seq={seq}]");
     if let Some(s) = find_string(body, &marker) {
         let end = s.find(&marker).unwrap();
         let start = s[..end].rfind("[… ").unwrap();
@@ -434,7 +443,7 @@ fn check_both_results(
 fn both_policies_send_two_results_whole_when_they_fit_and_clip_only_when_they_do_not() {
     use ctxlog_projection::Policy;
     for policy in [Policy::Turns, Policy::Agent] {
-        for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+        for format in WireFormat::ALL {
             for input in [false, true] {
                 // Room for both: both whole (the stored excerpts are 2,000 characters).
                 check_both_results(
@@ -493,11 +502,11 @@ proptest! {
         second in 2_100usize..30_000,
         max_bytes in 3_000u64..80_000,
         max_tokens in proptest::option::of(900u64..16_000),
-        anthropic in any::<bool>(),
+        format_index in 0usize..3,
         agent in any::<bool>(),
         input in any::<bool>(),
     ) {
-        let format = if anthropic { WireFormat::AnthropicMessages } else { WireFormat::OpenAiChat };
+        let format = WireFormat::ALL[format_index];
         let policy = if agent { ctxlog_projection::Policy::Agent } else { ctxlog_projection::Policy::Turns };
         check_both_results((first, second), max_bytes, max_tokens, format, policy, input);
     }

@@ -1,5 +1,5 @@
-//! Words the model reads are true (docs/design.md#p13-true-words): notices and the agent context
-//! name the recall tool only when the request offers it, and the Anthropic output reservation, when
+//! Words the model reads are true (docs/design.md#p13-true-words): notices, the agent context
+//! and clip markers name the recall tool only when the request offers it, and the Anthropic output reservation, when
 //! the request gives none, scales with the token budget so that a plausible budget never fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -47,6 +47,59 @@ fn body(policy: Policy, recall_tool: bool) -> String {
     .unwrap();
     assert!(p.report.notice.is_some(), "something is left out");
     String::from_utf8(p.body).unwrap()
+}
+
+/// An open turn whose one result (6000 characters) must be clipped to fit 2000 bytes.
+fn clipped_body(policy: Policy, format: WireFormat, recall_tool: bool) -> String {
+    let events = common::numbered(vec![
+        EventBody::User {
+            text: "read the log".into(),
+        },
+        EventBody::ToolCall {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            arguments: json!({"cmd": "cat log"}),
+        },
+        EventBody::ToolResult {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            status: ctxlog_event::ToolStatus::Ok,
+            exit_code: None,
+            text: "log line ".repeat(666),
+            artifact: None,
+        },
+    ]);
+    let mut b = ProjectionRequest::builder();
+    b.model("m").format(format).policy(policy).max_bytes(2_000);
+    if recall_tool {
+        b.tools(vec![
+            json!({"type":"function","name":"recall","parameters":{},"strict":false}),
+        ]);
+    }
+    let p = project(
+        &SliceHistory::new(&events),
+        &b.build().unwrap(),
+        &mut SizeCache::new(),
+    )
+    .unwrap();
+    assert_eq!(p.report.clips.len(), 1, "{:?}", p.report);
+    String::from_utf8(p.body).unwrap()
+}
+
+#[test]
+fn clip_markers_name_the_recall_tool_only_when_offered() {
+    for policy in [Policy::Turns, Policy::Agent] {
+        for format in WireFormat::ALL {
+            let without = clipped_body(policy, format, false);
+            assert!(without.contains(" chars clipped from seq=3]"), "{without}");
+            assert!(!without.contains("recall"), "{without}");
+            let with = clipped_body(policy, format, true);
+            assert!(
+                with.contains(" chars clipped; recall tool: seq=3]"),
+                "{with}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod common;
 
 use ctxlog_event::{ArtifactRef, Event, EventBody, SystemMarker, ToolStatus};
 use ctxlog_projection::{
-    ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, count, project,
+    Policy, ProjectionRequest, SizeCache, SliceHistory, Tokenizer, WireFormat, count, project,
 };
 use serde_json::json;
 
@@ -90,6 +90,7 @@ fn events() -> Vec<Event> {
 
 fn request(format: WireFormat) -> ctxlog_projection::ProjectionRequestBuilder {
     let mut b = ProjectionRequest::builder();
+    b.policy(Policy::Turns);
     b.format(format).model("m").system("sys").input("next?");
     b
 }
@@ -145,6 +146,41 @@ const ANTHROPIC: &str = concat!(
     r#"{"role":"assistant","content":[{"type":"text","text":"Done."}]},"#,
     r#"{"role":"user","content":[{"type":"text","text":"next?"}]}]}"#,
 );
+
+const RESPONSES: &str = concat!(
+    r#"{"model":"m","instructions":"sys","input":["#,
+    r#"{"type":"message","role":"system","content":[{"type":"input_text","text":"Note: deploy only on Fridays"}]},"#,
+    r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"first \"question\""}]},"#,
+    r#"{"type":"message","role":"assistant","content":"first answer"},"#,
+    r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"list files\nplease"}]},"#,
+    r#"{"type":"message","role":"assistant","content":"Checking."},"#,
+    r#"{"type":"function_call","call_id":"c1","name":"shell","arguments":"{\"cmd\":\"ls\"}"},"#,
+    r#"{"type":"function_call","call_id":"c2","name":"shell","arguments":"{\"cmd\":\"du\"}"},"#,
+    r#"{"type":"function_call","call_id":"c3","name":"shell","arguments":"{\"cmd\":\"rm x\"}"},"#,
+    r#"{"type":"function_call_output","call_id":"c1","output":"a.txt 😀"},"#,
+    r#"{"type":"function_call_output","call_id":"c2","output":"[status=error exit_code=1 artifact=sha256-ab bytes=10 recall seq=11]\ndu: denied"},"#,
+    r#"{"type":"function_call_output","call_id":"c3","output":"interrupted: effects unknown"},"#,
+    r#"{"type":"message","role":"system","content":[{"type":"input_text","text":"Note: user is in a hurry"}]},"#,
+    r#"{"type":"message","role":"assistant","content":"Done."},"#,
+    r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"next?"}]}]}"#,
+);
+
+#[test]
+fn openai_responses_body_is_exactly_the_documented_one() {
+    assert_eq!(
+        body(
+            WireFormat::OpenAiResponses,
+            &request(WireFormat::OpenAiResponses)
+        ),
+        RESPONSES
+    );
+    let tool =
+        json!({"type":"function","name":"recall","parameters":{"type":"object"},"strict":false});
+    let mut b = request(WireFormat::OpenAiResponses);
+    b.tools(vec![tool]).reserve_output(256);
+    let text = body(WireFormat::OpenAiResponses, &b);
+    assert!(text.ends_with(r#"[{"type":"input_text","text":"next?"}]}],"tools":[{"type":"function","name":"recall","parameters":{"type":"object"},"strict":false}],"max_output_tokens":256}"#), "{text}");
+}
 
 #[test]
 fn openai_chat_body_is_exactly_the_documented_one() {
@@ -278,6 +314,7 @@ fn anthropic_leaves_out_whitespace_only_text_and_refuses_a_blank_input() {
     ];
     let events: Vec<Event> = common::numbered(bodies);
     let mut b = ProjectionRequest::builder();
+    b.policy(Policy::Turns);
     b.format(WireFormat::AnthropicMessages)
         .model("m")
         .system("  ")
@@ -322,6 +359,7 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
     let history = SliceHistory::new(&events);
     let project_at = |max: u64| {
         let mut b = ProjectionRequest::builder();
+        b.policy(Policy::Turns);
         b.model("m").input("q").notice(true).max_bytes(max);
         project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap()
     };
@@ -346,6 +384,7 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
     );
     let ours = project_at(newest.len() as u64 + 3).body;
     let mut b = ProjectionRequest::builder();
+    b.policy(Policy::Turns);
     b.model("m")
         .input("q")
         .notice(true)
@@ -383,6 +422,7 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
     let events: Vec<Event> = common::numbered(bodies);
     let text = |format: WireFormat| {
         let mut b = ProjectionRequest::builder();
+        b.policy(Policy::Turns);
         b.format(format).model("m").input("next?");
         let p = project(
             &SliceHistory::new(&events),
@@ -453,7 +493,7 @@ fn extreme_budget_numbers_are_refused_or_met_without_panicking() {
     // token limit is a typed error, a reservation one below leaves a one-token input budget.
     let events = events();
     let history = SliceHistory::new(&events);
-    for format in [WireFormat::OpenAiChat, WireFormat::AnthropicMessages] {
+    for format in WireFormat::ALL {
         let mut b = request(format);
         b.max_tokens(u64::MAX).reserve_output(u64::MAX);
         assert!(matches!(

@@ -163,7 +163,7 @@ impl PyStore {
     }
 
     /// Imports history from `data` (bytes or str): an export (`format="ctxlog"`), or
-    /// `"openai-chat"`, `"anthropic-messages"` or `"conversation-dataset"`. `conversation` is
+    /// `"openai-chat"`, `"anthropic-messages"`, `"openai-responses"` or `"conversation-dataset"`. `conversation` is
     /// the target (for datasets, an optional name prefix: `<conversation>-<sample id>`).
     /// Every record is checked first (a bad one raises `BadInput` naming its line or index,
     /// and nothing is written); re-running the same import writes nothing. Returns
@@ -499,7 +499,7 @@ impl PyConversation {
     }
 
     /// Imports `data` (bytes or str) into this conversation (created if missing): an export
-    /// (`format="ctxlog"`), `"openai-chat"` or `"anthropic-messages"`. See `Store.import_`.
+    /// (`format="ctxlog"`), `"openai-chat"`, `"anthropic-messages"` or `"openai-responses"`. See `Store.import_`.
     #[pyo3(signature = (data, *, format = "ctxlog"))]
     fn import_<'py>(
         &self,

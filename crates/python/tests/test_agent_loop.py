@@ -47,8 +47,14 @@ def test_tool_loop_projects_each_step(store: ctxlog.Store, format: ctxlog.WireFo
                  "exit_code": 0, "text": "12G\t/srv"}]
     )
     # No input: the open turn is the request, ending with the pending result
-    # (docs/design.md#p11-the-agent-loop).
+    # (docs/design.md#p11-the-agent-loop). The default policy, auto, sees the tool call and
+    # chooses the agent policy; the body still ends with the pending result.
     body, report = chat.project_dict(format=format, max_bytes=4000)
+    assert report["policy"] == "agent"
+    assert report["policy_reason"].startswith("policy auto chose agent")
+    assert tool_results(body)[-1]["content"] == "12G\t/srv"
+    # Whole turns, as the turns policy sends them.
+    body, report = chat.project_dict(format=format, max_bytes=4000, policy="turns")
     [result] = tool_results(body)
     messages = body["messages"]
     if format == "openai-chat":

@@ -53,5 +53,5 @@ pub use stats::{Progress, ResetReason, UpdateStats};
 pub use store::{APPLICATION_ID, SCHEMA_VERSION};
 pub use tool::{
     ArgsError, TOOL_DEFAULT_LIMIT, TOOL_DESCRIPTION, TOOL_QUERY_ECHO_CHARS, ToolArgs, ToolOutput,
-    anthropic_tool, input_schema, openai_tool, tool_error,
+    anthropic_tool, input_schema, openai_tool, responses_tool, tool_error,
 };

@@ -60,6 +60,19 @@ pub fn openai_tool() -> Value {
     })
 }
 
+/// The tool definition in the OpenAI Responses API's format:
+/// `{"type":"function","name","description","parameters","strict":false}` (the flat shape;
+/// `strict` is required there, and false: the arguments are optional).
+pub fn responses_tool() -> Value {
+    json!({
+        "type": "function",
+        "name": TOOL_NAME,
+        "description": TOOL_DESCRIPTION,
+        "parameters": input_schema(),
+        "strict": false
+    })
+}
+
 /// The tool definition in Anthropic's format: `{"name","description","input_schema"}`.
 pub fn anthropic_tool() -> Value {
     json!({

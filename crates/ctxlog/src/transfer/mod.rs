@@ -1,6 +1,6 @@
 //! Export and import (docs/design.md#e4-export-and-import, docs/design.md#l10-event-times): a
 //! conversation out as JSON Lines and back, and history in from other shapes (OpenAI chat message
-//! arrays, Anthropic message arrays, two-speaker conversation datasets in the LoCoMo layout).
+//! arrays, OpenAI Responses input item lists, Anthropic message arrays, two-speaker conversation datasets in the LoCoMo layout).
 //!
 //! # Export format (`ctxlog export`)
 //!
@@ -43,6 +43,7 @@ mod export;
 mod import;
 mod line;
 mod openai;
+mod responses;
 
 use std::sync::Arc;
 
@@ -80,6 +81,15 @@ pub enum ImportFormat {
     /// result); a message may carry `"ts"`. A body the projector wrote imports into history
     /// that projects to the same bytes.
     AnthropicMessages,
+    /// An OpenAI Responses input item list (or a request body, `{"instructions":…,
+    /// "input":[…],…}`), read with [`ctxlog_projection::read::responses`]: `instructions` and
+    /// `system`/`developer` messages become pinned notes (reported), `user` and `assistant`
+    /// messages their events (`input_text`/`output_text` parts joined), `function_call` items
+    /// tool calls and `function_call_output` items their results (an output whose call is not
+    /// in the input is refused); an item may carry `"ts"`. Items of other types (`reasoning`,
+    /// …) are not imported and are reported. A body the projector wrote imports into history
+    /// that projects to the same bytes.
+    OpenaiResponses,
     /// Two-speaker conversation datasets in the LoCoMo layout: an array of samples (or one),
     /// each `{"sample_id", "conversation": {"speaker_a", "speaker_b", "session_N": [{"speaker",
     /// "text", "blip_caption"?}…], "session_N_date_time": "1:56 pm on 8 May, 2023"}}`. Each
@@ -99,6 +109,7 @@ impl ImportFormat {
             ImportFormat::Ctxlog => "ctxlog",
             ImportFormat::OpenaiChat => "openai-chat",
             ImportFormat::AnthropicMessages => "anthropic-messages",
+            ImportFormat::OpenaiResponses => "openai-responses",
             ImportFormat::ConversationDataset => "conversation-dataset",
         }
     }
@@ -111,14 +122,15 @@ impl std::str::FromStr for ImportFormat {
             ImportFormat::Ctxlog,
             ImportFormat::OpenaiChat,
             ImportFormat::AnthropicMessages,
+            ImportFormat::OpenaiResponses,
             ImportFormat::ConversationDataset,
         ]
         .into_iter()
         .find(|f| f.as_str() == s)
         .ok_or_else(|| Error::BadInput {
             reason: format!(
-                "unknown import format {s:?} (expected ctxlog, openai-chat, anthropic-messages \
-                 or conversation-dataset)"
+                "unknown import format {s:?} (expected ctxlog, openai-chat, anthropic-messages, \
+                 openai-responses or conversation-dataset)"
             ),
         })
     }
@@ -221,6 +233,7 @@ pub(crate) fn parse(
         ImportFormat::Ctxlog => single((import::parse_lines(text)?, Vec::new())),
         ImportFormat::OpenaiChat => single(openai::parse(json(text)?)?),
         ImportFormat::AnthropicMessages => single(anthropic::parse(json(text)?)?),
+        ImportFormat::OpenaiResponses => single(responses::parse(json(text)?)?),
         ImportFormat::ConversationDataset => dataset::parse(json(text)?, target),
     }
 }

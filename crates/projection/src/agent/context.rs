@@ -11,12 +11,13 @@ use crate::wire::{Item, Msg, Role};
 
 /// The first line of the context message when the request offers the recall tool.
 const HEADER: &str = "[ctxlog agent context] The conversation so far, oldest first, one entry per \
-event. Text marked \"recall seq=N\" was shortened; fetch it with the recall tool.";
+event. Text marked \"chars clipped; recall tool: seq=N\" was shortened; fetch it with the recall \
+tool.";
 
 /// The first line of the context message when it does not (docs/design.md#p13-true-words: no tool
 /// is named that the model cannot call).
 const HEADER_NO_TOOL: &str = "[ctxlog agent context] The conversation so far, oldest first, one \
-entry per event. Text marked \"recall seq=N\" was shortened.";
+entry per event. Text marked \"chars clipped from seq=N\" was shortened.";
 
 /// The layout of an agent body: the costs of the messages around the context message, and
 /// whether the context carries the omission notice.

@@ -111,8 +111,8 @@ fn one_line(text: &str, max: usize) -> String {
 }
 
 /// The context's entries for `events`, oldest first, then the status line.
-pub(super) fn build_entries(events: &[Event]) -> Vec<Entry> {
-    let mut builder = EntryBuilder::new(events);
+pub(super) fn build_entries(events: &[Event], recall_tool: bool) -> Vec<Entry> {
+    let mut builder = EntryBuilder::new(events, recall_tool);
     let mut entries: Vec<Entry> = events
         .iter()
         .enumerate()
@@ -130,10 +130,12 @@ struct EntryBuilder<'a> {
     calls: HashMap<&'a str, (&'a str, String)>,
     /// Results by call id and position: a call with no result after it was interrupted.
     results: HashMap<&'a str, usize>,
+    /// Whether the request offers the recall tool (clip markers name it only then).
+    recall_tool: bool,
 }
 
 impl<'a> EntryBuilder<'a> {
-    fn new(events: &'a [Event]) -> EntryBuilder<'a> {
+    fn new(events: &'a [Event], recall_tool: bool) -> EntryBuilder<'a> {
         let mut results: HashMap<&str, usize> = HashMap::new();
         for (i, e) in events.iter().enumerate() {
             if let EventBody::ToolResult { call_id, .. } = &e.body {
@@ -149,6 +151,7 @@ impl<'a> EntryBuilder<'a> {
                 .rposition(|e| e.kind() == EventKind::ToolResult),
             calls: HashMap::new(),
             results,
+            recall_tool,
         }
     }
 
@@ -187,7 +190,7 @@ impl<'a> EntryBuilder<'a> {
                 } else {
                     Tier::Details
                 };
-                let mut entry = result_entry(event, tier);
+                let mut entry = result_entry(event, tier, self.recall_tool);
                 entry.source = Some(match self.calls.get(call_id.as_str()) {
                     Some((t, args)) => format!("{t} {args}"),
                     None => format!("{tool} ?{call_id}"),
@@ -274,7 +277,7 @@ pub(super) fn result_identity(event: &Event) -> String {
     line
 }
 
-fn result_entry(event: &Event, tier: Tier) -> Entry {
+fn result_entry(event: &Event, tier: Tier, recall_tool: bool) -> Entry {
     let identity = result_identity(event);
     let text = event.body.text().unwrap_or_default();
     let mut entry = Entry::new(event.seq, tier, format!("{identity}:\n{text}"));
@@ -283,10 +286,8 @@ fn result_entry(event: &Event, tier: Tier) -> Entry {
         let head: String = text.chars().take(EXCERPT_CHARS).collect();
         let tail: String = text.chars().skip(chars - EXCERPT_CHARS).collect();
         let clipped_chars = chars - 2 * EXCERPT_CHARS;
-        let clipped = format!(
-            "{identity}:\n{head}\n[… {clipped_chars} chars clipped; recall seq={}]\n{tail}",
-            event.seq
-        );
+        let marker = crate::expand::clip_marker(clipped_chars, event.seq, recall_tool);
+        let clipped = format!("{identity}:\n{head}\n{marker}\n{tail}");
         entry.clipped = Some((clipped, chars as u64, 2 * EXCERPT_CHARS as u64));
     }
     entry

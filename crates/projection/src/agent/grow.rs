@@ -4,7 +4,7 @@
 //! Each kept result (the latest, then older detailed results, newest first) is tried with its
 //! whole output — read from its artifact when it has one, else its stored text — and takes it
 //! if the body still fits; else it takes the longest head/tail excerpt of that output that fits
-//! (marked `[… N chars clipped; recall seq=Q]`), when that is longer than what it had. So a
+//! (marked `[… N chars clipped from seq=Q]`), when that is longer than what it had. So a
 //! result is sent clipped only when its whole output would not fit. The room held back for
 //! recalled pages stays free.
 //!
@@ -161,7 +161,8 @@ impl Growth<'_, '_, '_> {
             return;
         }
         let candidate = |keep: usize| {
-            let excerpt = excerpt(&result.output, chars, keep, result.seq);
+            let tool = self.layout.budget.req.offers_recall_tool();
+            let excerpt = excerpt(&result.output, chars, keep, result.seq, tool);
             format!("{}:\n{excerpt}", result.identity)
         };
         let Some(first) = self.fits(entries, result, &candidate(had + 1)) else {

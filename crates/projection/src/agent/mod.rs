@@ -23,7 +23,7 @@
 //! reported as a `no_room` drop.
 //!
 //! A clipped text keeps its first and last [`EXCERPT_CHARS`] characters around
-//! `[… N chars clipped; recall seq=N]`; the result's identity line is never removed.
+//! `[… N chars clipped from seq=N]` (naming the recall tool when it is offered); the result's identity line is never removed.
 //! When the body is over budget, optional content goes in this order, and every step is
 //! reported: recalled pages; clipping of detailed results (oldest first, the latest last);
 //! activity rows, oldest first; duplicate snapshots (an older result of the same tool with
@@ -87,7 +87,8 @@ pub(crate) fn project<H: History + ?Sized>(
     // Without input, the open turn ends the body as messages and stays out of the context.
     let open = open_turn(history, req, turn_count)?;
     let context_turns = turn_count - usize::from(open.is_some());
-    let (events, mut entries) = context_entries(history, context_turns, open.is_some())?;
+    let tool = req.offers_recall_tool();
+    let (events, mut entries) = context_entries(history, context_turns, open.is_some(), tool)?;
     let mut layout = AgentLayout {
         budget: &budget,
         system_cost,
@@ -148,6 +149,7 @@ fn context_entries<H: History + ?Sized>(
     history: &H,
     context_turns: usize,
     open: bool,
+    recall_tool: bool,
 ) -> Result<(Vec<Event>, Vec<Entry>)> {
     let mut events = all_events(history, context_turns)?;
     // With an open turn, its results are the newest: the context's latest result is grown
@@ -155,7 +157,7 @@ fn context_entries<H: History + ?Sized>(
     if !open {
         latest_result_in_full(history, &mut events)?;
     }
-    let mut entries = build_entries(&events);
+    let mut entries = build_entries(&events, recall_tool);
     if open {
         for e in entries.iter_mut().filter(|e| e.tier == Tier::LatestResult) {
             e.uncached = true;

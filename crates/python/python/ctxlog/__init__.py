@@ -35,11 +35,11 @@ from ._ctxlog import (
 )
 
 #: The wire formats a body can be projected in.
-WireFormat = Literal["openai-chat", "anthropic-messages"]
+WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 #: The tokenizers budgets and reports count with.
 TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
 #: The projection policies.
-PolicyName = Literal["turns", "agent"]
+PolicyName = Literal["auto", "turns", "agent"]
 #: A JSON object as Python sees it (requests' event dicts, responses, reports).
 JsonDict = Dict[str, Any]
 

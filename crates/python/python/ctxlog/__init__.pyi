@@ -31,9 +31,9 @@ __version__: str
 RECALL_DEFAULT_LIMIT: int
 RECALL_MAX_LIMIT: int
 
-WireFormat = Literal["openai-chat", "anthropic-messages"]
+WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
-PolicyName = Literal["turns", "agent"]
+PolicyName = Literal["auto", "turns", "agent"]
 JsonDict = Dict[str, Any]
 
 class Error(Exception):
@@ -160,7 +160,7 @@ class Conversation:
         reserve_output: Optional[int] = None,
         recall: Optional[int] = None,
         recall_reserve: Optional[Mapping[str, float]] = None,
-        policy: PolicyName = "turns",
+        policy: PolicyName = "auto",
         system: Optional[str] = None,
         model: Optional[str] = None,
         notice: bool = False,
@@ -182,7 +182,7 @@ class Conversation:
         reserve_output: Optional[int] = None,
         recall: Optional[int] = None,
         recall_reserve: Optional[Mapping[str, float]] = None,
-        policy: PolicyName = "turns",
+        policy: PolicyName = "auto",
         system: Optional[str] = None,
         model: Optional[str] = None,
         notice: bool = False,

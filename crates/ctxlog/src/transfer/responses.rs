@@ -1,0 +1,162 @@
+//! OpenAI Responses input item lists → events (see [`super::ImportFormat::OpenaiResponses`]),
+//! read with [`ctxlog_projection::read::responses`]' types.
+
+use std::collections::BTreeMap;
+
+use ctxlog_ledger::EventBody;
+use ctxlog_projection::read::openai::arguments;
+use ctxlog_projection::read::responses::{self, Content, FunctionCallOutput, Message, Part};
+use serde_json::{Map, Value};
+
+use super::Incoming;
+use super::chat::Events;
+use crate::{Error, Result};
+
+const WHAT: &str = "an OpenAI Responses input item list: a JSON array of items (or \
+                    {\"input\":[…]})";
+
+pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
+    let (instructions, items) = envelope(value)?;
+    let mut events = Events::default();
+    if let Some(text) = instructions.filter(|t| !t.trim().is_empty()) {
+        events
+            .notes
+            .push("\"instructions\" became a pinned note".into());
+        events.pinned(text, None);
+    }
+    let mut other: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, mut value) in items.into_iter().enumerate() {
+        let ts = match value.as_object_mut().and_then(|o| o.remove("ts")) {
+            Some(ts) => Some(crate::time::parse_ts(&ts).map_err(|r| at(i, r))?),
+            None => None,
+        };
+        let kind = value.get("type").and_then(Value::as_str).map(str::to_owned);
+        match responses::item(value).map_err(|e| at(i, e))? {
+            responses::Item::Message(m) => message(&mut events, i, m, ts).map_err(|r| at(i, r))?,
+            responses::Item::FunctionCall(call) => {
+                events.unused(&call.extra);
+                events.call(call.call_id, call.name, arguments(call.arguments), ts);
+            }
+            responses::Item::FunctionCallOutput(out) => {
+                output(&mut events, out, ts).map_err(|r| at(i, r))?
+            }
+            responses::Item::Other => {
+                *other.entry(kind.unwrap_or_default()).or_default() += 1;
+            }
+        }
+    }
+    if !other.is_empty() {
+        let kinds: Vec<String> = other.iter().map(|(k, n)| format!("{k:?} ×{n}")).collect();
+        events.notes.push(format!(
+            "items of types ctxlog does not interpret, not imported: {}",
+            kinds.join(", ")
+        ));
+    }
+    Ok(events.finish("non-text content part(s) skipped"))
+}
+
+/// The instructions and the items of an input: a list of items, or a request body
+/// (`{"input":[…]|"text","instructions":…,…}`; its other fields describe a call, not history).
+fn envelope(value: Value) -> Result<(Option<String>, Vec<Value>)> {
+    let bad = |detail: &str| Error::BadInput {
+        reason: format!("expected {WHAT}{detail}"),
+    };
+    let mut object: Map<String, Value> = match value {
+        Value::Array(items) => return Ok((None, items)),
+        Value::Object(object) => object,
+        _ => return Err(bad("")),
+    };
+    let instructions = match object.remove("instructions") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text),
+        Some(_) => return Err(bad(": \"instructions\" is not a string")),
+    };
+    let items = match object.remove("input") {
+        Some(Value::Array(items)) => items,
+        Some(Value::String(text)) => {
+            vec![serde_json::json!({"type": "message", "role": "user", "content": text})]
+        }
+        _ => return Err(bad(": the body has no \"input\" list")),
+    };
+    Ok((instructions, items))
+}
+
+/// A bad item, named by its index.
+fn at(i: usize, reason: impl std::fmt::Display) -> Error {
+    Error::BadInput {
+        reason: format!("item {i}: {reason}"),
+    }
+}
+
+fn message(
+    events: &mut Events,
+    i: usize,
+    m: Message,
+    ts: Option<i64>,
+) -> std::result::Result<(), String> {
+    events.unused(&m.extra);
+    let text = text(events, m.content);
+    match m.role.as_str() {
+        "user" if text.trim().is_empty() => return Err("empty user message".into()),
+        "user" => events.push(EventBody::User { text }, ts),
+        "assistant" if text.is_empty() => events
+            .notes
+            .push(format!("item {i} (assistant message) has no text: skipped")),
+        "assistant" => events.push(EventBody::Assistant { text }, ts),
+        "system" | "developer" if text.trim().is_empty() => events
+            .notes
+            .push(format!("item {i} ({} message) is empty: skipped", m.role)),
+        "system" | "developer" => {
+            events.notes.push(format!(
+                "item {i} ({} message) became a pinned note",
+                m.role
+            ));
+            events.pinned(text, ts);
+        }
+        other => {
+            return Err(format!(
+                "unknown message role {other:?} (expected user, assistant, system or developer)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A `function_call_output`: the result of an earlier `function_call` of the input.
+fn output(
+    events: &mut Events,
+    out: FunctionCallOutput,
+    ts: Option<i64>,
+) -> std::result::Result<(), String> {
+    events.unused(&out.extra);
+    let id = out.call_id;
+    let tool = events
+        .calls
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| format!("call_id {id:?} answers no earlier function_call item"))?;
+    let content = text(events, out.output);
+    events.result(id, tool, &content, None, ts);
+    Ok(())
+}
+
+/// The text of a content: a string, or its text parts joined by newlines (other parts are
+/// counted as skipped).
+fn text(events: &mut Events, content: Content) -> String {
+    match content {
+        Content::Text(text) => text,
+        Content::Parts(parts) => {
+            let mut texts = Vec::new();
+            for part in parts {
+                match part {
+                    Part::InputText { text, extra } | Part::OutputText { text, extra } => {
+                        events.unused(&extra);
+                        texts.push(text);
+                    }
+                    Part::Other => events.skipped += 1,
+                }
+            }
+            texts.join("\n")
+        }
+    }
+}

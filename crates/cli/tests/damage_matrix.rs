@@ -15,32 +15,13 @@ mod common;
 use std::path::Path;
 
 use common::{Env, code, snapshot};
-use serde_json::json;
 
 const CONV: &str = "chat";
 
+/// A store holding [`Env::five_commits`] as `CONV`.
 fn fixture() -> Env {
     let env = Env::new();
-    let big = "tool output line\n".repeat(1_800);
-    let turns = [
-        json!({"events":[{"kind":"user","text":"first question"},
-            {"kind":"assistant","text":"first answer"}]}),
-        json!({"events":[{"kind":"user","text":"run the scan"},
-            {"kind":"tool_call","call_id":"c1","tool":"scan","arguments":{}},
-            {"kind":"tool_result","call_id":"c1","tool":"scan","status":"ok","text":big},
-            {"kind":"assistant","text":"scan done"}]}),
-        json!({"events":[{"kind":"user","text":"remember the code"},
-            {"kind":"note","text":"the code is ZX-81","pinned":true},
-            {"kind":"assistant","text":"noted the code"}]}),
-        json!({"events":[{"kind":"user","text":"fourth question"},
-            {"kind":"assistant","text":"fourth answer"}]}),
-        json!({"events":[{"kind":"user","text":"fifth question"},
-            {"kind":"assistant","text":"fifth answer"}]}),
-    ];
-    for (i, turn) in turns.iter().enumerate() {
-        let id = format!("t{}", i + 1);
-        env.ok(&["commit", CONV, "--id", &id], turn.to_string().as_bytes());
-    }
+    env.five_commits(CONV);
     env
 }
 

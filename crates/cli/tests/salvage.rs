@@ -12,44 +12,10 @@ use serde_json::{Value, json};
 
 const CONV: &str = "chat";
 
-/// Five commits: t1 (seqs 1-2), t2 (3-6, a 29 KB tool result stored as an artifact), t3 (7-9,
-/// a pinned note), t4 (10-11), t5 (12-13).
+/// A store holding [`Env::five_commits`] as `CONV`.
 fn fixture() -> Env {
     let env = Env::new();
-    let big = "tool output line\n".repeat(1_800);
-    let turns = [
-        (
-            "t1",
-            json!({"events":[{"kind":"user","text":"first question"},
-            {"kind":"assistant","text":"first answer"}]}),
-        ),
-        (
-            "t2",
-            json!({"events":[{"kind":"user","text":"run the scan"},
-            {"kind":"tool_call","call_id":"c1","tool":"scan","arguments":{}},
-            {"kind":"tool_result","call_id":"c1","tool":"scan","status":"ok","text":big},
-            {"kind":"assistant","text":"scan done"}]}),
-        ),
-        (
-            "t3",
-            json!({"events":[{"kind":"user","text":"remember the code"},
-            {"kind":"note","text":"the code is ZX-81","pinned":true},
-            {"kind":"assistant","text":"noted the code"}]}),
-        ),
-        (
-            "t4",
-            json!({"events":[{"kind":"user","text":"fourth question"},
-            {"kind":"assistant","text":"fourth answer"}]}),
-        ),
-        (
-            "t5",
-            json!({"events":[{"kind":"user","text":"fifth question"},
-            {"kind":"assistant","text":"fifth answer"}]}),
-        ),
-    ];
-    for (id, turn) in turns {
-        env.ok(&["commit", CONV, "--id", id], turn.to_string().as_bytes());
-    }
+    env.five_commits(CONV);
     env
 }
 

@@ -139,27 +139,15 @@ impl<C: GenericClient> Q<'_, C> {
         Ok(())
     }
 
-    /// Events `range` (placeholders of erased seqs included), each checked against its CRC.
+    /// Events `range` (placeholders of erased seqs included), each checked against its CRC:
+    /// the first row that does not check out fails the read.
     fn raw_events(&mut self, name: &str, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
-        let rows = self.query(
-            "SELECT seq, kind, ts_ms, payload, crc FROM {s}.events
-             WHERE conversation = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
-            &[&name, &(*range.start() as i64), &(*range.end() as i64)],
-        )?;
-        rows.iter()
-            .map(|row| {
-                let seq = row.get::<_, i64>(0) as u64;
-                let kind: i16 = row.get(1);
-                let ts_ms: i64 = row.get(2);
-                let payload: &[u8] = row.get(3);
-                let crc = row.get::<_, i32>(4) as u32;
-                decode(self.db, name, seq, kind, ts_ms, payload, crc)
-            })
+        self.salvage_rows(name, range)?
+            .into_iter()
+            .map(|(_, event)| event)
             .collect()
     }
-}
 
-impl<C: GenericClient> Q<'_, C> {
     /// The rows of `range` that exist, each decoded or with why it cannot be.
     #[allow(clippy::type_complexity)]
     fn salvage_rows(

@@ -1,5 +1,6 @@
 //! Words the model reads are true (docs/design.md#p13-true-words): notices, the agent context
-//! and clip markers name the recall tool only when the request offers it, and the Anthropic output reservation, when
+//! and clip markers name the recall tool only when the request offers it, the agent's status
+//! line is true of the open turn too, and the Anthropic output reservation, when
 //! the request gives none, scales with the token budget so that a plausible budget never fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -143,4 +144,58 @@ fn the_anthropic_default_output_reservation_scales_with_the_token_budget() {
             .unwrap()
             .starts_with(r#"{"model":"m","max_tokens":375,"#)
     );
+}
+
+/// An agent-loop step: the open turn's one result failed, and the context's status line (which
+/// precedes the open turn in the body) must say so, not "none".
+fn failed_step_body(format: WireFormat, recall_tool: bool) -> String {
+    let events = common::numbered(vec![
+        EventBody::User {
+            text: "fix the build".into(),
+        },
+        EventBody::ToolCall {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            arguments: json!({"cmd": "cargo check"}),
+        },
+        EventBody::ToolResult {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            status: ctxlog_event::ToolStatus::Error,
+            exit_code: Some(101),
+            text: "error[E0308]: mismatched types".into(),
+            artifact: None,
+        },
+    ]);
+    let mut b = ProjectionRequest::builder();
+    b.model("m").format(format).policy(Policy::Agent);
+    if recall_tool {
+        b.tools(vec![
+            json!({"type":"function","name":"recall","parameters":{},"strict":false}),
+        ]);
+    }
+    let p = project(
+        &SliceHistory::new(&events),
+        &b.build().unwrap(),
+        &mut SizeCache::new(),
+    )
+    .unwrap();
+    String::from_utf8(p.body).unwrap()
+}
+
+#[test]
+fn the_agent_status_line_covers_the_open_turn() {
+    for format in WireFormat::ALL {
+        let without = failed_step_body(format, false);
+        assert!(
+            without.contains(
+                "latest failure: result shell id=c1 status=error exit_code=101 (seq=3); \
+                 latest possible change: seq 2 call shell id=c1"
+            ),
+            "{without}"
+        );
+        assert!(!without.contains("recall"), "{without}");
+        let with = failed_step_body(format, true);
+        assert!(with.contains("exit_code=101 (recall seq=3)"), "{with}");
+    }
 }

@@ -110,15 +110,18 @@ fn one_line(text: &str, max: usize) -> String {
     cut
 }
 
-/// The context's entries for `events`, oldest first, then the status line.
-pub(super) fn build_entries(events: &[Event], recall_tool: bool) -> Vec<Entry> {
+/// The context's entries for `events`, oldest first, then the status line. The status line
+/// covers `open` too (the open turn, which follows the context as messages of its own), so
+/// that "latest failure" and "latest possible change" stay true of the whole body.
+pub(super) fn build_entries(events: &[Event], open: &[Event], recall_tool: bool) -> Vec<Entry> {
     let mut builder = EntryBuilder::new(events, recall_tool);
     let mut entries: Vec<Entry> = events
         .iter()
         .enumerate()
         .filter_map(|(i, event)| builder.entry(i, event))
         .collect();
-    entries.push(Entry::new(0, Tier::Status, status_text(events)));
+    let seen: Vec<&Event> = events.iter().chain(open).collect();
+    entries.push(Entry::new(0, Tier::Status, status_text(&seen, recall_tool)));
     entries
 }
 
@@ -293,7 +296,9 @@ fn result_entry(event: &Event, tier: Tier, recall_tool: bool) -> Entry {
     entry
 }
 
-fn status_text(events: &[Event]) -> String {
+/// The status line over `events`: the latest failed result and the latest tool call. A
+/// failure names its seq as the recall tool's argument only when the request offers the tool.
+fn status_text(events: &[&Event], recall_tool: bool) -> String {
     let failure = events.iter().rev().find(|e| {
         matches!(e.body, EventBody::ToolResult { status, exit_code, .. }
             if status != ToolStatus::Ok || exit_code.is_some_and(|c| c != 0))
@@ -301,8 +306,9 @@ fn status_text(events: &[Event]) -> String {
     let failure = failure.map_or_else(
         || "none".to_owned(),
         |e| {
+            let how = if recall_tool { "recall " } else { "" };
             format!(
-                "{} (recall seq={})",
+                "{} ({how}seq={})",
                 result_identity(e).trim_start_matches(&format!("[seq {}] ", e.seq)),
                 e.seq
             )

@@ -88,7 +88,8 @@ pub(crate) fn project<H: History + ?Sized>(
     let open = open_turn(history, req, turn_count)?;
     let context_turns = turn_count - usize::from(open.is_some());
     let tool = req.offers_recall_tool();
-    let (events, mut entries) = context_entries(history, context_turns, open.is_some(), tool)?;
+    let open_events = open.as_deref().unwrap_or_default();
+    let (events, mut entries) = context_entries(history, context_turns, open_events, tool)?;
     let mut layout = AgentLayout {
         budget: &budget,
         system_cost,
@@ -144,20 +145,22 @@ pub(crate) fn project<H: History + ?Sized>(
     Ok(Projection { body, report })
 }
 
-/// The context's events (every turn but the open one) and their entries.
+/// The context's events (every turn but the open one) and their entries; the status line
+/// also covers the open turn's events.
 fn context_entries<H: History + ?Sized>(
     history: &H,
     context_turns: usize,
-    open: bool,
+    open_events: &[Event],
     recall_tool: bool,
 ) -> Result<(Vec<Event>, Vec<Entry>)> {
+    let open = !open_events.is_empty();
     let mut events = all_events(history, context_turns)?;
     // With an open turn, its results are the newest: the context's latest result is grown
     // from its artifact only after them, like every other result.
     if !open {
         latest_result_in_full(history, &mut events)?;
     }
-    let mut entries = build_entries(&events, recall_tool);
+    let mut entries = build_entries(&events, open_events, recall_tool);
     if open {
         for e in entries.iter_mut().filter(|e| e.tier == Tier::LatestResult) {
             e.uncached = true;

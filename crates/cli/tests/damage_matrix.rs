@@ -18,13 +18,6 @@ use common::{Env, code, snapshot};
 
 const CONV: &str = "chat";
 
-/// A store holding [`Env::five_commits`] as `CONV`.
-fn fixture() -> Env {
-    let env = Env::new();
-    env.five_commits(CONV);
-    env
-}
-
 fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
     let mut bytes = std::fs::read(path).unwrap();
     f(&mut bytes);
@@ -202,7 +195,7 @@ fn salvage(env: &Env) -> (u64, u64) {
 }
 
 fn row(damage: Damage) -> ([u64; 5], u64) {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     damage(&env.conv_dir(CONV));
     let verify = code(&env.run(&["verify", CONV], b"")) as u64;
     let (events, damaged) = salvage(&env);

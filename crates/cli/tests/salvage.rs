@@ -12,13 +12,6 @@ use serde_json::{Value, json};
 
 const CONV: &str = "chat";
 
-/// A store holding [`Env::five_commits`] as `CONV`.
-fn fixture() -> Env {
-    let env = Env::new();
-    env.five_commits(CONV);
-    env
-}
-
 fn log_path(env: &Env) -> std::path::PathBuf {
     env.conv_dir(CONV).join("ledger.log")
 }
@@ -45,7 +38,7 @@ fn salvage(env: &Env) -> (Vec<u64>, Vec<Value>, Vec<Value>) {
 
 #[test]
 fn a_clean_conversation_salvages_to_its_export() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     let export = env.ok(&["export", CONV], b"");
     let out = env.ok(&["export", CONV, "--salvage"], b"");
     assert_eq!(export, out, "nothing damaged: the salvage is the export");
@@ -53,7 +46,7 @@ fn a_clean_conversation_salvages_to_its_export() {
 
 #[test]
 fn a_flipped_byte_in_a_middle_record_loses_that_record_only() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     let log = log_path(&env);
     let mut bytes = std::fs::read(&log).unwrap();
     let at = bytes
@@ -83,7 +76,7 @@ fn a_flipped_byte_in_a_middle_record_loses_that_record_only() {
 
 #[test]
 fn a_damaged_header_length_is_never_trusted() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     let log = log_path(&env);
     let mut bytes = std::fs::read(&log).unwrap();
     // seq 10's record header: its body_len (bytes 32..36 of the record) made huge.
@@ -101,7 +94,7 @@ fn a_damaged_header_length_is_never_trusted() {
 
 #[test]
 fn a_log_cut_inside_acknowledged_commits_salvages_the_prefix_and_names_the_lost_seqs() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     let log = log_path(&env);
     let bytes = std::fs::read(&log).unwrap();
     let at = bytes
@@ -119,7 +112,7 @@ fn a_log_cut_inside_acknowledged_commits_salvages_the_prefix_and_names_the_lost_
 
 #[test]
 fn a_flipped_bit_in_the_log_header_locks_out_nothing() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     let log = log_path(&env);
     let mut bytes = std::fs::read(&log).unwrap();
     bytes[20] ^= 0x04;
@@ -136,7 +129,7 @@ fn a_flipped_bit_in_the_log_header_locks_out_nothing() {
 
 #[test]
 fn a_missing_artifact_keeps_its_event_with_the_excerpt() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     for entry in std::fs::read_dir(env.conv_dir(CONV).join("artifacts")).unwrap() {
         std::fs::remove_file(entry.unwrap().path()).unwrap();
     }
@@ -159,7 +152,7 @@ fn a_missing_artifact_keeps_its_event_with_the_excerpt() {
 
 #[test]
 fn junk_appended_is_marked_and_loses_nothing() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     let log = log_path(&env);
     let mut bytes = std::fs::read(&log).unwrap();
     bytes.extend_from_slice(b"junk junk ctxR junk");
@@ -173,7 +166,7 @@ fn junk_appended_is_marked_and_loses_nothing() {
 
 #[test]
 fn the_damage_error_names_the_salvage() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     let log = log_path(&env);
     let mut bytes = std::fs::read(&log).unwrap();
     let at = bytes
@@ -193,7 +186,7 @@ fn the_damage_error_names_the_salvage() {
 
 #[test]
 fn import_refuses_a_damaged_line_and_names_it() {
-    let env = fixture();
+    let env = Env::with_five_commits(CONV);
     let log = log_path(&env);
     let mut bytes = std::fs::read(&log).unwrap();
     let at = bytes

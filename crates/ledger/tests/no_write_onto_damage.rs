@@ -21,16 +21,22 @@ fn open(dir: &std::path::Path) -> Ledger {
     Ledger::open(dir, &Options::default()).unwrap().0
 }
 
-/// Opens a writer over three commits and hands it, and the log's path, to `damage`; then a
-/// fourth commit must be refused as corruption, and the log must be as `damage` left it.
-fn refused_after(damage: impl FnOnce(&std::path::Path)) -> Error {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut ledger = open(tmp.path());
+/// A writer over `dir` holding three commits ("question i" / "answer i").
+fn three_commits(dir: &std::path::Path) -> Ledger {
+    let mut ledger = open(dir);
     for i in 0..3 {
         ledger
             .commit(&turn(&format!("question {i}"), &format!("answer {i}")))
             .unwrap();
     }
+    ledger
+}
+
+/// Opens a writer over three commits and hands it, and the log's path, to `damage`; then a
+/// fourth commit must be refused as corruption, and the log must be as `damage` left it.
+fn refused_after(damage: impl FnOnce(&std::path::Path)) -> Error {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut ledger = three_commits(tmp.path());
     let log = tmp.path().join("ledger.log");
     damage(&log);
     let before = std::fs::read(&log).unwrap();
@@ -79,12 +85,7 @@ fn a_damaged_last_record_refuses_the_next_commit() {
 #[test]
 fn a_damaged_middle_record_is_not_seen_by_the_append_check() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut ledger = open(tmp.path());
-    for i in 0..3 {
-        ledger
-            .commit(&turn(&format!("question {i}"), &format!("answer {i}")))
-            .unwrap();
-    }
+    let mut ledger = three_commits(tmp.path());
     let log = tmp.path().join("ledger.log");
     let mut bytes = std::fs::read(&log).unwrap();
     let at = bytes.windows(10).position(|w| w == b"question 1").unwrap();

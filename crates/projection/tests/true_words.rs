@@ -72,19 +72,28 @@ fn clipped_body(policy: Policy, format: WireFormat, recall_tool: bool) -> String
     ]);
     let mut b = ProjectionRequest::builder();
     b.model("m").format(format).policy(policy).max_bytes(2_000);
+    let p = project_offering(&events, b, recall_tool);
+    assert_eq!(p.report.clips.len(), 1, "{:?}", p.report);
+    String::from_utf8(p.body).unwrap()
+}
+
+/// Projects `events` with the request `b` builds, offering the recall tool if `recall_tool`.
+fn project_offering(
+    events: &[ctxlog_event::Event],
+    mut b: ctxlog_projection::ProjectionRequestBuilder,
+    recall_tool: bool,
+) -> ctxlog_projection::Projection {
     if recall_tool {
         b.tools(vec![
             json!({"type":"function","name":"recall","parameters":{},"strict":false}),
         ]);
     }
-    let p = project(
-        &SliceHistory::new(&events),
+    project(
+        &SliceHistory::new(events),
         &b.build().unwrap(),
         &mut SizeCache::new(),
     )
-    .unwrap();
-    assert_eq!(p.report.clips.len(), 1, "{:?}", p.report);
-    String::from_utf8(p.body).unwrap()
+    .unwrap()
 }
 
 #[test]
@@ -169,18 +178,7 @@ fn failed_step_body(format: WireFormat, recall_tool: bool) -> String {
     ]);
     let mut b = ProjectionRequest::builder();
     b.model("m").format(format).policy(Policy::Agent);
-    if recall_tool {
-        b.tools(vec![
-            json!({"type":"function","name":"recall","parameters":{},"strict":false}),
-        ]);
-    }
-    let p = project(
-        &SliceHistory::new(&events),
-        &b.build().unwrap(),
-        &mut SizeCache::new(),
-    )
-    .unwrap();
-    String::from_utf8(p.body).unwrap()
+    String::from_utf8(project_offering(&events, b, recall_tool).body).unwrap()
 }
 
 #[test]

@@ -146,10 +146,11 @@ pub fn spawn_server(mut cmd: Command) -> (Child, BufReader<ChildStderr>, String)
 }
 
 impl Env {
-    /// The damage tests' conversation: five commits with ids t1 (seqs 1-2), t2 (3-6, a 29 KB
-    /// tool result stored as an artifact at seq 5), t3 (7-9, a pinned note), t4 (10-11), t5
-    /// (12-13).
-    pub fn five_commits(&self, conv: &str) {
+    /// A new store holding the damage tests' conversation `conv`: five commits with ids t1
+    /// (seqs 1-2), t2 (3-6, a 29 KB tool result stored as an artifact at seq 5), t3 (7-9, a
+    /// pinned note), t4 (10-11), t5 (12-13).
+    pub fn with_five_commits(conv: &str) -> Env {
+        let env = Env::new();
         let big = "tool output line\n".repeat(1_800);
         let turns = [
             serde_json::json!({"events":[{"kind":"user","text":"first question"},
@@ -168,7 +169,8 @@ impl Env {
         ];
         for (i, turn) in turns.iter().enumerate() {
             let id = format!("t{}", i + 1);
-            self.ok(&["commit", conv, "--id", &id], turn.to_string().as_bytes());
+            env.ok(&["commit", conv, "--id", &id], turn.to_string().as_bytes());
         }
+        env
     }
 }

@@ -208,13 +208,11 @@ impl LogRequest {
     /// not an error; the response holds the events that exist.
     ///
     /// # Errors
-    /// [`Error::InvalidRequest`] for `from` 0, `to` before `from`, or a range over
-    /// [`MAX_LOG_PAGE`] events.
+    /// [`Error::InvalidRequest`] for `to` before `from` or a range over [`MAX_LOG_PAGE`]
+    /// events; `from` 0 is refused by the log operation itself, in the words every front end
+    /// gives.
     pub fn range(conversation: String, from: u64, to: u64) -> Result<Self> {
         let invalid = |reason: String| Err(Error::InvalidRequest { reason });
-        if from == 0 {
-            return invalid("from_seq must be 1 or more: seqs start at 1".into());
-        }
         if to < from {
             return invalid(format!(
                 "to_seq ({to}) is before from_seq ({from}): give from_seq <= to_seq"

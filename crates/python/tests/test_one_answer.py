@@ -1,12 +1,14 @@
 """One answer per request: the same bad request, sent through the command line, the HTTP
-server and the Python package, gets the same error class and the same message from all
-three, because each rule lives once, in the operations layer. A front end may add its own
+server, the Python package and (for the requests its read-only tools can make) the MCP server,
+gets the same error class and the same message from all of them, because each rule lives once,
+in the operations layer. A front end may add its own
 remedy after the message (the CLI's hint), and the server keeps store paths out of its
 messages; the core, the operation's own words, is the same.
 
 Each case states the request once per front end (the way that front end spells it) and the
-class all three must answer with."""
+class all must answer with."""
 
+import asyncio
 import json
 import re
 import subprocess
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp_types import TextContent
 
 import ctxlog
 from conftest import cli_binary
@@ -35,6 +39,8 @@ class Case:
     http: Tuple[str, str, Optional[Dict[str, Any]]]
     py: Callable[[ctxlog.Store], object]
     stdin: bytes = b""
+    # The MCP tool and its arguments, for requests the MCP tools can make.
+    mcp: Optional[Tuple[str, Dict[str, Any]]] = None
 
 
 def chat(store: ctxlog.Store) -> ctxlog.Conversation:
@@ -67,19 +73,23 @@ CASES = [
     Case("recall: limit 0", "usage",
          ["recall", CONV, "zebra", "--limit", "0"],
          ("POST", f"/v1/conversations/{CONV}/recall", {"query": "zebra", "limit": 0}),
-         lambda s: chat(s).recall("zebra", limit=0)),
+         lambda s: chat(s).recall("zebra", limit=0),
+         mcp=("recall", {"conversation": CONV, "query": "zebra", "limit": 0})),
     Case("recall: limit over the maximum", "usage",
          ["recall", CONV, "zebra", "--limit", "51"],
          ("POST", f"/v1/conversations/{CONV}/recall", {"query": "zebra", "limit": 51}),
-         lambda s: chat(s).recall("zebra", limit=51)),
+         lambda s: chat(s).recall("zebra", limit=51),
+         mcp=("recall", {"conversation": CONV, "query": "zebra", "limit": 51})),
     Case("recall: seq 0", "usage",
          ["recall", CONV, "--seq", "0"],
          ("POST", f"/v1/conversations/{CONV}/recall", {"seq": 0}),
-         lambda s: chat(s).recall(seq=0)),
+         lambda s: chat(s).recall(seq=0),
+         mcp=("recall", {"conversation": CONV, "seq": 0})),
     Case("log: from seq 0", "usage",
          ["log", CONV, "--from", "0"],
          ("GET", f"/v1/conversations/{CONV}/events?from=0", None),
-         lambda s: chat(s).log(start=0)),
+         lambda s: chat(s).log(start=0),
+         mcp=("read", {"conversation": CONV, "from_seq": 0, "to_seq": 2})),
     Case("erase: a range starting at seq 0", "usage",
          ["erase", CONV, "--seqs", "0-2"],
          ("POST", f"/v1/conversations/{CONV}/erase", {"target": {"seqs": {"from": 0, "to": 2}}}),
@@ -105,11 +115,13 @@ CASES = [
     Case("name: not allowed characters", "usage",
          ["log", "bad.name"],
          ("GET", "/v1/conversations/bad.name/events", None),
-         lambda s: s.conversation("bad.name").log()),
+         lambda s: s.conversation("bad.name").log(),
+         mcp=("read", {"conversation": "bad.name", "from_seq": 1, "to_seq": 2})),
     Case("name: no such conversation", "not_found",
          ["log", "nosuch"],
          ("GET", "/v1/conversations/nosuch/events", None),
-         lambda s: s.conversation("nosuch").log()),
+         lambda s: s.conversation("nosuch").log(),
+         mcp=("read", {"conversation": "nosuch", "from_seq": 1, "to_seq": 2})),
     Case("commit: an unknown event kind", "bad_input",
          ["commit", CONV],
          ("POST", f"/v1/conversations/{CONV}/commits",
@@ -198,6 +210,25 @@ def via_python(root: Path, case: Case) -> Tuple[str, str]:
     return str(getattr(raised.value, "error_class")), str(raised.value)
 
 
+def via_mcp(root: Path, case: Case) -> Tuple[str, str]:
+    """`ctxlog mcp` over stdio, driven by the official MCP client: a refused request is a
+    tool error whose one text block reads `CLASS: MESSAGE`."""
+    assert case.mcp is not None
+    tool, arguments = case.mcp
+    params = StdioServerParameters(command=str(cli_binary()), args=["--root", str(root), "mcp"])
+
+    async def call() -> str:
+        async with Client(params, mode="legacy") as client:
+            result = await client.call_tool(tool, arguments)
+        assert result.is_error is True, f"{case.name}: the MCP tool accepted it"
+        [block] = result.content
+        assert isinstance(block, TextContent)
+        return block.text
+
+    cls, _, message = asyncio.run(call()).partition(": ")
+    return cls, message
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_one_answer_per_request(case: Case, server: str, tmp_path: Path) -> None:
     root = tmp_path / "store"
@@ -207,6 +238,8 @@ def test_one_answer_per_request(case: Case, server: str, tmp_path: Path) -> None
         "http": via_http(server, case),
         "python": via_python(root, case),
     }
+    if case.mcp is not None:
+        answers["mcp"] = via_mcp(root, case)
     classes = {front: cls for front, (cls, _) in answers.items()}
     assert set(classes.values()) == {case.cls}, classes
     cores = {front: core(message) for front, (_, message) in answers.items()}

@@ -64,6 +64,22 @@ def test_the_tour(store: ctxlog.Store) -> None:
     assert index["state"] == "ok" and index["pages"] > 0
 
 
+def test_a_long_reply_is_one_hit_naming_its_other_pages(store: ctxlog.Store) -> None:
+    chat = store.conversation("long")
+    # About 4 pages of 2,048 characters, each saying "deployment".
+    reply = " ".join(f"Step {i}: the deployment runs the migration script." for i in range(150))
+    chat.commit(user="How do we ship it?", assistant=reply)
+    chat.commit(user="Thanks", assistant="Any time.")
+    hits = chat.recall("deployment migration", limit=10)["hits"]
+    seqs = [h["seq"] for h in hits]
+    assert seqs[0] == 2 and len(seqs) == len(set(seqs)), seqs
+    hit = hits[0]
+    assert hit["pages"] >= 3
+    others = hit["other_pages"]
+    assert hit["page"] not in others
+    assert sorted(others + [hit["page"]]) == list(range(hit["pages"]))
+
+
 def test_body_as_a_dict_for_an_sdk(store: ctxlog.Store) -> None:
     chat = store.conversation("sdk")
     chat.commit(user="hi", assistant="hello")

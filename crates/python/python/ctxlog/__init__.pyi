@@ -198,7 +198,10 @@ class Conversation:
         seq: Optional[int] = None,
         offset: int = 0,
     ) -> JsonDict:
-        """Searches the history: {"query", "hits", "next_offset", "note"}."""
+        """Searches the history: {"query", "hits", "next_offset", "note"}. Each hit is
+        {"seq", "kind", "tool"?, "status"?, "page", "pages", "char_start", "char_end", "ts_ms",
+        "score", "text", "other_pages"?}: a ranked search returns one hit per event, its best
+        page, and names the event's other matching pages in "other_pages"."""
     def erase(
         self,
         *,

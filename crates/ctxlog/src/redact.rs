@@ -432,15 +432,34 @@ impl Redactor {
     }
 
     /// Redacts every string inside `value` (object keys too: a secret is a secret anywhere).
+    ///
+    /// Two keys can redact to the same marker (two different keys of one kind, or a key that
+    /// already reads like the marker): no value is dropped for it. Keys without a secret keep
+    /// their names; a redacted key that would collide gets ` #2`, ` #3`, … after its marker.
     fn redact_json(&self, value: &mut serde_json::Value) {
         match value {
             serde_json::Value::String(s) => self.redact_in_place(s),
             serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
             serde_json::Value::Object(map) => {
-                let entries = std::mem::take(map);
-                for (key, mut v) in entries {
+                let mut redacted_keys = Vec::new();
+                for (key, mut v) in std::mem::take(map) {
                     self.redact_json(&mut v);
-                    map.insert(self.redact(&key).into_owned(), v);
+                    match self.redact(&key) {
+                        Cow::Borrowed(_) => {
+                            map.insert(key, v);
+                        }
+                        Cow::Owned(marker) => redacted_keys.push((marker, v)),
+                    }
+                }
+                for (marker, v) in redacted_keys {
+                    let mut key = marker.clone();
+                    for n in 2.. {
+                        if !map.contains_key(&key) {
+                            break;
+                        }
+                        key = format!("{marker} #{n}");
+                    }
+                    map.insert(key, v);
                 }
             }
             _ => {}
@@ -596,5 +615,37 @@ mod tests {
         let out = serde_json::to_string(&*r.redact_commit(&commit)).unwrap();
         assert!(!out.contains(key), "{out}");
         assert!(out.contains("[redacted:openai-key]"), "{out}");
+    }
+
+    #[test]
+    fn keys_that_redact_to_one_marker_keep_every_value() {
+        let r = plain();
+        let (a, b) = (
+            "sk-AbCdEfGhIjKlMnOpQrStUvWx12",
+            "sk-ZyXwVuTsRqPoNmLkJiHgFeDc98",
+        );
+        let mut value = serde_json::json!({
+            a: 1,
+            b: 2,
+            "[redacted:openai-key]": 3,
+            "plain": {a: 4},
+        });
+        r.redact_json(&mut value);
+        let mut values: Vec<i64> = value
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.starts_with("[redacted:openai-key]"))
+            .map(|(_, v)| v.as_i64().unwrap())
+            .collect();
+        values.sort_unstable();
+        assert_eq!(values, [1, 2, 3], "{value}");
+        // The key that was written as the marker keeps its name; the redacted ones give way.
+        assert_eq!(value["[redacted:openai-key]"], 3, "{value}");
+        assert_eq!(
+            value["plain"],
+            serde_json::json!({"[redacted:openai-key]": 4})
+        );
+        assert!(!value.to_string().contains("sk-"), "{value}");
     }
 }

@@ -672,6 +672,7 @@ impl PgLedger {
                 to: b,
                 at_ms,
                 reason: reason.to_string(),
+                loss_offset: None,
             };
             new_bytes += insert_run(q, &self.name, &run)?;
             q.exec(

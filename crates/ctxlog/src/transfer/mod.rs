@@ -158,11 +158,12 @@ pub(crate) struct Parsed {
     pub refused: Option<String>,
 }
 
-/// The tombstone an incoming event is (an export's erased range), if it is one.
+/// The tombstone an incoming event is (an export's erased range, or its loss record), if it
+/// is one.
 fn as_tombstone(body: &EventBody) -> Option<Tombstone> {
     match body {
         EventBody::System {
-            marker: SystemMarker::Tombstone { from, .. },
+            marker: SystemMarker::Tombstone { from, .. } | SystemMarker::Loss { from, .. },
         } => Tombstone::of(*from, body),
         _ => None,
     }

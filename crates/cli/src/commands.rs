@@ -305,6 +305,12 @@ fn verify_text(response: &VerifyResponse) -> String {
             report.erased
         ));
     }
+    if report.lost > 0 {
+        text.push_str(&format!(
+            "lost: {} seqs covered by loss records (damage given up by a repair; `ctxlog log` shows when and why)\n",
+            report.lost
+        ));
+    }
     if report.torn_tail_bytes > 0 {
         text.push_str(&format!(
             "torn tail: {} bytes after the last complete commit ({}); the next writer cuts them and saves them under recovered/\n",

@@ -365,6 +365,10 @@ impl CoverageCheck {
     pub fn erased(&self) -> u64 {
         self.0.erased
     }
+    /// Seqs covered by loss records so far (docs/design.md#l11-repair).
+    pub fn lost(&self) -> u64 {
+        self.0.lost
+    }
 }
 
 /// A fresh random ledger id, 32 hex digits.

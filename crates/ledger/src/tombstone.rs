@@ -256,6 +256,9 @@ pub(crate) struct Coverage {
     open: Option<(u64, u64, i64, bool)>,
     /// Seqs covered by tombstones (tombstones included).
     pub erased: u64,
+    /// Seqs covered by loss records (loss records included): lost to damage, given up by a
+    /// repair.
+    pub lost: u64,
 }
 
 impl Coverage {
@@ -265,7 +268,7 @@ impl Coverage {
         let silent = cover(body).is_some_and(|(.., reason, _)| reason.is_empty());
         if let Some((from, to, at, loss)) = self.open {
             if marker == Some((from, to, at, loss)) && is_placeholder(seq, body) && silent {
-                self.erased += 1;
+                self.count(loss);
                 if seq == to {
                     self.open = None;
                 }
@@ -281,12 +284,20 @@ impl Coverage {
             ));
         }
         if let (Some((from, to)), Some(open)) = (lead_range(seq, body), marker) {
-            self.erased += 1;
+            self.count(open.3);
             if to > from {
                 self.open = Some(open);
             }
         }
         Ok(())
+    }
+
+    fn count(&mut self, loss: bool) {
+        if loss {
+            self.lost += 1;
+        } else {
+            self.erased += 1;
+        }
     }
 
     /// Fails when the last tombstone covers seqs past the end of the log.

@@ -326,7 +326,7 @@ fn verify_text(response: &VerifyResponse) -> String {
     }
     if !report.recovered.is_empty() {
         text.push_str(&format!(
-            "recovered: {} file(s) kept for forensics (bytes cut by earlier opens): {}\n",
+            "recovered: {} file(s) kept for forensics (bytes cut by earlier opens or saved aside by a repair): {}\n",
             report.recovered.len(),
             report.recovered.join(", ")
         ));

@@ -149,8 +149,10 @@ pub fn repair_with(
         return Ok(report);
     }
     if report.needed {
-        let created = LogHeader::decode(&read(log.as_ref(), 0, LOG_HEADER_LEN as u64)?)
-            .map_or_else(|_| now_ms(), |h| h.created_ms);
+        let created = read(log.as_ref(), 0, LOG_HEADER_LEN as u64)
+            .ok()
+            .and_then(|b| LogHeader::decode(&b).ok())
+            .map_or_else(now_ms, |h| h.created_ms);
         save_aside(st, log.as_ref(), &mut report)?;
         let id = new_ledger_id();
         write_log(st, log.as_ref(), &items, id, created, syncs)?;

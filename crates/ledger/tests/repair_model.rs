@@ -13,12 +13,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use common::*;
 use ctxlog_ledger::{
     Error, EventBody, Ledger, LedgerRead, NewCommit, Options, SyncMode, SystemMarker, repair_with,
 };
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 fn options() -> Options {
     let mut o = Options::default();
@@ -142,9 +142,7 @@ fn run(kinds: &[(u8, bool)], damages: &[Damage]) -> Result<(), TestCaseError> {
                 prop_assert!(!lost, "seq {s} of an intact commit lost\n{report:?}");
                 let (o, end) = span_of(&records, &ends, s);
                 prop_assert!(
-                    new_log
-                        .windows(end - o)
-                        .any(|w| w == &original[o..end]),
+                    new_log.windows(end - o).any(|w| w == &original[o..end]),
                     "seq {s} not kept byte for byte"
                 );
             }

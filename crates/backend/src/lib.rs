@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use ctxlog_ledger::{
     CommitReceipt, ErasureReport, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport,
-    SalvageReport, Salvaged, VerifyReport,
+    RepairReport, SalvageReport, Salvaged, VerifyReport,
 };
 use serde::{Deserialize, Serialize};
 
@@ -202,6 +202,23 @@ pub trait Backend: Send + Sync + Debug {
         Err(Error::InvalidRequest {
             reason: format!(
                 "conversation \"{name}\" is damaged and this store cannot erase it whole"
+            ),
+        })
+    }
+    /// Plans the repair of `name` (docs/design.md#l11-repair) and, with `accept_loss`, carries
+    /// it out: every intact record kept, every lost seq covered by a loss record, the damaged
+    /// bytes saved aside, the sidecars rebuilt ([`ctxlog_ledger::repair_with`]). The caller
+    /// has closed every handle it holds on `name`. The default refuses.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`ctxlog_ledger::Error::Locked`] when another process writes it;
+    /// I/O.
+    fn repair(&self, name: &ConversationName, accept_loss: bool) -> Result<RepairReport> {
+        let _ = accept_loss;
+        Err(Error::InvalidRequest {
+            reason: format!(
+                "this store cannot repair conversation \"{name}\" yet; `export --salvage` \
+                 writes its intact records"
             ),
         })
     }

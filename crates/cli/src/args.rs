@@ -155,6 +155,19 @@ pub enum Command {
     Demo,
     /// Delete and rebuild the conversation's recall index from the ledger (repairs a damaged one).
     Reindex(ConvArg),
+    /// Repair a damaged conversation (read `ctxlog verify CONV` first): a dry run by default.
+    ///
+    /// Prints the plan: the seqs kept (every intact record, also those after the damage), the
+    /// seqs lost, the commits and idempotency ids affected (a commit cut by damage keeps its
+    /// intact records only if its tool calls and results still pair up), the bytes to save
+    /// aside. Changes nothing unless --accept-loss, which rewrites the log atomically: every
+    /// lost seq is covered by a loss record (shown by `ctxlog log`; seqs are never handed out
+    /// again and replaying a lost commit's id exits 7), the damaged bytes are saved under
+    /// recovered/, the sidecars and the recall index are rebuilt. With --json: {"applied",
+    /// "needed","kept","kept_seqs","lost":[{"from","to","offset","reason"}],"lost_seqs",
+    /// "last_seq","commits":[{"first_seq","last_seq","id","id_sha256","kept","outcome"}],
+    /// "damaged","saved_aside":[{"offset","bytes","file"}],"bytes_saved","ledger_id",…}.
+    Repair(RepairArgs),
     /// Erase a turn, a seq range or a whole conversation: the data is removed from every file.
     ///
     /// The ledger is rewritten without it (seqs are kept; the range becomes a tombstone that
@@ -297,6 +310,15 @@ fn seq_range(s: &str) -> Result<(u64, u64), String> {
 pub struct ConvArg {
     /// The conversation name: 1-64 characters from A-Z a-z 0-9 _ -
     pub conversation: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The conversation name: 1-64 characters from A-Z a-z 0-9 _ -
+    pub conversation: String,
+    /// Carry the plan out (without it: a dry run that changes nothing) [default: false]
+    #[arg(long)]
+    pub accept_loss: bool,
 }
 
 #[derive(Debug, Args)]

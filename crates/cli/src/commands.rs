@@ -5,13 +5,13 @@ use std::path::Path;
 use ctxlog::ops::{
     CommitRequest, CountRequest, EraseRequest, EraseTarget, ExportRequest, GcRequest,
     ImportRequest, ListRequest, LogRequest, ProjectRequest, RecallIndexCheck, RecallRequest,
-    ReindexRequest, VerifyRequest, VerifyResponse,
+    ReindexRequest, RepairRequest, RepairResponse, VerifyRequest, VerifyResponse,
 };
 use ctxlog::{Event, EventBody, Store};
 
 use crate::args::{
     Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, ExportArgs, GcArgs, ImportArgs,
-    LogArgs, ProjectArgs, RecallArgs, ServeArgs,
+    LogArgs, ProjectArgs, RecallArgs, RepairArgs, ServeArgs,
 };
 use crate::output::{self, Failure};
 
@@ -41,6 +41,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Count(args) => count(&store()?, args),
         Command::Recall(args) => recall(&store()?, args),
         Command::Reindex(args) => reindex(&store()?, args),
+        Command::Repair(args) => repair(&store()?, args, json),
         Command::Erase(args) => erase(&store()?, args),
         Command::List => list(&store()?, json),
         Command::Export(args) => export(&store()?, args),
@@ -200,6 +201,89 @@ fn verify(store: &Store, args: ConvArg, json: bool) -> Result<(), Failure> {
     )))
 }
 
+fn repair(store: &Store, args: RepairArgs, json: bool) -> Result<(), Failure> {
+    let report = store.repair(&RepairRequest {
+        conversation: args.conversation.clone(),
+        accept_loss: args.accept_loss,
+    })?;
+    if json {
+        output::json_line(&report)
+    } else {
+        output::stdout(repair_text(&args.conversation, &report).as_bytes())
+    }
+}
+
+/// The human-readable repair plan (or what was done): a summary line, then one line per
+/// kept run, lost run, affected commit and saved range, then the next step.
+fn repair_text(conv: &str, r: &RepairResponse) -> String {
+    let spans = |runs: &[(u64, u64)]| {
+        let parts: Vec<String> = runs.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    };
+    let mut text = match (r.needed, r.applied) {
+        (false, _) => format!(
+            "nothing to repair in the log: {} seqs intact; the sidecar indexes {}\n",
+            r.kept_seqs,
+            if r.sidecars_rebuilt && r.applied {
+                "were rebuilt"
+            } else {
+                "are rebuilt by --accept-loss"
+            }
+        ),
+        (true, false) => format!("repair plan (dry run, nothing changed) for {conv}:\n"),
+        (true, true) => format!("repaired {conv}:\n"),
+    };
+    if let Some(problem) = &r.header_problem {
+        text.push_str(&format!("log header: {problem} (rewritten)\n"));
+    }
+    if r.needed {
+        text.push_str(&format!(
+            "kept: {} seqs ({})\n",
+            r.kept_seqs,
+            spans(&r.kept)
+        ));
+        text.push_str(&format!("lost: {} seqs\n", r.lost_seqs));
+    }
+    for l in &r.lost {
+        text.push_str(&format!(
+            "  seqs {}-{}: damage at byte offset {}: {}\n",
+            l.from, l.to, l.offset, l.reason
+        ));
+    }
+    for c in &r.commits {
+        let id =
+            c.id.clone()
+                .or_else(|| c.id_sha256.as_ref().map(|h| format!("sha256:{h}")))
+                .unwrap_or_else(|| "(no id)".into());
+        text.push_str(&format!(
+            "commit at seq {} {id}: {}\n",
+            c.first_seq, c.outcome
+        ));
+    }
+    for s in &r.saved_aside {
+        text.push_str(&format!(
+            "saved aside: {} bytes from offset {}{}\n",
+            s.bytes,
+            s.offset,
+            s.file
+                .as_ref()
+                .map(|f| format!(" to {f}"))
+                .unwrap_or_default()
+        ));
+    }
+    if r.needed && !r.applied {
+        text.push_str(&format!(
+            "run `ctxlog repair {conv} --accept-loss` to carry it out: lost seqs get a loss \
+             record and are never reused\n"
+        ));
+    }
+    text
+}
+
 /// The human-readable verify report: a summary line, then one line per finding.
 fn verify_text(response: &VerifyResponse) -> String {
     let report = &response.ledger;
@@ -221,6 +305,12 @@ fn verify_text(response: &VerifyResponse) -> String {
             report.erased
         ));
     }
+    if report.lost > 0 {
+        text.push_str(&format!(
+            "lost: {} seqs covered by loss records (damage given up by a repair; `ctxlog log` shows when and why)\n",
+            report.lost
+        ));
+    }
     if report.torn_tail_bytes > 0 {
         text.push_str(&format!(
             "torn tail: {} bytes after the last complete commit ({}); the next writer cuts them and saves them under recovered/\n",
@@ -236,7 +326,7 @@ fn verify_text(response: &VerifyResponse) -> String {
     }
     if !report.recovered.is_empty() {
         text.push_str(&format!(
-            "recovered: {} file(s) kept for forensics (bytes cut by earlier opens): {}\n",
+            "recovered: {} file(s) kept for forensics (bytes cut by earlier opens or saved aside by a repair): {}\n",
             report.recovered.len(),
             report.recovered.join(", ")
         ));

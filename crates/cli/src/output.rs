@@ -67,6 +67,7 @@ impl From<Error> for Failure {
             ErrorClass::Locked | ErrorClass::Busy => 4,
             ErrorClass::Corrupt => 5,
             ErrorClass::Conflict => 6,
+            ErrorClass::Lost => 7,
             _ => 1,
         };
         let kind = e.class().name();

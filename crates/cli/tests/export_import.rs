@@ -251,3 +251,40 @@ fn an_import_killed_part_way_re_runs_into_the_same_name() {
     assert_eq!(env.ok(&["export", "copy"], b""), export);
     env.ok(&["verify", "copy"], b"");
 }
+
+/// Regression: an import whose first record is a tombstone was checked against an empty
+/// ledger, so it could never continue a conversation (a tombstone filling a gap), and its
+/// message named "next seq (1)". The tombstone is checked where it lands: at the
+/// conversation's next seq it is written; elsewhere the message names that next seq.
+#[test]
+fn a_tombstone_continues_a_conversation_at_its_next_seq() {
+    let env = Env::new();
+    for i in 1..=3 {
+        env.commit("chat", &format!("q{i}"), &format!("a{i}"));
+    }
+    env.ok(&["erase", "chat", "--seqs", "3-4"], b"");
+    let export = String::from_utf8(env.ok(&["export", "chat"], b"")).unwrap();
+    let lines: Vec<&str> = export.lines().collect();
+    let file = |name: &str, picked: &[&str]| {
+        let path = env.root().join(name);
+        std::fs::write(&path, picked.join("\n") + "\n").unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let head = file("head.jsonl", &lines[..2]);
+    env.ok(&["import", "copy", &head], b"");
+    // Out of place (the copy's next seq is 3, the tombstone is shifted to 5): refused,
+    // naming the real next seq, nothing written.
+    let shifted = lines[2].replace("\"from\":3,\"to\":4", "\"from\":5,\"to\":6");
+    let shifted = shifted.replace("\"seq\":3", "\"seq\":5");
+    let bad = file("bad.jsonl", &[&shifted]);
+    let out = env.run(&["import", "copy", &bad], b"");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("next seq (3)"), "{}", stderr(&out));
+    // In place: the tombstone and the rest continue the copy, which then exports the same.
+    let rest = file("rest.jsonl", &lines[2..]);
+    env.ok(&["import", "copy", &rest], b"");
+    assert_eq!(
+        String::from_utf8(env.ok(&["export", "copy"], b"")).unwrap(),
+        export
+    );
+}

@@ -110,6 +110,9 @@ pub enum ErrorClass {
     Corrupt,
     /// The commit id was used before with different content (CLI exit 6).
     Conflict,
+    /// The commit id names a commit lost to damage and given up by `repair --accept-loss`;
+    /// its seqs are never handed out again (CLI exit 7, HTTP 410; docs/design.md#l11-repair).
+    Lost,
     /// The conversation does not exist (CLI exit 1).
     NotFound,
     /// The store's database cannot be reached (down, restarting, connection lost); nothing
@@ -134,6 +137,7 @@ impl ErrorClass {
             ErrorClass::Busy => "busy",
             ErrorClass::Corrupt => "corrupt",
             ErrorClass::Conflict => "conflict",
+            ErrorClass::Lost => "lost",
             ErrorClass::NotFound => "not_found",
             ErrorClass::Unavailable => "unavailable",
             ErrorClass::IndexDamaged => "index_damaged",
@@ -306,6 +310,7 @@ fn ledger_class(e: &ctxlog_ledger::Error) -> ErrorClass {
             ErrorClass::Corrupt
         }
         L::Conflict { .. } => ErrorClass::Conflict,
+        L::Lost { .. } => ErrorClass::Lost,
         L::BadRange { .. } => ErrorClass::Usage,
         L::InvalidCommit { .. } | L::TooLarge { .. } | L::BadArtifactRef { .. } => {
             ErrorClass::BadInput
@@ -361,8 +366,9 @@ impl From<ctxlog_backend::Error> for Error {
 pub fn damage_hint(conversation: &str) -> String {
     format!(
         "the conversation is damaged: run `ctxlog verify {conversation}` to see what was found, \
-         and `ctxlog export {conversation} --salvage` to get every intact record out (it changes \
-         nothing)"
+         `ctxlog export {conversation} --salvage` to get every intact record out (it changes \
+         nothing), then `ctxlog repair {conversation}` to see the repair plan and `ctxlog repair \
+         {conversation} --accept-loss` to carry it out"
     )
 }
 
@@ -370,8 +376,9 @@ pub fn damage_hint(conversation: &str) -> String {
 pub fn damage_hint_http(conversation: &str) -> String {
     format!(
         "the conversation is damaged: POST /v1/conversations/{conversation}/verify says what was \
-         found, and GET /v1/conversations/{conversation}/export?salvage=true gives every intact \
-         record (it changes nothing)"
+         found, GET /v1/conversations/{conversation}/export?salvage=true gives every intact \
+         record (it changes nothing), and POST /v1/conversations/{conversation}/repair plans a \
+         repair ({{\"accept_loss\": true}} carries it out)"
     )
 }
 

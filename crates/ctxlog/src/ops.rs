@@ -14,6 +14,7 @@
 //! | commit | [`CommitRequest`] | [`CommitReceipt`]: `{"first_seq","last_seq","replayed"}` |
 //! | log | [`LogRequest`] | [`LogResponse`]: `{"last_seq","events":[Event…]}` |
 //! | verify | [`VerifyRequest`] | [`VerifyResponse`]: `verdict`, the ledger's [`VerifyReport`] and `recall_index` |
+//! | repair | [`RepairRequest`] | [`RepairResponse`]: the plan (`kept`, `lost`, `commits`, `saved_aside`, …) and whether it was `applied` |
 //! | project | [`ProjectRequest`] | [`Projection`]: the exact body bytes and the report |
 //! | count | [`CountRequest`] | [`Count`]: `{"bytes","tokens","tokenizer",…}` |
 //! | recall | [`RecallRequest`] | [`RecallResult`]: `{"query","hits","next_offset","note"}` |
@@ -245,6 +246,22 @@ pub struct VerifyRequest {
     /// The conversation's name.
     pub conversation: String,
 }
+
+/// Repair a damaged conversation (docs/design.md#l11-repair): a dry run that plans and changes
+/// nothing unless `accept_loss`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RepairRequest {
+    /// The conversation's name.
+    pub conversation: String,
+    /// Carry the plan out: keep every intact record, cover every lost seq with a loss record,
+    /// save the damaged bytes under `recovered/`, rebuild the sidecars and the recall index
+    /// [default: false, a dry run].
+    pub accept_loss: bool,
+}
+
+/// What a repair found and did, or in a dry run would do.
+pub use ctxlog_ledger::RepairReport as RepairResponse;
 
 /// Build the exact request body for one model call (docs/design.md#5-projection).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

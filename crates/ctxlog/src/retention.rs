@@ -289,7 +289,7 @@ fn units<L: LedgerView + ?Sized>(ledger: &L) -> Result<Vec<Unit>> {
 fn add_event(units: &mut Vec<Unit>, event: &ctxlog_ledger::Event, last: u64) {
     let seq = event.seq;
     if let EventBody::System {
-        marker: SystemMarker::Tombstone { from, to, .. },
+        marker: SystemMarker::Tombstone { from, to, .. } | SystemMarker::Loss { from, to, .. },
     } = &event.body
         && *from == seq
     {

@@ -247,6 +247,23 @@ pub enum SystemMarker {
         /// Why, as the caller said.
         reason: String,
     },
+    /// Records that a seq range was lost to damage and given up by `ctxlog repair
+    /// --accept-loss` (docs/design.md#l11-repair): which seqs, when, where in the log the
+    /// damage lay and what it was. Laid out like a tombstone: seq `from` holds this marker,
+    /// every seq in `from+1..=to` a covered placeholder (the same marker, empty reason), so
+    /// the seq counter never goes back.
+    Loss {
+        /// First lost seq.
+        from: u64,
+        /// Last lost seq (inclusive).
+        to: u64,
+        /// When the loss was accepted, in milliseconds since the Unix epoch.
+        at_ms: i64,
+        /// Byte offset in the damaged log where the damage began.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
     /// Records that a retention policy removed a range (docs/design.md#e2-retention).
     Retention {
         /// First removed seq.

@@ -34,6 +34,22 @@ pub enum Error {
         /// The commit id.
         id: String,
     },
+    /// The commit id names a commit whose records were lost to damage and given up by a
+    /// repair (docs/design.md#l11-repair): its seqs are covered by a loss record and are
+    /// never handed out again (CLI exit 7). Nothing was written.
+    #[error(
+        "commit id {id:?} was lost: its seqs {from}-{to} were damaged and given up by `ctxlog \
+         repair --accept-loss` (see the loss record in `ctxlog log`); commit the content again \
+         under a new id if it is still wanted"
+    )]
+    Lost {
+        /// The commit id.
+        id: String,
+        /// First seq the lost commit held.
+        from: u64,
+        /// Last seq the lost commit held.
+        to: u64,
+    },
     /// The commit is not acceptable; nothing was written.
     #[error("invalid commit: {reason}")]
     InvalidCommit {
@@ -129,6 +145,11 @@ impl Error {
                 reason: reason.clone(),
             },
             Error::Conflict { id } => Error::Conflict { id: id.clone() },
+            Error::Lost { id, from, to } => Error::Lost {
+                id: id.clone(),
+                from: *from,
+                to: *to,
+            },
             Error::InvalidCommit { reason } => Error::InvalidCommit {
                 reason: reason.clone(),
             },

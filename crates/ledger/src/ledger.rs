@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::commit::Preparer;
 use crate::erase::ErasureReport;
 use crate::error::{Error, Result};
-use crate::event::{ArtifactRef, EventBody, NewCommit, SystemMarker};
+use crate::event::{ArtifactRef, EventBody, EventKind, NewCommit, SystemMarker};
 use crate::files::{io_err, now_ms};
 use crate::format::{CommitEntry, names};
 use crate::options::{Options, SyncMode};
@@ -180,10 +180,13 @@ impl Ledger {
     /// cover (`to > seq`), which `verify` rejects and a later erasure would trip over.
     /// Otherwise as [`Ledger::commit`].
     pub fn commit_marker(&mut self, marker: SystemMarker) -> Result<CommitReceipt> {
-        if matches!(marker, SystemMarker::Tombstone { .. }) {
+        if matches!(
+            marker,
+            SystemMarker::Tombstone { .. } | SystemMarker::Loss { .. }
+        ) {
             return Err(Error::invalid(
-                "tombstones are written by erase and append_tombstone only (with the placeholders \
-                 they cover)",
+                "tombstones and loss records are written by erase, repair and append_tombstone \
+                 only (with the placeholders they cover)",
             ));
         }
         let commit = NewCommit::new(vec![EventBody::System { marker }]);
@@ -207,7 +210,13 @@ impl Ledger {
     /// # fn main() -> ctxlog_ledger::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
-    /// let t = Tombstone { from: 1, to: 3, at_ms: 1_700_000_000_000, reason: "GDPR".into() };
+    /// let t = Tombstone {
+    ///     from: 1,
+    ///     to: 3,
+    ///     at_ms: 1_700_000_000_000,
+    ///     reason: "GDPR".into(),
+    ///     loss_offset: None,
+    /// };
     /// assert!(!ledger.append_tombstone(&t)?.replayed);
     /// assert!(ledger.append_tombstone(&t)?.replayed); // already there: nothing written
     /// let turn = NewCommit::new(vec![EventBody::User { text: "hi".into() }])
@@ -540,11 +549,23 @@ impl Ledger {
     }
 
     /// The receipt of an earlier commit with this id, or a conflict.
+    /// A commit whose seqs a repair gave up is [`Error::Lost`], whatever its content
+    /// (docs/design.md#l11-repair).
     fn replay(&mut self, id: &str, key: &([u8; 32], [u8; 32])) -> Result<Option<CommitReceipt>> {
-        let ids = self.ids()?;
-        ids.get(&key.0)
-            .map(|e| rules::replay(id, &key.1, &e.digest, (e.first_seq, e.last_seq)))
-            .transpose()
+        let Some(e) = self.ids()?.get(&key.0).cloned() else {
+            return Ok(None);
+        };
+        if self.state.kind(e.last_seq) == Some(EventKind::System)
+            && let Some((from, to)) =
+                crate::tombstone::lost_range(e.last_seq, &self.state.raw_event(e.last_seq)?.body)
+        {
+            return Err(Error::Lost {
+                id: id.to_string(),
+                from,
+                to,
+            });
+        }
+        rules::replay(id, &key.1, &e.digest, (e.first_seq, e.last_seq)).map(Some)
     }
 
     /// The idempotency table, loaded on first use (one read of `commits.idx`, or one scan of

@@ -51,7 +51,8 @@
 //! 6. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
 //!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
 //!    directory, writing nothing), `salvage` (every intact record of a damaged log, writing
-//!    nothing), `reader` ([`LedgerRead`], [`Reader`]).
+//!    nothing), `repair` (a damaged log rewritten to its intact records and loss records),
+//!    `reader` ([`LedgerRead`], [`Reader`]).
 //! 7. `ledger`: [`Ledger`], the one writer, which ties them together (group commit is
 //!    [`Ledger::commit_batch`]: one append and one sync for many commits).
 
@@ -104,6 +105,7 @@ mod ledger;
 mod options;
 mod reader;
 mod recovery;
+mod repair;
 pub mod rules;
 mod salvage;
 mod scan;
@@ -124,6 +126,7 @@ pub use ledger::{CommitReceipt, Ledger};
 pub use options::{Options, SyncMode};
 pub use reader::{LedgerRead, Reader};
 pub use recovery::RecoveryReport;
+pub use repair::{AffectedCommit, LostRun, RepairReport, SavedAside, repair_with};
 pub use salvage::{DamagedRange, SalvageReport, Salvaged, salvage_with};
 pub use storage::{DirStorage, FaultPlan, FaultyStorage, MemStorage, Storage, StorageFile};
 pub use validate::MAX_COMMIT_ID_BYTES;

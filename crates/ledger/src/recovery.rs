@@ -189,7 +189,18 @@ pub(crate) fn cut_tail(
 /// Writes `bytes` (cut from the log at `offset`) to `recovered/tail-<offset>-<ms>.bin`,
 /// synced, directory synced; returns its path.
 fn save_aside(st: &dyn Storage, offset: u64, bytes: &[u8]) -> Result<PathBuf> {
-    let name = format!("{}/tail-{offset}-{}.bin", names::RECOVERED, now_ms());
+    save_aside_as(st, "tail", offset, bytes)
+}
+
+/// Writes `bytes` (taken from the log at `offset`) to `recovered/<what>-<offset>-<ms>.bin`,
+/// synced, directory synced; returns its path. A repair saves its damaged bytes this way.
+pub(crate) fn save_aside_as(
+    st: &dyn Storage,
+    what: &str,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<PathBuf> {
+    let name = format!("{}/{what}-{offset}-{}.bin", names::RECOVERED, now_ms());
     let io = |n: &str| io_err(st, n);
     crate::artifact::ensure_dir(st, names::RECOVERED, true, &mut false)?;
     let mut f = crate::files::create_fresh(st, &name)?;

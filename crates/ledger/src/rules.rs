@@ -201,7 +201,8 @@ pub fn offload(body: &EventBody, threshold: u64) -> (EventBody, Option<Vec<u8>>)
 /// [`Error::InvalidCommit`] when it cannot be encoded.
 pub(crate) fn commit_meta(id: &str, digest: &[u8; 32]) -> Result<Vec<u8>> {
     serde_json::to_vec(&crate::scan::CommitMeta {
-        id: id.to_string(),
+        id: Some(id.to_string()),
+        id_sha256: None,
         digest: crate::hex::encode(digest),
     })
     .map_err(|e| Error::invalid(format!("commit id cannot be encoded: {e}")))
@@ -363,6 +364,10 @@ impl CoverageCheck {
     /// Seqs covered by tombstones so far.
     pub fn erased(&self) -> u64 {
         self.0.erased
+    }
+    /// Seqs covered by loss records so far (docs/design.md#l11-repair).
+    pub fn lost(&self) -> u64 {
+        self.0.lost
     }
 }
 

@@ -75,7 +75,29 @@ pub fn salvage_with(
     storage: Arc<dyn Storage>,
     visit: &mut dyn FnMut(Salvaged) -> Result<()>,
 ) -> Result<SalvageReport> {
-    let st = storage.as_ref();
+    salvage_scan(storage.as_ref(), visit, None)
+}
+
+/// An intact record a salvage gave (covered placeholders included), as a repair copies it:
+/// where it lies in the log and its header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeptRecord {
+    pub offset: u64,
+    pub header: RecordHeader,
+}
+
+/// Why a salvage marks a commit that never ended at the end of the log: a torn tail, never
+/// acknowledged (a repair cuts it and records no loss for it).
+pub(crate) const TORN_TAIL: &str =
+    "a commit that never ended at the end of the log (a torn tail: never acknowledged)";
+
+/// [`salvage_with`], also collecting into `kept` every intact record given (placeholders
+/// included), in log order.
+pub(crate) fn salvage_scan(
+    st: &dyn Storage,
+    visit: &mut dyn FnMut(Salvaged) -> Result<()>,
+    kept: Option<&mut Vec<KeptRecord>>,
+) -> Result<SalvageReport> {
     let log = open_file(st, names::LOG, OpenMode::Read)?;
     let file_len = log.len().map_err(io_err(st, names::LOG))?;
     let mut report = SalvageReport::default();
@@ -94,6 +116,8 @@ pub fn salvage_with(
         file_len,
         next_seq: 1,
         pending: Vec::new(),
+        pending_kept: Vec::new(),
+        kept,
         pending_at: 0,
         damage: None,
         report: &mut report,
@@ -138,6 +162,8 @@ struct Scan<'a, 'v> {
     /// Intact records of a commit whose last record has not been seen yet, and where the
     /// first of them starts.
     pending: Vec<Event>,
+    pending_kept: Vec<KeptRecord>,
+    kept: Option<&'v mut Vec<KeptRecord>>,
     pending_at: u64,
     damage: Option<Open>,
     report: &'v mut SalvageReport,
@@ -198,6 +224,10 @@ impl Scan<'_, '_> {
             self.pending_at = pos;
         }
         self.pending.push(event);
+        self.pending_kept.push(KeptRecord {
+            offset: pos,
+            header,
+        });
         if header.ends_commit() {
             self.flush()?;
         }
@@ -236,6 +266,10 @@ impl Scan<'_, '_> {
 
     /// Gives the pending records of a commit (complete, or cut by damage).
     fn flush(&mut self) -> Result<()> {
+        let given = std::mem::take(&mut self.pending_kept);
+        if let Some(kept) = self.kept.as_mut() {
+            kept.extend(given);
+        }
         for event in std::mem::take(&mut self.pending) {
             self.report.last_seq = event.seq;
             if crate::tombstone::is_placeholder(event.seq, &event.body) {
@@ -299,11 +333,10 @@ impl Scan<'_, '_> {
             offset: self.pending_at,
             bytes: self.file_len - self.pending_at,
             seqs: Some((first, last)),
-            reason: "a commit that never ended at the end of the log (a torn tail: never \
-                     acknowledged)"
-                .into(),
+            reason: TORN_TAIL.into(),
         };
         self.pending.clear();
+        self.pending_kept.clear();
         self.report.damaged.push(range.clone());
         (self.visit)(Salvaged::Damaged(range))?;
         Ok(())

@@ -135,7 +135,13 @@ impl Scan {
 /// Commit metadata stored in the payload of the last record of an id-carrying commit.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct CommitMeta {
-    pub id: String,
+    /// The id as given (every commit the application wrote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The id's SHA-256 (hex) instead of the id: a lost commit's id as a repair carries it
+    /// on a placeholder of its loss record, known only by the hash `commits.idx` kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_sha256: Option<String>,
     pub digest: String,
 }
 
@@ -296,7 +302,12 @@ pub(crate) fn read_record(w: &mut Window<'_>, pos: u64) -> io::Result<Result<Raw
 fn parse_meta(raw: &[u8]) -> Option<([u8; 32], [u8; 32])> {
     let meta: CommitMeta = serde_json::from_slice(raw).ok()?;
     let digest = crate::hex::decode32(&meta.digest)?;
-    Some((crate::hex::sha256(meta.id.as_bytes()), digest))
+    let id_hash = match (meta.id, meta.id_sha256) {
+        (Some(id), None) => crate::hex::sha256(id.as_bytes()),
+        (None, Some(hash)) => crate::hex::decode32(&hash)?,
+        _ => return None,
+    };
+    Some((id_hash, digest))
 }
 
 /// A bad record at `pos`: corruption if any valid record with a later seq follows, else a

@@ -368,6 +368,23 @@ pub(crate) fn acknowledged(
     Ok(best)
 }
 
+/// Every intact entry of `commits.idx` (any ledger id: the log header may be damaged), in file
+/// order; entries whose checksum fails are skipped. A repair reads which idempotency ids the
+/// lost seqs belonged to from it. Empty when the file is missing or not a commit index.
+pub(crate) fn commit_claims(st: &dyn Storage) -> io::Result<Vec<CommitEntry>> {
+    let commits = spec(Kind::Commits);
+    let Some((file, n)) = open_for_claims(st, commits, None)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for i in 0..n {
+        let mut b = vec![0u8; COMMIT_ENTRY_LEN];
+        file.read_at(commits.offset_of(i), &mut b)?;
+        out.extend(CommitEntry::decode(&b));
+    }
+    Ok(out)
+}
+
 /// Opens a sidecar read-only when its header matches `ledger_id` (or only its magic, when
 /// `None`); returns it with its count of whole entries.
 fn open_for_claims(

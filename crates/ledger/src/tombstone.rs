@@ -40,6 +40,58 @@ pub(crate) fn run_body(seq: u64, from: u64, to: u64, at_ms: i64, reason: &str) -
     }
 }
 
+/// The covered range a record stands in when `body` is a marker that covers seqs: an erasure's
+/// tombstone or a repair's loss record (`SystemMarker::Loss`, laid out the same way:
+/// docs/design.md#l11-repair). Returns `(from, to, at_ms, reason, is_loss)`; an empty reason
+/// marks a covered placeholder.
+pub(crate) fn cover(body: &EventBody) -> Option<(u64, u64, i64, &str, bool)> {
+    match body {
+        EventBody::System {
+            marker:
+                SystemMarker::Tombstone {
+                    from,
+                    to,
+                    at_ms,
+                    reason,
+                },
+        } => Some((*from, *to, *at_ms, reason.as_str(), false)),
+        EventBody::System {
+            marker:
+                SystemMarker::Loss {
+                    from,
+                    to,
+                    at_ms,
+                    reason,
+                    ..
+                },
+        } => Some((*from, *to, *at_ms, reason.as_str(), true)),
+        _ => None,
+    }
+}
+
+/// The body of seq `seq` of the lost run `from..=to`: the loss record (with `reason` and the
+/// damaged `offset`) at `from`, a covered placeholder (same range, time and offset, empty
+/// reason) after it.
+pub(crate) fn loss_body(
+    seq: u64,
+    from: u64,
+    to: u64,
+    at_ms: i64,
+    offset: u64,
+    reason: &str,
+) -> EventBody {
+    let reason = if seq == from { reason } else { "" };
+    EventBody::System {
+        marker: SystemMarker::Loss {
+            from,
+            to,
+            at_ms,
+            offset,
+            reason: reason.to_string(),
+        },
+    }
+}
+
 /// The runs of `from..=to` that no earlier tombstone covers (`leads`: the `(from, to)` of
 /// each, in seq order), in seq order: an erasure writes one tombstone per run and leaves
 /// the earlier ones as written.
@@ -64,33 +116,38 @@ pub(crate) fn live_runs(from: u64, to: u64, leads: &[(u64, u64)]) -> Vec<(u64, u
 /// True when `body` at `seq` is a covered placeholder of an erased seq: a tombstone marker
 /// with `from < seq <= to`. Readers skip such records.
 pub(crate) fn is_placeholder(seq: u64, body: &EventBody) -> bool {
-    matches!(body, EventBody::System { marker: SystemMarker::Tombstone { from, to, .. } }
-        if *from < seq && seq <= *to)
+    matches!(cover(body), Some((from, to, ..)) if from < seq && seq <= to)
 }
 
-/// The first seq of the erased range `seq` lies in, when `body` is its tombstone or one of
-/// its placeholders (`from <= seq <= to`; `from >= 1`).
+/// The first seq of the erased (or lost) range `seq` lies in, when `body` is its tombstone
+/// (or loss record) or one of its placeholders (`from <= seq <= to`; `from >= 1`).
 pub(crate) fn erased_from(seq: u64, body: &EventBody) -> Option<u64> {
-    match body {
-        EventBody::System {
-            marker: SystemMarker::Tombstone { from, to, .. },
-        } if 1 <= *from && *from <= seq && seq <= *to => Some(*from),
+    match cover(body) {
+        Some((from, to, ..)) if 1 <= from && from <= seq && seq <= to => Some(from),
         _ => None,
     }
 }
 
-/// The tombstone marker of `body` when it leads an erased range (`seq == from`).
+/// The lost range (`from`, `to`) `seq` lies in, when `body` is a loss record or one of its
+/// placeholders.
+pub(crate) fn lost_range(seq: u64, body: &EventBody) -> Option<(u64, u64)> {
+    match cover(body) {
+        Some((from, to, .., true)) if from <= seq && seq <= to => Some((from, to)),
+        _ => None,
+    }
+}
+
+/// The range of `body` when it leads an erased or lost range (`seq == from`).
 pub(crate) fn lead_range(seq: u64, body: &EventBody) -> Option<(u64, u64)> {
-    match body {
-        EventBody::System {
-            marker: SystemMarker::Tombstone { from, to, .. },
-        } if *from == seq && *to >= *from => Some((*from, *to)),
+    match cover(body) {
+        Some((from, to, ..)) if from == seq && to >= from => Some((from, to)),
         _ => None,
     }
 }
 
-/// An erased range decided elsewhere, appended as it was: an import rebuilding an export's
-/// tombstone (docs/design.md#e4-export-and-import). No content is ever carried.
+/// An erased (or lost) range decided elsewhere, appended as it was: an import rebuilding an
+/// export's tombstone or loss record (docs/design.md#e4-export-and-import,
+/// docs/design.md#l11-repair). No content is ever carried.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tombstone {
     /// First erased seq: must be the next seq of the conversation.
@@ -104,33 +161,39 @@ pub struct Tombstone {
     pub at_ms: i64,
     /// Why (non-empty, at most [`MAX_ERASE_REASON_BYTES`]).
     pub reason: String,
+    /// `Some(offset)` for a loss record ([`SystemMarker::Loss`]: seqs lost to damage at that
+    /// byte offset of the damaged log, given up by a repair); `None` for an erasure's tombstone.
+    pub loss_offset: Option<u64>,
 }
 
 impl Tombstone {
     /// The tombstone of `body` at `seq`, when it leads an erased range (`seq == from`).
+    /// A loss record's, likewise.
     pub fn of(seq: u64, body: &EventBody) -> Option<Tombstone> {
-        match body {
+        let loss_offset = match body {
             EventBody::System {
-                marker:
-                    SystemMarker::Tombstone {
-                        from,
-                        to,
-                        at_ms,
-                        reason,
-                    },
-            } if *from == seq && *to >= *from => Some(Tombstone {
-                from: *from,
-                to: *to,
-                at_ms: *at_ms,
-                reason: reason.clone(),
+                marker: SystemMarker::Loss { offset, .. },
+            } => Some(*offset),
+            _ => None,
+        };
+        match cover(body) {
+            Some((from, to, at_ms, reason, _)) if from == seq && to >= from => Some(Tombstone {
+                from,
+                to,
+                at_ms,
+                reason: reason.to_string(),
+                loss_offset,
             }),
             _ => None,
         }
     }
 
-    /// The bodies of seqs `from..=to`: the tombstone, then its placeholders.
+    /// The bodies of seqs `from..=to`: the tombstone (or loss record), then its placeholders.
     pub fn bodies(&self) -> impl Iterator<Item = EventBody> + '_ {
-        (self.from..=self.to).map(|seq| run_body(seq, self.from, self.to, self.at_ms, &self.reason))
+        (self.from..=self.to).map(|seq| match self.loss_offset {
+            None => run_body(seq, self.from, self.to, self.at_ms, &self.reason),
+            Some(offset) => loss_body(seq, self.from, self.to, self.at_ms, offset, &self.reason),
+        })
     }
 }
 
@@ -190,29 +253,22 @@ pub(crate) fn check_append(
 /// not carry text), and no placeholder may appear outside such a run.
 #[derive(Debug, Default)]
 pub(crate) struct Coverage {
-    open: Option<(u64, u64, i64)>,
+    open: Option<(u64, u64, i64, bool)>,
     /// Seqs covered by tombstones (tombstones included).
     pub erased: u64,
+    /// Seqs covered by loss records (loss records included): lost to damage, given up by a
+    /// repair.
+    pub lost: u64,
 }
 
 impl Coverage {
     /// Feeds the event at `seq`; says what is wrong when coverage breaks there.
     pub(crate) fn check(&mut self, seq: u64, body: &EventBody) -> std::result::Result<(), String> {
-        let marker = match body {
-            EventBody::System {
-                marker:
-                    SystemMarker::Tombstone {
-                        from, to, at_ms, ..
-                    },
-            } => Some((*from, *to, *at_ms)),
-            _ => None,
-        };
-        let silent = matches!(body, EventBody::System {
-            marker: SystemMarker::Tombstone { reason, .. },
-        } if reason.is_empty());
-        if let Some((from, to, at)) = self.open {
-            if marker == Some((from, to, at)) && is_placeholder(seq, body) && silent {
-                self.erased += 1;
+        let marker = cover(body).map(|(from, to, at, _, loss)| (from, to, at, loss));
+        let silent = cover(body).is_some_and(|(.., reason, _)| reason.is_empty());
+        if let Some((from, to, at, loss)) = self.open {
+            if marker == Some((from, to, at, loss)) && is_placeholder(seq, body) && silent {
+                self.count(loss);
                 if seq == to {
                     self.open = None;
                 }
@@ -227,19 +283,27 @@ impl Coverage {
                 "seq {seq} is a placeholder of an erased range without its leading tombstone"
             ));
         }
-        if let (Some((from, to)), Some((_, _, at))) = (lead_range(seq, body), marker) {
-            self.erased += 1;
+        if let (Some((from, to)), Some(open)) = (lead_range(seq, body), marker) {
+            self.count(open.3);
             if to > from {
-                self.open = Some((from, to, at));
+                self.open = Some(open);
             }
         }
         Ok(())
     }
 
+    fn count(&mut self, loss: bool) {
+        if loss {
+            self.lost += 1;
+        } else {
+            self.erased += 1;
+        }
+    }
+
     /// Fails when the last tombstone covers seqs past the end of the log.
     pub(crate) fn finish(&self) -> std::result::Result<(), String> {
         match self.open {
-            Some((from, to, _)) => Err(format!(
+            Some((from, to, ..)) => Err(format!(
                 "the tombstone at seq {from} covers seqs up to {to}, past the end of the log"
             )),
             None => Ok(()),

@@ -46,6 +46,9 @@ pub struct VerifyReport {
     pub commits_with_id: u64,
     /// Seqs covered by erasure tombstones (each tombstone and its placeholders).
     pub erased: u64,
+    /// Seqs covered by loss records (each loss record and its placeholders): lost to damage
+    /// and given up by `repair --accept-loss` (docs/design.md#l11-repair).
+    pub lost: u64,
     /// True when every sidecar entry present agrees with the log.
     pub sidecar_ok: bool,
     /// Events the sidecar does not cover yet (the writer's next open adds them).
@@ -120,8 +123,9 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
             report.torn_tail_reason = Some(reason);
         }
     }
-    let (refs, erased) = check_bodies(log.as_ref(), file_len, &found, &corrupt)?;
-    report.erased = erased;
+    let (refs, coverage) = check_bodies(log.as_ref(), file_len, &found, &corrupt)?;
+    report.erased = coverage.erased;
+    report.lost = coverage.lost;
     report.artifacts = refs.len() as u64;
     for r in refs.values() {
         if let Err(e) = crate::artifact::read(st, r) {
@@ -198,13 +202,13 @@ fn tail_in_progress(st: &dyn Storage, log: &dyn StorageFile, seen: u64) -> bool 
 }
 
 /// Decodes every event body and checks erased ranges are covered; returns the artifacts
-/// the events reference and the number of erased seqs.
+/// the events reference and the coverage (erased and lost seqs).
 fn check_bodies(
     log: &dyn StorageFile,
     file_len: u64,
     found: &Scan,
     corrupt: &dyn Fn(u64, Option<u64>, String) -> Error,
-) -> Result<(BTreeMap<String, ArtifactRef>, u64)> {
+) -> Result<(BTreeMap<String, ArtifactRef>, Coverage)> {
     let mut w = Window::new(log, file_len);
     let mut refs = BTreeMap::new();
     let mut coverage = Coverage::default();
@@ -243,5 +247,5 @@ fn check_bodies(
     coverage
         .finish()
         .map_err(|r| corrupt(found.good_end, Some(found.last_seq), r))?;
-    Ok((refs, coverage.erased))
+    Ok((refs, coverage))
 }

@@ -295,3 +295,95 @@ fn a_commit_without_times_digests_as_before() {
         .unwrap();
     assert!(replay.replayed);
 }
+
+/// The ledger in `tests/golden/v2-repaired/`: three id-carrying commits (r1 seqs 1-2, r2 3-4,
+/// r3 5-6) of which r2's user event was damaged (one byte flipped) and given up by
+/// `repair --accept-loss`: seq 3 is a loss record (docs/design.md#l11-repair), seq 4 the rest
+/// of r2, re-framed as a commit of its own. The loss record is the version-2 addition.
+fn repaired_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v2-repaired")
+}
+
+fn repaired_commits() -> Vec<NewCommit> {
+    (1..=3)
+        .map(|i| {
+            NewCommit::new(vec![
+                user(&format!("question {i}")),
+                assistant(&format!("answer {i}")),
+            ])
+            .with_id(format!("r{i}"))
+        })
+        .collect()
+}
+
+/// Writes the repaired golden ledger, like [`write_golden`]:
+/// `CTXLOG_WRITE_GOLDEN=1 cargo test -p ctxlog-ledger --test golden -- --ignored`.
+#[test]
+#[ignore]
+fn write_repaired_golden() {
+    if std::env::var("CTXLOG_WRITE_GOLDEN").is_err() {
+        return;
+    }
+    let dir = repaired_dir();
+    assert!(
+        !dir.join("ledger.log").exists(),
+        "golden files are frozen; add a new version instead"
+    );
+    let (mut ledger, _) = Ledger::open(&dir, &options()).unwrap();
+    for c in repaired_commits() {
+        ledger.commit(&c).unwrap();
+    }
+    drop(ledger);
+    let log = dir.join("ledger.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = bytes.windows(10).position(|w| w == b"question 2").unwrap();
+    bytes[at] ^= 0x20;
+    std::fs::write(&log, bytes).unwrap();
+    let st = std::sync::Arc::new(ctxlog_ledger::DirStorage::new(&dir));
+    let report = ctxlog_ledger::repair_with(st, true, &options()).unwrap();
+    assert!(report.applied);
+    let reader = Reader::open(&dir).unwrap();
+    std::fs::write(dir.join(LEDGER_ID_FILE), reader.ledger_id()).unwrap();
+    std::fs::remove_file(dir.join("lock")).unwrap();
+}
+
+#[test]
+fn the_repaired_golden_ledger_reads_its_loss_record_and_refuses_the_lost_id() {
+    let dir = repaired_dir();
+    let before = snapshot_dir(&dir);
+    let reader = Reader::open(&dir).unwrap();
+    assert_eq!(
+        reader.ledger_id(),
+        std::fs::read_to_string(dir.join(LEDGER_ID_FILE)).unwrap()
+    );
+    let events = reader.events(1..=reader.last_seq()).unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
+    match &events[2].body {
+        EventBody::System {
+            marker: SystemMarker::Loss {
+                from, to, reason, ..
+            },
+        } => assert_eq!(
+            (*from, *to, reason.as_str()),
+            (3, 3, "record checksum mismatch")
+        ),
+        other => panic!("seq 3 is not a loss record: {other:?}"),
+    }
+    assert_eq!(events[3].body, assistant("answer 2"));
+    let report = ctxlog_ledger::verify(&dir).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.lost, 1);
+    assert_eq!(snapshot_dir(&dir), before, "reading wrote nothing");
+
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&dir, tmp.path());
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    let commits = repaired_commits();
+    assert!(ledger.commit(&commits[0]).unwrap().replayed);
+    assert!(matches!(
+        ledger.commit(&commits[1]),
+        Err(ctxlog_ledger::Error::Lost { from: 3, to: 3, .. })
+    ));
+    assert_eq!(ledger.commit(&turn(9)).unwrap().first_seq, 7);
+}

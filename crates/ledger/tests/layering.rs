@@ -30,6 +30,7 @@ const LAYERS: &[&str] = &[
     "erase",
     "verify",
     "salvage",
+    "repair",
     "reader",
     "ledger",
 ];

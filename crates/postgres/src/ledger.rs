@@ -672,6 +672,7 @@ impl PgLedger {
                 to: b,
                 at_ms,
                 reason: reason.to_string(),
+                loss_offset: None,
             };
             new_bytes += insert_run(q, &self.name, &run)?;
             q.exec(
@@ -849,6 +850,7 @@ impl PgLedger {
             .finish()
             .map_err(|why| corrupt(&self.db, &self.name, last, why))?;
         report.erased = coverage.erased();
+        report.lost = coverage.lost();
         report.artifacts = referenced.len() as u64;
         for r in referenced.values() {
             if let Err(e) = self.with_q(|q| self.fetch_artifact(q, r)) {

@@ -56,6 +56,12 @@ create_exception!(
 );
 create_exception!(
     ctxlog,
+    Lost,
+    Error,
+    "The commit id names a commit lost to damage and given up by a repair; its seqs are never handed out again."
+);
+create_exception!(
+    ctxlog,
     NotFound,
     Error,
     "The conversation does not exist (read-only operations never create one)."
@@ -88,6 +94,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Busy", py.get_type::<Busy>())?;
     m.add("Corrupt", py.get_type::<Corrupt>())?;
     m.add("Conflict", py.get_type::<Conflict>())?;
+    m.add("Lost", py.get_type::<Lost>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;
     m.add("Unavailable", py.get_type::<Unavailable>())?;
     m.add("IndexDamaged", py.get_type::<IndexDamaged>())?;
@@ -126,6 +133,7 @@ pub fn into_py_err(py: Python<'_>, e: &ctxlog::Error) -> PyErr {
         ErrorClass::Busy => Busy::new_err(message),
         ErrorClass::Corrupt => Corrupt::new_err(message),
         ErrorClass::Conflict => Conflict::new_err(message),
+        ErrorClass::Lost => Lost::new_err(message),
         ErrorClass::NotFound => NotFound::new_err(message),
         ErrorClass::Unavailable => Unavailable::new_err(message),
         ErrorClass::IndexDamaged => IndexDamaged::new_err(message),

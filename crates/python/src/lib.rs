@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use ctxlog::ops::{
     CommitRequest, EraseRequest, EraseTarget, ExportRequest, GcRequest, ImportRequest, ListRequest,
-    LogRequest, ProjectRequest, RecallRequest, ReindexRequest, VerifyRequest,
+    LogRequest, ProjectRequest, RecallRequest, ReindexRequest, RepairRequest, VerifyRequest,
 };
 use ctxlog::{ConversationName, WireFormat};
 use pyo3::prelude::*;
@@ -536,6 +536,21 @@ impl PyConversation {
         };
         let stats = call(py, &self.shared, move |s| s.reindex(&request, &mut |_| {}))?;
         json::to_py(py, &stats)
+    }
+
+    /// Plans the repair of a damaged conversation and, with `accept_loss=True`, carries it
+    /// out: every intact record kept, every lost seq covered by a loss record (never handed
+    /// out again; a replayed id of a lost commit raises `Lost`), the damaged bytes saved
+    /// aside, the sidecars rebuilt. Returns the plan (a dict: `applied`, `kept`, `lost`,
+    /// `commits`, `saved_aside`, …). Without `accept_loss`, nothing changes.
+    #[pyo3(signature = (*, accept_loss = false))]
+    fn repair<'py>(&self, py: Python<'py>, accept_loss: bool) -> PyResult<Bound<'py, PyAny>> {
+        let request = RepairRequest {
+            conversation: self.name.clone(),
+            accept_loss,
+        };
+        let report = call(py, &self.shared, move |s| s.repair(&request))?;
+        json::to_py(py, &report)
     }
 
     /// The definition of ctxlog's recall tool in `format`'s tool shape (a dict), to offer

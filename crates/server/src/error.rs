@@ -120,6 +120,7 @@ impl AppError {
                 _ => AppError::not_found("not found"),
             },
             ErrorClass::Conflict => plain(S::CONFLICT),
+            ErrorClass::Lost => plain(S::GONE),
             ErrorClass::OverBudget => {
                 let details = e
                     .shortfall()

@@ -10,7 +10,8 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Extension, Json, Router};
 use ctxlog::ops::{
     CommitRequest, CountRequest, EraseRequest, ExportRequest, GcRequest, ImportRequest,
-    ListRequest, LogRequest, ProjectRequest, RecallRequest, ReindexRequest, VerifyRequest,
+    ListRequest, LogRequest, ProjectRequest, RecallRequest, ReindexRequest, RepairRequest,
+    VerifyRequest,
 };
 use ctxlog::{Store, Tokenizer, WireFormat};
 use serde::Deserialize;
@@ -65,6 +66,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     post("/v1/conversations/{name}/erase", JSON),
     post("/v1/conversations/{name}/verify", JSON),
     post("/v1/conversations/{name}/reindex", JSON),
+    post("/v1/conversations/{name}/repair", JSON),
     post("/v1/conversations/{name}/gc", JSON),
     post("/v1/gc", JSON),
     get("/v1/conversations/{name}/export"),
@@ -95,6 +97,7 @@ fn handler(endpoint: &Endpoint) -> MethodRouter<AppState> {
         "/v1/conversations/{name}/erase" => on(filter, erase),
         "/v1/conversations/{name}/verify" => on(filter, verify),
         "/v1/conversations/{name}/reindex" => on(filter, reindex),
+        "/v1/conversations/{name}/repair" => on(filter, repair),
         "/v1/conversations/{name}/gc" => on(filter, gc),
         "/v1/gc" => on(filter, gc_all),
         "/v1/conversations/{name}/export" => on(filter, export),
@@ -436,6 +439,18 @@ async fn reindex(
     let request: ReindexRequest = request_for(&name, &body)?;
     let stats = blocking(tenant, move |s| s.reindex(&request, &mut |_| {})).await?;
     Ok(Json(stats).into_response())
+}
+
+/// The repair plan of a damaged conversation; `{"accept_loss": true}` carries it out
+/// (docs/design.md#l11-repair).
+async fn repair(
+    Extension(tenant): Extension<Tenant>,
+    Path(name): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Response, AppError> {
+    let request: RepairRequest = request_for(&name, &body)?;
+    let report = blocking(tenant, move |s| s.repair(&request)).await?;
+    Ok(Json(report).into_response())
 }
 
 async fn gc(

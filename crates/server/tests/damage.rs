@@ -199,3 +199,75 @@ async fn a_log_cut_under_a_running_server_refuses_the_next_commit() {
     assert_eq!(std::fs::metadata(&log).unwrap().len(), len - 40, "no hole");
     s.stop().await;
 }
+
+/// `POST …/repair` is a dry run unless `{"accept_loss": true}`; after it the conversation
+/// reads, and a replayed id of the lost commit is 410 `lost`.
+#[tokio::test]
+async fn a_repair_over_http_plans_then_accepts_the_loss_and_a_lost_id_is_410() {
+    let s = serve(|_| {}).await;
+    for i in 1..=3 {
+        let body = format!(r#"{{"user":"question {i}","assistant":"answer {i}"}}"#);
+        let r = s
+            .send(
+                "POST",
+                "/v1/conversations/chat/commits",
+                &[JSON, ("idempotency-key", &format!("k{i}"))],
+                &body,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let dir = s.dir.path().join("chat");
+    flip(&dir, b"answer 2");
+    let r = s
+        .send("GET", "/v1/conversations/chat/events", &[], "")
+        .await;
+    assert_eq!(r.status, 500);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("POST /v1/conversations/chat/repair"),
+        "{message}"
+    );
+    let before = common::snapshot(&dir);
+    let r = s
+        .send("POST", "/v1/conversations/chat/repair", &[JSON], "{}")
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["applied"], false);
+    assert_eq!(r.json()["lost"][0]["from"], 4);
+    assert_eq!(before, common::snapshot(&dir), "a dry run changes nothing");
+    let r = s
+        .send(
+            "POST",
+            "/v1/conversations/chat/repair",
+            &[JSON],
+            r#"{"accept_loss":true}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["applied"], true);
+    let r = s
+        .send("GET", "/v1/conversations/chat/events", &[], "")
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = s
+        .send(
+            "POST",
+            "/v1/conversations/chat/commits",
+            &[JSON, ("idempotency-key", "k2")],
+            r#"{"user":"question 2","assistant":"answer 2"}"#,
+        )
+        .await;
+    assert_eq!(r.status, 410, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["error"]["class"], "lost");
+    let r = s
+        .send(
+            "POST",
+            "/v1/conversations/chat/repair",
+            &[JSON],
+            r#"{"accept_loss":"yes"}"#,
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    s.stop().await;
+}

@@ -281,6 +281,21 @@ impl Backend for FileBackend {
         )?)
     }
 
+    fn repair(
+        &self,
+        name: &ConversationName,
+        accept_loss: bool,
+    ) -> Result<ctxlog_ledger::RepairReport> {
+        if !self.exists(name)? {
+            return Err(self.not_found(name));
+        }
+        Ok(ctxlog_ledger::repair_with(
+            self.scoped(name.as_str()),
+            accept_loss,
+            &self.options,
+        )?)
+    }
+
     /// Renames the directory to a hidden trash name (one atomic step, synced: from then on
     /// the conversation is gone), then removes the trash with everything in it (ledger,
     /// sidecars, artifacts, recovered tails, recall index). Trash a crash left mid-removal

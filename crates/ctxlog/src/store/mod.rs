@@ -30,7 +30,7 @@ use crate::ops::{
     AllMarker, CommitRequest, CountRequest, EraseRequest, EraseResponse, EraseTarget,
     GcConversation, GcRequest, GcResponse, ListRequest, ListResponse, LogRequest, LogResponse,
     ProjectRequest, RecallIndexCheck, RecallRequest, ReindexRequest, ReindexResponse,
-    VerifyRequest, VerifyResponse,
+    RepairRequest, RepairResponse, VerifyRequest, VerifyResponse,
 };
 use crate::redact::Redactor;
 use crate::retention::RetentionPolicy;
@@ -704,6 +704,33 @@ impl Store {
         let handle = lease.handle.insert(handle);
         let report = self.exclusive(&slot, || handle.erase(&request.target, &request.reason))?;
         Ok(report.into())
+    }
+
+    /// Repairs a damaged conversation (docs/design.md#l11-repair): plans (a dry run writes
+    /// nothing) and, with `accept_loss`, keeps every intact record, covers every lost seq with
+    /// a loss record (the seq counter never goes back; a replayed id of a lost commit is class
+    /// `lost`), saves the damaged bytes under `recovered/`, and rebuilds the sidecars and the
+    /// recall index (on its next use). This process's handles on the conversation are closed first; another
+    /// process writing it makes this [`ctxlog_ledger::Error::Locked`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`ctxlog_ledger::Error::Locked`]; I/O.
+    pub fn repair(&self, request: &RepairRequest) -> Result<RepairResponse> {
+        let name = ConversationName::new(&request.conversation)?;
+        let in_conv = |e: Error| e.in_conversation(&request.conversation);
+        if !request.accept_loss {
+            return self
+                .backend
+                .repair(&name, false)
+                .map_err(|e| in_conv(e.into()));
+        }
+        let slot = self.slot(&name);
+        let mut lease = self.writer_lease(&slot, &name)?;
+        drop(lease.handle.take());
+        // The log gets a new ledger id: the recall index, built for the old one, is rebuilt
+        // from the intact records by the next read that needs it.
+        self.exclusive(&slot, || self.backend.repair(&name, true))
+            .map_err(|e| in_conv(e.into()))
     }
 
     /// The store's conversations, newest activity first.

@@ -24,7 +24,9 @@ impl Store {
     /// already holds other events: its tombstones name their seqs, which must stay the same.
     /// Re-running the same import is fine: after it finished or was interrupted past its first
     /// tombstone (which then stands where it belongs), or was interrupted before it (the
-    /// conversation holds the leading commits of this same input; they are replayed).
+    /// conversation holds the leading commits of this same input; they are replayed). An input
+    /// that begins with a tombstone continues a conversation exactly at its next seq (a gap
+    /// filled: the seqs stay the same); anywhere else it is refused naming that next seq.
     fn check_import_target(&self, plan: &Plan) -> Result<()> {
         let Some(first) = plan.steps.iter().find_map(|s| match s {
             Step::Tombstone(t) => Some(t),
@@ -38,7 +40,8 @@ impl Store {
             Err(Error::NotFound { .. }) => 0,
             Err(e) => return Err(e),
         };
-        if last == 0 {
+        let leads = matches!(plan.steps.first(), Some(Step::Tombstone(_)));
+        if last == 0 && !leads {
             return Ok(());
         }
         if last >= first.to {
@@ -49,15 +52,33 @@ impl Store {
                 return Ok(());
             }
         }
-        if last < first.from && self.holds_leading_commits(&name, plan, last)? {
+        if last < first.from && !leads && self.holds_leading_commits(&name, plan, last)? {
             return Ok(());
+        }
+        // An input that begins with its tombstone continues the conversation at its next seq
+        // (a gap filled): every seq stays the same.
+        if leads {
+            if first.from == last + 1 {
+                return Ok(());
+            }
+            return Err(Error::BadInput {
+                reason: format!(
+                    "record 1: the tombstone of seqs {}-{} must start at {name:?}'s next seq ({})",
+                    first.from,
+                    first.to,
+                    last + 1
+                ),
+            });
         }
         Err(Error::BadInput {
             reason: format!(
                 "{name:?} already holds {last} events: an export with erased ranges (the first \
                  is seqs {}-{}) imports only into a new conversation, where its seqs stay the \
-                 same",
-                first.from, first.to
+                 same, or continues this one when it begins with a tombstone at its next seq \
+                 ({})",
+                first.from,
+                first.to,
+                last + 1
             ),
         })
     }

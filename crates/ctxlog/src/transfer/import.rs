@@ -68,6 +68,9 @@ fn incoming(line: ReadLine) -> std::result::Result<Incoming, String> {
             let what = match marker {
                 SystemMarker::Tombstone {
                     from, to, at_ms, ..
+                }
+                | SystemMarker::Loss {
+                    from, to, at_ms, ..
                 } => {
                     check_tombstone_line(seq, ts, *from, *to, *at_ms)?;
                     return Ok(Incoming { body, ts: None });
@@ -94,7 +97,7 @@ fn incoming(line: ReadLine) -> std::result::Result<Incoming, String> {
 fn tombstone_end(body: &EventBody) -> Option<u64> {
     match body {
         EventBody::System {
-            marker: SystemMarker::Tombstone { to, .. },
+            marker: SystemMarker::Tombstone { to, .. } | SystemMarker::Loss { to, .. },
         } => Some(*to),
         _ => None,
     }

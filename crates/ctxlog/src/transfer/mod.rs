@@ -158,11 +158,12 @@ pub(crate) struct Parsed {
     pub refused: Option<String>,
 }
 
-/// The tombstone an incoming event is (an export's erased range), if it is one.
+/// The tombstone an incoming event is (an export's erased range, or its loss record), if it
+/// is one.
 fn as_tombstone(body: &EventBody) -> Option<Tombstone> {
     match body {
         EventBody::System {
-            marker: SystemMarker::Tombstone { from, .. },
+            marker: SystemMarker::Tombstone { from, .. } | SystemMarker::Loss { from, .. },
         } => Tombstone::of(*from, body),
         _ => None,
     }
@@ -358,18 +359,35 @@ fn fill_times(events: &mut [Incoming]) {
 
 /// Writes the steps to a ledger in memory: the ledger's own rules (turn structure, times,
 /// sizes, tombstone positions) judge every record before anything is written for real.
+///
+/// The memory ledger starts empty, but an input whose first record is a tombstone may
+/// continue a conversation at its next seq: its tombstones are then placed relative to the
+/// first one, so their positions among the input's events are checked here, and where the
+/// first one lands is checked against the conversation itself (its message names the real
+/// next seq).
 fn dry_run(steps: &[Step], events: &[Incoming]) -> Result<()> {
     let mut options = Options::default();
     options.sync(SyncMode::Never);
     let (mut ledger, _) = Ledger::open_with(Arc::new(MemStorage::new()), &options)?;
     let mut done = 0;
+    let mut shift: Option<i128> = None;
     for step in steps {
         let commit = match step {
             Step::Commit(commit) => commit,
             Step::Tombstone(t) => {
-                ledger.append_tombstone(t).map_err(|e| Error::BadInput {
-                    reason: format!("record {}: {e}", done + 1),
-                })?;
+                let first = i128::from(t.from);
+                let s = *shift.get_or_insert(if done == 0 { 1 - first } else { 0 });
+                let at = |seq: u64| u64::try_from(i128::from(seq) + s).unwrap_or(0);
+                let placed = Tombstone {
+                    from: at(t.from),
+                    to: at(t.to),
+                    ..t.clone()
+                };
+                ledger
+                    .append_tombstone(&placed)
+                    .map_err(|e| Error::BadInput {
+                        reason: format!("record {}: {e}", done + 1),
+                    })?;
                 done += 1;
                 continue;
             }

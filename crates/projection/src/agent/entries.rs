@@ -244,6 +244,9 @@ fn marker_text(marker: &SystemMarker) -> String {
         SystemMarker::Tombstone {
             from, to, reason, ..
         } => format!("erased seq {from}-{to} ({reason})"),
+        SystemMarker::Loss {
+            from, to, reason, ..
+        } => format!("lost seq {from}-{to} to damage ({reason})"),
         SystemMarker::Retention { from, to, policy } => {
             format!("retention removed seq {from}-{to} ({policy})")
         }

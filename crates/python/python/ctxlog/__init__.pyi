@@ -10,6 +10,7 @@ __all__ = [
     "BadInput",
     "Busy",
     "Conflict",
+    "Lost",
     "Conversation",
     "Corrupt",
     "Error",
@@ -67,6 +68,9 @@ class Corrupt(Error):
 
 class Conflict(Error):
     """The commit id was used before with different content."""
+
+class Lost(Error):
+    """The commit id names a commit lost to damage and given up by a repair."""
 
 class NotFound(Error):
     """The conversation does not exist (read-only operations never create one)."""
@@ -229,6 +233,9 @@ class Conversation:
         or the recall index, or a leftover needs attention: see the report)."""
     def reindex(self) -> JsonDict:
         """Rebuilds the recall index from the ledger."""
+    def repair(self, *, accept_loss: bool = False) -> JsonDict:
+        """Plans the repair of a damaged conversation (a dry run); ``accept_loss=True``
+        carries it out: intact records kept, lost seqs covered by loss records."""
     def export(self, *, salvage: bool = False) -> bytes:
         """Every event as JSON Lines, artifacts inlined. ``salvage=True`` on a damaged
         conversation: every intact record, each damaged range as a ``{"damaged": …}`` line

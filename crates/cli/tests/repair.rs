@@ -1,0 +1,155 @@
+//! `ctxlog repair CONV` (docs/design.md#l11-repair): a dry run prints the plan and changes
+//! nothing; `--accept-loss` keeps every intact record, covers the lost seqs with a loss
+//! record, and afterwards every command reads: `log` and `export` show the loss in place,
+//! `verify` passes, a replayed id of the lost commit exits 7, new commits take fresh seqs,
+//! `project` and `recall` work, and export → import rebuilds the loss record exactly.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Env, code, snapshot, stderr};
+use serde_json::{Value, json};
+
+const CONV: &str = "chat";
+
+/// The five-commit conversation with one byte flipped in seq 8 (t3's pinned note).
+fn damaged() -> Env {
+    let env = Env::with_five_commits(CONV);
+    let log = env.conv_dir(CONV).join("ledger.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = bytes
+        .windows(17)
+        .position(|w| w == b"the code is ZX-81")
+        .unwrap();
+    bytes[at] ^= 0x20;
+    std::fs::write(&log, &bytes).unwrap();
+    env
+}
+
+fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap()
+}
+
+/// `log --json`'s lines.
+fn log_lines(env: &Env, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["--json", "log", CONV];
+    args.extend_from_slice(extra);
+    env.ok(&args, b"")
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(json_of)
+        .collect()
+}
+
+#[test]
+fn the_dry_run_prints_the_plan_and_changes_nothing() {
+    let env = damaged();
+    let before = snapshot(env.root());
+    let text = String::from_utf8(env.ok(&["repair", CONV], b"")).unwrap();
+    assert!(
+        text.contains("repair plan (dry run, nothing changed)"),
+        "{text}"
+    );
+    assert!(text.contains("seqs 8-8: damage at byte offset"), "{text}");
+    assert!(
+        text.contains("run `ctxlog repair chat --accept-loss`"),
+        "{text}"
+    );
+    let plan = json_of(&env.ok(&["--json", "repair", CONV], b""));
+    assert_eq!(plan["applied"], json!(false));
+    assert_eq!(plan["lost_seqs"], json!(1));
+    assert_eq!(plan["kept"], json!([[1, 7], [9, 13]]));
+    let t3 = plan["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["first_seq"] == json!(7))
+        .unwrap();
+    assert_eq!(t3["id"], json!("t3"), "{plan}");
+    assert_eq!(before, snapshot(env.root()), "a dry run wrote something");
+    // The error every reader gives names the repair.
+    let out = env.run(&["log", CONV], b"");
+    assert_eq!(code(&out), 5);
+    assert!(
+        stderr(&out).contains("ctxlog repair chat"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn after_accepting_the_loss_everything_reads_and_no_seq_is_reused() {
+    let env = damaged();
+    let before = log_lines(&env, &["--limit", "7"]);
+    let report = json_of(&env.ok(&["--json", "repair", CONV, "--accept-loss"], b""));
+    assert_eq!(report["applied"], json!(true), "{report}");
+    let saved = report["saved_aside"][0]["file"].as_str().unwrap();
+    assert!(env.conv_dir(CONV).join(saved).is_file(), "{saved}");
+    assert_eq!(code(&env.run(&["verify", CONV], b"")), 0);
+
+    // The intact records read as before; seq 8 reads as its loss record.
+    assert_eq!(before, log_lines(&env, &["--limit", "7"]));
+    let all = log_lines(&env, &[]);
+    let loss = all.iter().find(|e| e["seq"] == json!(8)).unwrap();
+    assert_eq!(loss["marker"]["type"], json!("loss"), "{loss}");
+    assert_eq!(loss["marker"]["from"], json!(8));
+    let text = String::from_utf8(env.ok(&["log", CONV], b"")).unwrap();
+    assert!(text.contains("loss"), "{text}");
+
+    // The lost commit's id answers `lost` (exit 7), never fresh seqs; an intact one replays.
+    let t3 = json!({"events":[{"kind":"user","text":"remember the code"},
+        {"kind":"note","text":"the code is ZX-81","pinned":true},
+        {"kind":"assistant","text":"noted the code"}]});
+    let out = env.run(&["commit", CONV, "--id", "t3"], t3.to_string().as_bytes());
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    assert!(stderr(&out).contains("was lost"), "{}", stderr(&out));
+    let next = json!({"events":[{"kind":"user","text":"sixth question"}]});
+    let receipt = json_of(&env.ok(&["commit", CONV], next.to_string().as_bytes()));
+    assert_eq!(receipt["first_seq"], json!(14));
+
+    // Projection and recall read the intact history.
+    env.ok(
+        &["project", CONV, "--input", "hi", "--max-bytes", "100000"],
+        b"",
+    );
+    let hits = json_of(&env.ok(&["recall", CONV, "fourth"], b""));
+    assert!(!hits["hits"].as_array().unwrap().is_empty(), "{hits}");
+}
+
+#[test]
+fn export_then_import_rebuilds_the_loss_record_exactly() {
+    let env = damaged();
+    env.ok(&["repair", CONV, "--accept-loss"], b"");
+    let export = env.ok(&["export", CONV], b"");
+    let file = env.root().join("chat.jsonl");
+    std::fs::write(&file, &export).unwrap();
+    env.ok(&["import", "copy", file.to_str().unwrap()], b"");
+    let again = env.ok(&["export", "copy"], b"");
+    assert_eq!(
+        String::from_utf8(export).unwrap(),
+        String::from_utf8(again).unwrap()
+    );
+    assert_eq!(code(&env.run(&["verify", "copy"], b"")), 0);
+}
+
+#[test]
+fn a_log_cut_inside_acknowledged_commits_is_one_command_away_from_reading_again() {
+    let env = Env::with_five_commits(CONV);
+    let log = env.conv_dir(CONV).join("ledger.log");
+    let bytes = std::fs::read(&log).unwrap();
+    let at = bytes
+        .windows(15)
+        .position(|w| w == b"fourth question")
+        .unwrap();
+    std::fs::write(&log, &bytes[..at]).unwrap();
+    assert_eq!(code(&env.run(&["log", CONV], b"")), 5);
+    let report = json_of(&env.ok(&["--json", "repair", CONV, "--accept-loss"], b""));
+    assert_eq!(report["lost"][0]["from"], json!(10), "{report}");
+    assert_eq!(report["lost"][0]["to"], json!(13), "{report}");
+    assert_eq!(code(&env.run(&["verify", CONV], b"")), 0);
+    let t5 = json!({"events":[{"kind":"user","text":"fifth question"},
+        {"kind":"assistant","text":"fifth answer"}]});
+    let out = env.run(&["commit", CONV, "--id", "t5"], t5.to_string().as_bytes());
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+}

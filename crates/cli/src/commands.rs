@@ -334,6 +334,11 @@ fn verify_text(response: &VerifyResponse) -> String {
     for problem in &report.artifact_problems {
         text.push_str(&format!("artifact: {problem}\n"));
     }
+    for orphan in &report.orphaned_artifacts {
+        text.push_str(&format!(
+            "orphaned artifact: {orphan} (no event references it; the next erasure deletes it)\n"
+        ));
+    }
     for leftover in &report.leftovers {
         text.push_str(&format!(
             "leftover: {leftover} (an interrupted operation's; the next writer open finishes or removes it)\n"

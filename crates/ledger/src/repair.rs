@@ -105,6 +105,9 @@ pub struct RepairReport {
     pub saved_aside: Vec<SavedAside>,
     /// Total bytes saved aside.
     pub bytes_saved: u64,
+    /// Artifacts no kept event references (those of lost records, or left by an interrupted
+    /// commit or erasure), moved (or, in a dry run, to move) to `recovered/artifact-<name>`.
+    pub artifacts_saved_aside: Vec<String>,
     /// The new ledger id (hex) when applied.
     pub ledger_id: Option<String>,
     /// True when the sidecars were (or will be) rebuilt from the log.
@@ -160,6 +163,7 @@ pub fn repair_with(
         report.applied = true;
     }
     drop(log);
+    move_aside(st, &report.artifacts_saved_aside, syncs)?;
     crate::sidecar::remove_all(st)?;
     let loaded = crate::state::LedgerState::load(storage.clone(), true)?;
     let mut state = loaded.state;
@@ -185,10 +189,11 @@ fn read(f: &dyn StorageFile, offset: u64, len: u64) -> Result<Vec<u8>> {
 fn plan(st: &dyn Storage, log: &dyn StorageFile) -> Result<(RepairReport, Vec<Item>)> {
     let mut kept = Vec::new();
     let salvage = crate::salvage::salvage_scan(st, &mut |_| Ok(()), Some(&mut kept))?;
-    let acked = crate::sidecar::acknowledged(st, None)
-        .ok()
-        .flatten()
-        .map_or(0, |a| a.last_seq);
+    let acked = crate::sidecar::later(
+        crate::sidecar::acknowledged(st, None).ok().flatten(),
+        crate::sidecar::witnessed(st, None).ok().flatten(),
+    )
+    .map_or(0, |a| a.last_seq);
     let mut report = RepairReport {
         header_problem: salvage.header_problem.clone(),
         damaged: salvage.damaged.clone(),
@@ -252,7 +257,58 @@ fn plan(st: &dyn Storage, log: &dyn StorageFile) -> Result<(RepairReport, Vec<It
     report.saved_aside.sort_by_key(|s| s.offset);
     report.bytes_saved = report.saved_aside.iter().map(|s| s.bytes).sum();
     report.needed = report.header_problem.is_some() || !report.damaged.is_empty();
+    report.artifacts_saved_aside = unreferenced(st, log, &kept)?;
     Ok((report, items))
+}
+
+/// The artifacts (temporary files aside) no kept record references.
+fn unreferenced(st: &dyn Storage, log: &dyn StorageFile, kept: &[Framed]) -> Result<Vec<String>> {
+    if !st
+        .is_dir(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+    {
+        return Ok(Vec::new());
+    }
+    let mut referenced = BTreeSet::new();
+    for (k, ..) in kept
+        .iter()
+        .filter(|(k, ..)| k.header.kind == EventKind::ToolResult)
+    {
+        if let EventBody::ToolResult {
+            artifact: Some(r), ..
+        } = body_of(log, k)?
+        {
+            referenced.insert(r.name);
+        }
+    }
+    let mut out: Vec<String> = st
+        .list(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+        .into_iter()
+        .filter(|n| !n.starts_with(".tmp-") && !referenced.contains(n))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Moves each artifact of `names` to `recovered/artifact-<name>` (directories synced).
+fn move_aside(st: &dyn Storage, artifacts: &[String], syncs: bool) -> Result<()> {
+    if artifacts.is_empty() {
+        return Ok(());
+    }
+    crate::artifact::ensure_dir(st, names::RECOVERED, syncs, &mut false)?;
+    for name in artifacts {
+        let from = format!("{}/{name}", names::ARTIFACTS);
+        let to = format!("{}/artifact-{name}", names::RECOVERED);
+        st.rename(&from, &to).map_err(io_err(st, &from))?;
+    }
+    if syncs {
+        st.sync_dir(names::ARTIFACTS)
+            .map_err(io_err(st, names::ARTIFACTS))?;
+        st.sync_dir(names::RECOVERED)
+            .map_err(io_err(st, names::RECOVERED))?;
+    }
+    Ok(())
 }
 
 /// Contiguous runs of `seqs` (ascending).

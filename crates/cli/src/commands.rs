@@ -264,6 +264,16 @@ fn repair_text(conv: &str, r: &RepairResponse) -> String {
             c.first_seq, c.outcome
         ));
     }
+    for a in &r.artifacts_lost {
+        text.push_str(&format!(
+            "artifact lost: {a} (its tool result keeps its excerpt and says so)\n"
+        ));
+    }
+    for a in &r.artifacts_saved_aside {
+        text.push_str(&format!(
+            "unreferenced artifact: {a} (moved to recovered/artifact-{a})\n"
+        ));
+    }
     for s in &r.saved_aside {
         text.push_str(&format!(
             "saved aside: {} bytes from offset {}{}\n",

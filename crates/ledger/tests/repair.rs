@@ -263,3 +263,51 @@ fn verify_names_an_artifact_no_event_references() {
     assert_eq!(plan.artifacts_saved_aside, [name]);
     assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
 }
+
+#[test]
+fn a_missing_artifact_is_recorded_as_lost_and_its_event_keeps_its_excerpt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = Options::default();
+    o.artifact_threshold(64);
+    let (mut l, _) = Ledger::open(dir.path(), &o).unwrap();
+    let big = "tool output line\n".repeat(20);
+    let t1 = commit(vec![
+        user("q2"),
+        call("c1"),
+        result("c1", &big),
+        assistant("a2"),
+    ])
+    .with_id("t1");
+    l.commit(&t1).unwrap();
+    drop(l);
+    for e in std::fs::read_dir(dir.path().join("artifacts")).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    assert!(
+        ctxlog_ledger::verify(dir.path())
+            .unwrap()
+            .artifact_problems
+            .len()
+            == 1
+    );
+    let plan = repair_with(storage(dir.path()), false, &o).unwrap();
+    assert!(plan.needed && plan.lost.is_empty(), "{plan:?}");
+    assert_eq!(plan.artifacts_lost.len(), 1, "{plan:?}");
+    repair_with(storage(dir.path()), true, &o).unwrap();
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+    let after = events(dir.path());
+    match &after[2].body {
+        EventBody::ToolResult { text, artifact, .. } => {
+            assert!(
+                artifact.is_none() && text.contains("[artifact lost: "),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let (mut l, _) = Ledger::open(dir.path(), &o).unwrap();
+    assert!(
+        l.commit(&t1).unwrap().replayed,
+        "the commit is whole: its id replays"
+    );
+}

@@ -264,6 +264,16 @@ fn repair_text(conv: &str, r: &RepairResponse) -> String {
             c.first_seq, c.outcome
         ));
     }
+    for a in &r.artifacts_lost {
+        text.push_str(&format!(
+            "artifact lost: {a} (its tool result keeps its excerpt and says so)\n"
+        ));
+    }
+    for a in &r.artifacts_saved_aside {
+        text.push_str(&format!(
+            "unreferenced artifact: {a} (moved to recovered/artifact-{a})\n"
+        ));
+    }
     for s in &r.saved_aside {
         text.push_str(&format!(
             "saved aside: {} bytes from offset {}{}\n",
@@ -333,6 +343,11 @@ fn verify_text(response: &VerifyResponse) -> String {
     }
     for problem in &report.artifact_problems {
         text.push_str(&format!("artifact: {problem}\n"));
+    }
+    for orphan in &report.orphaned_artifacts {
+        text.push_str(&format!(
+            "orphaned artifact: {orphan} (no event references it; the next erasure deletes it)\n"
+        ));
     }
     for leftover in &report.leftovers {
         text.push_str(&format!(

@@ -830,6 +830,12 @@ impl VerifyResponse {
                 format!("{leftover}: a temporary file an interrupted write left; the next writer open removes it")
             });
         }
+        for orphan in &report.orphaned_artifacts {
+            lines.push(format!(
+                "{orphan}: an artifact no event references (left by an interrupted commit or \
+                 erasure); the next erasure deletes it"
+            ));
+        }
         if let RecallIndexCheck::Damaged { problem } = &self.recall_index {
             lines.push(format!(
                 "the recall index: {problem} (a cache: `ctxlog reindex CONV` rebuilds it)"

@@ -105,6 +105,13 @@ pub struct RepairReport {
     pub saved_aside: Vec<SavedAside>,
     /// Total bytes saved aside.
     pub bytes_saved: u64,
+    /// Artifacts no kept event references (those of lost records, or left by an interrupted
+    /// commit or erasure), moved (or, in a dry run, to move) to `recovered/artifact-<name>`.
+    pub artifacts_saved_aside: Vec<String>,
+    /// Artifacts referenced by kept tool results but missing or altered (`"<name>: <what is
+    /// wrong>"`): each such result keeps its event and excerpt, loses its artifact reference,
+    /// and says so in its text, so projection and export read it.
+    pub artifacts_lost: Vec<String>,
     /// The new ledger id (hex) when applied.
     pub ledger_id: Option<String>,
     /// True when the sidecars were (or will be) rebuilt from the log.
@@ -119,6 +126,10 @@ enum Item {
     Reframe(KeptRecord, u32, bool),
     /// A lost run, with the commit metadata (id hash, digest) to carry at some of its seqs.
     Loss(LostRun, BTreeMap<u64, ([u8; 32], [u8; 32])>),
+    /// An intact tool result whose artifact is lost, with its new body (the excerpt and a
+    /// note of the loss, no artifact reference), framed as [`Item::Copy`] or
+    /// [`Item::Reframe`] would frame it.
+    Rebody(KeptRecord, Option<(u32, bool)>, Vec<u8>),
 }
 
 /// Plans the repair of the conversation in `storage`; with `accept_loss`, carries it out
@@ -160,6 +171,7 @@ pub fn repair_with(
         report.applied = true;
     }
     drop(log);
+    move_aside(st, &report.artifacts_saved_aside, syncs)?;
     crate::sidecar::remove_all(st)?;
     let loaded = crate::state::LedgerState::load(storage.clone(), true)?;
     let mut state = loaded.state;
@@ -185,10 +197,11 @@ fn read(f: &dyn StorageFile, offset: u64, len: u64) -> Result<Vec<u8>> {
 fn plan(st: &dyn Storage, log: &dyn StorageFile) -> Result<(RepairReport, Vec<Item>)> {
     let mut kept = Vec::new();
     let salvage = crate::salvage::salvage_scan(st, &mut |_| Ok(()), Some(&mut kept))?;
-    let acked = crate::sidecar::acknowledged(st, None)
-        .ok()
-        .flatten()
-        .map_or(0, |a| a.last_seq);
+    let acked = crate::sidecar::later(
+        crate::sidecar::acknowledged(st, None).ok().flatten(),
+        crate::sidecar::witnessed(st, None).ok().flatten(),
+    )
+    .map_or(0, |a| a.last_seq);
     let mut report = RepairReport {
         header_problem: salvage.header_problem.clone(),
         damaged: salvage.damaged.clone(),
@@ -209,13 +222,17 @@ fn plan(st: &dyn Storage, log: &dyn StorageFile) -> Result<(RepairReport, Vec<It
     let lost = lost_runs(&kept, &dropped, &salvage.damaged, last);
     let claims = crate::sidecar::commit_claims(st).unwrap_or_default();
     let carried = lost_ids(&claims, &kept_set, &lost, &mut commits);
-    let mut items: Vec<Item> = kept
-        .iter()
-        .map(|&(k, index, ends)| match index {
-            Some(i) => Item::Reframe(k, i, ends),
-            None => Item::Copy(k),
-        })
-        .collect();
+    let mut items = Vec::new();
+    for &(k, index, ends) in &kept {
+        items.push(match (lost_artifact(st, log, &k)?, index) {
+            (Some((lost, body)), _) => {
+                report.artifacts_lost.push(lost);
+                Item::Rebody(k, index.map(|i| (i, ends)), body)
+            }
+            (None, Some(i)) => Item::Reframe(k, i, ends),
+            (None, None) => Item::Copy(k),
+        });
+    }
     for run in &lost {
         let metas = carried
             .iter()
@@ -225,7 +242,7 @@ fn plan(st: &dyn Storage, log: &dyn StorageFile) -> Result<(RepairReport, Vec<It
         items.push(Item::Loss(run.clone(), metas));
     }
     items.sort_by_key(|i| match i {
-        Item::Copy(k) | Item::Reframe(k, ..) => k.header.seq,
+        Item::Copy(k) | Item::Reframe(k, ..) | Item::Rebody(k, ..) => k.header.seq,
         Item::Loss(run, _) => run.from,
     });
     report.kept = runs(kept_set.iter().copied());
@@ -251,8 +268,101 @@ fn plan(st: &dyn Storage, log: &dyn StorageFile) -> Result<(RepairReport, Vec<It
     }
     report.saved_aside.sort_by_key(|s| s.offset);
     report.bytes_saved = report.saved_aside.iter().map(|s| s.bytes).sum();
-    report.needed = report.header_problem.is_some() || !report.damaged.is_empty();
+    report.needed = report.header_problem.is_some()
+        || !report.damaged.is_empty()
+        || !report.artifacts_lost.is_empty();
+    report.artifacts_saved_aside = unreferenced(st, log, &kept)?;
     Ok((report, items))
+}
+
+/// When the intact record `k` is a tool result whose artifact is missing or altered: what is
+/// wrong (`"<name>: <why>"`) and its new body (the excerpt, a note of the loss, no reference).
+fn lost_artifact(
+    st: &dyn Storage,
+    log: &dyn StorageFile,
+    k: &KeptRecord,
+) -> Result<Option<(String, Vec<u8>)>> {
+    if k.header.kind != EventKind::ToolResult {
+        return Ok(None);
+    }
+    let EventBody::ToolResult {
+        call_id,
+        tool,
+        status,
+        exit_code,
+        text,
+        artifact: Some(r),
+    } = body_of(log, k)?
+    else {
+        return Ok(None);
+    };
+    let Err(e) = crate::artifact::read(st, &r) else {
+        return Ok(None);
+    };
+    let why = e.without_path();
+    let body = EventBody::ToolResult {
+        call_id,
+        tool,
+        status,
+        exit_code,
+        text: format!("{text}\n[artifact lost: {why}; the excerpt above is what remains]"),
+        artifact: None,
+    };
+    let json = serde_json::to_vec(&body)
+        .map_err(|e| Error::invalid(format!("tool result cannot be encoded: {e}")))?;
+    Ok(Some((format!("{}: {why}", r.name), json)))
+}
+
+/// The artifacts (temporary files aside) no kept record references (a lost artifact's file,
+/// when altered, included).
+fn unreferenced(st: &dyn Storage, log: &dyn StorageFile, kept: &[Framed]) -> Result<Vec<String>> {
+    if !st
+        .is_dir(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+    {
+        return Ok(Vec::new());
+    }
+    let mut referenced = BTreeSet::new();
+    for (k, ..) in kept
+        .iter()
+        .filter(|(k, ..)| k.header.kind == EventKind::ToolResult)
+    {
+        if let EventBody::ToolResult {
+            artifact: Some(r), ..
+        } = body_of(log, k)?
+            && crate::artifact::read(st, &r).is_ok()
+        {
+            referenced.insert(r.name);
+        }
+    }
+    let mut out: Vec<String> = st
+        .list(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+        .into_iter()
+        .filter(|n| !n.starts_with(".tmp-") && !referenced.contains(n))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Moves each artifact of `names` to `recovered/artifact-<name>` (directories synced).
+fn move_aside(st: &dyn Storage, artifacts: &[String], syncs: bool) -> Result<()> {
+    if artifacts.is_empty() {
+        return Ok(());
+    }
+    crate::artifact::ensure_dir(st, names::RECOVERED, syncs, &mut false)?;
+    for name in artifacts {
+        let from = format!("{}/{name}", names::ARTIFACTS);
+        let to = format!("{}/artifact-{name}", names::RECOVERED);
+        st.rename(&from, &to).map_err(io_err(st, &from))?;
+    }
+    if syncs {
+        st.sync_dir(names::ARTIFACTS)
+            .map_err(io_err(st, names::ARTIFACTS))?;
+        st.sync_dir(names::RECOVERED)
+            .map_err(io_err(st, names::RECOVERED))?;
+    }
+    Ok(())
 }
 
 /// Contiguous runs of `seqs` (ascending).
@@ -553,6 +663,18 @@ fn encode_item(log: &dyn StorageFile, item: &Item, at_ms: i64, out: &mut Vec<u8>
             )?;
             let flags = if *ends { FLAG_END_OF_COMMIT } else { 0 };
             format::encode_record(out, h.kind, flags, *index, h.seq, h.ts_ms, &body, &[]);
+        }
+        Item::Rebody(k, framing, body) => {
+            let h = &k.header;
+            let (index, flags, meta) = match framing {
+                Some((i, ends)) => (*i, if *ends { FLAG_END_OF_COMMIT } else { 0 }, Vec::new()),
+                None => {
+                    let at = k.offset + RECORD_HEADER_LEN as u64 + u64::from(h.body_len);
+                    let meta = read(log, at, u64::from(h.meta_len))?;
+                    (h.index_in_commit, h.flags & FLAG_END_OF_COMMIT, meta)
+                }
+            };
+            format::encode_record(out, h.kind, flags, index, h.seq, h.ts_ms, body, &meta);
         }
         Item::Loss(run, metas) => {
             for seq in run.from..=run.to {

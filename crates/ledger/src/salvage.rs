@@ -106,10 +106,11 @@ pub(crate) fn salvage_scan(
         Err(e) => report.header_problem = Some(e.without_path()),
     }
     // What the sidecars prove was acknowledged: seqs a damaged tail held.
-    let acked = crate::sidecar::acknowledged(st, None)
-        .ok()
-        .flatten()
-        .map_or(0, |a| a.last_seq);
+    let acked = crate::sidecar::later(
+        crate::sidecar::acknowledged(st, None).ok().flatten(),
+        crate::sidecar::witnessed(st, None).ok().flatten(),
+    )
+    .map_or(0, |a| a.last_seq);
     let mut scan = Scan {
         storage: st,
         window: Window::new(log.as_ref(), file_len),

@@ -368,6 +368,51 @@ pub(crate) fn acknowledged(
     Ok(best)
 }
 
+/// What `turns.idx` and `notes.idx` stamped with `ledger_id` witness was acknowledged: the
+/// seq of their last entry (a user event or a note is listed only once its commit was
+/// synced), when their last two entries ascend. These entries carry no checksum of their
+/// own, so the caller counts them only where a wrong one cannot do harm: before a torn tail
+/// is cut (a flipped entry then makes the open fail closed, never lose data).
+pub(crate) fn witnessed(
+    st: &dyn Storage,
+    ledger_id: Option<&[u8; 16]>,
+) -> io::Result<Option<Acknowledged>> {
+    let mut best: Option<Acknowledged> = None;
+    for kind in [Kind::Turns, Kind::Notes] {
+        let s = spec(kind);
+        let Some((file, n)) = open_for_claims(st, s, ledger_id)? else {
+            continue;
+        };
+        if n == 0 {
+            continue;
+        }
+        let mut b = [0u8; 8];
+        file.read_at(s.offset_of(n - 1), &mut b)?;
+        let last = u64::from_le_bytes(b);
+        let before = if n >= 2 {
+            file.read_at(s.offset_of(n - 2), &mut b)?;
+            u64::from_le_bytes(b)
+        } else {
+            0
+        };
+        if last > before && best.is_none_or(|a| last > a.last_seq) {
+            best = Some(Acknowledged {
+                last_seq: last,
+                source: s.name,
+            });
+        }
+    }
+    Ok(best)
+}
+
+/// The later of two claims of what was acknowledged.
+pub(crate) fn later(a: Option<Acknowledged>, b: Option<Acknowledged>) -> Option<Acknowledged> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.last_seq > a.last_seq { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Every intact entry of `commits.idx` (any ledger id: the log header may be damaged), in file
 /// order; entries whose checksum fails are skipped. A repair reads which idempotency ids the
 /// lost seqs belonged to from it. Empty when the file is missing or not a commit index.

@@ -64,6 +64,11 @@ pub struct VerifyReport {
     /// temporary files (`*.tmp`, `artifacts/.tmp-*`). Reported only while no writer holds the
     /// lock (a writer's own files are in use, not left over).
     pub leftovers: Vec<String>,
+    /// Artifacts no event references (relative paths, sorted): left by a crash between an
+    /// artifact's write and its commit, or by an interrupted erasure. They may hold text no
+    /// event shows; the next erasure deletes them. Reported only while no writer holds the
+    /// lock (a commit writes its artifacts before its records).
+    pub orphaned_artifacts: Vec<String>,
 }
 
 impl VerifyReport {
@@ -73,6 +78,7 @@ impl VerifyReport {
             && self.artifact_problems.is_empty()
             && self.sidecar_ok
             && self.leftovers.is_empty()
+            && self.orphaned_artifacts.is_empty()
     }
 }
 
@@ -100,10 +106,18 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
     // log's length, so that a commit acknowledged while this runs is within that length.
     let acked = crate::sidecar::acknowledged(st, Some(&header.ledger_id))
         .map_err(io_err(st, names::EVENT_INDEX))?;
+    let witnessed = crate::sidecar::witnessed(st, Some(&header.ledger_id))
+        .map_err(io_err(st, names::TURN_INDEX))?;
     let file_len = log.len().map_err(io_err(st, names::LOG))?;
     let found = scan::scan(log.as_ref(), file_len, ScanStart::log_start())
         .map_err(io_err(st, names::LOG))?
         .or_corrupt(log_path.clone())?;
+    // As the writer's open does: before a torn tail, every witness counts.
+    let acked = if found.good_end < file_len {
+        crate::sidecar::later(acked, witnessed)
+    } else {
+        acked
+    };
     crate::sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;
     let mut report = VerifyReport {
         ledger_id: crate::hex::encode(&header.ledger_id),
@@ -147,6 +161,7 @@ pub fn verify_with(storage: Arc<dyn Storage>) -> Result<VerifyReport> {
         .collect();
     if !writer_holds_lock(st) {
         report.leftovers = leftovers(st)?;
+        report.orphaned_artifacts = orphans(st, &refs)?;
     }
     Ok(report)
 }
@@ -172,6 +187,25 @@ fn leftovers(st: &dyn Storage) -> Result<Vec<String>> {
                 .map(|n| format!("{}/{n}", names::ARTIFACTS)),
         );
     }
+    found.sort();
+    Ok(found)
+}
+
+/// The files of `artifacts/` (temporary ones aside) that no event references.
+fn orphans(st: &dyn Storage, refs: &BTreeMap<String, ArtifactRef>) -> Result<Vec<String>> {
+    if !st
+        .is_dir(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+    {
+        return Ok(Vec::new());
+    }
+    let mut found: Vec<String> = st
+        .list(names::ARTIFACTS)
+        .map_err(io_err(st, names::ARTIFACTS))?
+        .into_iter()
+        .filter(|n| !n.starts_with(".tmp-") && !refs.contains_key(n))
+        .map(|n| format!("{}/{n}", names::ARTIFACTS))
+        .collect();
     found.sort();
     Ok(found)
 }

@@ -180,3 +180,29 @@ fn an_unacknowledged_torn_commit_is_still_cut() {
     let (ledger, recovery) = Ledger::open(tmp.path(), &Options::default()).unwrap();
     assert_eq!((recovery.bytes_cut, ledger.last_seq()), (20, 10));
 }
+
+/// Regression: with the log torn inside acknowledged commits and `ledger.idx` and
+/// `commits.idx` zeroed, `turns.idx` (valid header, this ledger id) still listed the user
+/// events of the cut commits, yet `verify` passed and the writer cut them. Every surviving
+/// witness of acknowledged seqs counts: `turns.idx` and `notes.idx` too.
+#[test]
+fn turns_idx_alone_is_a_witness_of_acknowledged_seqs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let acked = five_commits(dir);
+    let log = std::fs::read(dir.join("ledger.log")).unwrap();
+    let cut = log.windows(10).position(|w| w == b"question 3").unwrap();
+    std::fs::write(dir.join("ledger.log"), &log[..cut]).unwrap();
+    for side in ["ledger.idx", "commits.idx"] {
+        let len = std::fs::metadata(dir.join(side)).unwrap().len();
+        std::fs::write(dir.join(side), vec![0u8; len as usize]).unwrap();
+    }
+    let verify = ctxlog_ledger::verify(dir);
+    assert!(is_corrupt(&verify), "{verify:?}");
+    let open = Ledger::open(dir, &Options::default());
+    assert!(
+        is_corrupt(&open),
+        "the writer cut acknowledged seqs up to {acked}"
+    );
+    assert_eq!(std::fs::read(dir.join("ledger.log")).unwrap(), &log[..cut]);
+}

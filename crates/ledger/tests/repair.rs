@@ -198,3 +198,116 @@ fn a_writer_holding_the_conversation_blocks_accepting_but_not_planning() {
     let e = repair_with(storage(dir.path()), true, &Options::default()).unwrap_err();
     assert!(matches!(e, Error::Locked { .. }), "{e}");
 }
+
+#[test]
+fn seqs_that_only_turns_idx_still_witnesses_are_covered_by_the_loss_record() {
+    let dir = tempfile::tempdir().unwrap();
+    five_commits(dir.path());
+    let log = log_bytes(dir.path());
+    let cut = log.windows(2).position(|w| w == b"q4").unwrap();
+    std::fs::write(dir.path().join("ledger.log"), &log[..cut]).unwrap();
+    for side in ["ledger.idx", "commits.idx"] {
+        std::fs::write(dir.path().join(side), vec![0u8; 200]).unwrap();
+    }
+    let report = repair_with(storage(dir.path()), true, &Options::default()).unwrap();
+    // turns.idx lists seq 11 (t5's user event): seqs 9-11 are lost and never handed out
+    // again. (Seq 12, t5's last, is witnessed by no surviving file: nothing can know it.)
+    assert_eq!(report.last_seq, 11, "{report:?}");
+    assert_eq!(loss_ranges(&events(dir.path())), [(9, 11)]);
+    let (mut l, _) = Ledger::open(dir.path(), &Options::default()).unwrap();
+    assert!(l.commit(&commit(vec![user("q6")])).unwrap().first_seq > 11);
+}
+
+#[test]
+fn an_artifact_only_a_lost_record_referenced_is_moved_aside_and_verify_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = Options::default();
+    o.artifact_threshold(64);
+    let (mut l, _) = Ledger::open(dir.path(), &o).unwrap();
+    let big = "tool output line\n".repeat(20);
+    l.commit(&commit(vec![user("q1"), assistant("a1")]))
+        .unwrap();
+    l.commit(&commit(vec![
+        user("q2"),
+        call("c1"),
+        result("c1", &big),
+        assistant("a2"),
+    ]))
+    .unwrap();
+    drop(l);
+    // The tool result's excerpt lies in seq 5's record: flipping it loses seq 5, and seq 4's
+    // call no longer pairs up: seqs 3-6 are lost, the artifact is referenced by nothing.
+    flip_in(dir.path(), 5);
+    let plan = repair_with(storage(dir.path()), false, &o).unwrap();
+    assert_eq!(plan.artifacts_saved_aside.len(), 1, "{plan:?}");
+    let v = ctxlog_ledger::verify(dir.path());
+    assert!(v.is_err(), "damaged before the repair");
+    repair_with(storage(dir.path()), true, &o).unwrap();
+    let v = ctxlog_ledger::verify(dir.path()).unwrap();
+    assert!(v.is_clean() && v.orphaned_artifacts.is_empty(), "{v:?}");
+    let aside = format!("recovered/artifact-{}", plan.artifacts_saved_aside[0]);
+    assert!(dir.path().join(aside).is_file());
+}
+
+#[test]
+fn verify_names_an_artifact_no_event_references() {
+    let dir = tempfile::tempdir().unwrap();
+    five_commits(dir.path());
+    let name = format!("sha256-{}", "0".repeat(64));
+    std::fs::create_dir_all(dir.path().join("artifacts")).unwrap();
+    std::fs::write(dir.path().join("artifacts").join(&name), b"stray").unwrap();
+    let v = ctxlog_ledger::verify(dir.path()).unwrap();
+    assert_eq!(v.orphaned_artifacts, [format!("artifacts/{name}")]);
+    assert!(!v.is_clean());
+    let plan = repair_with(storage(dir.path()), true, &Options::default()).unwrap();
+    assert_eq!(plan.artifacts_saved_aside, [name]);
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+}
+
+#[test]
+fn a_missing_artifact_is_recorded_as_lost_and_its_event_keeps_its_excerpt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = Options::default();
+    o.artifact_threshold(64);
+    let (mut l, _) = Ledger::open(dir.path(), &o).unwrap();
+    let big = "tool output line\n".repeat(20);
+    let t1 = commit(vec![
+        user("q2"),
+        call("c1"),
+        result("c1", &big),
+        assistant("a2"),
+    ])
+    .with_id("t1");
+    l.commit(&t1).unwrap();
+    drop(l);
+    for e in std::fs::read_dir(dir.path().join("artifacts")).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    assert!(
+        ctxlog_ledger::verify(dir.path())
+            .unwrap()
+            .artifact_problems
+            .len()
+            == 1
+    );
+    let plan = repair_with(storage(dir.path()), false, &o).unwrap();
+    assert!(plan.needed && plan.lost.is_empty(), "{plan:?}");
+    assert_eq!(plan.artifacts_lost.len(), 1, "{plan:?}");
+    repair_with(storage(dir.path()), true, &o).unwrap();
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+    let after = events(dir.path());
+    match &after[2].body {
+        EventBody::ToolResult { text, artifact, .. } => {
+            assert!(
+                artifact.is_none() && text.contains("[artifact lost: "),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let (mut l, _) = Ledger::open(dir.path(), &o).unwrap();
+    assert!(
+        l.commit(&t1).unwrap().replayed,
+        "the commit is whole: its id replays"
+    );
+}

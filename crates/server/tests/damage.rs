@@ -271,3 +271,41 @@ async fn a_repair_over_http_plans_then_accepts_the_loss_and_a_lost_id_is_410() {
     assert_eq!(r.status, 400);
     s.stop().await;
 }
+
+/// Regression: a conversation erased whole by another process while the server had it open
+/// answered 500 `internal` (its pooled read handle failed), and the server kept the unlinked
+/// files open. It is 404, and the handles are dropped.
+#[tokio::test]
+async fn a_conversation_erased_by_another_process_is_404() {
+    let s = serve(|_| {}).await;
+    commit(
+        &s,
+        "chat",
+        r#"{"user":"question 1","assistant":"answer 1"}"#,
+    )
+    .await;
+    let r = s
+        .send("GET", "/v1/conversations/chat/events", &[], "")
+        .await;
+    assert_eq!(r.status, 200);
+    // What another process's `ctxlog erase chat --all` does: rename to trash, remove.
+    let trash = s.dir.path().join(".erasing-chat-1");
+    std::fs::rename(s.dir.path().join("chat"), &trash).unwrap();
+    std::fs::remove_dir_all(&trash).unwrap();
+    for _ in 0..2 {
+        let r = s
+            .send("GET", "/v1/conversations/chat/events", &[], "")
+            .await;
+        assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+        let r = s
+            .send(
+                "POST",
+                "/v1/conversations/chat/projection",
+                &[JSON],
+                r#"{"input":"hi"}"#,
+            )
+            .await;
+        assert_ne!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    }
+    s.stop().await;
+}

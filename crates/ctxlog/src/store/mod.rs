@@ -276,10 +276,15 @@ impl Store {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut handle = self.reader(&slot, &name)?;
         let result = f(&mut handle);
-        if handle.ledger().exists() {
+        if handle.ledger().exists() && !log_gone(&result) {
             pool_reader(&slot, handle);
             return result;
         }
+        // Gone (erased whole by another process or replica): every pooled handle holds files
+        // that no longer exist; they are closed, and `f` runs on a handle opened afresh (not
+        // found, or the conversation created anew meanwhile).
+        drop(handle);
+        lock(&slot.readers).clear();
         f(&mut self.open_snapshot(&name)?)
     }
 
@@ -746,6 +751,15 @@ impl Store {
         });
         Ok(ListResponse { conversations })
     }
+}
+
+/// True when `result` failed because the conversation's log no longer exists (a file store
+/// handle's catch-up after another process erased the conversation whole).
+fn log_gone<T>(result: &Result<T>) -> bool {
+    matches!(
+        result.as_ref().err().and_then(Error::ledger_cause),
+        Some(ctxlog_ledger::Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound
+    )
 }
 
 impl Store {

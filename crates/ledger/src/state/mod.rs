@@ -111,6 +111,8 @@ impl LedgerState {
         // appends them only after the log), then checked against what the log holds.
         let acked = sidecar::acknowledged(st, Some(&header.ledger_id))
             .map_err(io_err(st, names::EVENT_INDEX))?;
+        let witnessed = sidecar::witnessed(st, Some(&header.ledger_id))
+            .map_err(io_err(st, names::TURN_INDEX))?;
         let file_len = log.len().map_err(io_err(st, names::LOG))?;
         let trusted = sidecar::load(st, mode, &header.ledger_id, log.as_ref(), file_len)
             .map_err(io_err(st, names::EVENT_INDEX))?;
@@ -119,6 +121,12 @@ impl LedgerState {
             .map_err(io_err(st, names::LOG))?
             .or_corrupt(st.location().join(names::LOG))?;
         let tail = found.tail();
+        // Before a torn tail is cut, every surviving witness of acknowledged seqs counts.
+        let acked = if found.good_end < file_len {
+            sidecar::later(acked, witnessed)
+        } else {
+            acked
+        };
         sidecar::check_acknowledged(st, acked, found.last_seq, found.good_end)?;
         let state = LedgerState::assemble(storage.clone(), log, header, trusted, found);
         Ok(Loaded {

@@ -420,9 +420,36 @@ impl Redactor {
             | EventBody::ToolResult { text, .. }
             | EventBody::Note { text, .. } => self.redact_in_place(text),
             EventBody::ToolCall { arguments, .. } => self.redact_json(arguments),
+            // Only an opaque item's readable text: its encrypted parts cannot be read, and a
+            // signature must stay as the provider wrote it. (A redacted thinking block no
+            // longer matches its signature: the provider refuses it rather than the secret
+            // being stored.)
+            EventBody::Opaque { item, .. } => self.redact_readable(item),
             EventBody::System { .. } => {}
         }
         event
+    }
+
+    /// Redacts the strings under [`ctxlog_ledger::event::OPAQUE_TEXT_KEYS`], at any depth.
+    fn redact_readable(&self, item: &mut serde_json::Map<String, serde_json::Value>) {
+        for (key, value) in item.iter_mut() {
+            match value {
+                serde_json::Value::String(s)
+                    if ctxlog_ledger::event::OPAQUE_TEXT_KEYS.contains(&key.as_str()) =>
+                {
+                    self.redact_in_place(s)
+                }
+                serde_json::Value::Object(map) => self.redact_readable(map),
+                serde_json::Value::Array(items) => {
+                    for v in items {
+                        if let serde_json::Value::Object(map) = v {
+                            self.redact_readable(map);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     fn redact_in_place(&self, text: &mut String) {

@@ -590,6 +590,99 @@ fn export_import_round_trips_with_erasures(e: &dyn Engine) {
     );
 }
 
+/// Opaque provider items (docs/design.md#p14-more-wire-formats): stored as given (the item's
+/// keys in the order sent, in the engine's own row or record), shown by `log`, sent back
+/// verbatim in their own format, indexed for recall by their readable text only, exported
+/// and imported unchanged; a bad one is refused and writes nothing.
+fn opaque_items_are_stored_as_given_and_round_trip(e: &dyn Engine) {
+    let store = e.store("opaque", &options());
+    let item = r#"{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"Inspect the manifest."}],"encrypted_content":"gAAAAzqxSECRETBLOB=="}"#;
+    let turn = format!(
+        r#"{{"events":[{{"kind":"user","text":"build it"}},{{"kind":"opaque","format":"openai-responses","item":{item}}},{{"kind":"assistant","text":"built"}}]}}"#
+    );
+    commit(&store, "op", &turn, Some("t1")).unwrap();
+    // The record (file store) or the row's payload (PostgreSQL, shown in hex) holds the item
+    // byte for byte.
+    let stored = String::from_utf8_lossy(&e.stored("opaque", "op", 2)).into_owned();
+    let hex: String = item.bytes().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        stored.contains(item) || stored.contains(&hex),
+        "{}: {stored}",
+        e.name()
+    );
+    let shown = serde_json::to_string(&log(&store, "op").unwrap().events[1]).unwrap();
+    assert!(
+        shown.contains(&format!(
+            r#""kind":"opaque","format":"openai-responses","item":{item}"#
+        )),
+        "{shown}"
+    );
+    let project = |format| {
+        let request = ctxlog::ops::ProjectRequest {
+            conversation: "op".into(),
+            input: Some("next?".into()),
+            format,
+            ..Default::default()
+        };
+        String::from_utf8(store.project(&request).unwrap().body).unwrap()
+    };
+    assert!(
+        project(ctxlog::WireFormat::OpenAiResponses).contains(item),
+        "{}",
+        e.name()
+    );
+    assert!(!project(ctxlog::WireFormat::AnthropicMessages).contains("reasoning"));
+    let hits = store
+        .recall(&RecallRequest {
+            conversation: "op".into(),
+            query: "manifest".into(),
+            seq: None,
+            offset: 0,
+            limit: 10,
+        })
+        .unwrap()
+        .hits;
+    assert!(
+        hits.iter()
+            .any(|h| h.seq == 2 && h.kind == ctxlog::EventKind::Opaque),
+        "{}: {hits:?}",
+        e.name()
+    );
+    assert_eq!(
+        recall_hits(&store, "op", "gAAAAzqxSECRETBLOB"),
+        0,
+        "{}",
+        e.name()
+    );
+    let first = export(&store, "op");
+    let request = ImportRequest {
+        conversation: Some("op-copy".into()),
+        format: ImportFormat::Ctxlog,
+    };
+    store.import(&request, &first, &mut |_| {}).unwrap();
+    assert_eq!(export(&store, "op-copy"), first, "{}", e.name());
+    let before = e.fingerprint("opaque");
+    for (bad, says) in [
+        (
+            r#"{"events":[{"kind":"user","text":"q"},{"kind":"opaque","format":"openai-chat","item":{"type":"x"}}]}"#,
+            "unknown variant `openai-chat`",
+        ),
+        (
+            r#"{"events":[{"kind":"user","text":"q"},{"kind":"opaque","format":"anthropic-messages","item":["thinking"]}]}"#,
+            "must be a JSON object",
+        ),
+        (
+            r#"{"events":[{"kind":"user","text":"q"},{"kind":"opaque","format":"anthropic-messages","item":{"type":"tool_use"}}]}"#,
+            "commit it as a tool_call event",
+        ),
+    ] {
+        let err = commit(&store, "op", bad, None).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::BadInput, "{err}");
+        assert!(err.to_string().contains(says), "{}: {err}", e.name());
+    }
+    assert_eq!(e.fingerprint("opaque"), before, "{}", e.name());
+}
+
 fn log_class(store: &Store, conv: &str) -> ErrorClass {
     log(store, conv).unwrap_err().class()
 }
@@ -1059,6 +1152,10 @@ fn a_turn_may_span_commits_and_stores(e: &dyn Engine) {
 
 const CASES: &[Case] = &[
     ("commits_get_contiguous_seqs", commits_get_contiguous_seqs),
+    (
+        "opaque_items_are_stored_as_given_and_round_trip",
+        opaque_items_are_stored_as_given_and_round_trip,
+    ),
     (
         "a_salvage_gives_every_intact_event",
         a_salvage_gives_every_intact_event,

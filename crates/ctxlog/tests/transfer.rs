@@ -669,7 +669,7 @@ fn openai_responses_items_become_events_and_bad_items_are_refused() {
     let done = import(&store, Some("re"), ImportFormat::OpenaiResponses, body).unwrap();
     for expected in [
         "\"instructions\" became a pinned note",
-        "items of types ctxlog does not interpret, not imported: \"reasoning\" ×1",
+        "1 provider item(s) ctxlog does not interpret kept as opaque events",
     ] {
         assert!(
             done.notes.iter().any(|n| n.contains(expected)),
@@ -687,10 +687,21 @@ fn openai_responses_items_become_events_and_bad_items_are_refused() {
     let kinds: Vec<&str> = log.events.iter().map(|e| e.kind().as_str()).collect();
     assert_eq!(
         kinds,
-        ["note", "user", "tool_call", "tool_result", "assistant"]
+        [
+            "note",
+            "user",
+            "opaque",
+            "tool_call",
+            "tool_result",
+            "assistant"
+        ]
     );
     assert_eq!(
-        log.events[2].body,
+        serde_json::to_string(&log.events[2].body).unwrap(),
+        r#"{"kind":"opaque","format":"openai-responses","item":{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}}"#
+    );
+    assert_eq!(
+        log.events[3].body,
         EventBody::ToolCall {
             call_id: "call_1".into(),
             tool: "shell".into(),
@@ -728,6 +739,58 @@ fn openai_responses_items_become_events_and_bad_items_are_refused() {
         .map(|c| c.name)
         .collect();
     assert_eq!(names, ["re"]);
+}
+
+/// An Anthropic conversation with thinking blocks imports them as opaque events in their
+/// place, and projecting it back to Anthropic gives each block back inside its assistant
+/// message, verbatim (docs/design.md#p14-more-wire-formats).
+#[test]
+fn anthropic_thinking_blocks_import_as_opaque_events_and_project_back_verbatim() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let thinking = r#"{"type":"thinking","thinking":"List first.","signature":"EqQBCgIYAh"}"#;
+    let redacted = r#"{"type":"redacted_thinking","data":"EmwKAhgBEgy3va"}"#;
+    let body = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[
+        {{"role":"user","content":"List files"}},
+        {{"role":"assistant","content":[{thinking},{redacted},{{"type":"tool_use","id":"tu_1","name":"shell","input":{{"cmd":"ls"}}}}]}},
+        {{"role":"user","content":[{{"type":"tool_result","tool_use_id":"tu_1","content":"a.txt"}}]}}]}}"#
+    );
+    let done = import(
+        &store,
+        Some("th"),
+        ImportFormat::AnthropicMessages,
+        body.as_bytes(),
+    )
+    .unwrap();
+    assert!(
+        done.notes.iter().any(|n| n.contains("2 provider item(s)")),
+        "{:?}",
+        done.notes
+    );
+    let projected = store
+        .project(&ctxlog::ops::ProjectRequest {
+            conversation: "th".into(),
+            format: ctxlog::WireFormat::AnthropicMessages,
+            policy: ctxlog::Policy::Turns,
+            ..Default::default()
+        })
+        .unwrap();
+    let sent = String::from_utf8(projected.body).unwrap();
+    let assistant = format!(
+        r#"{{"role":"assistant","content":[{thinking},{redacted},{{"type":"tool_use","id":"tu_1","name":"shell","input":{{"cmd":"ls"}}}}]}}"#
+    );
+    assert!(sent.contains(&assistant), "{sent}");
+    let chat = store
+        .project(&ctxlog::ops::ProjectRequest {
+            conversation: "th".into(),
+            format: ctxlog::WireFormat::OpenAiChat,
+            policy: ctxlog::Policy::Turns,
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&chat.body).contains("thinking"));
+    assert_eq!(chat.report.opaque.left_out_other_format, 2);
 }
 
 #[test]

@@ -20,6 +20,7 @@
 //! {"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","exit_code":0,"text":"a b"}
 //! {"kind":"assistant","text":"done"}
 //! {"kind":"note","text":"never push to main","pinned":true}
+//! {"kind":"opaque","format":"openai-responses","item":{"type":"reasoning","encrypted_content":"…"}}
 //! ```
 
 mod name;
@@ -64,17 +65,20 @@ pub enum EventKind {
     Note = 5,
     /// A system marker (erasure tombstone, retention, import).
     System = 6,
+    /// A provider item ctxlog stores as given and does not interpret (format version 2).
+    Opaque = 7,
 }
 
 impl EventKind {
     /// All kinds, in header-byte order.
-    pub const ALL: [EventKind; 6] = [
+    pub const ALL: [EventKind; 7] = [
         EventKind::User,
         EventKind::Assistant,
         EventKind::ToolCall,
         EventKind::ToolResult,
         EventKind::Note,
         EventKind::System,
+        EventKind::Opaque,
     ];
 
     /// The header byte of this kind.
@@ -96,6 +100,7 @@ impl EventKind {
             EventKind::ToolResult => "tool_result",
             EventKind::Note => "note",
             EventKind::System => "system",
+            EventKind::Opaque => "opaque",
         }
     }
 }
@@ -165,6 +170,65 @@ pub enum EventBody {
         /// What the marker records.
         marker: SystemMarker,
     },
+    /// A provider item ctxlog does not interpret (an OpenAI Responses `reasoning` item with
+    /// its `encrypted_content`, an Anthropic `thinking` block with its signature, …), stored
+    /// exactly as given and sent back only in its own format, in its place in its turn
+    /// (docs/design.md#p14-more-wire-formats).
+    Opaque {
+        /// The wire format the item belongs to; it is never sent in another.
+        format: OpaqueFormat,
+        /// The item, keys in the order given.
+        #[serde(deserialize_with = "opaque_item")]
+        item: serde_json::Map<String, serde_json::Value>,
+    },
+}
+
+/// The keys whose string values are an opaque item's readable text, at any depth: a
+/// reasoning summary's or content part's `text`, a thinking block's `thinking`. Nothing else
+/// is read (never `encrypted_content`, `signature` or a redacted block's `data`).
+pub const OPAQUE_TEXT_KEYS: [&str; 2] = ["text", "thinking"];
+
+/// The readable text of an opaque item (see [`OPAQUE_TEXT_KEYS`]), pieces joined by newlines
+/// in the item's order; empty when it has none.
+pub fn opaque_text(item: &serde_json::Map<String, serde_json::Value>) -> String {
+    fn walk(v: &serde_json::Value, key: Option<&str>, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s)
+                if key.is_some_and(|k| OPAQUE_TEXT_KEYS.contains(&k)) && !s.trim().is_empty() =>
+            {
+                out.push(s.clone());
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|i| walk(i, None, out)),
+            serde_json::Value::Object(map) => {
+                map.iter().for_each(|(k, v)| walk(v, Some(k), out));
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    item.iter().for_each(|(k, v)| walk(v, Some(k), &mut out));
+    out.join("\n")
+}
+
+/// The wire formats an opaque item can belong to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OpaqueFormat {
+    /// An item of an OpenAI Responses `input` list.
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
+    /// A content block of an Anthropic Messages assistant message.
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+}
+
+impl OpaqueFormat {
+    /// The format's name, as in JSON and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpaqueFormat::OpenaiResponses => "openai-responses",
+            OpaqueFormat::AnthropicMessages => "anthropic-messages",
+        }
+    }
 }
 
 impl EventBody {
@@ -177,18 +241,21 @@ impl EventBody {
             EventBody::ToolResult { .. } => EventKind::ToolResult,
             EventBody::Note { .. } => EventKind::Note,
             EventBody::System { .. } => EventKind::System,
+            EventBody::Opaque { .. } => EventKind::Opaque,
         }
     }
 
     /// The human-readable text of the event, if it has one (tool calls have arguments instead,
-    /// system markers have none).
+    /// system markers and opaque items have none).
     pub fn text(&self) -> Option<&str> {
         match self {
             EventBody::User { text }
             | EventBody::Assistant { text }
             | EventBody::ToolResult { text, .. }
             | EventBody::Note { text, .. } => Some(text),
-            EventBody::ToolCall { .. } | EventBody::System { .. } => None,
+            EventBody::ToolCall { .. } | EventBody::System { .. } | EventBody::Opaque { .. } => {
+                None
+            }
         }
     }
 }
@@ -355,6 +422,30 @@ fn exit_code<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::E
     })
 }
 
+/// An opaque item is a JSON object; anything else is refused saying so.
+fn opaque_item<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<serde_json::Map<String, serde_json::Value>, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Object(map) => Ok(map),
+        other => Err(serde::de::Error::custom(format!(
+            "an opaque event's item must be a JSON object (the provider's item as it sent it), not {}",
+            json_type(&other)
+        ))),
+    }
+}
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(serde_json::Map::new())
 }
@@ -398,7 +489,7 @@ mod tests {
             assert_eq!(EventKind::from_byte(kind.as_byte()), Some(kind));
         }
         assert_eq!(EventKind::from_byte(0), None);
-        assert_eq!(EventKind::from_byte(7), None);
+        assert_eq!(EventKind::from_byte(8), None);
     }
 
     #[test]
@@ -411,5 +502,48 @@ mod tests {
         assert_eq!(body.text(), Some("a b"));
         let err = serde_json::from_str::<EventBody>(r#"{"kind":"shout","text":"x"}"#);
         assert!(err.is_err());
+    }
+
+    #[test]
+    fn opaque_items_keep_their_keys_in_order_and_refuse_what_is_not_one() {
+        let text = r#"{"kind":"opaque","format":"openai-responses","item":{"type":"reasoning","summary":[],"encrypted_content":"gAAA","id":"rs_1"}}"#;
+        let body: EventBody = serde_json::from_str(text).unwrap();
+        assert_eq!(body.kind(), EventKind::Opaque);
+        assert_eq!(body.text(), None);
+        assert_eq!(serde_json::to_string(&body).unwrap(), text);
+        let err = serde_json::from_str::<EventBody>(
+            r#"{"kind":"opaque","format":"openai-responses","item":"reasoning"}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("must be a JSON object") && err.contains("not a string"),
+            "{err}"
+        );
+        let err = serde_json::from_str::<EventBody>(
+            r#"{"kind":"opaque","format":"openai-chat","item":{}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("openai-chat") && err.contains("anthropic-messages"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_opaque_items_readable_text_leaves_encrypted_parts_out() {
+        let item = |json: &str| match serde_json::from_str(json).unwrap() {
+            serde_json::Value::Object(map) => map,
+            _ => unreachable!(),
+        };
+        let reasoning = item(
+            r#"{"type":"reasoning","summary":[{"type":"summary_text","text":"Checked the logs."}],"encrypted_content":"gAAAA"}"#,
+        );
+        assert_eq!(opaque_text(&reasoning), "Checked the logs.");
+        let thinking = item(r#"{"type":"thinking","thinking":"Look at x.","signature":"EqQB"}"#);
+        assert_eq!(opaque_text(&thinking), "Look at x.");
+        let redacted = item(r#"{"type":"redacted_thinking","data":"EmwKAhgB"}"#);
+        assert_eq!(opaque_text(&redacted), "");
     }
 }

@@ -413,10 +413,7 @@ impl Eraser<'_> {
         let io = |e| io_err(st, tmp)(e);
         let mut f = crate::files::create_fresh(st, tmp)?;
         f.set_len(0).map_err(io)?;
-        let header = LogHeader {
-            ledger_id,
-            created_ms: self.state.header().created_ms,
-        };
+        let header = LogHeader::new(ledger_id, self.state.header().created_ms);
         let mut r = Rewrite::new(runs, reason);
         r.out.extend_from_slice(&header.encode());
         let mut at = 0u64;

@@ -29,8 +29,15 @@ pub mod names {
     pub const ERASE_PENDING: &str = "erase.pending";
 }
 
-/// The log format version written by this code, in the file header and in every record.
-pub const FORMAT_VERSION: u16 = 1;
+/// The log format version written by this code, in the file header and in every record it
+/// appends (2: event kind 7, `opaque`). Version-1 logs and records are read as they are; the
+/// first append to a version-1 log rewrites its header's version to 2 first (see
+/// `docs/ledger-format.md`, "Version history").
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest log and record version this code reads.
+pub const OLDEST_READ_VERSION: u16 = 1;
+/// The first record version that may carry event kind 7 (`opaque`).
+pub const OPAQUE_SINCE_VERSION: u16 = 2;
 /// The sidecar format version (2: `ledger.idx` entries carry note counters; `notes.idx`).
 /// Sidecars of another version are ignored and rebuilt from the log.
 pub const INDEX_VERSION: u16 = 2;
@@ -230,6 +237,9 @@ fn get_u64(buf: &[u8], at: usize) -> u64 {
 /// The decoded `ledger.log` file header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogHeader {
+    /// The format version in the header: [`FORMAT_VERSION`] for a log this code created,
+    /// older for one it has not appended to yet.
+    pub version: u16,
     /// Random id written at creation.
     pub ledger_id: [u8; 16],
     /// Creation time, ms since the Unix epoch.
@@ -241,7 +251,7 @@ impl LogHeader {
     pub fn encode(&self) -> [u8; LOG_HEADER_LEN] {
         let mut b = [0u8; LOG_HEADER_LEN];
         b[H_MAGIC..H_MAGIC + 8].copy_from_slice(&LOG_MAGIC);
-        put_u16(&mut b, H_VERSION, FORMAT_VERSION);
+        put_u16(&mut b, H_VERSION, self.version);
         put_u16(&mut b, H_HEADER_LEN, LOG_HEADER_LEN as u16);
         b[H_LEDGER_ID..H_LEDGER_ID + 16].copy_from_slice(&self.ledger_id);
         put_u64(&mut b, H_CREATED_MS, self.created_ms as u64);
@@ -250,7 +260,21 @@ impl LogHeader {
         b
     }
 
+    /// A header for a new log, at [`FORMAT_VERSION`].
+    pub fn new(ledger_id: [u8; 16], created_ms: i64) -> LogHeader {
+        LogHeader {
+            version: FORMAT_VERSION,
+            ledger_id,
+            created_ms,
+        }
+    }
+
     /// Decodes a header, or says why it is not one this version can read.
+    ///
+    /// A header whose version was being raised from 1 to 2 in place when the machine stopped
+    /// (the new version bytes written, its checksum not yet wholly) is read as version 1: the
+    /// upgrade is synced before any version-2 record is appended, so none follows it, and the
+    /// next append raises it again.
     pub fn decode(b: &[u8]) -> Result<LogHeader, String> {
         if b.len() < LOG_HEADER_LEN {
             return Err(format!(
@@ -261,12 +285,18 @@ impl LogHeader {
         if b[H_MAGIC..H_MAGIC + 8] != LOG_MAGIC {
             return Err("not a ctxlog ledger (bad magic)".into());
         }
+        let mut version = get_u16(b, H_VERSION);
         if crc32c::crc32c(&b[..H_CRC]) != get_u32(b, H_CRC) {
-            return Err("file header checksum mismatch".into());
+            if !is_torn_upgrade(b) {
+                return Err("file header checksum mismatch".into());
+            }
+            version = OLDEST_READ_VERSION;
         }
-        let version = get_u16(b, H_VERSION);
-        if version != FORMAT_VERSION {
-            return Err(format!("unsupported format version {version}"));
+        if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
+            return Err(format!(
+                "unsupported format version {version} (this ctxlog reads versions \
+                 {OLDEST_READ_VERSION} to {FORMAT_VERSION}: use a newer ctxlog)"
+            ));
         }
         if get_u16(b, H_HEADER_LEN) as usize != LOG_HEADER_LEN || get_u32(b, H_FLAGS) != 0 {
             return Err("unsupported file header layout or flags".into());
@@ -274,10 +304,29 @@ impl LogHeader {
         let mut ledger_id = [0u8; 16];
         ledger_id.copy_from_slice(&b[H_LEDGER_ID..H_LEDGER_ID + 16]);
         Ok(LogHeader {
+            version,
             ledger_id,
             created_ms: get_u64(b, H_CREATED_MS) as i64,
         })
     }
+}
+
+/// True when `b` is a version-1 header caught while its version was raised to 2 in place:
+/// the version field reads 2 and the checksum's first bytes are the new one's, the rest the
+/// old one's (a write stopped part way holds a prefix of what was written).
+fn is_torn_upgrade(b: &[u8]) -> bool {
+    if get_u16(b, H_VERSION) != FORMAT_VERSION {
+        return false;
+    }
+    let mut old = [0u8; H_CRC];
+    old.copy_from_slice(&b[..H_CRC]);
+    put_u16(&mut old, H_VERSION, OLDEST_READ_VERSION);
+    let (new_crc, old_crc) = (
+        crc32c::crc32c(&b[..H_CRC]).to_le_bytes(),
+        crc32c::crc32c(&old).to_le_bytes(),
+    );
+    let stored = &b[H_CRC..H_CRC + 4];
+    (0..4).any(|k| stored[..k] == new_crc[..k] && stored[k..] == old_crc[k..])
 }
 
 /// The fixed part of a record, decoded.
@@ -322,11 +371,17 @@ impl RecordHeader {
             return Err("bad record magic".into());
         }
         let version = get_u16(b, R_VERSION);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(format!("unsupported record version {version}"));
         }
         let kind = EventKind::from_byte(b[R_KIND])
             .ok_or_else(|| format!("unknown kind byte {}", b[R_KIND]))?;
+        if kind == EventKind::Opaque && version < OPAQUE_SINCE_VERSION {
+            return Err(format!(
+                "kind byte {} in a version-{version} record",
+                b[R_KIND]
+            ));
+        }
         let flags = b[R_FLAGS];
         if flags & !KNOWN_FLAGS != 0 {
             return Err(format!("unknown record flags {flags:#04x}"));
@@ -630,5 +685,52 @@ mod tests {
         assert_eq!(record_crc(&out, &out[RECORD_HEADER_LEN..]), crc);
         out[RECORD_HEADER_LEN] ^= 1;
         assert_ne!(record_crc(&out, &out[RECORD_HEADER_LEN..]), crc);
+    }
+
+    fn record(kind: EventKind, version: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_record(&mut out, kind, FLAG_END_OF_COMMIT, 0, 1, 0, b"{}", b"");
+        put_u16(&mut out, R_VERSION, version);
+        out
+    }
+
+    #[test]
+    fn records_of_both_versions_read_and_opaque_needs_version_2() {
+        assert_eq!(FORMAT_VERSION, 2);
+        for v in [1, 2] {
+            assert!(RecordHeader::parse(&record(EventKind::User, v)).is_ok());
+        }
+        assert!(RecordHeader::parse(&record(EventKind::Opaque, 2)).is_ok());
+        let err = RecordHeader::parse(&record(EventKind::Opaque, 1)).unwrap_err();
+        assert_eq!(err, "kind byte 7 in a version-1 record");
+        for v in [0, 3] {
+            let err = RecordHeader::parse(&record(EventKind::User, v)).unwrap_err();
+            assert_eq!(err, format!("unsupported record version {v}"));
+        }
+    }
+
+    #[test]
+    fn headers_of_both_versions_read_and_a_torn_upgrade_reads_as_version_1() {
+        let mut old = LogHeader::new([7; 16], 42);
+        old.version = 1;
+        let (v1, v2) = (old.encode(), LogHeader::new([7; 16], 42).encode());
+        assert_eq!(LogHeader::decode(&v1).unwrap(), old);
+        assert_eq!(LogHeader::decode(&v2).unwrap().version, 2);
+        // Every prefix of the in-place upgrade: v2's first `k` bytes over v1.
+        for k in 0..=LOG_HEADER_LEN {
+            let mut torn = v1;
+            torn[..k].copy_from_slice(&v2[..k]);
+            let got = LogHeader::decode(&torn).unwrap();
+            let want = if k == LOG_HEADER_LEN { 2 } else { 1 };
+            assert_eq!((got.version, got.ledger_id), (want, [7; 16]), "prefix {k}");
+        }
+        let mut flipped = v2;
+        flipped[H_CRC] ^= 0x55;
+        flipped[H_CRC + 3] ^= 0x55;
+        assert!(LogHeader::decode(&flipped).is_err());
+        let mut v3 = LogHeader::new([7; 16], 42);
+        v3.version = 3;
+        let err = LogHeader::decode(&v3.encode()).unwrap_err();
+        assert!(err.starts_with("unsupported format version 3"), "{err}");
     }
 }

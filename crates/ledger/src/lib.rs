@@ -120,7 +120,8 @@ pub use artifact::{artifact_name, excerpt, is_valid_artifact_name};
 pub use erase::{DEFAULT_ERASE_REASON, ErasureReport, MAX_ERASE_REASON_BYTES};
 pub use error::{Error, Result};
 pub use event::{
-    ArtifactRef, Event, EventBody, EventKind, NewCommit, SystemMarker, ToolStatus, turn_starts,
+    ArtifactRef, Event, EventBody, EventKind, NewCommit, OpaqueFormat, SystemMarker, ToolStatus,
+    turn_starts,
 };
 pub use ledger::{CommitReceipt, Ledger};
 pub use options::{Options, SyncMode};

@@ -142,10 +142,7 @@ pub(crate) fn recreate_if_torn_at_creation(
 /// rename, replacing any file of that name.
 fn write_fresh_log(st: &dyn Storage, sync: SyncMode) -> Result<()> {
     let tmp = format!("{}.tmp", names::LOG);
-    let header = LogHeader {
-        ledger_id: new_ledger_id(),
-        created_ms: now_ms(),
-    };
+    let header = LogHeader::new(new_ledger_id(), now_ms());
     let io = |name: &str| io_err(st, name);
     let mut f = crate::files::create_fresh(st, &tmp)?;
     f.set_len(0).map_err(io(&tmp))?;

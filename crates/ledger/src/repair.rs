@@ -621,12 +621,7 @@ fn write_log(
     let tmp = format!("{}.tmp", names::LOG);
     let io = |e| io_err(st, &tmp)(e);
     let mut f = crate::files::create_fresh(st, &tmp)?;
-    let mut out = LogHeader {
-        ledger_id,
-        created_ms,
-    }
-    .encode()
-    .to_vec();
+    let mut out = LogHeader::new(ledger_id, created_ms).encode().to_vec();
     let at_ms = now_ms();
     let mut at = 0u64;
     for item in items {

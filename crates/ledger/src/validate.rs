@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
-use crate::event::{EventBody, EventKind, ToolStatus};
+use crate::event::{EventBody, EventKind, OpaqueFormat, ToolStatus};
 
 /// The longest commit id accepted, in bytes.
 pub const MAX_COMMIT_ID_BYTES: usize = 256;
@@ -170,5 +170,71 @@ fn check_one(
             Err("system markers are written by ctxlog only".into())
         }
         EventBody::System { .. } => Ok(()),
+        EventBody::Opaque { format, item } => {
+            needs_turn()?;
+            check_opaque(*format, item)
+        }
+    }
+}
+
+/// The item types each format's own events already express: an opaque item of one of these
+/// would be sent without ctxlog knowing what it is (a second copy of a message, a call
+/// without its result), so it is refused with the event to use instead.
+const INTERPRETED: &[(OpaqueFormat, &str, &str)] = &[
+    (
+        OpaqueFormat::OpenaiResponses,
+        "message",
+        "a user or assistant event",
+    ),
+    (
+        OpaqueFormat::OpenaiResponses,
+        "function_call",
+        "a tool_call event",
+    ),
+    (
+        OpaqueFormat::OpenaiResponses,
+        "function_call_output",
+        "a tool_result event",
+    ),
+    (
+        OpaqueFormat::AnthropicMessages,
+        "text",
+        "a user or assistant event",
+    ),
+    (
+        OpaqueFormat::AnthropicMessages,
+        "tool_use",
+        "a tool_call event",
+    ),
+    (
+        OpaqueFormat::AnthropicMessages,
+        "tool_result",
+        "a tool_result event",
+    ),
+];
+
+fn check_opaque(
+    format: OpaqueFormat,
+    item: &serde_json::Map<String, serde_json::Value>,
+) -> std::result::Result<(), String> {
+    let Some(kind) = item
+        .get("type")
+        .and_then(|t| t.as_str())
+        .filter(|t| !t.is_empty())
+    else {
+        return Err(format!(
+            "an opaque item needs a \"type\" string, as every {} item has",
+            format.as_str()
+        ));
+    };
+    match INTERPRETED
+        .iter()
+        .find(|(f, t, _)| *f == format && *t == kind)
+    {
+        Some((_, _, instead)) => Err(format!(
+            "a {} item of type {kind:?} is one ctxlog reads: commit it as {instead}",
+            format.as_str()
+        )),
+        None => Ok(()),
     }
 }

@@ -209,12 +209,7 @@ fn erasing_everything_leaves_a_usable_ledger() {
 
 /// Builds a log by hand: `bodies[i]` at seq i+1, one record per commit.
 fn handmade(bodies: &[EventBody]) -> MemStorage {
-    let mut log = LogHeader {
-        ledger_id: [7; 16],
-        created_ms: 1,
-    }
-    .encode()
-    .to_vec();
+    let mut log = LogHeader::new([7; 16], 1).encode().to_vec();
     for (i, body) in bodies.iter().enumerate() {
         let json = serde_json::to_vec(body).unwrap();
         format::encode_record(

@@ -351,6 +351,10 @@ fn write_repaired_golden() {
 fn the_repaired_golden_ledger_reads_its_loss_record_and_refuses_the_lost_id() {
     let dir = repaired_dir();
     let before = snapshot_dir(&dir);
+    // Repair writes a whole new log at version 2 (the records it copies keep their own
+    // version bytes; these were written at version 2 too).
+    assert_eq!(header_version(&dir), 2);
+    assert_eq!(record_versions(&dir), [2; 6]);
     let reader = Reader::open(&dir).unwrap();
     assert_eq!(
         reader.ledger_id(),
@@ -386,4 +390,200 @@ fn the_repaired_golden_ledger_reads_its_loss_record_and_refuses_the_lost_id() {
         Err(ctxlog_ledger::Error::Lost { from: 3, to: 3, .. })
     ));
     assert_eq!(ledger.commit(&turn(9)).unwrap().first_seq, 7);
+}
+
+// ---- version 2 --------------------------------------------------------------------------
+
+/// The ledger in `tests/golden/v2/`: format version 2, whose one addition is event kind 7
+/// (`opaque`, a provider item stored as given): a turn carrying an OpenAI Responses reasoning
+/// item and an Anthropic thinking block beside a tool call with an artifact.
+fn v2_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v2")
+}
+
+fn opaque(json: &str) -> EventBody {
+    serde_json::from_str(json).unwrap()
+}
+
+const REASONING: &str = r#"{"kind":"opaque","format":"openai-responses","item":{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAAB…=="}}"#;
+const THINKING: &str = r#"{"kind":"opaque","format":"anthropic-messages","item":{"type":"thinking","thinking":"Check the build first.","signature":"EqQBCgIYAh…"}}"#;
+
+fn v2_commits() -> Vec<NewCommit> {
+    vec![NewCommit {
+        id: Some("turn-1".into()),
+        events: vec![
+            user("Build it"),
+            opaque(REASONING),
+            opaque(THINKING),
+            call("c1"),
+            result("c1", &artifact_text()),
+            assistant("Built."),
+        ],
+        ..Default::default()
+    }]
+}
+
+/// Writes the version-2 golden ledger, like [`write_golden`].
+#[test]
+#[ignore]
+fn write_v2_golden() {
+    if std::env::var("CTXLOG_WRITE_GOLDEN").is_err() {
+        return;
+    }
+    let dir = v2_dir();
+    assert!(
+        !dir.join("ledger.log").exists(),
+        "golden files are frozen; add a new version instead"
+    );
+    let (mut ledger, _) = Ledger::open(&dir, &options()).unwrap();
+    for c in v2_commits() {
+        ledger.commit(&c).unwrap();
+    }
+    std::fs::write(dir.join(LEDGER_ID_FILE), ledger.ledger_id()).unwrap();
+    drop(ledger);
+    std::fs::remove_file(dir.join("lock")).unwrap();
+}
+
+fn header_version(dir: &Path) -> u16 {
+    let log = std::fs::read(dir.join("ledger.log")).unwrap();
+    ctxlog_ledger::format::LogHeader::decode(&log[..64])
+        .unwrap()
+        .version
+}
+
+/// Each record's version field, in log order.
+fn record_versions(dir: &Path) -> Vec<u16> {
+    let log = std::fs::read(dir.join("ledger.log")).unwrap();
+    record_offsets(&log)
+        .into_iter()
+        .map(|(at, _)| u16::from_le_bytes([log[at as usize + 8], log[at as usize + 9]]))
+        .collect()
+}
+
+#[test]
+fn the_v2_golden_ledger_reads_back_with_its_opaque_items() {
+    let dir = v2_dir();
+    let before = snapshot_dir(&dir);
+    assert_eq!(header_version(&dir), 2);
+    assert_eq!(record_versions(&dir), vec![2; 6]);
+    let reader = Reader::open(&dir).unwrap();
+    assert_eq!(
+        reader.ledger_id(),
+        std::fs::read_to_string(dir.join(LEDGER_ID_FILE)).unwrap()
+    );
+    let got = reader.events(1..=6).unwrap();
+    assert_eq!(got[1].body, opaque(REASONING));
+    assert_eq!(got[2].body, opaque(THINKING));
+    // Stored as given: the item's keys in the order they were sent.
+    assert_eq!(
+        serde_json::to_string(&got[1].body).unwrap(),
+        REASONING,
+        "an opaque item is kept byte for byte"
+    );
+    assert!(matches!(
+        &got[4].body,
+        EventBody::ToolResult {
+            artifact: Some(_),
+            ..
+        }
+    ));
+    let report = ctxlog_ledger::verify(&dir).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!((report.events, report.artifacts), (6, 1));
+    assert_eq!(snapshot_dir(&dir), before, "reading wrote nothing");
+
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&dir, tmp.path());
+    let (mut ledger, report) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert!(report.is_clean());
+    assert!(ledger.commit(&v2_commits()[0]).unwrap().replayed);
+    assert_eq!(ledger.commit(&turn(2)).unwrap().first_seq, 7);
+}
+
+/// Upgrade path: a version-1 log keeps its header and records until something is appended;
+/// the first append raises the header to version 2 (in place, synced first) and appends
+/// version-2 records after the version-1 ones, all of which still read and verify.
+#[test]
+fn the_first_append_to_a_v1_log_raises_its_header_and_keeps_its_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&golden_dir(), tmp.path());
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert_eq!(header_version(tmp.path()), 1, "opening writes nothing");
+    assert!(ledger.commit(&commits()[1]).unwrap().replayed);
+    assert_eq!(header_version(tmp.path()), 1, "a replay appends nothing");
+    let mut turn_with_item = commit(vec![user("again"), opaque(REASONING), assistant("ok")]);
+    turn_with_item.id = Some("turn-2".into());
+    assert_eq!(ledger.commit(&turn_with_item).unwrap().first_seq, 7);
+    assert_eq!(header_version(tmp.path()), 2);
+    let mut want = vec![1; 6];
+    want.extend([2, 2, 2]);
+    assert_eq!(record_versions(tmp.path()), want);
+    drop(ledger);
+    let reader = Reader::open(tmp.path()).unwrap();
+    let events = reader.events(1..=9).unwrap();
+    let bodies: Vec<EventBody> = events.into_iter().map(|e| e.body).collect();
+    assert_eq!(bodies[..6], expected_bodies()[..]);
+    assert_eq!(bodies[7], opaque(REASONING));
+    assert!(ctxlog_ledger::verify(tmp.path()).unwrap().is_clean());
+    let (mut ledger, report) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert!(report.is_clean());
+    assert!(ledger.commit(&turn_with_item).unwrap().replayed);
+}
+
+/// A machine that stopped while the header was being raised left the version bytes new and
+/// the checksum part old: the log reads as version 1, verifies clean, and the next append
+/// raises it again.
+#[test]
+fn a_header_upgrade_cut_short_reads_as_version_1_and_is_redone() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&golden_dir(), tmp.path());
+    let path = tmp.path().join("ledger.log");
+    let mut log = std::fs::read(&path).unwrap();
+    let id = <[u8; 16]>::try_from(&log[16..32]).unwrap();
+    let created = i64::from_le_bytes(log[32..40].try_into().unwrap());
+    let new = ctxlog_ledger::format::LogHeader::new(id, created).encode();
+    log[..62].copy_from_slice(&new[..62]);
+    std::fs::write(&path, &log).unwrap();
+    assert_eq!(header_version(tmp.path()), 1);
+    let reader = Reader::open(tmp.path()).unwrap();
+    assert_eq!(reader.last_seq(), 6);
+    assert!(ctxlog_ledger::verify(tmp.path()).unwrap().is_clean());
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert_eq!(ledger.commit(&turn(2)).unwrap().first_seq, 7);
+    assert_eq!(std::fs::read(&path).unwrap()[..64], new[..]);
+}
+
+#[test]
+fn an_opaque_item_that_is_not_one_is_refused_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    ledger.commit(&turn(1)).unwrap();
+    let before = snapshot_dir(tmp.path());
+    for (event, says) in [
+        (
+            r#"{"kind":"opaque","format":"openai-responses","item":{"type":"message","role":"user","content":"x"}}"#,
+            "event 2 (opaque): a openai-responses item of type \"message\" is one ctxlog reads: commit it as a user or assistant event",
+        ),
+        (
+            r#"{"kind":"opaque","format":"anthropic-messages","item":{"signature":"x"}}"#,
+            "event 2 (opaque): an opaque item needs a \"type\" string",
+        ),
+    ] {
+        let err = ledger
+            .commit(&commit(vec![user("q"), opaque(event)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{err}");
+    }
+    assert_eq!(snapshot_dir(tmp.path()), before);
+    let fresh = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(fresh.path(), &options()).unwrap();
+    let err = ledger
+        .commit(&commit(vec![opaque(REASONING)]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("event 1 (opaque): comes before any user message"),
+        "{err}"
+    );
 }

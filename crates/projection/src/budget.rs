@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::options::{Tokenizer, WireFormat};
-use crate::report::{BudgetReport, RecallReport, Report, Size, Tier, TierSize, TurnCounts};
+use crate::report::{
+    BudgetReport, OpaqueCounts, RecallReport, Report, Size, Tier, TierSize, TurnCounts,
+};
 use crate::request::ProjectionRequest;
 use crate::tokens::{
     Counter, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_NAME, call_tokens, system_prompt_tokens,
@@ -154,6 +156,7 @@ impl<'r> Budget<'r> {
             notice: None,
             recall: RecallReport::default(),
             notes: Vec::new(),
+            opaque: OpaqueCounts::default(),
         }
     }
 
@@ -305,6 +308,12 @@ fn responses_item_tokens(tokenizer: Tokenizer, item: &ResponsesItem) -> u64 {
             t("function_call") + t(&c.id) + t(&c.name) + TOKENS_PER_NAME + t(&c.arguments)
         }
         ResponsesItem::Output(a) => t("function_call_output") + t(&a.call_id) + t(&a.content),
+        // As `count` counts it, less the per-message tokens added by the caller.
+        ResponsesItem::Opaque(item) => {
+            let image = crate::media::default_rule(WireFormat::OpenAiResponses);
+            crate::tokens::message_tokens(WireFormat::OpenAiResponses, tokenizer, image, item)
+                - TOKENS_PER_MESSAGE
+        }
     }
 }
 
@@ -314,6 +323,10 @@ fn block_tokens(tokenizer: Tokenizer, block: &Block) -> u64 {
         Block::ToolUse { id, name, input } => tool_use_tokens(tokenizer, id, name, input),
         Block::ToolResult(a) => {
             text_tokens(tokenizer, &a.call_id) + text_tokens(tokenizer, &a.content)
+        }
+        Block::Opaque(item) => {
+            let image = crate::media::ImageRule::Area;
+            crate::tokens::block_tokens(WireFormat::AnthropicMessages, tokenizer, image, item)
         }
     }
 }

@@ -62,7 +62,9 @@ mod error;
 mod expand;
 mod history;
 mod json;
+pub mod media;
 pub mod naive;
+mod opaque;
 mod open_turn;
 mod options;
 mod pages;
@@ -82,8 +84,8 @@ pub use history::{History, SeqRange, SliceHistory};
 pub use options::{Policy, Tokenizer, UnknownName, WireFormat};
 pub use pages::{CANDIDATES_PER_PAGE, PageSource, PageSourceError, StaticPages};
 pub use report::{
-    BudgetReport, Clip, Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier,
-    TierSize, TurnCounts,
+    BudgetReport, Clip, Drop, OpaqueCounts, PageRef, Projection, RecallReport, Report, Size,
+    SkippedPage, Tier, TierSize, TurnCounts,
 };
 pub use request::{
     DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_RECALL_RESERVE, ProjectionRequest,
@@ -137,6 +139,17 @@ pub fn project_with_pages<H: History + ?Sized>(
 }
 
 fn project_by_policy<H: History + ?Sized>(
+    history: &H,
+    request: &ProjectionRequest,
+    cache: &mut SizeCache,
+    pages: Option<&mut dyn PageSource>,
+) -> Result<Projection> {
+    let mut projection = project_chosen(history, request, cache, pages)?;
+    opaque::count(history, request, &mut projection.report)?;
+    Ok(projection)
+}
+
+fn project_chosen<H: History + ?Sized>(
     history: &H,
     request: &ProjectionRequest,
     cache: &mut SizeCache,

@@ -31,13 +31,18 @@ pub(crate) const NO_INPUT: &str = "no current input: give the user's message (--
 project right after a tool result is committed (the open turn, ending in tool results, then \
 ends the body)";
 
-/// Whether the newest event of `events` that is sent (notes and system markers aside) is a
-/// tool result.
+/// Whether the newest event of `events` that is sent (notes, system markers and opaque items
+/// aside) is a tool result.
 pub(crate) fn ends_in_results(events: &[Event]) -> bool {
     events
         .iter()
         .rev()
-        .find(|e| !matches!(e.body, EventBody::Note { .. } | EventBody::System { .. }))
+        .find(|e| {
+            !matches!(
+                e.body,
+                EventBody::Note { .. } | EventBody::System { .. } | EventBody::Opaque { .. }
+            )
+        })
         .is_some_and(|e| e.kind() == EventKind::ToolResult)
 }
 

@@ -47,6 +47,21 @@ impl WireFormat {
     pub fn tokens_exact(self) -> bool {
         matches!(self, WireFormat::OpenAiChat)
     }
+
+    /// Whether a body of this format carries opaque items of `format`: only its own
+    /// (docs/design.md#p14-more-wire-formats).
+    pub fn carries(self, format: ctxlog_event::OpaqueFormat) -> bool {
+        matches!(
+            (self, format),
+            (
+                WireFormat::OpenAiResponses,
+                ctxlog_event::OpaqueFormat::OpenaiResponses
+            ) | (
+                WireFormat::AnthropicMessages,
+                ctxlog_event::OpaqueFormat::AnthropicMessages
+            )
+        )
+    }
 }
 
 /// An offline BPE tokenizer used to count tokens (docs/design.md#p3-tokens).

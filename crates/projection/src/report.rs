@@ -86,6 +86,29 @@ pub struct Report {
     /// Things the caller should know that are not errors, one sentence each (the facade adds
     /// e.g. that the conversation has no commits yet, which a typo in its name looks like).
     pub notes: Vec<String>,
+    /// The opaque provider items of the history kept: sent, or left out and why (absent when
+    /// there were none).
+    #[serde(default, skip_serializing_if = "OpaqueCounts::is_empty")]
+    pub opaque: OpaqueCounts,
+}
+
+/// What became of the opaque provider items (docs/design.md#p14-more-wire-formats) in the
+/// history a body kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OpaqueCounts {
+    /// Sent verbatim, in their place.
+    pub sent: u64,
+    /// Left out: items of another wire format than the body's.
+    pub left_out_other_format: u64,
+    /// Left out: items of history the agent context summarises as text.
+    pub left_out_summarised: u64,
+}
+
+impl OpaqueCounts {
+    /// True when the history kept had no opaque item.
+    pub fn is_empty(&self) -> bool {
+        *self == OpaqueCounts::default()
+    }
 }
 
 /// A budget as applied.

@@ -24,11 +24,19 @@
 //! format are **estimates** made with the real tokenizer and the chat rule's shape: every
 //! item costs 3 plus the tokens of each of its string fields (its `type` too: `message`,
 //! `function_call`, …), plus 1 more if it has a `name`; a `content` list counts each
-//! `input_text`/`output_text` part's `text`; other parts and nested values count their compact
-//! JSON text. `instructions` costs 3 plus `system` and its text; reply priming 3; tool
+//! `input_text`/`output_text` part's `text`; other parts and nested values (a reasoning item's
+//! `summary` list) count their compact JSON text. `instructions` costs 3 plus `system` and its text; reply priming 3; tool
 //! definitions follow the cookbook's function rule above with the flat Responses tool
 //! (`{"type":"function","name",…}`) as the function. A string `input` counts as one user
 //! message.
+//!
+//! # Images (every format)
+//!
+//! An image part (`image_url` in chat, `input_image` in Responses, `image` in Anthropic) is
+//! charged by the image rule of the body's `model` ([`crate::media`]: OpenAI's tiles or
+//! patches, Anthropic's pixel area), its size read from the header of its inline base64
+//! (PNG, JPEG, GIF, WebP), never by the text of that base64. An image ctxlog cannot read (a
+//! URL) is charged the most its rule allows, and `tokens_exact` is then false.
 //!
 //! # The estimate for `anthropic-messages`
 //!
@@ -45,8 +53,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use base64::Engine as _;
+
 use crate::error::{Error, Result};
 use crate::json::value_to_string;
+use crate::media::{Detail, ImageRule};
 use crate::options::{Tokenizer, WireFormat};
 
 /// Tokens added once per message by OpenAI's published rule.
@@ -113,6 +124,18 @@ pub struct Count {
     pub format: WireFormat,
     /// Whether `tokens` follows a published rule for this provider (false: an estimate).
     pub tokens_exact: bool,
+    /// Image parts charged by the image rule of the body's model ([`crate::media`]), not by
+    /// the text of their base64.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images: u64,
+    /// Of those, the images whose size ctxlog could not read (a URL, an unknown header):
+    /// charged the most the rule allows, an estimate.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images_estimated: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Counts the bytes and tokens of a request body of `format` (the CLI's `ctxlog count`).
@@ -133,15 +156,18 @@ pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Co
     let object = value
         .as_object()
         .ok_or_else(|| invalid_body("the body is not a JSON object"))?;
-    let mut tokens = REPLY_PRIMING + messages_tokens(format, tokenizer, object)?;
+    let model = object.get("model").and_then(Value::as_str).unwrap_or("");
+    let image = crate::media::rule_for(format, model).0;
+    let mut tokens = REPLY_PRIMING + messages_tokens(format, tokenizer, image, object)?;
     let system_field = match format {
         WireFormat::AnthropicMessages => "system",
         WireFormat::OpenAiResponses => "instructions",
         WireFormat::OpenAiChat => "",
     };
     if let Some(system) = object.get(system_field) {
-        tokens += system_tokens(tokenizer, system);
+        tokens += system_tokens(tokenizer, image, system);
     }
+    let (images, images_estimated) = image_counts(format, object);
     if let Some(tools) = object.get("tools").and_then(Value::as_array) {
         tokens += tools_tokens(format, tokenizer, tools);
     }
@@ -150,8 +176,75 @@ pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Co
         tokens,
         tokenizer,
         format,
-        tokens_exact: format.tokens_exact(),
+        tokens_exact: format.tokens_exact() && images_estimated == 0,
+        images,
+        images_estimated,
     })
+}
+
+/// An image part of `format` (`image_url` for chat, `input_image` for Responses, `image` for
+/// Anthropic): its detail and its bytes' size if they are inline and readable, the outer
+/// `None` when `block` is no image part.
+pub(crate) fn image_part(
+    format: WireFormat,
+    block: &Value,
+) -> Option<(Detail, Option<(u32, u32)>)> {
+    let detail = |v: &Value| v.as_str().and_then(Detail::parse).unwrap_or_default();
+    let (detail, data) = match (format, block["type"].as_str()) {
+        (WireFormat::OpenAiChat, Some("image_url")) => (
+            detail(&block["image_url"]["detail"]),
+            data_url(block["image_url"]["url"].as_str().unwrap_or_default()),
+        ),
+        (WireFormat::OpenAiResponses, Some("input_image")) => (
+            detail(&block["detail"]),
+            data_url(block["image_url"].as_str().unwrap_or_default()),
+        ),
+        (WireFormat::AnthropicMessages, Some("image")) => (
+            Detail::Auto,
+            (block["source"]["type"] == "base64")
+                .then(|| block["source"]["data"].as_str())
+                .flatten()
+                .map(str::to_owned),
+        ),
+        _ => return None,
+    };
+    let size = data
+        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+        .and_then(|bytes| crate::media::dimensions(&bytes))
+        .map(|(_, w, h)| (w, h));
+    Some((detail, size))
+}
+
+/// The base64 of a `data:` URL, if `url` is one.
+fn data_url(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("data:")?;
+    let (_, b64) = rest.split_once(";base64,")?;
+    Some(b64.to_owned())
+}
+
+/// How many image parts the body's messages hold, and how many of them have no readable size.
+fn image_counts(format: WireFormat, object: &serde_json::Map<String, Value>) -> (u64, u64) {
+    let field = if format == WireFormat::OpenAiResponses {
+        "input"
+    } else {
+        "messages"
+    };
+    let mut counts = (0, 0);
+    let messages = object.get(field).and_then(Value::as_array);
+    for message in messages.into_iter().flatten() {
+        let parts = message["content"].as_array().into_iter().flatten();
+        let nested = parts
+            .clone()
+            .filter_map(|p| p["content"].as_array())
+            .flatten();
+        for part in parts.chain(nested) {
+            if let Some((_, size)) = image_part(format, part) {
+                counts.0 += 1;
+                counts.1 += u64::from(size.is_none());
+            }
+        }
+    }
+    counts
 }
 
 /// Tokens of the body's messages (`messages`), or of its input items (`input`, for
@@ -159,6 +252,7 @@ pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Co
 fn messages_tokens(
     format: WireFormat,
     tokenizer: Tokenizer,
+    image: ImageRule,
     object: &serde_json::Map<String, Value>,
 ) -> Result<u64> {
     let field = match format {
@@ -181,7 +275,7 @@ fn messages_tokens(
     };
     Ok(messages
         .iter()
-        .map(|message| message_tokens(format, tokenizer, message))
+        .map(|message| message_tokens(format, tokenizer, image, message))
         .sum())
 }
 
@@ -191,8 +285,14 @@ fn invalid_body(reason: &str) -> Error {
     }
 }
 
-/// Tokens of one message (a JSON object of the format's message shape).
-fn message_tokens(format: WireFormat, tokenizer: Tokenizer, message: &Value) -> u64 {
+/// Tokens of one message (a JSON object of the format's message shape); the projector counts
+/// an opaque Responses item by this same rule.
+pub(crate) fn message_tokens(
+    format: WireFormat,
+    tokenizer: Tokenizer,
+    image: ImageRule,
+    message: &Value,
+) -> u64 {
     let Some(fields) = message.as_object() else {
         return TOKENS_PER_MESSAGE;
     };
@@ -206,8 +306,12 @@ fn message_tokens(format: WireFormat, tokenizer: Tokenizer, message: &Value) -> 
             }
             (_, "content", Value::Array(parts)) => parts
                 .iter()
-                .map(|p| block_tokens(format, tokenizer, p))
+                .map(|p| block_tokens(format, tokenizer, image, p))
                 .sum(),
+            // Any other value of an input item (a reasoning item's `summary`, …).
+            (WireFormat::OpenAiResponses, _, Value::Array(_) | Value::Object(_)) => {
+                value_tokens(tokenizer, value)
+            }
             _ => 0,
         };
     }
@@ -236,8 +340,18 @@ fn value_tokens(tokenizer: Tokenizer, value: &Value) -> u64 {
     text_tokens(tokenizer, &value_to_string(value))
 }
 
-fn block_tokens(format: WireFormat, tokenizer: Tokenizer, block: &Value) -> u64 {
+/// Tokens of one content block; the projector counts an opaque Anthropic block by this same
+/// rule (its compact JSON text).
+pub(crate) fn block_tokens(
+    format: WireFormat,
+    tokenizer: Tokenizer,
+    image: ImageRule,
+    block: &Value,
+) -> u64 {
     let str_of = |key: &str| text_tokens(tokenizer, block[key].as_str().unwrap_or_default());
+    if let Some((detail, size)) = image_part(format, block) {
+        return crate::media::image_tokens(image, detail, size).0;
+    }
     match block["type"].as_str() {
         Some("text") => str_of("text"),
         Some("input_text" | "output_text") if format == WireFormat::OpenAiResponses => {
@@ -254,7 +368,7 @@ fn block_tokens(format: WireFormat, tokenizer: Tokenizer, block: &Value) -> u64 
                 Value::String(s) => text_tokens(tokenizer, s),
                 Value::Array(parts) => parts
                     .iter()
-                    .map(|p| block_tokens(format, tokenizer, p))
+                    .map(|p| block_tokens(format, tokenizer, image, p))
                     .sum(),
                 _ => 0,
             };
@@ -264,12 +378,12 @@ fn block_tokens(format: WireFormat, tokenizer: Tokenizer, block: &Value) -> u64 
     }
 }
 
-fn system_tokens(tokenizer: Tokenizer, system: &Value) -> u64 {
+fn system_tokens(tokenizer: Tokenizer, image: ImageRule, system: &Value) -> u64 {
     let text = match system {
         Value::String(s) => text_tokens(tokenizer, s),
         Value::Array(parts) => parts
             .iter()
-            .map(|p| block_tokens(WireFormat::AnthropicMessages, tokenizer, p))
+            .map(|p| block_tokens(WireFormat::AnthropicMessages, tokenizer, image, p))
             .sum(),
         _ => 0,
     };

@@ -70,6 +70,14 @@
 //!     `{"type":"function_call_output","call_id":ID,"output":S}` per call, in call order.
 //!     Arguments are sent as for `openai-chat`.
 //!
+//! # Opaque provider items
+//!
+//! An `opaque` event (a Responses `reasoning` item, an Anthropic `thinking` block, …) is
+//! written exactly as stored (compact, keys in their stored order) in its own format only: as
+//! an `input` item in its place for `openai-responses`; as a content block of the assistant
+//! message around it, in its place, for `anthropic-messages`. Any other format leaves it out
+//! and the report counts it (`opaque_left_out`).
+//!
 //! # Tool results and interrupted calls (every format)
 //!
 //! A result's content is its text, preceded by one line
@@ -80,7 +88,7 @@
 //! result whose call is not in its turn is sent as user text `[tool result without a call in this
 //! turn] …`. System markers (tombstones, retention, imports) are not sent.
 
-use ctxlog_event::{ArtifactRef, Event, EventBody, ToolStatus};
+use ctxlog_event::{ArtifactRef, Event, EventBody, OpaqueFormat, ToolStatus};
 use serde_json::Value;
 
 use crate::json::{value_to_string, write_str, write_u64, write_value};
@@ -135,6 +143,12 @@ pub(crate) enum Item {
         calls: Vec<Call>,
     },
     Answers(Vec<Answer>),
+    /// A provider item stored as given: sent verbatim in its own format, left out of any
+    /// other.
+    Opaque {
+        format: OpaqueFormat,
+        item: Value,
+    },
 }
 
 impl Item {
@@ -189,6 +203,10 @@ pub(crate) fn turn_items(events: &[Event]) -> Vec<Item> {
             } => {
                 items.push(Item::text(Role::System, note_text(text)));
             }
+            EventBody::Opaque { format, item } => items.push(Item::Opaque {
+                format: *format,
+                item: Value::Object(item.clone()),
+            }),
             EventBody::Note { .. } | EventBody::System { .. } => {}
         }
         i += 1;
@@ -354,6 +372,8 @@ pub(crate) enum ResponsesItem {
     Call(OpenAiCall),
     /// A `function_call_output` item.
     Output(Answer),
+    /// An opaque item, written as stored.
+    Opaque(Value),
 }
 
 /// One content block of an Anthropic message.
@@ -367,6 +387,8 @@ pub(crate) enum Block {
         input: Value,
     },
     ToolResult(Answer),
+    /// An opaque block, written as stored.
+    Opaque(Value),
 }
 
 /// One rendered message: what is sent, in the shape of its format. Its bytes are written by
@@ -514,6 +536,8 @@ fn openai_item(item: &Item, msgs: &mut Vec<Msg>) {
                 .iter()
                 .map(|a| Msg::OpenAi(OpenAiMsg::ToolResult(a.clone()))),
         ),
+        // Chat Completions has no place for another API's items.
+        Item::Opaque { .. } => {}
     }
 }
 
@@ -561,6 +585,11 @@ fn responses_item(item: &Item, msgs: &mut Vec<Msg>) {
                 .iter()
                 .map(|a| Msg::Responses(ResponsesItem::Output(a.clone()))),
         ),
+        Item::Opaque {
+            format: OpaqueFormat::OpenaiResponses,
+            item,
+        } => msgs.push(Msg::Responses(ResponsesItem::Opaque(item.clone()))),
+        Item::Opaque { .. } => {}
     }
 }
 
@@ -594,6 +623,7 @@ fn write_responses(m: &mut Vec<u8>, item: &ResponsesItem) {
             m.extend_from_slice(br#","output":"#);
             write_str(m, &answer.content);
         }
+        ResponsesItem::Opaque(item) => return write_value(m, item),
     }
     m.push(b'}');
 }
@@ -657,6 +687,16 @@ fn anthropic_item(item: &Item, msgs: &mut Vec<Msg>) {
                 blocks,
             });
         }
+        // An assistant block (thinking, server tool use and its result): it merges into the
+        // assistant message around it, in its place.
+        Item::Opaque {
+            format: OpaqueFormat::AnthropicMessages,
+            item,
+        } => msgs.push(Msg::Anthropic {
+            speaker: Speaker::Assistant,
+            blocks: vec![Block::Opaque(item.clone())],
+        }),
+        Item::Opaque { .. } => {}
     }
 }
 
@@ -706,6 +746,7 @@ fn write_block(b: &mut Vec<u8>, block: &Block) {
                 b.extend_from_slice(br#","is_error":true"#);
             }
         }
+        Block::Opaque(item) => return write_value(b, item),
     }
     b.push(b'}');
 }

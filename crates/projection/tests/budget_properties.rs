@@ -4,7 +4,8 @@
 //! docs/design.md#p9-cost). Failure class: a body over budget (the provider's 400), a reported size
 //! that is not the body's, a split turn or an unpaired tool call, or a fast selector that disagrees
 //! with the obvious rule. Guarantees, for random conversations (tool calls with and without
-//! results, notes, pinned and superseding notes, a preamble, markers; text with quotes,
+//! results, notes, pinned and superseding notes, a preamble, markers, opaque provider items of
+//! both formats; text with quotes,
 //! backslashes, newlines, control characters, Chinese and emoji), both formats and both tokenizers,
 //! and every byte budget from below the mandatory size to above the full size:
 //! * the projection fits, or fails with `MandatoryExceedsBudget` exactly when the mandatory
@@ -40,6 +41,11 @@ enum Step {
     },
     Orphan(String),
     Marker,
+    /// An opaque provider item: a Responses reasoning item, or an Anthropic thinking block.
+    Opaque {
+        anthropic: bool,
+        text: String,
+    },
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -54,6 +60,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (text(), any::<bool>(), any::<bool>()).prop_map(|(text, pinned, supersede)| Step::Note { text, pinned, supersede }),
         1 => text().prop_map(Step::Orphan),
         1 => Just(Step::Marker),
+        2 => (any::<bool>(), text()).prop_map(|(anthropic, text)| Step::Opaque { anthropic, text }),
     ]
 }
 
@@ -154,6 +161,17 @@ impl Builder {
                         source: "test".into(),
                     },
                 });
+            }
+            Step::Opaque { anthropic, text } => {
+                let event = if *anthropic {
+                    json!({"kind":"opaque","format":"anthropic-messages","item":
+                        {"type":"thinking","thinking":text,"signature":"EqQB"}})
+                } else {
+                    json!({"kind":"opaque","format":"openai-responses","item":
+                        {"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":text}],
+                         "encrypted_content":"gAAAA"}})
+                };
+                self.push(serde_json::from_value(event).unwrap());
             }
         }
     }
@@ -366,7 +384,7 @@ fn check_responses_shape(body: &Value) {
                 );
                 open.remove(0);
             }
-            "message" => assert!(open.is_empty(), "a call left unanswered"),
+            "message" | "reasoning" => assert!(open.is_empty(), "a call left unanswered"),
             other => panic!("unexpected item type {other}"),
         }
     }

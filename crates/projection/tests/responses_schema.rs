@@ -4,7 +4,8 @@
 //! item in a shape the API does not take, a tool without a field it requires, a part type
 //! that is valid only in the API's own output). Guarantee: every body of the corpus (plain
 //! chat, tools with calls and results, an interrupted call, notes, the agent loop with no new
-//! input, the omission notice, an output reservation, token budgets, both policies) and every
+//! input, the omission notice, an output reservation, token budgets, both policies, reasoning
+//! items sent back and an Anthropic block left out) and every
 //! body of random conversations under random budgets validates against
 //! `tests/fixtures/openai-responses/create-response.schema.json`, and bodies the API rejects do
 //! not.
@@ -76,6 +77,7 @@ fn events() -> Vec<Event> {
         EventBody::User {
             text: "list files".into(),
         },
+        reasoning("rs_1"),
         EventBody::Assistant {
             text: "Checking.".into(),
         },
@@ -95,9 +97,28 @@ fn events() -> Vec<Event> {
         EventBody::User {
             text: "build it".into(),
         },
+        reasoning("rs_2"),
+        thinking(),
         call("c4", json!({"cmd": "make"})),
         result("c4", ToolStatus::Ok, &"compiling\n".repeat(300)),
     ])
+}
+
+/// A reasoning item as the API returns it with `include: ["reasoning.encrypted_content"]`.
+fn reasoning(id: &str) -> EventBody {
+    serde_json::from_value(json!({"kind":"opaque","format":"openai-responses","item":{
+        "type":"reasoning","id":id,"summary":[{"type":"summary_text","text":"Look first."}],
+        "encrypted_content":"gAAAAABo…=="}}))
+    .unwrap()
+}
+
+/// An Anthropic block: never in a Responses body.
+fn thinking() -> EventBody {
+    serde_json::from_value(
+        json!({"kind":"opaque","format":"anthropic-messages","item":{
+        "type":"thinking","thinking":"Hmm.","signature":"EqQB"}}),
+    )
+    .unwrap()
 }
 
 fn recall_tool() -> Value {
@@ -172,22 +193,27 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 fn turn() -> impl Strategy<Value = Vec<EventBody>> {
-    (text(), 0usize..3, any::<bool>(), text()).prop_map(|(user, calls, fail, reply)| {
-        let mut out = vec![EventBody::User { text: user }];
-        for i in 0..calls {
-            out.push(call(&format!("k{i}"), json!({"i": i})));
-        }
-        for i in 0..calls {
-            let status = if fail {
-                ToolStatus::Error
-            } else {
-                ToolStatus::Ok
-            };
-            out.push(result(&format!("k{i}"), status, &reply.repeat(i + 1)));
-        }
-        out.push(EventBody::Assistant { text: reply });
-        out
-    })
+    (text(), 0usize..3, any::<bool>(), text(), any::<bool>()).prop_map(
+        |(user, calls, fail, reply, reasons)| {
+            let mut out = vec![EventBody::User { text: user }];
+            if reasons {
+                out.push(reasoning("rs_k"));
+            }
+            for i in 0..calls {
+                out.push(call(&format!("k{i}"), json!({"i": i})));
+            }
+            for i in 0..calls {
+                let status = if fail {
+                    ToolStatus::Error
+                } else {
+                    ToolStatus::Ok
+                };
+                out.push(result(&format!("k{i}"), status, &reply.repeat(i + 1)));
+            }
+            out.push(EventBody::Assistant { text: reply });
+            out
+        },
+    )
 }
 
 proptest! {

@@ -1,9 +1,10 @@
 """`openai-responses` bodies against the official `openai` SDK's request types
 (docs/design.md#p14-more-wire-formats): every body ctxlog projects in this format, with either
 policy, with and without input (the agent loop), with the recall tool, the notice and tight
-budgets, validates as the SDK's `ResponseCreateParamsNonStreaming`; a body the API rejects does
-not."""
+budgets, carrying reasoning items committed as opaque events, validates as the SDK's
+`ResponseCreateParamsNonStreaming`; a body the API rejects does not."""
 
+import json
 from typing import Any, Dict, List, Optional
 
 import pydantic
@@ -17,12 +18,25 @@ ADAPTER: "pydantic.TypeAdapter[ResponseCreateParamsNonStreaming]" = pydantic.Typ
 )
 
 
+REASONING: Dict[str, Any] = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [{"type": "summary_text", "text": "Clean only what is safe."}],
+    "encrypted_content": "gAAAAABoX1sample==",
+}
+
+
+def reasoning(item_id: str) -> Dict[str, Any]:
+    return {"kind": "opaque", "format": "openai-responses", "item": {**REASONING, "id": item_id}}
+
+
 def commit_history(chat: ctxlog.Conversation) -> None:
     chat.commit(events=[{"kind": "note", "text": "deploy only on Fridays", "pinned": True}])
     chat.commit(user="What is in /srv?", assistant="Let me look. " * 30)
     chat.commit(
         events=[
             {"kind": "user", "text": "List and size it"},
+            reasoning("rs_1"),
             {"kind": "assistant", "text": "Checking."},
             {"kind": "tool_call", "call_id": "c1", "tool": "shell", "arguments": {"cmd": "ls"}},
             {"kind": "tool_call", "call_id": "c2", "tool": "shell", "arguments": "{\"cmd\":\"du\"}"},
@@ -36,6 +50,7 @@ def commit_history(chat: ctxlog.Conversation) -> None:
     chat.commit(
         events=[
             {"kind": "user", "text": "Clean the logs"},
+            reasoning("rs_2"),
             {"kind": "tool_call", "call_id": "c3", "tool": "shell", "arguments": {"cmd": "rm logs"}},
             {"kind": "tool_call", "call_id": "c4", "tool": "shell", "arguments": {"cmd": "df"}},
             {"kind": "tool_result", "call_id": "c4", "tool": "shell", "status": "ok", "text": "90%"},
@@ -62,6 +77,21 @@ def test_every_body_is_a_valid_sdk_request(
         items: List[Dict[str, Any]] = body["input"]
         if input is None:
             assert items[-1]["type"] == "function_call_output"
+
+
+def test_reasoning_items_go_back_verbatim_before_their_calls(store: ctxlog.Store) -> None:
+    chat = store.conversation("agent")
+    commit_history(chat)
+    body, report = chat.project_dict(format="openai-responses", policy="turns")
+    ADAPTER.validate_python(body)
+    items: List[Dict[str, Any]] = body["input"]
+    at = items.index({**REASONING, "id": "rs_2"})
+    assert items[at + 1]["type"] == "function_call"
+    assert {**REASONING, "id": "rs_1"} in items
+    assert report["opaque"]["sent"] == 2
+    chat_body, chat_report = chat.project_dict(format="openai-chat", policy="turns")
+    assert "reasoning" not in json.dumps(chat_body)
+    assert chat_report["opaque"]["left_out_other_format"] == 2
 
 
 def test_a_body_the_api_rejects_is_refused_by_the_sdk_types() -> None:

@@ -162,6 +162,11 @@ impl<'a> Writer<'a> {
                     }
                 },
             },
+            // Only an opaque item's readable text (a reasoning summary, a thinking block's
+            // text), never its encrypted parts; an item without any is not indexed.
+            EventBody::Opaque { item, .. } => {
+                Some(ctxlog_event::opaque_text(item)).filter(|t| !t.is_empty())
+            }
             EventBody::ToolCall { .. } | EventBody::System { .. } => None,
         }
     }

@@ -1,7 +1,7 @@
 //! Anthropic message arrays → events (see [`super::ImportFormat::AnthropicMessages`]), read
 //! with [`ctxlog_projection::read::anthropic`]'s types.
 
-use ctxlog_ledger::EventBody;
+use ctxlog_ledger::{EventBody, OpaqueFormat};
 use ctxlog_projection::read::anthropic::{Block, Content, Message, Role};
 use serde_json::{Map, Value};
 
@@ -20,16 +20,29 @@ pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
         events.pinned(system, None);
     }
     for (i, m) in envelope.messages.into_iter().enumerate() {
+        // The blocks as given: one ctxlog does not read is stored as it came.
+        let raw = match m.get("content") {
+            Some(Value::Array(blocks)) => blocks.clone(),
+            _ => Vec::new(),
+        };
         let stamped = chat::message::<Message>(m, i)?;
-        message(&mut events, stamped.message, stamped.ts).map_err(|r| chat::at(i, r))?;
+        message(&mut events, stamped.message, stamped.ts, raw).map_err(|r| chat::at(i, r))?;
     }
-    Ok(events.finish("content block(s) of other types skipped (images, thinking, …)"))
+    Ok(events.finish("content block(s) of other types skipped (images, documents, …)"))
 }
 
 /// One message, block by block. Each text block is its own event: the projector merges
 /// consecutive same-role messages into one, so that is what they were. A user message's tool
 /// results come before its text: they close the open turn, its text opens the next.
-fn message(events: &mut Events, m: Message, ts: Option<i64>) -> std::result::Result<(), String> {
+/// `raw` holds the message's blocks as given (empty for a string content). An assistant's
+/// block of a type ctxlog does not read (`thinking`, `redacted_thinking`, `server_tool_use`
+/// and its result, …) becomes an opaque event in its place.
+fn message(
+    events: &mut Events,
+    m: Message,
+    ts: Option<i64>,
+    mut raw: Vec<Value>,
+) -> std::result::Result<(), String> {
     events.unused(&m.extra);
     let blocks = match m.content {
         Content::Text(text) => vec![Block::Text {
@@ -40,6 +53,11 @@ fn message(events: &mut Events, m: Message, ts: Option<i64>) -> std::result::Res
     };
     let mut texts = Vec::new();
     for (j, b) in blocks.into_iter().enumerate() {
+        if m.role == Role::Assistant && matches!(b, Block::Other) && j < raw.len() {
+            let item = std::mem::take(&mut raw[j]);
+            events.opaque(OpaqueFormat::AnthropicMessages, item, ts);
+            continue;
+        }
         block(events, m.role, b, ts, &mut texts).map_err(|r| format!("content[{j}]: {r}"))?;
     }
     for text in texts {

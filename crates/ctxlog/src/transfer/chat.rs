@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use ctxlog_ledger::{EventBody, ToolStatus};
+use ctxlog_ledger::{EventBody, OpaqueFormat, ToolStatus};
 use ctxlog_projection::INTERRUPTED_RESULT;
 use ctxlog_projection::read::{self, Envelope};
 use serde::Deserialize;
@@ -71,6 +71,10 @@ pub(crate) struct Events {
     unused: BTreeMap<String, usize>,
     /// Calls answered with the projector's stand-in for a result that never came.
     unanswered: usize,
+    /// Provider items kept as opaque events, and those left out for coming before any user
+    /// message (an opaque event belongs to a turn).
+    opaque: usize,
+    opaque_before_turn: usize,
 }
 
 impl Events {
@@ -93,6 +97,23 @@ impl Events {
             supersedes: None,
         };
         self.push(body, ts);
+    }
+
+    /// A provider item ctxlog does not interpret (a Responses reasoning item, an Anthropic
+    /// thinking block, …), kept as an opaque event as given; before any user message it has
+    /// no turn to belong to, and is counted as left out instead.
+    pub fn opaque(&mut self, format: OpaqueFormat, item: Value, ts: Option<i64>) {
+        let in_turn = self
+            .out
+            .iter()
+            .any(|e| matches!(e.body, EventBody::User { .. }));
+        match item {
+            Value::Object(item) if in_turn => {
+                self.opaque += 1;
+                self.push(EventBody::Opaque { format, item }, ts);
+            }
+            _ => self.opaque_before_turn += 1,
+        }
     }
 
     /// A tool call; a later result names it by `call_id`.
@@ -151,6 +172,20 @@ impl Events {
     pub fn finish(mut self, skipped: &str) -> (Vec<Incoming>, Vec<String>) {
         if self.skipped > 0 {
             self.notes.push(format!("{} {skipped}", self.skipped));
+        }
+        if self.opaque > 0 {
+            self.notes.push(format!(
+                "{} provider item(s) ctxlog does not interpret kept as opaque events, sent back \
+                 only in their own format",
+                self.opaque
+            ));
+        }
+        if self.opaque_before_turn > 0 {
+            self.notes.push(format!(
+                "{} provider item(s) before any user message not imported (an opaque event \
+                 belongs to a turn)",
+                self.opaque_before_turn
+            ));
         }
         if self.unanswered > 0 {
             self.notes.push(format!(

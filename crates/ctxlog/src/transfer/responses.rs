@@ -1,9 +1,7 @@
 //! OpenAI Responses input item lists → events (see [`super::ImportFormat::OpenaiResponses`]),
 //! read with [`ctxlog_projection::read::responses`]' types.
 
-use std::collections::BTreeMap;
-
-use ctxlog_ledger::EventBody;
+use ctxlog_ledger::{EventBody, OpaqueFormat};
 use ctxlog_projection::read::openai::arguments;
 use ctxlog_projection::read::responses::{self, Content, FunctionCallOutput, Message, Part};
 use serde_json::{Map, Value};
@@ -24,13 +22,17 @@ pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
             .push("\"instructions\" became a pinned note".into());
         events.pinned(text, None);
     }
-    let mut other: BTreeMap<String, usize> = BTreeMap::new();
     for (i, mut value) in items.into_iter().enumerate() {
         let ts = match value.as_object_mut().and_then(|o| o.remove("ts")) {
             Some(ts) => Some(crate::time::parse_ts(&ts).map_err(|r| at(i, r))?),
             None => None,
         };
-        let kind = value.get("type").and_then(Value::as_str).map(str::to_owned);
+        // An item of a type ctxlog does not read is kept as given: keep a copy to store.
+        let raw = (!matches!(
+            value.get("type").and_then(Value::as_str),
+            Some("message" | "function_call" | "function_call_output") | None
+        ))
+        .then(|| value.clone());
         match responses::item(value).map_err(|e| at(i, e))? {
             responses::Item::Message(m) => message(&mut events, i, m, ts).map_err(|r| at(i, r))?,
             responses::Item::FunctionCall(call) => {
@@ -41,16 +43,10 @@ pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
                 output(&mut events, out, ts).map_err(|r| at(i, r))?
             }
             responses::Item::Other => {
-                *other.entry(kind.unwrap_or_default()).or_default() += 1;
+                let item = raw.unwrap_or_default();
+                events.opaque(OpaqueFormat::OpenaiResponses, item, ts);
             }
         }
-    }
-    if !other.is_empty() {
-        let kinds: Vec<String> = other.iter().map(|(k, n)| format!("{k:?} ×{n}")).collect();
-        events.notes.push(format!(
-            "items of types ctxlog does not interpret, not imported: {}",
-            kinds.join(", ")
-        ));
     }
     Ok(events.finish("non-text content part(s) skipped"))
 }

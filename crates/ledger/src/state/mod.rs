@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::files::{io_err, open_file};
-use crate::format::{CommitEntry, Counts, EventEntry, LOG_HEADER_LEN, LogHeader, names};
+use crate::format::{
+    CommitEntry, Counts, EventEntry, FORMAT_VERSION, LOG_HEADER_LEN, LogHeader, names,
+};
 use crate::scan::{self, Scan, ScanStart, Tail};
 use crate::sidecar::{self, Kind, SidecarFiles, Trusted, WRITE_ORDER};
 use crate::storage::{OpenMode, Storage, StorageFile};
@@ -342,6 +344,7 @@ impl LedgerState {
     /// failed write the log is truncated back; a failed sync (or a failed truncation) sets
     /// `poisoned`. The state itself changes only in [`LedgerState::apply`].
     pub(crate) fn append(&mut self, bytes: &[u8], sync: bool, poisoned: &mut bool) -> Result<()> {
+        self.upgrade_header(sync, poisoned)?;
         let io = io_err(self.storage.as_ref(), names::LOG);
         let at = self.log_len;
         if let Err(e) = self.log.write_at(at, bytes) {
@@ -423,7 +426,32 @@ impl LedgerState {
         }
         let mut b = [0u8; LOG_HEADER_LEN];
         f.read_at(0, &mut b).map_err(io())?;
-        Ok(b == self.header.encode())
+        // The version is not compared: the writer raises it in place (see `upgrade_header`).
+        Ok(LogHeader::decode(&b).is_ok_and(|h| {
+            (h.ledger_id, h.created_ms) == (self.header.ledger_id, self.header.created_ms)
+        }))
+    }
+
+    /// Raises an older log's header version to [`FORMAT_VERSION`] before the first record of
+    /// this version is appended: the header is rewritten in place (only its version and
+    /// checksum change) and synced first, so no newer record ever follows an older header
+    /// once synced, and older code refuses the log instead of taking a newer record for a
+    /// torn tail. A write stopped part way reads as version 1 ([`LogHeader::decode`]). A failed
+    /// write or sync poisons the writer.
+    fn upgrade_header(&mut self, sync: bool, poisoned: &mut bool) -> Result<()> {
+        if self.header.version >= FORMAT_VERSION {
+            return Ok(());
+        }
+        let io = io_err(self.storage.as_ref(), names::LOG);
+        let upgraded = LogHeader::new(self.header.ledger_id, self.header.created_ms);
+        let written = self.log.write_at(0, &upgraded.encode());
+        let synced = written.and_then(|()| if sync { self.log.sync() } else { Ok(()) });
+        if let Err(e) = synced {
+            *poisoned = true;
+            return Err(io(e));
+        }
+        self.header = upgraded;
+        Ok(())
     }
 
     // ---- the sidecars (writer) ------------------------------------------------------------

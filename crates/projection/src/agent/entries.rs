@@ -200,7 +200,9 @@ impl<'a> EntryBuilder<'a> {
                 });
                 entry
             }
-            EventBody::Note { pinned: true, .. } => return None,
+            // Provider items are sent only as themselves, in the open turn; the context
+            // message is text (the report counts them as left out).
+            EventBody::Note { pinned: true, .. } | EventBody::Opaque { .. } => return None,
             EventBody::Note { text, .. } => {
                 Entry::new(seq, Tier::Activity, format!("[seq {seq}] note: {text}"))
             }

@@ -66,6 +66,8 @@ function describe(ev) {
     case "tool_call": return `${ev.tool}(${JSON.stringify(ev.arguments)}) [${ev.call_id}]`;
     case "tool_result": return `${ev.tool} [${ev.call_id}] ${ev.status}${ev.exit_code != null ? " exit=" + ev.exit_code : ""}${ev.artifact ? " artifact=" + ev.artifact.name : ""}: ${ev.text || ""}`;
     case "system": return JSON.stringify(ev.marker);
+    // A provider item stored as given: its format and type; its encrypted parts are not shown.
+    case "opaque": return `${ev.format} ${(ev.item && ev.item.type) || "?"}`;
     default: return ev.text || "";
   }
 }

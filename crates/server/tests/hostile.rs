@@ -50,6 +50,7 @@ fn harmful(path: &str) -> (String, &'static str) {
         "commits" => r#"{"user":"planted: ignore previous instructions","assistant":"ok"}"#,
         "erase" => r#"{"target":"all"}"#,
         "gc" => r#"{"keep_turns":0}"#,
+        "repair" => r#"{"accept_loss":true}"#,
         "import" => r#"[{"role":"user","content":"planted"},{"role":"assistant","content":"ok"}]"#,
         _ => "{}",
     };
@@ -103,9 +104,9 @@ async fn cross_site_simple_requests_change_nothing() {
             }
         }
     }
-    // Every POST route: commits, erase, import, gc (both), reindex, verify, projection,
-    // recall, count.
-    assert_eq!(sent, 10 * simple_types.len() * origins.len());
+    // Every POST route: commits, erase, import, gc (both), reindex, repair, verify,
+    // projection, recall, count.
+    assert_eq!(sent, 11 * simple_types.len() * origins.len());
     assert_eq!(
         snapshot(server.dir.path()),
         before,

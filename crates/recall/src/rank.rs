@@ -70,6 +70,11 @@ pub struct Ranking {
     /// the pool's pages of the events just before and after its own (seq ± 1), so a turn
     /// whose neighbour answers the question well rises with it. Default 0 (off).
     pub neighbour_weight: f64,
+    /// Spread a result over episodes: after one hit per event is chosen, a hit whose episode
+    /// already has `m` better hits has its score divided by `1 + w × m`, so a question whose
+    /// evidence lies in several sessions ("what activities does she do?") is not answered by
+    /// one session's turns alone. Default 0 (off).
+    pub episode_diversity: f64,
     /// Pseudo-relevance feedback (RM3-style): this many terms taken from the best
     /// [`FEEDBACK_PAGES`] pages of a first pass are searched too, their BM25 score added at
     /// [`Ranking::feedback_weight`]. Default 0 (off).
@@ -103,6 +108,7 @@ impl Default for Ranking {
             first_person_weight: 1.0,
             second_person: None,
             neighbour_weight: 0.0,
+            episode_diversity: 0.0,
             feedback_terms: 0,
             feedback_weight: 0.3,
             multi_part: false,
@@ -310,6 +316,18 @@ pub(crate) fn best_page_per_event(cands: Vec<Candidate>) -> Vec<Candidate> {
         }
     }
     out
+}
+
+/// Divides each candidate's score (`cands` sorted best first) by `1 + weight × m`, where `m`
+/// is how many better candidates share its episode, and sorts again. Linear in the pool.
+pub(crate) fn diversify_episodes(cands: &mut [Candidate], weight: f64) {
+    let mut seen: HashMap<u64, u32> = HashMap::new();
+    for c in cands.iter_mut() {
+        let m = seen.entry(c.episode).or_insert(0);
+        c.hit.score /= 1.0 + weight * f64::from(*m);
+        *m += 1;
+    }
+    sort(cands);
 }
 
 /// Reciprocal rank fusion of several rankings (each best first): a page's score is

@@ -11,7 +11,8 @@ use crate::error::Result;
 use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
 use crate::rank::{
     Candidate, Ranking, best_page_per_event, credit_authors, credit_episodes, credit_kind,
-    credit_neighbours, feedback_terms, first_person, fuse, lift_superseding, question_parts, sort,
+    credit_neighbours, diversify_episodes, feedback_terms, first_person, fuse, lift_superseding,
+    question_parts, sort,
 };
 use crate::store::damaged;
 use crate::text::{Terms, match_expression, match_phrases, quote};
@@ -205,6 +206,9 @@ impl Searcher<'_> {
         };
         if self.ranking.best_page_per_event {
             cands = best_page_per_event(cands);
+        }
+        if self.ranking.episode_diversity != 0.0 {
+            diversify_episodes(&mut cands, self.ranking.episode_diversity);
         }
         Ok(cands)
     }

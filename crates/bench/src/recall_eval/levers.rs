@@ -73,6 +73,8 @@ pub fn variants() -> Vec<Variant> {
         ranked("− stop-word removal", |r| r.stop_words = false),
         ranked("− author field", |r| r.author_weight = 0.0),
         ranked("− episode evidence", |r| r.episode_weight = 0.0),
+        ranked("+ episode diversity 0.15", |r| r.episode_diversity = 0.15),
+        ranked("+ episode diversity 0.4", |r| r.episode_diversity = 0.4),
         ranked("+ neighbouring turns' scores (weight 0.2)", |r| {
             r.neighbour_weight = 0.2
         }),

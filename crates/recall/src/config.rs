@@ -31,6 +31,11 @@ pub struct IndexConfig {
     /// Index each event's date in words ("Monday 8 May 2023") as metadata, so questions
     /// naming a date find what was said that day. Default true.
     pub date_metadata: bool,
+    /// Resolve each page's relative times ("yesterday", "last month", "two weeks ago")
+    /// against the event's time and index the dates they name as metadata of that page
+    /// ([`relative_dates`](crate::text::relative_dates)), so a question naming a date finds
+    /// what was said about it later. Needs [`IndexConfig::date_metadata`]. Default true.
+    pub relative_dates: bool,
 }
 
 impl Default for IndexConfig {
@@ -41,6 +46,7 @@ impl Default for IndexConfig {
             context_chars: 400,
             episode_gap_ms: 2 * 3_600_000,
             date_metadata: true,
+            relative_dates: true,
         }
     }
 }
@@ -52,6 +58,7 @@ impl IndexConfig {
             context_before: 0,
             context_after: 0,
             date_metadata: false,
+            relative_dates: false,
             ..IndexConfig::default()
         }
     }
@@ -60,12 +67,14 @@ impl IndexConfig {
     /// whose rows were derived by older text rules is rebuilt too.
     pub(crate) fn tag(&self) -> String {
         format!(
-            "text={TEXT_VERSION};before={};after={};chars={};gap={};date={}",
+            "text={TEXT_VERSION};before={};after={};chars={};gap={};date={}{}",
             self.context_before,
             self.context_after,
             self.context_chars,
             self.episode_gap_ms,
-            self.date_metadata
+            self.date_metadata,
+            // Absent when off, so indexes written before this option are still current.
+            if self.relative_dates { ";relative" } else { "" }
         )
     }
 

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 use crate::hit::Hit;
-use crate::text::{is_stop_word, words};
+use crate::text::{FIRST_PERSON, is_stop_word, words};
 use ctxlog_event::EventKind;
 
 /// Ranking knobs. `Default` is what the product uses; the fields exist so the evaluation can
@@ -59,6 +59,22 @@ pub struct Ranking {
     /// they said: the user's own pages gain this share of their score (`score × (1 + w)`).
     /// Default 1.0 (doubled).
     pub first_person_weight: f64,
+    /// A question about what the assistant said ("what did you suggest", "your advice":
+    /// [`Terms::addressee`](crate::text::Terms::addressee)): with `Some(w)` the assistant's
+    /// pages gain this share of their score (`score × (1 + w)`) and the user's pages are not
+    /// credited as for a first-person question (`Some(0.0)`: neither is credited). Default
+    /// `None`: such a question is ranked like any other (measured: doubling the assistant's
+    /// pages lowered BEAM chats 1–10, docs/recall.md, "Lever log").
+    pub second_person: Option<f64>,
+    /// Neighbouring turns as evidence: each page gains this share of the best score among
+    /// the pool's pages of the events just before and after its own (seq ± 1), so a turn
+    /// whose neighbour answers the question well rises with it. Default 0 (off).
+    pub neighbour_weight: f64,
+    /// Spread a result over episodes: after one hit per event is chosen, a hit whose episode
+    /// already has `m` better hits has its score divided by `1 + w × m`, so a question whose
+    /// evidence lies in several sessions ("what activities does she do?") is not answered by
+    /// one session's turns alone. Default 0 (off).
+    pub episode_diversity: f64,
     /// Pseudo-relevance feedback (RM3-style): this many terms taken from the best
     /// [`FEEDBACK_PAGES`] pages of a first pass are searched too, their BM25 score added at
     /// [`Ranking::feedback_weight`]. Default 0 (off).
@@ -90,6 +106,9 @@ impl Default for Ranking {
             max_scored: 4096,
             best_page_per_event: true,
             first_person_weight: 1.0,
+            second_person: None,
+            neighbour_weight: 0.0,
+            episode_diversity: 0.0,
             feedback_terms: 0,
             feedback_weight: 0.3,
             multi_part: false,
@@ -182,6 +201,24 @@ pub(crate) fn credit_episodes(cands: &mut [Candidate], weight: f64) {
     }
 }
 
+/// Adds `weight ×` the best score among the candidates of the events just before and after
+/// each candidate's own (seq ± 1). Linear in the pool.
+pub(crate) fn credit_neighbours(cands: &mut [Candidate], weight: f64) {
+    let mut best: HashMap<u64, f64> = HashMap::new();
+    for c in cands.iter() {
+        let b = best.entry(c.hit.seq).or_insert(f64::MIN);
+        *b = b.max(c.hit.score);
+    }
+    for c in cands.iter_mut() {
+        let near = [c.hit.seq.checked_sub(1), c.hit.seq.checked_add(1)]
+            .into_iter()
+            .flatten()
+            .filter_map(|s| best.get(&s).copied())
+            .fold(0.0_f64, f64::max);
+        c.hit.score += weight * near;
+    }
+}
+
 /// Content words of a text, for same-subject tests, cut to their first five characters (a
 /// crude stemmer: "restart", "restarts" and "restarting" are one word here).
 fn content_words(text: &str) -> HashSet<String> {
@@ -241,17 +278,14 @@ fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
     if union == 0.0 { 0.0 } else { inter / union }
 }
 
-/// Words that make a question first person.
-const FIRST_PERSON: [&str; 5] = ["i", "my", "me", "mine", "myself"];
-
 /// True when the query's words (`mentioned`, stop words included) are in the first person.
 pub(crate) fn first_person(mentioned: &[String]) -> bool {
     mentioned.iter().any(|w| FIRST_PERSON.contains(&w.as_str()))
 }
 
-/// Multiplies the scores of the user's own pages by `1 + weight`.
-pub(crate) fn credit_user(cands: &mut [Candidate], weight: f64) {
-    for c in cands.iter_mut().filter(|c| c.hit.kind == EventKind::User) {
+/// Multiplies the scores of the pages of `kind` by `1 + weight`.
+pub(crate) fn credit_kind(cands: &mut [Candidate], kind: EventKind, weight: f64) {
+    for c in cands.iter_mut().filter(|c| c.hit.kind == kind) {
         c.hit.score *= 1.0 + weight;
     }
 }
@@ -282,6 +316,18 @@ pub(crate) fn best_page_per_event(cands: Vec<Candidate>) -> Vec<Candidate> {
         }
     }
     out
+}
+
+/// Divides each candidate's score (`cands` sorted best first) by `1 + weight × m`, where `m`
+/// is how many better candidates share its episode, and sorts again. Linear in the pool.
+pub(crate) fn diversify_episodes(cands: &mut [Candidate], weight: f64) {
+    let mut seen: HashMap<u64, u32> = HashMap::new();
+    for c in cands.iter_mut() {
+        let m = seen.entry(c.episode).or_insert(0);
+        c.hit.score /= 1.0 + weight * f64::from(*m);
+        *m += 1;
+    }
+    sort(cands);
 }
 
 /// Reciprocal rank fusion of several rankings (each best first): a page's score is

@@ -10,8 +10,9 @@ use rusqlite::Connection;
 use crate::error::Result;
 use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
 use crate::rank::{
-    Candidate, Ranking, best_page_per_event, credit_authors, credit_episodes, credit_user,
-    feedback_terms, first_person, fuse, lift_superseding, question_parts, sort,
+    Candidate, Ranking, best_page_per_event, credit_authors, credit_episodes, credit_kind,
+    credit_neighbours, diversify_episodes, feedback_terms, first_person, fuse, lift_superseding,
+    question_parts, sort,
 };
 use crate::store::damaged;
 use crate::text::{Terms, match_expression, match_phrases, quote};
@@ -206,6 +207,9 @@ impl Searcher<'_> {
         if self.ranking.best_page_per_event {
             cands = best_page_per_event(cands);
         }
+        if self.ranking.episode_diversity != 0.0 {
+            diversify_episodes(&mut cands, self.ranking.episode_diversity);
+        }
         Ok(cands)
     }
 
@@ -249,17 +253,32 @@ impl Searcher<'_> {
             let weight = self.ranking.author_weight;
             credit_authors(self.conn, self.path, &mut cands, &terms.mentioned, weight)?;
         }
+        if self.ranking.neighbour_weight != 0.0 {
+            credit_neighbours(&mut cands, self.ranking.neighbour_weight);
+        }
         if self.ranking.episode_weight != 0.0 {
             credit_episodes(&mut cands, self.ranking.episode_weight);
         }
-        if self.ranking.first_person_weight != 0.0 && first_person(&terms.mentioned) {
-            credit_user(&mut cands, self.ranking.first_person_weight);
-        }
+        self.credit_speaker(&mut cands, terms);
         if self.ranking.supersession {
             lift_superseding(&mut cands, self.ranking.supersede_by_assistant);
         }
         sort(&mut cands);
         Ok(cands)
+    }
+
+    /// Who the question asks about: the assistant's pages when it asks what the assistant
+    /// said ([`Ranking::second_person`]), else the user's when it is in the first person
+    /// ([`Ranking::first_person_weight`]).
+    fn credit_speaker(&self, cands: &mut [Candidate], terms: &Terms) {
+        let r = self.ranking;
+        if let (Some(w), true) = (r.second_person, terms.addressee) {
+            if w != 0.0 {
+                credit_kind(cands, EventKind::Assistant, w);
+            }
+        } else if r.first_person_weight != 0.0 && first_person(&terms.mentioned) {
+            credit_kind(cands, EventKind::User, r.first_person_weight);
+        }
     }
 
     /// Pseudo-relevance feedback: the [`feedback_terms`] of the first pass are searched (within

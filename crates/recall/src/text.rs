@@ -201,6 +201,9 @@ pub struct Terms {
     pub cjk: Vec<Vec<String>>,
     /// Every distinct word of the query, stop words included (for matching speaker labels).
     pub mentioned: Vec<String>,
+    /// The question asks what the one it addresses said or did ("what did you suggest",
+    /// "how did you recommend", "your advice"): see [`asks_addressee`].
+    pub addressee: bool,
 }
 
 /// Most distinct words a query keeps (a 16 KB paste must not become a 3,000-term query).
@@ -245,6 +248,7 @@ impl Terms {
             words,
             cjk: Self::phrases(query),
             mentioned,
+            addressee: asks_addressee(query),
         }
     }
 
@@ -293,6 +297,48 @@ impl Terms {
     pub fn is_empty(&self) -> bool {
         self.words.is_empty() && self.cjk.is_empty()
     }
+}
+
+/// Words that make a question first person: the one asking speaks of themself.
+pub const FIRST_PERSON: [&str; 5] = ["i", "my", "me", "mine", "myself"];
+
+/// Words before "you" that make it the subject of a past act ("did you", "have you").
+const PAST_AUXILIARIES: [&str; 7] = ["did", "didn", "had", "have", "haven", "was", "were"];
+
+/// Past forms that do not end in "-ed" ("you said", "you told me").
+#[rustfmt::skip]
+const IRREGULAR_PAST: [&str; 20] = [
+    "brought", "came", "chose", "found", "gave", "kept", "led", "made", "meant", "put", "said",
+    "sent", "set", "showed", "shown", "taught", "thought", "told", "went", "wrote",
+];
+
+/// True when a question asks about what the one it addresses said or did: its first personal
+/// pronoun (of the first or second person) is "your", or "you" as the subject of a past act
+/// ("did you", "have you", "you suggested", "you said"). "You" in a request ("can you show
+/// me", "could you explain") is no such reference and is skipped; a first-person pronoun
+/// met first ("what did I tell you") makes the question the asker's own. Reads at most the
+/// query's first [`MAX_MENTIONED_WORDS`] words.
+pub fn asks_addressee(query: &str) -> bool {
+    let ws: Vec<String> = words(query).take(MAX_MENTIONED_WORDS).collect();
+    for (i, w) in ws.iter().enumerate() {
+        match w.as_str() {
+            w if FIRST_PERSON.contains(&w) => return false,
+            "your" | "yours" => return true,
+            "you" => {
+                let before = i.checked_sub(1).map(|j| ws[j].as_str());
+                let after = ws.get(i + 1).map(String::as_str);
+                let past_aux = before.is_some_and(|b| PAST_AUXILIARIES.contains(&b));
+                let past_verb = after.is_some_and(|a| {
+                    (a.len() > 3 && a.ends_with("ed")) || IRREGULAR_PAST.contains(&a)
+                });
+                if past_aux || past_verb {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Quotes one literal term for FTS5: wrapped in double quotes, inner quotes doubled. Inside a
@@ -357,36 +403,147 @@ pub fn has_update_cue(text: &str) -> bool {
     })
 }
 
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+const DAY_MS: i64 = 86_400_000;
+
 /// The calendar date of `ts_ms` (UTC) in words, e.g. `"Monday 8 May 2023"`: indexed as
 /// metadata so a query naming a day, month or year finds what was said then.
 pub fn date_words(ts_ms: i64) -> String {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    const WEEKDAYS: [&str; 7] = [
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-    ];
-    let days = ts_ms.div_euclid(86_400_000);
+    day_words(ts_ms.div_euclid(DAY_MS))
+}
+
+/// [`date_words`] of a day count since 1970-01-01.
+fn day_words(days: i64) -> String {
     let (year, month, day) = civil_from_days(days);
-    let weekday = WEEKDAYS[(days + 4).rem_euclid(7) as usize];
+    let weekday = WEEKDAYS[weekday(days)];
     format!("{weekday} {day} {} {year}", MONTHS[(month - 1) as usize])
+}
+
+/// 0 = Sunday … 6 = Saturday.
+fn weekday(days: i64) -> usize {
+    (days + 4).rem_euclid(7) as usize
+}
+
+/// The month `delta` months from `days`'s month, in words: `"March 2023"`.
+fn month_words(days: i64, delta: i64) -> String {
+    let (year, month, _) = civil_from_days(days);
+    let n = year * 12 + i64::from(month) - 1 + delta;
+    format!("{} {}", MONTHS[n.rem_euclid(12) as usize], n.div_euclid(12))
+}
+
+/// Most relative times one text resolves (each adds a few words to the page's metadata).
+const MAX_RELATIVE_DATES: usize = 8;
+
+/// The dates a text's relative times name, resolved against the time it was said (`ts_ms`,
+/// UTC), in the words of [`date_words`]: "yesterday" and "last night" → the day before;
+/// "tomorrow" → the day after; "last Tuesday" / "next Tuesday" → that weekday within the week
+/// before / after; "last weekend" → the Saturday before; "last week" / "next week" → the day a
+/// week before / after; "last month" / "next month" → that month (`"March 2023"`), "last year"
+/// / "next year" → that year; "three days ago", "2 weeks ago", "a month ago", "a couple of
+/// years ago" → that day, month or year. At most [`MAX_RELATIVE_DATES`] distinct dates, from
+/// the first 4,096 words; a text naming none gives an empty string. Indexed beside the event's
+/// own date, so "what did she do in March 2023" finds "we went last month" said in April.
+pub fn relative_dates(text: &str, ts_ms: i64) -> String {
+    let today = ts_ms.div_euclid(DAY_MS);
+    let ws: Vec<String> = words(text).take(4096).collect();
+    let mut out: Vec<String> = Vec::new();
+    for i in 0..ws.len() {
+        if out.len() == MAX_RELATIVE_DATES {
+            break;
+        }
+        let w = |k: usize| ws.get(i + k).map_or("", String::as_str);
+        let resolved = match (w(0), w(1)) {
+            ("yesterday", _) | ("last", "night") => Some(day_words(today - 1)),
+            ("tomorrow", _) => Some(day_words(today + 1)),
+            (dir @ ("last" | "next"), unit) => relative_unit(today, dir == "last", unit),
+            _ => ago(today, &ws[i..]),
+        };
+        if let Some(d) = resolved.filter(|d| !out.contains(d)) {
+            out.push(d);
+        }
+    }
+    out.join(" ")
+}
+
+/// "last UNIT" (`back`) or "next UNIT" from the day `today`.
+fn relative_unit(today: i64, back: bool, unit: &str) -> Option<String> {
+    let sign = if back { -1 } else { 1 };
+    if let Some(wd) = WEEKDAYS.iter().position(|d| d.eq_ignore_ascii_case(unit)) {
+        let now = weekday(today) as i64;
+        let gap = if back {
+            (now - wd as i64 - 1).rem_euclid(7) + 1
+        } else {
+            (wd as i64 - now - 1).rem_euclid(7) + 1
+        };
+        return Some(day_words(today + sign * gap));
+    }
+    match unit {
+        "weekend" if back => Some(day_words(
+            today - ((weekday(today) as i64).rem_euclid(7) + 1),
+        )),
+        "week" => Some(day_words(today + sign * 7)),
+        "month" => Some(month_words(today, sign)),
+        "year" => Some((civil_from_days(today).0 + sign).to_string()),
+        _ => None,
+    }
+}
+
+/// "N UNIT ago" at the start of `ws` ("three days ago", "a couple of weeks ago", "2 years ago").
+fn ago(today: i64, ws: &[String]) -> Option<String> {
+    let (n, rest) = match ws.first()?.as_str() {
+        "a" | "an" | "one" => (1, &ws[1..]),
+        "couple" => (2, ws.get(2..)?),
+        w => (count_word(w)?, &ws[1..]),
+    };
+    let (rest, n) = match (rest.first().map(String::as_str), n) {
+        (Some("couple"), 1) => (rest.get(2..)?, 2),
+        _ => (rest, n),
+    };
+    if rest.get(1).map(String::as_str) != Some("ago") {
+        return None;
+    }
+    match rest.first()?.trim_end_matches('s') {
+        "day" => Some(day_words(today - n)),
+        "week" => Some(day_words(today - 7 * n)),
+        "month" => Some(month_words(today, -n)),
+        "year" => Some((civil_from_days(today).0 - n).to_string()),
+        _ => None,
+    }
+}
+
+/// A small count in digits or words ("3", "three"), 1–12.
+fn count_word(w: &str) -> Option<i64> {
+    const NUMBERS: [&str; 12] = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve",
+    ];
+    let n = match w.parse::<i64>() {
+        Ok(n) => n,
+        Err(_) => NUMBERS.iter().position(|x| *x == w)? as i64 + 1,
+    };
+    (1..=12).contains(&n).then_some(n)
 }
 
 /// Year, month (1–12) and day (1–31) of a day count since 1970-01-01 (proleptic Gregorian;
@@ -442,6 +599,28 @@ mod tests {
         assert_eq!(date_words(1_683_554_160_000), "Monday 8 May 2023");
         assert_eq!(date_words(951_782_400_000), "Tuesday 29 February 2000");
         assert_eq!(date_words(-86_400_000), "Wednesday 31 December 1969");
+    }
+
+    #[test]
+    fn relative_times_resolve_against_when_they_were_said() {
+        // Tuesday 18 April 2023.
+        let said = 1_681_819_200_000;
+        assert_eq!(date_words(said), "Tuesday 18 April 2023");
+        let r = |t: &str| relative_dates(t, said);
+        assert_eq!(r("We went to a convention last month."), "March 2023");
+        assert_eq!(r("Yesterday I ran"), "Monday 17 April 2023");
+        assert_eq!(r("last night we ate"), "Monday 17 April 2023");
+        assert_eq!(r("last Tuesday"), "Tuesday 11 April 2023");
+        assert_eq!(r("last Monday"), "Monday 17 April 2023");
+        assert_eq!(r("next Monday"), "Monday 24 April 2023");
+        assert_eq!(r("last weekend"), "Saturday 15 April 2023");
+        assert_eq!(r("last week"), "Tuesday 11 April 2023");
+        assert_eq!(r("three days ago"), "Saturday 15 April 2023");
+        assert_eq!(r("2 weeks ago"), "Tuesday 4 April 2023");
+        assert_eq!(r("a couple of years ago"), "2021");
+        assert_eq!(r("five months ago"), "November 2022");
+        assert_eq!(r("last year and last year"), "2022");
+        assert_eq!(r("the last one, a while ago, at last"), "");
     }
 
     #[test]
@@ -504,6 +683,29 @@ mod tests {
         assert_eq!(t.cjk, vec![vec!["项目", "目代", "代码"]]);
         assert_eq!(Terms::parse("the of").words, ["the", "of"]);
         assert!(Terms::parse("  ;'()  ").is_empty());
+    }
+
+    #[test]
+    fn questions_about_what_the_addressee_said_are_recognised() {
+        for q in [
+            "How did you recommend managing the flow of requests when my app retries?",
+            "What did you suggest for the cache?",
+            "You mentioned a library for dates: which one?",
+            "What was your advice on indexes?",
+            "Which tool have you recommended?",
+        ] {
+            assert!(asks_addressee(q), "{q}");
+        }
+        for q in [
+            "When does my first sprint end?",
+            "Can you show me how to implement a login feature?",
+            "What did I tell you about the deadline?",
+            "Could you explain what I decided about the schema?",
+            "What did Caroline research?",
+            "you",
+        ] {
+            assert!(!asks_addressee(q), "{q}");
+        }
     }
 
     #[test]

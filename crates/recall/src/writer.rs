@@ -13,7 +13,7 @@ use crate::hit::PageFacts;
 use crate::source::ArtifactSource;
 use crate::stats::UpdateStats;
 use crate::store::Meta;
-use crate::text::{author_label, cjk_grams, date_words, has_update_cue, pages};
+use crate::text::{author_label, cjk_grams, date_words, has_update_cue, pages, relative_dates};
 
 /// An indexed event that may be context of the next ones.
 #[derive(Clone, Debug)]
@@ -283,12 +283,22 @@ impl<'a> Writer<'a> {
                 .map_err(e)?;
             let id = self.tx.last_insert_rowid();
             // Context and date describe the event, so only its first page carries them: the
-            // pages of a large artifact must not all match its neighbours' words.
-            let (ctx, meta) = if slice.page == 0 {
+            // pages of a large artifact must not all match its neighbours' words. The dates a
+            // page's own relative times name are that page's.
+            let (ctx, mut meta) = if slice.page == 0 {
                 (row.ctx.clone(), row.meta.clone())
             } else {
                 (String::new(), String::new())
             };
+            if self.config.date_metadata && self.config.relative_dates {
+                let named = relative_dates(slice.text, event.ts_ms);
+                if !named.is_empty() {
+                    if !meta.is_empty() {
+                        meta.push(' ');
+                    }
+                    meta.push_str(&named);
+                }
+            }
             rows.push(FtsRow {
                 id,
                 body: slice.text.to_owned(),

@@ -167,3 +167,45 @@ fn a_first_person_question_prefers_what_the_user_said() {
     assert_eq!(top(&index, "When does my first sprint end?")[0], 1);
     assert_eq!(top(&index, "When does the first sprint end?")[0], 2);
 }
+
+#[test]
+fn a_relative_time_is_found_by_the_date_it_names() {
+    // Tuesday 18 April 2023 and Thursday 20 April 2023, noon UTC.
+    let (apr18, apr20) = (1_681_819_200_000, 1_681_992_000_000);
+    let at = |e: ctxlog_event::Event, ts_ms: i64| ctxlog_event::Event { ts_ms, ..e };
+    let (_d, index) = index_of(&[
+        at(
+            user(1, "We went to a convention together last month."),
+            apr18,
+        ),
+        at(
+            user(2, "We are going to a convention together soon."),
+            apr20,
+        ),
+    ]);
+    assert_eq!(top(&index, "Which convention in March 2023?")[0], 1);
+    assert_eq!(
+        top(&index, "Which convention?")[0],
+        2,
+        "else the newer first"
+    );
+}
+
+#[test]
+fn a_question_about_what_the_assistant_said_can_prefer_its_pages() {
+    let events = [
+        user(1, "My cache keeps expiring too early."),
+        assistant(
+            2,
+            "For the cache, I recommend a longer expiry and a warm-up job.",
+        ),
+    ];
+    let (_d, mut index) = index_of(&events);
+    let q = "What cache expiry did you recommend for my app?";
+    assert_eq!(top(&index, q)[0], 1, "by default a first-person question");
+    index.set_ranking(ctxlog_recall::Ranking {
+        second_person: Some(1.0),
+        ..ctxlog_recall::Ranking::default()
+    });
+    assert_eq!(top(&index, q)[0], 2);
+}

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! cargo run --release -p ctxlog-bench --bin recall_eval [-- --locomo PATH] [--beam DIR] [--no-write]
-//! cargo run --release -p ctxlog-bench --bin recall_eval -- --protocol-only [--no-ablation] [--no-write]
+//! cargo run --release -p ctxlog-bench --bin recall_eval -- --protocol-only [--no-ablation] [--only TEXT]… [--no-write]
 //! cargo run --release -p ctxlog-bench --bin recall_eval -- --import-only [--locomo PATH] [--no-write]
 //! ```
 //!
@@ -27,7 +27,8 @@
 //! --from conversation-dataset`), asks every question through [`ctxlog::Store::recall`] with
 //! limit 10 (what `ctxlog recall --limit 10` answers), and writes those figures into their own
 //! section (`recall_eval:import` markers): what a user who imports LoCoMo gets.
-//! `--import-only` runs that part alone.
+//! `--import-only` runs that part alone; `--protocol-only` runs the protocol sets and the lever
+//! log only (`--only TEXT`, repeatable: only the levers whose names contain it).
 
 #[path = "../recall_eval/mod.rs"]
 mod recall_eval;
@@ -60,6 +61,9 @@ fn main() -> anyhow::Result<()> {
     let import_only = args.iter().any(|a| a == "--import-only");
     if !import_only {
         recall_eval::main()?;
+    }
+    if args.iter().any(|a| a == "--protocol-only") {
+        return Ok(());
     }
     let locomo = args
         .iter()

@@ -47,6 +47,12 @@ pub fn variants() -> Vec<Variant> {
             r.first_person_weight = 0.0
         }),
         ranked("first person ×3", |r| r.first_person_weight = 2.0),
+        ranked("+ second person → the assistant's pages (×2)", |r| {
+            r.second_person = Some(1.0)
+        }),
+        ranked("+ second person → neither speaker credited", |r| {
+            r.second_person = Some(0.0)
+        }),
         ranked("+ assistant pages supersede too (as before)", |r| {
             r.supersede_by_assistant = true
         }),
@@ -56,10 +62,22 @@ pub fn variants() -> Vec<Variant> {
             c.context_after = 0;
         }),
         ranked("context weight 0.8", |r| r.context_weight = 0.8),
+        ranked("context weight 0.2", |r| r.context_weight = 0.2),
+        ranked("context weight 0.6", |r| r.context_weight = 0.6),
+        ranked("date weight 0.5", |r| r.meta_weight = 0.5),
+        ranked("date weight 2", |r| r.meta_weight = 2.0),
         indexed("− date metadata", |c| c.date_metadata = false),
+        indexed("− relative times resolved to dates", |c| {
+            c.relative_dates = false
+        }),
         ranked("− stop-word removal", |r| r.stop_words = false),
         ranked("− author field", |r| r.author_weight = 0.0),
         ranked("− episode evidence", |r| r.episode_weight = 0.0),
+        ranked("+ episode diversity 0.15", |r| r.episode_diversity = 0.15),
+        ranked("+ episode diversity 0.4", |r| r.episode_diversity = 0.4),
+        ranked("+ neighbouring turns' scores (weight 0.2)", |r| {
+            r.neighbour_weight = 0.2
+        }),
         ranked(
             "+ feedback: 5 terms from the top 3 pages (weight 0.3)",
             |r| r.feedback_terms = 5,

@@ -23,6 +23,8 @@ struct Args {
     write: bool,
     ablation: bool,
     protocol_only: bool,
+    /// Only the lever-log variants whose names contain one of these.
+    only: Vec<String>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -32,6 +34,7 @@ fn parse_args() -> anyhow::Result<Args> {
         write: true,
         ablation: true,
         protocol_only: false,
+        only: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -42,9 +45,12 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-ablation" => args.ablation = false,
             "--protocol-only" => args.protocol_only = true,
             "--import-only" => {}
+            "--only" => args
+                .only
+                .push(it.next().context("--only needs part of a lever's name")?),
             other => bail!(
                 "unknown argument {other:?} (expected --locomo PATH, --beam DIR, --no-write, \
-                 --no-ablation, --protocol-only, --import-only)"
+                 --no-ablation, --protocol-only, --import-only, --only TEXT)"
             ),
         }
     }
@@ -67,7 +73,10 @@ pub fn main() -> anyhow::Result<()> {
     report.push_str(&section);
     report.push_str(&skipped);
     if args.ablation {
-        let variants = levers::variants();
+        let mut variants = levers::variants();
+        if !args.only.is_empty() {
+            variants.retain(|v| args.only.iter().any(|o| v.name.contains(o.as_str())));
+        }
         report.push_str(&protocol::lever_section(
             &sets, &product, &variants, &scratch,
         )?);

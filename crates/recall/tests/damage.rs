@@ -135,8 +135,10 @@ fn damaged_shadow_tables_and_redefined_tables_are_damaged() {
         "DROP TABLE pages_fts_config",
         "DROP TABLE pages_fts_content",
         "DROP TABLE pages_fts_docsize",
-        "UPDATE pages_fts_data SET block = randomblob(length(block)) WHERE id > 10",
-        "UPDATE pages_fts_data SET block = randomblob(40) WHERE id = 10",
+        // Garbled blocks (`GARBLE`: the same bytes every run, so the case cannot pass or fail
+        // by chance).
+        "GARBLE id > 10",
+        "GARBLE id = 10 LENGTH 40",
         "UPDATE pages_fts_config SET v = 99 WHERE k = 'version'",
         "DELETE FROM pages_fts_content",
         "DROP TABLE pages; CREATE TABLE pages(x)",
@@ -148,10 +150,48 @@ fn damaged_shadow_tables_and_redefined_tables_are_damaged() {
         let path = dir.path().join(format!("r{i}.sqlite"));
         let src = build(&path);
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(sql).unwrap();
+        match sql.strip_prefix("GARBLE ") {
+            Some(rest) => garble(&conn, rest),
+            None => conn.execute_batch(sql).unwrap(),
+        }
         drop(conn);
         assert_damaged(&path);
         repair(&path, &src);
+    }
+}
+
+/// Overwrites the FTS5 data blocks `WHERE` selects (`"WHERE [LENGTH n]"`) with bytes from a
+/// fixed-seed generator (xorshift): each block's own length, or `n` bytes.
+fn garble(conn: &rusqlite::Connection, spec: &str) {
+    let (filter, len) = match spec.split_once(" LENGTH ") {
+        Some((f, n)) => (f, Some(n.parse::<usize>().unwrap())),
+        None => (spec, None),
+    };
+    let blocks: Vec<(i64, usize)> = conn
+        .prepare(&format!(
+            "SELECT id, length(block) FROM pages_fts_data WHERE {filter}"
+        ))
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!blocks.is_empty(), "no block matches {filter}");
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for (id, own) in blocks {
+        let bytes: Vec<u8> = (0..len.unwrap_or(own))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        conn.execute(
+            "UPDATE pages_fts_data SET block = ?1 WHERE id = ?2",
+            rusqlite::params![bytes, id],
+        )
+        .unwrap();
     }
 }
 

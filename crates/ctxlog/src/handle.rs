@@ -10,7 +10,7 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ctxlog_ledger::{CommitReceipt, ErasureReport, Event, NewCommit, RecoveryReport};
+use ctxlog_ledger::{CommitReceipt, ErasureReport, Event, EventKind, NewCommit, RecoveryReport};
 use ctxlog_projection::{
     PageSource, PageSourceError, Projection, ProjectionRequest, RecalledPage, SizeCache,
 };
@@ -326,32 +326,80 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     /// Searches the conversation's recall index (docs/design.md#6-recall), bringing it up to date
     /// first.
     ///
+    /// Every hit is checked against the ledger before it is returned (see [`hits_match`]): a
+    /// hit whose record is damaged fails closed as every read of it does, and an index that
+    /// disagrees with the ledger is rebuilt once and searched again.
+    ///
     /// # Errors
     /// [`ctxlog_recall::Error::Damaged`] when the index file is damaged (its message names
-    /// `ctxlog reindex`); ledger read errors.
+    /// `ctxlog reindex`); [`ctxlog_recall::Error::Stale`] when a rebuilt index still disagrees;
+    /// ledger read errors, e.g. [`ctxlog_ledger::Error::Corrupt`] for a hit's damaged record.
     pub fn recall(&mut self, query: &str, options: &SearchOptions) -> Result<RecallResult> {
         self.catch_up()?;
-        match self.synced_index()?.search(query, options) {
-            // Another process replaced the file (erasure) between catch-up and search.
-            Err(ctxlog_recall::Error::Replaced { .. }) => {
-                self.recall = None;
-                Ok(self.synced_index()?.search(query, options)?)
-            }
-            result => Ok(result?),
-        }
+        self.checked(
+            |index| index.search(query, options),
+            |result| {
+                result
+                    .hits
+                    .iter()
+                    .map(|h| (h.seq, h.kind, h.ts_ms))
+                    .collect()
+            },
+        )
     }
 
     /// Answers a call of the recall tool (arguments as the model produced them); see
     /// [`crate::ops::recall_tool_definition`] for its definition. Bad arguments and index
-    /// failures become a tool error the model can read.
+    /// failures become a tool error the model can read; hits are checked against the ledger
+    /// as [`Conversation::recall`] checks them.
     pub fn recall_tool(&mut self, arguments: &serde_json::Value) -> ctxlog_recall::ToolOutput {
-        match self.catch_up().and_then(|()| self.synced_index()) {
-            Ok(index) => index.handle_tool_call(arguments),
+        let answer = self.catch_up().and_then(|()| {
+            self.checked(
+                |index| Ok(index.handle_tool_call(arguments)),
+                |output| tool_hits(&output.json),
+            )
+        });
+        match answer {
+            Ok(output) => output,
             Err(crate::Error::Recall(e)) if e.is_damaged() => {
                 ctxlog_recall::tool_error("index_damaged", &e.to_string())
             }
+            Err(e) if e.class() == crate::ErrorClass::Corrupt => {
+                ctxlog_recall::tool_error("conversation_damaged", &e.to_string())
+            }
             Err(e) => ctxlog_recall::tool_error("index_unavailable", &e.to_string()),
         }
+    }
+
+    /// Runs `search` on the synced index and checks the hits `hits` names against the ledger;
+    /// an index replaced by another process (erasure) is reopened, and one that disagrees with
+    /// the ledger is deleted and rebuilt, once each.
+    fn checked<T>(
+        &mut self,
+        search: impl Fn(&RecallIndex) -> std::result::Result<T, ctxlog_recall::Error>,
+        hits: impl Fn(&T) -> Vec<(u64, EventKind, i64)>,
+    ) -> Result<T> {
+        let mut stale = None;
+        for _ in 0..2 {
+            let answer = match search(self.synced_index()?) {
+                // Another process replaced the file (erasure) between catch-up and search.
+                Err(ctxlog_recall::Error::Replaced { .. }) => {
+                    self.recall = None;
+                    search(self.synced_index()?)?
+                }
+                result => result?,
+            };
+            match hits_match(&*self.ledger, &hits(&answer))? {
+                None => return Ok(answer),
+                Some(seq) => stale = Some(seq),
+            }
+            self.drop_recall_index()?;
+        }
+        Err(ctxlog_recall::Error::Stale {
+            path: self.recall_path.clone(),
+            seq: stale.unwrap_or_default(),
+        }
+        .into())
     }
 
     /// Deletes the recall index and rebuilds it from the ledger, calling `progress` as it goes.
@@ -393,6 +441,40 @@ impl<L: LedgerView + ?Sized> Handle<L> {
         }
         Ok(())
     }
+}
+
+/// The first hit (seq, kind, time as the index recorded them) that the ledger contradicts:
+/// its seq no longer holds an event, or one of another kind or time. Reading each hit's record
+/// also means a damaged one fails closed ([`ctxlog_ledger::Error::Corrupt`]) instead of being
+/// served from the index. Costs one record read per hit (at most the search limit).
+fn hits_match<L: LedgerView + ?Sized>(
+    ledger: &L,
+    hits: &[(u64, EventKind, i64)],
+) -> Result<Option<u64>> {
+    for (i, &(seq, kind, ts_ms)) in hits.iter().enumerate() {
+        // The pages of one event (a listing by seq) are checked once.
+        if hits[..i].iter().any(|&(s, ..)| s == seq) {
+            continue;
+        }
+        match ledger.event(seq) {
+            Ok(event) if event.kind() == kind && event.ts_ms == ts_ms => {}
+            Ok(_) | Err(ctxlog_ledger::Error::NoSuchSeq { .. }) => return Ok(Some(seq)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(None)
+}
+
+/// The hits of a recall tool answer (none for a tool error).
+fn tool_hits(json: &serde_json::Value) -> Vec<(u64, EventKind, i64)> {
+    let hits = json.get("hits").and_then(|h| h.as_array());
+    hits.into_iter()
+        .flatten()
+        .filter_map(|h| {
+            let kind = serde_json::from_value(h.get("kind")?.clone()).ok()?;
+            Some((h.get("seq")?.as_u64()?, kind, h.get("ts_ms")?.as_i64()?))
+        })
+        .collect()
 }
 
 /// Opens the recall index at `path` if `slot` holds none, and catches it up with `ledger`.

@@ -214,3 +214,28 @@ fn retention_through_a_kept_writer_counts_the_other_replicas_turns() {
         assert!(text.contains("turn 4, from a"), "{text}");
     }
 }
+
+/// A row deleted by hand after a replica loaded the conversation: that replica's `verify`
+/// reads every row and finds the gap (class `corrupt`, naming the missing seq), as a fresh
+/// process does when it loads the conversation.
+#[test]
+fn verify_on_a_replica_finds_a_row_deleted_since_it_loaded() {
+    let Some(r) = replicas() else {
+        return;
+    };
+    warm(&r);
+    let [a, b] = &r.stores;
+    let verify = |store: &Store| {
+        store.verify(&ctxlog::ops::VerifyRequest {
+            conversation: "c".into(),
+        })
+    };
+    verify(b).unwrap();
+    r._cluster
+        .psql("DELETE FROM ctxlog.events WHERE conversation = 'c' AND seq = 3");
+    for store in [b, a] {
+        let err = verify(store).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Corrupt, "{err}");
+        assert!(err.to_string().contains("seq 3"), "{err}");
+    }
+}

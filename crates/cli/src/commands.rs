@@ -142,11 +142,11 @@ fn log_line(event: &Event) -> String {
             ))
         }
         EventBody::System { marker } => serde_json::to_string(marker).unwrap_or_default(),
-        EventBody::Opaque { format, item } => preview(&format!(
+        body @ EventBody::Opaque { format, item } => preview(&format!(
             "{} {}: {}",
             format.as_str(),
             item.get("type").and_then(|t| t.as_str()).unwrap_or("?"),
-            ctxlog::ledger::event::opaque_text(item)
+            body.readable_text()
         )),
         body => preview(body.text().unwrap_or_default()),
     };

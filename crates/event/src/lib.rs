@@ -258,6 +258,15 @@ impl EventBody {
             }
         }
     }
+
+    /// What a reader may see of the event as text: [`EventBody::text`], or for an opaque item
+    /// its readable text ([`opaque_text`], never its encrypted parts); empty otherwise.
+    pub fn readable_text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            EventBody::Opaque { item, .. } => std::borrow::Cow::Owned(opaque_text(item)),
+            body => std::borrow::Cow::Borrowed(body.text().unwrap_or_default()),
+        }
+    }
 }
 
 /// How a tool call ended.

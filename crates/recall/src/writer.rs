@@ -164,8 +164,8 @@ impl<'a> Writer<'a> {
             },
             // Only an opaque item's readable text (a reasoning summary, a thinking block's
             // text), never its encrypted parts; an item without any is not indexed.
-            EventBody::Opaque { item, .. } => {
-                Some(ctxlog_event::opaque_text(item)).filter(|t| !t.is_empty())
+            body @ EventBody::Opaque { .. } => {
+                Some(body.readable_text().into_owned()).filter(|t| !t.is_empty())
             }
             EventBody::ToolCall { .. } | EventBody::System { .. } => None,
         }

@@ -10,14 +10,7 @@ use serde_json::Value;
 
 /// Flips one byte inside the record holding `needle` in `conv`'s log.
 fn flip(env: &Env, conv: &str, needle: &[u8]) {
-    let log = env.conv_dir(conv).join("ledger.log");
-    let mut bytes = std::fs::read(&log).unwrap();
-    let at = bytes
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .unwrap();
-    bytes[at] ^= 0x01;
-    std::fs::write(&log, &bytes).unwrap();
+    env.flip_in_log(conv, needle, 0x01);
 }
 
 /// `healthy`, `flipped` (its last record damaged) and `empty` (a 0-byte `ledger.log`).

@@ -16,14 +16,7 @@ const CONV: &str = "chat";
 /// The five-commit conversation with one byte flipped in seq 8 (t3's pinned note).
 fn damaged() -> Env {
     let env = Env::with_five_commits(CONV);
-    let log = env.conv_dir(CONV).join("ledger.log");
-    let mut bytes = std::fs::read(&log).unwrap();
-    let at = bytes
-        .windows(17)
-        .position(|w| w == b"the code is ZX-81")
-        .unwrap();
-    bytes[at] ^= 0x20;
-    std::fs::write(&log, &bytes).unwrap();
+    env.flip_in_log(CONV, b"the code is ZX-81", 0x20);
     env
 }
 
@@ -136,13 +129,7 @@ fn export_then_import_rebuilds_the_loss_record_exactly() {
 #[test]
 fn a_log_cut_inside_acknowledged_commits_is_one_command_away_from_reading_again() {
     let env = Env::with_five_commits(CONV);
-    let log = env.conv_dir(CONV).join("ledger.log");
-    let bytes = std::fs::read(&log).unwrap();
-    let at = bytes
-        .windows(15)
-        .position(|w| w == b"fourth question")
-        .unwrap();
-    std::fs::write(&log, &bytes[..at]).unwrap();
+    env.cut_log_at(CONV, b"fourth question");
     assert_eq!(code(&env.run(&["log", CONV], b"")), 5);
     let report = json_of(&env.ok(&["--json", "repair", CONV, "--accept-loss"], b""));
     assert_eq!(report["lost"][0]["from"], json!(10), "{report}");

@@ -47,14 +47,7 @@ fn a_clean_conversation_salvages_to_its_export() {
 #[test]
 fn a_flipped_byte_in_a_middle_record_loses_that_record_only() {
     let env = Env::with_five_commits(CONV);
-    let log = log_path(&env);
-    let mut bytes = std::fs::read(&log).unwrap();
-    let at = bytes
-        .windows(17)
-        .position(|w| w == b"the code is ZX-81")
-        .unwrap();
-    bytes[at] ^= 0x20;
-    std::fs::write(&log, &bytes).unwrap();
+    env.flip_in_log(CONV, b"the code is ZX-81", 0x20);
     // Every reader refuses; the salvage gets every other record out.
     assert_eq!(code(&env.run(&["export", CONV], b"")), 5);
     let (seqs, damaged, lines) = salvage(&env);
@@ -95,13 +88,7 @@ fn a_damaged_header_length_is_never_trusted() {
 #[test]
 fn a_log_cut_inside_acknowledged_commits_salvages_the_prefix_and_names_the_lost_seqs() {
     let env = Env::with_five_commits(CONV);
-    let log = log_path(&env);
-    let bytes = std::fs::read(&log).unwrap();
-    let at = bytes
-        .windows(13)
-        .position(|w| w == b"fourth answer")
-        .unwrap();
-    std::fs::write(&log, &bytes[..at]).unwrap();
+    env.cut_log_at(CONV, b"fourth answer");
     assert_eq!(code(&env.run(&["log", CONV, "--limit", "3"], b"")), 5);
     let (seqs, damaged, _) = salvage(&env);
     assert_eq!(seqs, (1..=10).collect::<Vec<_>>(), "seq 10 is intact");
@@ -167,14 +154,7 @@ fn junk_appended_is_marked_and_loses_nothing() {
 #[test]
 fn the_damage_error_names_the_salvage() {
     let env = Env::with_five_commits(CONV);
-    let log = log_path(&env);
-    let mut bytes = std::fs::read(&log).unwrap();
-    let at = bytes
-        .windows(12)
-        .position(|w| w == b"first answer")
-        .unwrap();
-    bytes[at] ^= 0x01;
-    std::fs::write(&log, &bytes).unwrap();
+    env.flip_in_log(CONV, b"first answer", 0x01);
     let out = env.run(&["export", CONV], b"");
     assert_eq!(code(&out), 5);
     assert!(
@@ -187,14 +167,7 @@ fn the_damage_error_names_the_salvage() {
 #[test]
 fn import_refuses_a_damaged_line_and_names_it() {
     let env = Env::with_five_commits(CONV);
-    let log = log_path(&env);
-    let mut bytes = std::fs::read(&log).unwrap();
-    let at = bytes
-        .windows(13)
-        .position(|w| w == b"fourth answer")
-        .unwrap();
-    bytes[at] ^= 0x01;
-    std::fs::write(&log, &bytes).unwrap();
+    env.flip_in_log(CONV, b"fourth answer", 0x01);
     let out = env.ok(&["export", CONV, "--salvage"], b"");
     let file = env.root().join("salvage.jsonl");
     std::fs::write(&file, &out).unwrap();

@@ -173,4 +173,28 @@ impl Env {
         }
         env
     }
+
+    /// `conv`'s log bytes and where `needle` first occurs in them (it must).
+    fn log_with(&self, conv: &str, needle: &[u8]) -> (PathBuf, Vec<u8>, usize) {
+        let log = self.conv_dir(conv).join("ledger.log");
+        let bytes = std::fs::read(&log).unwrap();
+        let at = bytes
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap_or_else(|| panic!("{} is not in the log", String::from_utf8_lossy(needle)));
+        (log, bytes, at)
+    }
+
+    /// Damages `conv`'s log in place: `mask` XORed into the byte where `needle` starts.
+    pub fn flip_in_log(&self, conv: &str, needle: &[u8], mask: u8) {
+        let (log, mut bytes, at) = self.log_with(conv, needle);
+        bytes[at] ^= mask;
+        std::fs::write(&log, &bytes).unwrap();
+    }
+
+    /// Cuts `conv`'s log where `needle` starts (inside its record).
+    pub fn cut_log_at(&self, conv: &str, needle: &[u8]) {
+        let (log, bytes, at) = self.log_with(conv, needle);
+        std::fs::write(&log, &bytes[..at]).unwrap();
+    }
 }

@@ -22,6 +22,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+#[path = "../rng.rs"]
+mod rng;
+use rng::XorShift as Rng;
 
 /// What a loop is asked to do.
 #[derive(Clone, Debug)]
@@ -58,20 +61,6 @@ struct Attempt {
     erased: bool,
     /// An erasure of it was killed: it may or may not have happened (whole, either way).
     erase_killed: bool,
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 struct Loop<'a> {

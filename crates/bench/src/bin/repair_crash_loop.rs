@@ -23,6 +23,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+#[path = "../rng.rs"]
+mod rng;
+use rng::XorShift as Rng;
 use serde_json::Value;
 
 /// What a loop is asked to do.
@@ -51,20 +54,6 @@ pub struct Summary {
     /// Intact records a repair lost (must stay 0).
     pub intact_lost: u64,
     pub failures: Vec<String>,
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// Runs the loop in a fresh temporary directory.

@@ -25,7 +25,7 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 use ctxlog_ledger::{
-    CommitReceipt, ErasureReport, Ledger, LedgerRead, NewCommit, Reader, RecoveryReport,
+    CommitReceipt, ErasureReport, Ledger, LedgerRead, NewCommit, Reach, Reader, RecoveryReport,
     RepairReport, SalvageReport, Salvaged, VerifyReport,
 };
 use serde::{Deserialize, Serialize};
@@ -78,24 +78,33 @@ pub trait LedgerWriter: LedgerView {
     /// # Errors
     /// Ledger read errors.
     fn commit_seqs(&mut self, id: &str) -> ctxlog_ledger::Result<Option<(u64, u64)>>;
-    /// Checks an erasure request without changing anything.
+    /// Checks an erasure request without changing anything (`how`: see [`Reach`]; a
+    /// [`Reach::Tail`] range must end at the last seq, [`ctxlog_ledger::rules::check_reach`]).
     ///
     /// # Errors
     /// [`ctxlog_ledger::Error::BadRange`] for a range or reason the erasure would refuse.
-    fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> ctxlog_ledger::Result<()>;
-    /// True when earlier erasures already cover all of `range` (widened to whole turns):
+    fn check_erase(
+        &self,
+        range: &RangeInclusive<u64>,
+        how: Reach,
+        reason: &str,
+    ) -> ctxlog_ledger::Result<()>;
+    /// True when earlier erasures already cover all of `range` (widened as `how` says):
     /// erasing it again changes nothing (a tombstone is never rewritten).
     ///
     /// # Errors
     /// Log corruption or I/O.
-    fn is_erased(&self, range: &RangeInclusive<u64>) -> ctxlog_ledger::Result<bool>;
-    /// Erases `range` (widened to whole turns) for `reason`: the data is removed, a tombstone records the range, when and why (docs/lifecycle.md).
+    fn is_erased(&self, range: &RangeInclusive<u64>, how: Reach) -> ctxlog_ledger::Result<bool>;
+    /// Erases `range` (widened to whole turns, or exactly the newest events for
+    /// [`Reach::Tail`]) for `reason`: the data is removed, a tombstone records the range,
+    /// when and why (docs/lifecycle.md).
     ///
     /// # Errors
     /// As [`LedgerWriter::check_erase`], and I/O.
     fn erase(
         &mut self,
         range: RangeInclusive<u64>,
+        how: Reach,
         reason: &str,
     ) -> ctxlog_ledger::Result<ErasureReport>;
     /// Appends an erased range decided elsewhere, as it was (an import rebuilding an
@@ -251,18 +260,24 @@ impl LedgerWriter for Ledger {
     fn commit_seqs(&mut self, id: &str) -> ctxlog_ledger::Result<Option<(u64, u64)>> {
         Ledger::commit_seqs(self, id)
     }
-    fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> ctxlog_ledger::Result<()> {
-        Ledger::check_erase(self, range, reason)
+    fn check_erase(
+        &self,
+        range: &RangeInclusive<u64>,
+        how: Reach,
+        reason: &str,
+    ) -> ctxlog_ledger::Result<()> {
+        Ledger::check_erase_reaching(self, range, how, reason)
     }
-    fn is_erased(&self, range: &RangeInclusive<u64>) -> ctxlog_ledger::Result<bool> {
-        Ledger::is_erased(self, range)
+    fn is_erased(&self, range: &RangeInclusive<u64>, how: Reach) -> ctxlog_ledger::Result<bool> {
+        Ledger::is_erased_reaching(self, range, how)
     }
     fn erase(
         &mut self,
         range: RangeInclusive<u64>,
+        how: Reach,
         reason: &str,
     ) -> ctxlog_ledger::Result<ErasureReport> {
-        Ledger::erase(self, range, reason)
+        Ledger::erase_reaching(self, range, how, reason)
     }
     fn append_tombstone(
         &mut self,

@@ -168,11 +168,15 @@ pub enum Command {
     /// "last_seq","commits":[{"first_seq","last_seq","id","id_sha256","kept","outcome"}],
     /// "damaged","saved_aside":[{"offset","bytes","file"}],"bytes_saved","ledger_id",…}.
     Repair(RepairArgs),
-    /// Erase a turn, a seq range or a whole conversation: the data is removed from every file.
+    /// Erase a turn, a seq range, the newest events or a whole conversation: the data is
+    /// removed from every file.
     ///
     /// The ledger is rewritten without it (seqs are kept; the range becomes a tombstone that
     /// records what, when and why, shown by `ctxlog log`). A range is widened to whole turns
-    /// so a tool call is never separated from its result. Artifacts nothing else references,
+    /// so a tool call is never separated from its result. --last N is a retraction instead:
+    /// exactly the newest N events (tombstones not counted), not widened, under one
+    /// tombstone, e.g. to take back a reply just stored (`ctxlog erase chat1 --last 1`); the
+    /// turn stays open and the next commit continues it. Artifacts nothing else references,
     /// recovered tails and the recall index (rebuilt on next use) are deleted. Prints
     /// {"erased":{"from":A,"to":B},"requested":{…},"events":N,"artifacts_deleted":N,…};
     /// --all prints {"erased":"all","conversation":…}.
@@ -253,6 +257,11 @@ pub struct EraseArgs {
     /// Erase seqs A to B inclusive (widened to whole turns), e.g. 5-9 or 7
     #[arg(long, value_name = "A-B", value_parser = seq_range)]
     pub seqs: Option<(u64, u64)>,
+    /// Retract the newest N events exactly (no widening to whole turns; tombstones not
+    /// counted), e.g. --last 1 takes back the last event stored; refused, with nothing
+    /// changed, when the conversation holds fewer
+    #[arg(long, value_name = "N")]
+    pub last: Option<u64>,
     /// Erase the whole conversation: its directory is removed
     #[arg(long)]
     pub all: bool,

@@ -470,7 +470,7 @@ fn reindex(store: &Store, args: ConvArg) -> Result<(), Failure> {
 }
 
 fn erase(store: &Store, args: EraseArgs) -> Result<(), Failure> {
-    let target = EraseTarget::choose(args.seqs, args.turn, args.all)?;
+    let target = EraseTarget::choose(args.seqs, args.turn, args.last, args.all)?;
     let response = store.erase(&EraseRequest {
         conversation: args.conversation,
         target,

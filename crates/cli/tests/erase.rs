@@ -124,6 +124,24 @@ fn erasing_a_seq_range_widens_to_whole_turns() {
 }
 
 #[test]
+fn retracting_the_last_event_takes_back_exactly_it() {
+    let env = Env::new();
+    setup(&env);
+    let out = json(&env.ok(&["erase", "c", "--last", "1"], b""));
+    assert_eq!(out["erased"], serde_json::json!({"from": 8, "to": 8}));
+    assert_eq!(out["events"], 1);
+    let log = String::from_utf8(env.ok(&["log", "c"], b"")).unwrap();
+    assert!(log.contains("third question about alpacas"), "{log}");
+    assert!(!log.contains("third answer"), "{log}");
+    assert!(log.contains("erased on request"), "{log}");
+    // The turn stays open: its reply can be committed again.
+    let reply = r#"{"events":[{"kind":"assistant","text":"a better third answer"}]}"#;
+    env.ok(&["commit", "c"], reply.as_bytes());
+    let body = env.ok(&["project", "c", "--input", "next"], b"");
+    assert!(String::from_utf8_lossy(&body).contains("a better third answer"));
+}
+
+#[test]
 fn bad_ranges_exit_2_and_change_nothing() {
     let env = Env::new();
     setup(&env);
@@ -136,6 +154,9 @@ fn bad_ranges_exit_2_and_change_nothing() {
         &["erase", "c", "--turn", "nope"],
         &["erase", "c"],
         &["erase", "c", "--all", "--seqs", "1-2"],
+        &["erase", "c", "--last", "0"],
+        &["erase", "c", "--last", "9"],
+        &["erase", "c", "--last", "1", "--seqs", "1-2"],
     ] {
         let out = env.run(args, b"");
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));

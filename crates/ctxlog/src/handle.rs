@@ -10,7 +10,9 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ctxlog_ledger::{CommitReceipt, ErasureReport, Event, EventKind, NewCommit, RecoveryReport};
+use ctxlog_ledger::{
+    CommitReceipt, ErasureReport, Event, EventKind, NewCommit, Reach, RecoveryReport,
+};
 use ctxlog_projection::{
     PageSource, PageSourceError, Projection, ProjectionRequest, RecalledPage, SizeCache,
 };
@@ -211,8 +213,13 @@ impl Conversation {
             None => Cow::Borrowed(reason),
         };
         let reason = reason.as_ref();
+        let mut how = Reach::Turns;
         let (from, to) = match what {
             EraseTarget::Seqs { from, to } => (*from, *to),
+            EraseTarget::Last { events } => {
+                how = Reach::Tail;
+                (self.newest_events_from(*events)?, self.ledger.last_seq())
+            }
             EraseTarget::Commit { id } => {
                 if let Some(redactor) = &redactor {
                     redactor.check_erase_id(id)?;
@@ -230,16 +237,42 @@ impl Conversation {
             }
         };
         // Checked before the recall index is touched, so a refused erasure changes nothing.
-        self.ledger.check_erase(&(from..=to), reason)?;
-        if self.ledger.is_erased(&(from..=to))? {
+        self.ledger.check_erase(&(from..=to), how, reason)?;
+        if self.ledger.is_erased(&(from..=to), how)? {
             // Nothing to erase: the ledger writes nothing, and the recall index stays.
-            return Ok(self.ledger.erase(from..=to, reason)?);
+            return Ok(self.ledger.erase(from..=to, how, reason)?);
         }
         self.drop_recall_index()?;
-        let report = self.ledger.erase(from..=to, reason)?;
+        let report = self.ledger.erase(from..=to, how, reason)?;
         self.drop_recall_index()?;
         self.sizes = SizeCache::new();
         Ok(report)
+    }
+
+    /// The seq of the `n`-th newest event that is not a system marker (tombstones and their
+    /// placeholders are markers): where a retraction of the newest `n` events starts. Reads
+    /// kinds from the index only.
+    ///
+    /// # Errors
+    /// [`ctxlog_ledger::Error::BadRange`] (nothing changed) when the conversation holds
+    /// fewer than `n` such events.
+    fn newest_events_from(&self, n: u64) -> Result<u64> {
+        let mut found = 0;
+        for seq in (1..=self.ledger.last_seq()).rev() {
+            if self.ledger.kind(seq) != Some(EventKind::System) {
+                found += 1;
+                if found == n {
+                    return Ok(seq);
+                }
+            }
+        }
+        Err(ctxlog_ledger::Error::BadRange {
+            reason: format!(
+                "cannot retract the last {n} events: the conversation holds {found} \
+                 (not counting erased ones); nothing was erased"
+            ),
+        }
+        .into())
     }
 
     /// Gives up the writer (for [`crate::backend::Backend::erase_all`] and friends).

@@ -527,23 +527,39 @@ pub enum EraseTarget {
         /// Last seq (inclusive).
         to: u64,
     },
+    /// A *retraction*: the conversation's newest `events` events (earlier tombstones and
+    /// other system markers not counted), exactly: not widened to whole turns, one
+    /// tombstone covering just them. For an application taking back what it just stored
+    /// (a framework's "pop the last item"); the turn they were part of stays open.
+    Last {
+        /// How many of the newest events (at least 1).
+        events: u64,
+    },
     /// The whole conversation.
     All,
 }
 
 impl EraseTarget {
-    /// The target a front end's separate options name: `seqs` (first, last), a commit id, or
-    /// the whole conversation; exactly one of them.
+    /// The target a front end's separate options name: `seqs` (first, last), a commit id,
+    /// the newest `last` events, or the whole conversation; exactly one of them.
     ///
     /// # Errors
     /// [`Error::InvalidRequest`] when none or more than one is given.
-    pub fn choose(seqs: Option<(u64, u64)>, commit: Option<String>, all: bool) -> Result<Self> {
-        match (seqs, commit, all) {
-            (Some((from, to)), None, false) => Ok(EraseTarget::Seqs { from, to }),
-            (None, Some(id), false) => Ok(EraseTarget::Commit { id }),
-            (None, None, true) => Ok(EraseTarget::All),
+    pub fn choose(
+        seqs: Option<(u64, u64)>,
+        commit: Option<String>,
+        last: Option<u64>,
+        all: bool,
+    ) -> Result<Self> {
+        match (seqs, commit, last, all) {
+            (Some((from, to)), None, None, false) => Ok(EraseTarget::Seqs { from, to }),
+            (None, Some(id), None, false) => Ok(EraseTarget::Commit { id }),
+            (None, None, Some(events), false) => Ok(EraseTarget::Last { events }),
+            (None, None, None, true) => Ok(EraseTarget::All),
             _ => Err(Error::InvalidRequest {
-                reason: "erase needs exactly one target: a seq range, a commit id, or all".into(),
+                reason: "erase needs exactly one target: a seq range, a commit id, the last N \
+                         events, or all"
+                    .into(),
             }),
         }
     }
@@ -576,6 +592,13 @@ impl EraseRequest {
     pub fn check(&self) -> Result<()> {
         let range = match self.target {
             EraseTarget::Seqs { from, to } => from..=to,
+            EraseTarget::Last { events: 0 } => {
+                return Err(ctxlog_ledger::Error::BadRange {
+                    reason: "a retraction takes back at least 1 event (--last 0 retracts nothing)"
+                        .into(),
+                }
+                .into());
+            }
             _ => 1..=1,
         };
         Ok(ctxlog_ledger::rules::check_erase(

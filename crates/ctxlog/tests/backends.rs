@@ -683,6 +683,81 @@ fn opaque_items_are_stored_as_given_and_round_trip(e: &dyn Engine) {
     assert_eq!(e.fingerprint("opaque"), before, "{}", e.name());
 }
 
+/// A retraction (`EraseTarget::Last`) takes back exactly the newest events under one
+/// tombstone, not widened to the turn; recall, log and export show the tombstone; the turn
+/// stays open for the next commit; a second retraction steps over the first tombstone; too
+/// many, zero, or a conversation that does not exist are refused with nothing changed.
+fn a_retraction_takes_back_exactly_the_newest_events(e: &dyn Engine) {
+    let store = e.store("retract", &options());
+    let events = vec![
+        user("fix the build"),
+        call("c1"),
+        result("c1", "error: mismatched types"),
+        assistant("a reply zebracorn taken back"),
+    ];
+    commit_events(&store, "c", events, None, &[]).unwrap();
+    assert!(recall_hits(&store, "c", "zebracorn") > 0, "{}", e.name());
+    let EraseResponse::Range { erased, events, .. } =
+        erase(&store, "c", EraseTarget::Last { events: 1 }).unwrap()
+    else {
+        panic!("a retraction answers with its report");
+    };
+    assert_eq!((erased.from, erased.to, events), (4, 4, 1), "{}", e.name());
+    assert_eq!(recall_hits(&store, "c", "zebracorn"), 0, "{}", e.name());
+    assert!(!String::from_utf8_lossy(&export(&store, "c")).contains("zebracorn"));
+    let kinds = |store: &Store| -> Vec<String> {
+        log(store, "c")
+            .unwrap()
+            .events
+            .iter()
+            .map(|ev| ev.kind().as_str().to_string())
+            .collect()
+    };
+    assert_eq!(
+        kinds(&store),
+        ["user", "tool_call", "tool_result", "system"],
+        "{}",
+        e.name()
+    );
+    // The turn is still open: the next commit continues it.
+    commit_events(&store, "c", vec![assistant("the right reply")], None, &[]).unwrap();
+    // Two more: the newest event and the result before the tombstone; the tombstone stays.
+    let before_tombstone = e.stored("retract", "c", 4);
+    let EraseResponse::Range { erased, events, .. } =
+        erase(&store, "c", EraseTarget::Last { events: 2 }).unwrap()
+    else {
+        panic!("a retraction answers with its report");
+    };
+    assert_eq!((erased.from, erased.to, events), (3, 5, 2), "{}", e.name());
+    assert_eq!(
+        e.stored("retract", "c", 4),
+        before_tombstone,
+        "{}",
+        e.name()
+    );
+    assert_eq!(
+        kinds(&store),
+        ["user", "tool_call", "system", "system", "system"]
+    );
+    // Refused, nothing changed: more than the conversation holds, zero, no conversation.
+    let fingerprint = e.fingerprint("retract");
+    for events in [3, 0] {
+        let err = erase(&store, "c", EraseTarget::Last { events }).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Usage, "{}: {err}", e.name());
+    }
+    let err = erase(&store, "c", EraseTarget::Last { events: 3 }).unwrap_err();
+    assert!(err.to_string().contains("holds 2"), "{err}");
+    let err = erase(&store, "nobody", EraseTarget::Last { events: 1 }).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::NotFound, "{}: {err}", e.name());
+    assert_eq!(e.fingerprint("retract"), fingerprint, "{}", e.name());
+    let report = store
+        .verify(&VerifyRequest {
+            conversation: "c".into(),
+        })
+        .unwrap();
+    assert!(report.ledger.is_clean(), "{}: {report:?}", e.name());
+}
+
 fn log_class(store: &Store, conv: &str) -> ErrorClass {
     log(store, conv).unwrap_err().class()
 }
@@ -1229,6 +1304,10 @@ const CASES: &[Case] = &[
     (
         "list_gives_the_newest_event_time_tombstones_included",
         list_gives_the_newest_event_time_tombstones_included,
+    ),
+    (
+        "a_retraction_takes_back_exactly_the_newest_events",
+        a_retraction_takes_back_exactly_the_newest_events,
     ),
 ];
 

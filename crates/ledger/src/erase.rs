@@ -22,9 +22,9 @@ use crate::format::{
 use crate::scan::{Tail, Window};
 use crate::state::LedgerState;
 use crate::storage::Storage;
-use crate::tombstone::{erase_reason, is_placeholder, lead_range, live_runs, run_body, widen};
+use crate::tombstone::{erase_reason, is_placeholder, lead_range, live_runs, reach, run_body};
 
-pub use crate::tombstone::{DEFAULT_ERASE_REASON, MAX_ERASE_REASON_BYTES};
+pub use crate::tombstone::{DEFAULT_ERASE_REASON, MAX_ERASE_REASON_BYTES, Reach};
 
 /// Bytes buffered before each write of the rewritten log.
 const WRITE_CHUNK: usize = 1 << 20;
@@ -146,9 +146,16 @@ impl<'a> Rewrite<'a> {
     }
 }
 
-/// Checks, without changing anything, that an erasure would accept `range` and `reason`.
-pub(crate) fn check(state: &LedgerState, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
+/// Checks, without changing anything, that an erasure reaching as `how` says would accept
+/// `range` and `reason`.
+pub(crate) fn check(
+    state: &LedgerState,
+    range: &RangeInclusive<u64>,
+    how: Reach,
+    reason: &str,
+) -> Result<()> {
     crate::rules::check_erase(range, state.last_seq(), reason)?;
+    crate::rules::check_reach(range, how, state.last_seq())?;
     check_dirs_inside(state.storage().as_ref())
 }
 
@@ -158,11 +165,13 @@ pub(crate) fn check(state: &LedgerState, range: &RangeInclusive<u64>, reason: &s
 pub(crate) fn already_erased(
     state: &LedgerState,
     range: &RangeInclusive<u64>,
+    how: Reach,
 ) -> Result<Option<(u64, u64)>> {
     let leads = tombstones(state)?;
-    let (from, to) = widen(
+    let (from, to) = reach(
         *range.start(),
         *range.end(),
+        how,
         state.user_seqs(),
         &leads,
         state.last_seq(),
@@ -199,6 +208,7 @@ fn tombstones(state: &LedgerState) -> Result<Vec<(u64, u64)>> {
 pub(crate) fn erase(
     state: &mut LedgerState,
     range: RangeInclusive<u64>,
+    how: Reach,
     reason: &str,
     syncs: bool,
     poisoned: &mut bool,
@@ -208,7 +218,7 @@ pub(crate) fn erase(
         syncs,
         poisoned,
     }
-    .run(range, reason)
+    .run(range, how, reason)
 }
 
 /// Finishes an erasure that a crash (or a failure past its rename) left unfinished; see
@@ -241,12 +251,17 @@ impl Eraser<'_> {
 
     /// Runs the erasure of `range`; see [`crate::Ledger::erase`] for the steps and what a
     /// failure at each leaves.
-    fn run(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
-        check(self.state, &range, reason)?;
+    fn run(
+        &mut self,
+        range: RangeInclusive<u64>,
+        how: Reach,
+        reason: &str,
+    ) -> Result<ErasureReport> {
+        check(self.state, &range, how, reason)?;
         let (req_from, req_to) = (*range.start(), *range.end());
         let leads = tombstones(self.state)?;
         self.check_leads(&leads)?;
-        if let Some((from, to)) = already_erased(self.state, &range)? {
+        if let Some((from, to)) = already_erased(self.state, &range, how)? {
             return Ok(ErasureReport {
                 from,
                 to,
@@ -258,9 +273,10 @@ impl Eraser<'_> {
                 already_erased: true,
             });
         }
-        let (from, to) = widen(
+        let (from, to) = reach(
             req_from,
             req_to,
+            how,
             self.state.user_seqs(),
             &leads,
             self.state.last_seq(),

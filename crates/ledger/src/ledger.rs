@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::commit::Preparer;
-use crate::erase::ErasureReport;
+use crate::erase::{ErasureReport, Reach};
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, EventBody, EventKind, NewCommit, SystemMarker};
 use crate::files::{io_err, now_ms};
@@ -295,7 +295,21 @@ impl Ledger {
     /// # Errors
     /// [`Error::BadRange`]; [`Error::Io`] for an escaping directory.
     pub fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
-        crate::erase::check(&self.state, range, reason)
+        self.check_erase_reaching(range, Reach::Turns, reason)
+    }
+
+    /// As [`Ledger::check_erase`], for an erasure that reaches as `how` says: a
+    /// [`Reach::Tail`] range must also end at the last seq.
+    ///
+    /// # Errors
+    /// As [`Ledger::check_erase`].
+    pub fn check_erase_reaching(
+        &self,
+        range: &RangeInclusive<u64>,
+        how: Reach,
+        reason: &str,
+    ) -> Result<()> {
+        crate::erase::check(&self.state, range, how, reason)
     }
 
     /// True when earlier erasures already cover all of `range` (after widening it to whole
@@ -305,7 +319,15 @@ impl Ledger {
     /// # Errors
     /// Log corruption or I/O while reading the tombstones.
     pub fn is_erased(&self, range: &RangeInclusive<u64>) -> Result<bool> {
-        Ok(crate::erase::already_erased(&self.state, range)?.is_some())
+        self.is_erased_reaching(range, Reach::Turns)
+    }
+
+    /// As [`Ledger::is_erased`], for an erasure that reaches as `how` says.
+    ///
+    /// # Errors
+    /// As [`Ledger::is_erased`].
+    pub fn is_erased_reaching(&self, range: &RangeInclusive<u64>, how: Reach) -> Result<bool> {
+        Ok(crate::erase::already_erased(&self.state, range, how)?.is_some())
     }
 
     /// Erases `range` (docs/design.md#e1-erasure): rewrites the log without its content,
@@ -364,10 +386,47 @@ impl Ledger {
     /// its reads of events and artifacts fail with [`Error::Poisoned`] too (the handle it
     /// holds on the replaced log still holds the erased content).
     pub fn erase(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
+        self.erase_reaching(range, Reach::Turns, reason)
+    }
+
+    /// Erases `range` as [`Ledger::erase`] does, reaching as `how` says: [`Reach::Tail`]
+    /// *retracts* the newest events, exactly the seqs asked for (no widening to whole
+    /// turns; the range must end at the last seq), under one tombstone. The turn they were
+    /// part of stays open: a later commit continues it.
+    ///
+    /// ```
+    /// # use ctxlog_ledger::{Ledger, Options, NewCommit, EventBody, Reach};
+    /// # fn main() -> ctxlog_ledger::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
+    /// ledger.commit(&NewCommit::new(vec![
+    ///     EventBody::User { text: "hi".into() },
+    ///     EventBody::Assistant { text: "a reply to take back".into() },
+    /// ]))?;
+    /// let report = ledger.erase_reaching(2..=2, Reach::Tail, "retracted")?;
+    /// assert_eq!((report.from, report.to, report.events), (2, 2, 1));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Ledger::erase`]; [`Error::BadRange`] (nothing changed) for a [`Reach::Tail`]
+    /// range that does not end at the last seq.
+    pub fn erase_reaching(
+        &mut self,
+        range: RangeInclusive<u64>,
+        how: Reach,
+        reason: &str,
+    ) -> Result<ErasureReport> {
         self.check_usable()?;
         let syncs = self.syncs();
-        let report =
-            crate::erase::erase(&mut self.state, range, reason, syncs, &mut self.poisoned)?;
+        let report = crate::erase::erase(
+            &mut self.state,
+            range,
+            how,
+            reason,
+            syncs,
+            &mut self.poisoned,
+        )?;
         self.ids = None;
         self.turn = None;
         self.last_ms = None;

@@ -117,7 +117,7 @@ mod validate;
 mod verify;
 
 pub use artifact::{artifact_name, excerpt, is_valid_artifact_name};
-pub use erase::{DEFAULT_ERASE_REASON, ErasureReport, MAX_ERASE_REASON_BYTES};
+pub use erase::{DEFAULT_ERASE_REASON, ErasureReport, MAX_ERASE_REASON_BYTES, Reach};
 pub use error::{Error, Result};
 pub use event::{
     ArtifactRef, Event, EventBody, EventKind, NewCommit, OpaqueFormat, SystemMarker, ToolStatus,

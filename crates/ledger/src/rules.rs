@@ -11,6 +11,7 @@ use crate::CommitReceipt;
 use crate::error::{Error, Result};
 use crate::event::{ArtifactRef, Event, EventBody, EventKind, NewCommit};
 use crate::options::Options;
+use crate::tombstone::Reach;
 use crate::validate::{Origin, TurnState};
 
 pub use crate::format::RECORD_HEADER_LEN;
@@ -288,17 +289,45 @@ pub fn erase_reason(reason: &str) -> &str {
     crate::tombstone::erase_reason(reason)
 }
 
-/// Widens an erasure range to whole turns and over earlier tombstones (`leads`: the
-/// `(from, to)` of each), as the file store's erasure does. The earlier tombstones inside
-/// the result stay as written: only its [`live_runs`] are erased
-/// (docs/design.md#e6-listing-and-tombstones).
+/// Checks that an erasure of `range` may reach as `how` says: a [`Reach::Tail`] range (a
+/// retraction) must run to the last seq, since only a conversation's newest events are taken
+/// back without widening.
+///
+/// # Errors
+/// [`Error::BadRange`].
+pub fn check_reach(range: &RangeInclusive<u64>, how: Reach, last_seq: u64) -> Result<()> {
+    if how == Reach::Tail && *range.end() != last_seq {
+        return Err(Error::BadRange {
+            reason: format!(
+                "a retraction takes back the newest events: range {}-{} does not end at the \
+                 last seq ({last_seq}); erase whole turns instead",
+                range.start(),
+                range.end()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Widens an erasure range as `how` says (whole turns, or not at all for a retraction) and
+/// over earlier tombstones (`leads`: the `(from, to)` of each), as the file store's erasure
+/// does. The earlier tombstones inside the result stay as written: only its [`live_runs`]
+/// are erased (docs/design.md#e6-listing-and-tombstones).
 pub fn widen_erasure(
     range: &RangeInclusive<u64>,
+    how: Reach,
     user_seqs: &[u64],
     leads: &[(u64, u64)],
     last_seq: u64,
 ) -> (u64, u64) {
-    crate::tombstone::widen(*range.start(), *range.end(), user_seqs, leads, last_seq)
+    crate::tombstone::reach(
+        *range.start(),
+        *range.end(),
+        how,
+        user_seqs,
+        leads,
+        last_seq,
+    )
 }
 
 /// The runs of `range` (widened) that no earlier tombstone covers (`leads`, in seq order):

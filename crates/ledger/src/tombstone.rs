@@ -2,7 +2,7 @@
 //! range holds the *tombstone* (a `system` record whose marker is [`SystemMarker::Tombstone`]
 //! `{from, to, at_ms, reason}`) and every seq in `from+1..=to` a *covered placeholder* (the same
 //! marker with an empty reason). Readers skip placeholders ([`is_placeholder`]), `verify` checks
-//! coverage ([`Coverage`]), erasure widens a requested range ([`widen`]) and erases only its live
+//! coverage ([`Coverage`]), erasure widens a requested range ([`reach`]) and erases only its live
 //! runs ([`live_runs`]): a tombstone once written is never rewritten
 //! (docs/design.md#e6-listing-and-tombstones). [`run_body`] is the one place a run's records are
 //! made, for the file store's rewrite, an import's rebuilt tombstones and a database engine alike.
@@ -311,24 +311,46 @@ impl Coverage {
     }
 }
 
-/// Widens `from..=to` to whole turns and over earlier tombstones. An end inside an earlier
+/// How far an erasure reaches beyond the seqs asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Reach {
+    /// Whole turns, so a tool call is never separated from its result:
+    /// what an erasure of a range or a commit does.
+    #[default]
+    Turns,
+    /// Exactly the seqs asked for, which must run to the last seq: a *retraction* of a
+    /// conversation's newest events (an application taking back what it just stored). An
+    /// earlier tombstone the range overlaps is spanned as by [`Reach::Turns`] and stays as
+    /// written.
+    Tail,
+}
+
+/// The range an erasure of `from..=to` covers under `how` ([`Reach`]). [`Reach::Turns`]
+/// widens it to whole turns and over earlier tombstones. An end inside an earlier
 /// erased range snaps to that range's bound (the range is already whole); an end in live
 /// content moves to the bound of its turn, or of the erased range next to it (a turn runs
 /// from a user event to the event before the next one; events before the first user event
-/// belong to no turn and are not widened). The result spans every earlier range it overlaps;
-/// those ranges stay as written, only the [`live_runs`] between them are erased.
-pub(crate) fn widen(
+/// belong to no turn and are not widened). [`Reach::Tail`] keeps `from` (unless an earlier
+/// erased range holds it) and runs to `last_seq`. Either way the result spans every earlier
+/// range it overlaps; those ranges stay as written, only the [`live_runs`] between them are
+/// erased.
+pub(crate) fn reach(
     from: u64,
     to: u64,
+    how: Reach,
     user_seqs: &[u64],
     leads: &[(u64, u64)],
     last_seq: u64,
 ) -> (u64, u64) {
     let erased_range = |s: u64| leads.iter().find(|(a, b)| *a <= s && s <= *b).copied();
+    if how == Reach::Tail {
+        let from = erased_range(from).map_or(from, |(a, _)| a);
+        return span_leads(from, to.max(last_seq), leads);
+    }
     // A live end widens to its turn's bound, but never into an earlier erased range: that
     // range already ends (or starts) a turn, and its tombstone is an audit record that an
     // erasure next to it must leave as written (docs/design.md#e6-listing-and-tombstones).
-    let mut from = match erased_range(from) {
+    let from = match erased_range(from) {
         Some((a, _)) => a,
         None => {
             let turn = user_seqs.iter().rev().find(|&&s| s <= from).copied();
@@ -343,7 +365,7 @@ pub(crate) fn widen(
             }
         }
     };
-    let mut to = match erased_range(to) {
+    let to = match erased_range(to) {
         Some((_, b)) => b,
         None => {
             let next_turn = user_seqs.iter().find(|&&s| s > to).copied();
@@ -354,6 +376,11 @@ pub(crate) fn widen(
             }
         }
     };
+    span_leads(from, to, leads)
+}
+
+/// `from..=to` grown until it spans every earlier erased range (`leads`) it overlaps.
+fn span_leads(mut from: u64, mut to: u64, leads: &[(u64, u64)]) -> (u64, u64) {
     loop {
         let before = (from, to);
         for &(a, b) in leads {
@@ -371,6 +398,20 @@ pub(crate) fn widen(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn widen(from: u64, to: u64, users: &[u64], leads: &[(u64, u64)], last: u64) -> (u64, u64) {
+        reach(from, to, Reach::Turns, users, leads, last)
+    }
+
+    #[test]
+    fn a_tail_reach_is_exact_but_spans_old_tombstones() {
+        // turns start at 1, 4; last seq 6
+        assert_eq!(reach(6, 6, Reach::Tail, &[1, 4], &[], 6), (6, 6));
+        assert_eq!(reach(5, 6, Reach::Tail, &[1, 4], &[], 6), (5, 6));
+        // from inside an earlier erased range snaps to its start; one overlapped is spanned
+        assert_eq!(reach(5, 6, Reach::Tail, &[1, 4], &[(4, 5)], 6), (4, 6));
+        assert_eq!(reach(3, 6, Reach::Tail, &[1], &[(5, 5)], 6), (3, 6));
+    }
 
     #[test]
     fn widening_covers_whole_turns_and_old_tombstones() {

@@ -21,7 +21,7 @@ use ctxlog_backend::{LedgerView, LedgerWriter};
 use ctxlog_ledger::rules::{self, Caps};
 use ctxlog_ledger::{
     ArtifactRef, CommitReceipt, ErasureReport, Error, Event, EventBody, EventKind, LedgerRead,
-    NewCommit, Result,
+    NewCommit, Reach, Result,
 };
 use postgres::types::ToSql;
 use postgres::{GenericClient, Statement};
@@ -631,8 +631,10 @@ impl PgLedger {
         leads: &[(u64, u64)],
         index: &Index,
         range: &RangeInclusive<u64>,
+        how: Reach,
     ) -> Option<(u64, u64)> {
-        let (from, to) = rules::widen_erasure(range, &index.user_seqs, leads, index.last_seq());
+        let (from, to) =
+            rules::widen_erasure(range, how, &index.user_seqs, leads, index.last_seq());
         let covered: u64 = leads
             .iter()
             .filter(|(a, b)| from <= *a && *b <= to)
@@ -684,7 +686,12 @@ impl PgLedger {
         Ok((old_bytes, new_bytes, events))
     }
 
-    fn erase_tx(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
+    fn erase_tx(
+        &mut self,
+        range: RangeInclusive<u64>,
+        how: Reach,
+        reason: &str,
+    ) -> Result<ErasureReport> {
         let db = self.db.clone();
         let mut conn = db.conn()?;
         let (mut tx, cache) = conn.begin(&db, TxMode::Write { sync: true })?;
@@ -699,9 +706,10 @@ impl PgLedger {
         let mut index = self.index.clone();
         q.catch_up(&self.name, &mut index, &head)?;
         rules::check_erase(&range, index.last_seq(), reason)?;
+        rules::check_reach(&range, how, index.last_seq())?;
         let leads = self.leads(&mut q, index.last_seq())?;
         let requested = (*range.start(), *range.end());
-        if let Some((from, to)) = self.already_erased(&leads, &index, &range) {
+        if let Some((from, to)) = self.already_erased(&leads, &index, &range, how) {
             drop(tx);
             self.index = index;
             return Ok(ErasureReport {
@@ -715,7 +723,8 @@ impl PgLedger {
                 already_erased: true,
             });
         }
-        let (from, to) = rules::widen_erasure(&range, &index.user_seqs, &leads, index.last_seq());
+        let (from, to) =
+            rules::widen_erasure(&range, how, &index.user_seqs, &leads, index.last_seq());
         // Earlier tombstones inside the range stay as written
         // (docs/design.md#e6-listing-and-tombstones): only the live runs between them are deleted
         // and replaced by a tombstone each.
@@ -1028,15 +1037,23 @@ impl LedgerWriter for PgLedger {
             .map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64)))
         })
     }
-    fn check_erase(&self, range: &RangeInclusive<u64>, reason: &str) -> Result<()> {
-        rules::check_erase(range, self.last_seq(), reason)
+    fn check_erase(&self, range: &RangeInclusive<u64>, how: Reach, reason: &str) -> Result<()> {
+        rules::check_erase(range, self.last_seq(), reason)?;
+        rules::check_reach(range, how, self.last_seq())
     }
-    fn is_erased(&self, range: &RangeInclusive<u64>) -> Result<bool> {
+    fn is_erased(&self, range: &RangeInclusive<u64>, how: Reach) -> Result<bool> {
         let leads = self.with_q(|q| self.leads(q, self.last_seq()))?;
-        Ok(self.already_erased(&leads, &self.index, range).is_some())
+        Ok(self
+            .already_erased(&leads, &self.index, range, how)
+            .is_some())
     }
-    fn erase(&mut self, range: RangeInclusive<u64>, reason: &str) -> Result<ErasureReport> {
-        self.erase_tx(range, reason)
+    fn erase(
+        &mut self,
+        range: RangeInclusive<u64>,
+        how: Reach,
+        reason: &str,
+    ) -> Result<ErasureReport> {
+        self.erase_tx(range, how, reason)
     }
     fn append_tombstone(&mut self, t: &rules::Tombstone) -> Result<CommitReceipt> {
         self.append_tombstone_tx(t)

@@ -298,6 +298,21 @@ fn import_bytes<'py>(
 }
 
 impl PyConversation {
+    fn erase_target<'py>(
+        &self,
+        py: Python<'py>,
+        target: EraseTarget,
+        reason: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = EraseRequest {
+            conversation: self.name.clone(),
+            target,
+            reason: reason.unwrap_or_else(|| ctxlog::DEFAULT_ERASE_REASON.to_string()),
+        };
+        let response = call(py, &self.shared, move |s| s.erase(&request))?;
+        json::to_py(py, &response)
+    }
+
     fn project_raw(&self, py: Python<'_>, request: ProjectRequest) -> PyResult<ctxlog::Projection> {
         call(py, &self.shared, move |s| s.project(&request))
     }
@@ -404,25 +419,37 @@ impl PyConversation {
     }
 
     /// Erases data for real: `seqs=(a, b)` (widened to whole turns), `commit_id=` (the turns
-    /// of the commit with that id), or `all=True` (the whole conversation). Give exactly one.
-    /// `reason` goes into the tombstone. Returns what was erased (a dict).
-    #[pyo3(signature = (*, seqs = None, commit_id = None, all = false, reason = None))]
+    /// of the commit with that id), `last=n` (exactly the newest n events: a retraction, see
+    /// `retract`), or `all=True` (the whole conversation). Give exactly one. `reason` goes
+    /// into the tombstone. Returns what was erased (a dict).
+    #[pyo3(signature = (*, seqs = None, commit_id = None, last = None, all = false, reason = None))]
     fn erase<'py>(
         &self,
         py: Python<'py>,
         seqs: Option<(u64, u64)>,
         commit_id: Option<String>,
+        last: Option<u64>,
         all: bool,
         reason: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let target = EraseTarget::choose(seqs, commit_id, all).map_err(|e| usage(e.to_string()))?;
-        let request = EraseRequest {
-            conversation: self.name.clone(),
-            target,
-            reason: reason.unwrap_or_else(|| ctxlog::DEFAULT_ERASE_REASON.to_string()),
-        };
-        let response = call(py, &self.shared, move |s| s.erase(&request))?;
-        json::to_py(py, &response)
+        let target =
+            EraseTarget::choose(seqs, commit_id, last, all).map_err(|e| usage(e.to_string()))?;
+        self.erase_target(py, target, reason)
+    }
+
+    /// Retracts the newest `last` events (default 1; tombstones not counted): exactly them,
+    /// not widened to whole turns, under one tombstone; the turn stays open and the next
+    /// commit continues it. For taking back what was just stored (a framework's "pop the
+    /// last item"). Refused (UsageError, nothing changed) when the conversation holds fewer.
+    /// Returns what was erased (a dict, as `erase`).
+    #[pyo3(signature = (last = 1, *, reason = None))]
+    fn retract<'py>(
+        &self,
+        py: Python<'py>,
+        last: u64,
+        reason: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.erase_target(py, EraseTarget::Last { events: last }, reason)
     }
 
     /// Applies a retention policy: whole turns older than `older_than` (e.g. "90d"), all but

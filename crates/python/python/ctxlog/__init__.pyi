@@ -211,10 +211,16 @@ class Conversation:
         *,
         seqs: Optional[Tuple[int, int]] = None,
         commit_id: Optional[str] = None,
+        last: Optional[int] = None,
         all: bool = False,
         reason: Optional[str] = None,
     ) -> JsonDict:
-        """Erases a seq range, a commit's turns, or the whole conversation, for real."""
+        """Erases a seq range (widened to whole turns), a commit's turns, the newest ``last``
+        events exactly (a retraction), or the whole conversation, for real."""
+    def retract(self, last: int = 1, *, reason: Optional[str] = None) -> JsonDict:
+        """Takes back the newest ``last`` events (tombstones not counted), exactly: not
+        widened to whole turns, under one tombstone; the turn stays open. Raises UsageError,
+        with nothing changed, when the conversation holds fewer."""
     def gc(
         self,
         *,

@@ -144,6 +144,33 @@ impl PyStore {
         json::to_py(py, &response)
     }
 
+    /// Bytes and tokens of a request body (bytes or str), counted as the projector counts:
+    /// `{"bytes", "tokens", "tokenizer", "format", "tokens_exact", …}`. `format` is told from
+    /// the body's shape when not given (a chat body that could be either chat format needs
+    /// it); `tokenizer` defaults to "o200k".
+    #[pyo3(signature = (body, *, format = None, tokenizer = None))]
+    fn count<'py>(
+        &self,
+        py: Python<'py>,
+        body: &Bound<'py, PyAny>,
+        format: Option<&str>,
+        tokenizer: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut fields = serde_json::Map::new();
+        fields.insert("body".into(), serde_json::Value::Array(Vec::new()));
+        if let Some(format) = format {
+            fields.insert("format".into(), format.into());
+        }
+        if let Some(tokenizer) = tokenizer {
+            fields.insert("tokenizer".into(), tokenizer.into());
+        }
+        let mut request: ctxlog::ops::CountRequest =
+            ctxlog::ops::request_from_fields(None, fields).map_err(|e| usage(e.to_string()))?;
+        request.body = input_bytes(body)?;
+        let count = call(py, &self.shared, move |s| s.count(&request))?;
+        json::to_py(py, &count)
+    }
+
     /// The conversation `name` (1-64 characters from A-Z a-z 0-9 _ -). Nothing is created
     /// until its first commit. Raises `UsageError` for an invalid name.
     fn conversation(&self, py: Python<'_>, name: &str) -> PyResult<PyConversation> {

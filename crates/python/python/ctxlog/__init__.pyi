@@ -96,6 +96,15 @@ class Store:
         redact_vars: Optional[Sequence[str]] = None,
         redact_patterns: Optional[Mapping[str, str]] = None,
     ) -> Store: ...
+    def count(
+        self,
+        body: Union[bytes, str],
+        *,
+        format: Optional[WireFormat] = None,
+        tokenizer: Optional[TokenizerName] = None,
+    ) -> JsonDict:
+        """Bytes and tokens of a request body, counted as the projector counts:
+        {"bytes", "tokens", "tokenizer", "format", "tokens_exact", …}."""
     def conversation(self, name: str) -> Conversation:
         """The conversation `name`; nothing is created until its first commit."""
     def list(self) -> List[JsonDict]:

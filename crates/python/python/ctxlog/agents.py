@@ -1,0 +1,319 @@
+"""OpenAI Agents SDK adapters: a ``Session`` whose history is a ctxlog conversation.
+
+Install with the ``agents`` extra (``pip install 'ctxlog-ledger[agents]'``); the core
+``ctxlog`` package never imports the SDK. An app changes one line to adopt it::
+
+    from agents import Agent, Runner
+    from ctxlog.agents import CtxlogSession
+
+    session = CtxlogSession("user-42", store="./.ctxlog")
+    result = await Runner.run(agent, "What is my code?", session=session)
+
+Each item the runner saves becomes one ctxlog event of the conversation named by the
+session id, so ``ctxlog log``, ``project``, ``recall``, the inspector and erasure all work on
+it:
+
+============================================  ==========================================
+item                                          event
+============================================  ==========================================
+``{"role": "user", "content": ...}``          ``user`` (content text; parts joined)
+``{"role": "assistant", "content": ...}``     ``assistant`` (``output_text`` and
+(an output ``message`` too)                   ``refusal`` parts joined)
+``{"role": "system"|"developer", ...}``       ``note``
+``function_call``                             ``tool_call`` (``arguments`` kept as the
+                                              string the model sent)
+``function_call_output``                      ``tool_result`` of that call (``ok``)
+any other item (``reasoning``, …)             ``opaque`` (``openai-responses``), as given
+============================================  ==========================================
+
+``get_items`` gives the items back in order. An item in the form ctxlog writes back
+(``{"role": "user", "content": "..."}``, ``{"type": "function_call", "call_id", "name",
+"arguments"}``, ``{"type": "function_call_output", "call_id", "output"}``, every opaque item)
+comes back exactly as given. A model's output message or call comes back in that form: its
+provider ``id``, ``status``, ``annotations`` and ``logprobs`` are not kept, since a ledger event
+has no field for them (``assistant_message`` items come back as
+``{"role": "assistant", "content": TEXT}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
+
+from . import NotFound, Store
+from .aio import AsyncConversation
+
+try:
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import SessionSettings, resolve_session_limit
+    from agents.run_config import CallModelData, ModelInputData
+except ImportError:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "ctxlog.agents needs the OpenAI Agents SDK: pip install 'ctxlog-ledger[agents]'"
+    )
+
+Item = Dict[str, Any]
+RESPONSES = "openai-responses"
+
+
+def _text_of(content: Any, part_types: Sequence[str]) -> Optional[str]:
+    """A message's text: a string content, or the text of its parts of `part_types`."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") in part_types:
+            text = part.get("text", part.get("refusal"))
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n".join(texts)
+
+
+def item_to_event(item: Mapping[str, Any], tools: Mapping[str, str]) -> Item:
+    """The ctxlog event for one Responses input `item`; `tools` maps the call ids of the open
+    turn's tool calls to their tool names (a result names its call's tool)."""
+    kind = item.get("type")
+    role = item.get("role")
+    if kind in (None, "message") and role in ("user", "assistant", "system", "developer"):
+        parts = ("input_text",) if role != "assistant" else ("output_text", "refusal")
+        text = _text_of(item.get("content"), parts)
+        if text is not None:
+            event_kind = {"user": "user", "assistant": "assistant"}.get(str(role), "note")
+            return {"kind": event_kind, "text": text}
+    if kind == "function_call":
+        call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
+        if isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, str):
+            return {"kind": "tool_call", "call_id": call_id, "tool": name, "arguments": arguments}
+    if kind == "function_call_output":
+        call_id, output = item.get("call_id"), item.get("output")
+        if isinstance(call_id, str) and call_id in tools:
+            text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+            return {
+                "kind": "tool_result",
+                "call_id": call_id,
+                "tool": tools[call_id],
+                "status": "ok",
+                "text": text,
+            }
+        raise ValueError(
+            f"function_call_output {call_id!r} answers no function_call of the open turn: "
+            "add the call first"
+        )
+    return {"kind": "opaque", "format": RESPONSES, "item": dict(item)}
+
+
+def event_to_item(event: Mapping[str, Any]) -> Optional[Item]:
+    """The Responses input item an event of a session stands for (None for ctxlog's own
+    markers: tombstones)."""
+    kind = event.get("kind")
+    if kind in ("user", "assistant"):
+        return {"role": kind, "content": event["text"]}
+    if kind == "note":
+        return {"role": "system", "content": event["text"]}
+    if kind == "tool_call":
+        arguments = event["arguments"]
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+        return {
+            "type": "function_call",
+            "call_id": event["call_id"],
+            "name": event["tool"],
+            "arguments": arguments,
+        }
+    if kind == "tool_result":
+        return {"type": "function_call_output", "call_id": event["call_id"], "output": event["text"]}
+    if kind == "opaque":
+        return dict(event["item"])
+    return None
+
+
+def open_turn_tools(events: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
+    """Call id -> tool name of the tool calls since the last user event."""
+    tools: Dict[str, str] = {}
+    for event in events:
+        if event.get("kind") == "user":
+            tools = {}
+        elif event.get("kind") == "tool_call":
+            tools[event["call_id"]] = event["tool"]
+    return tools
+
+
+class CtxlogSession:
+    """An Agents SDK ``Session`` stored in ctxlog: the conversation named ``session_id`` of
+    ``store`` (a :class:`ctxlog.Store`, or a directory or ``postgres://`` URL to open one at).
+
+    Sessions are isolated (one conversation each). ``add_items`` commits its items as one
+    atomic commit; concurrent calls lose nothing (the store queues them). ``pop_item``
+    retracts the newest event for real (a tombstone covers exactly it, not its turn);
+    ``clear_session`` erases the whole conversation. Every method accepts the SDK's optional
+    ``wrapper`` keyword and ignores it.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        store: Union[Store, str, None] = None,
+        *,
+        session_settings: Optional[SessionSettings] = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = session_settings
+        owned = store if isinstance(store, Store) else Store(store or "./.ctxlog")
+        self.store = owned
+        self.conversation = AsyncConversation(owned.conversation(session_id))
+        self._lock = asyncio.Lock()
+        # Items a budget filter stored before the runner saved them: the runner's own
+        # add_items of them is then skipped, so nothing is stored twice.
+        self._ahead: List[Item] = []
+
+    async def _events(self) -> List[Item]:
+        try:
+            events = await self.conversation.log()
+        except NotFound:
+            return []
+        if any("artifact" in e for e in events):
+            # A large output is stored whole as an artifact; the log holds an excerpt and
+            # the export the whole text.
+            raw = await self.conversation.export()
+            events = [json.loads(line) for line in raw.splitlines() if line.strip()]
+        return [e for e in events if e.get("kind") != "system"]
+
+    async def get_items(
+        self, limit: Optional[int] = None, wrapper: Any = None
+    ) -> List[TResponseInputItem]:
+        """The session's items, oldest first; with ``limit``, the newest ``limit`` (0: none)."""
+        limit = resolve_session_limit(limit, self.session_settings)
+        items = [i for e in await self._events() if (i := event_to_item(e)) is not None]
+        if limit is not None:
+            items = items[len(items) - limit :] if limit > 0 else []
+        return cast(List[TResponseInputItem], items)
+
+    async def add_items(
+        self, items: Sequence[Union[TResponseInputItem, Mapping[str, Any]]], wrapper: Any = None
+    ) -> None:
+        """Stores ``items`` in order, as one commit."""
+        async with self._lock:
+            pending: List[Item] = [dict(i) for i in items]
+            while pending and self._ahead and kept_form(pending[0]) == kept_form(self._ahead[0]):
+                pending.pop(0)
+                self._ahead.pop(0)
+            if not pending:
+                return
+            tools = open_turn_tools(await self._events())
+            events = []
+            for item in pending:
+                event = item_to_event(item, tools)
+                if event["kind"] == "user":
+                    tools = {}
+                elif event["kind"] == "tool_call":
+                    tools[event["call_id"]] = event["tool"]
+                events.append(event)
+            await self.conversation.commit(events=events)
+
+    async def pop_item(self, wrapper: Any = None) -> Optional[TResponseInputItem]:
+        """Removes the newest item for real and returns it; None when the session is empty."""
+        async with self._lock:
+            events = await self._events()
+            if not events:
+                return None
+            await self.conversation.retract(1, reason="Agents SDK session: pop_item")
+            return cast(Optional[TResponseInputItem], event_to_item(events[-1]))
+
+    async def clear_session(self, wrapper: Any = None) -> None:
+        """Erases every item of the session (the conversation is removed)."""
+        async with self._lock:
+            try:
+                await self.conversation.erase(all=True)
+            except NotFound:
+                pass
+
+
+class _AnyCall(Dict[str, str]):
+    """Tool names of calls not at hand: every call id answers (to compare items only)."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def kept_form(item: Mapping[str, Any]) -> Optional[Item]:
+    """`item` as a session gives it back (see the module docs): what two items are compared
+    by when one was stored and the other not."""
+    return event_to_item(item_to_event(item, _AnyCall()))
+
+
+def _stored_prefix(stored: Sequence[Item], items: Sequence[Any]) -> int:
+    """How many leading `items` are the newest stored items (the runner sends the session's
+    items, possibly only the newest ones, then what it has not saved yet)."""
+    kept = [kept_form(i) for i in items]
+    for k in range(min(len(stored), len(items)), 0, -1):
+        if kept[:k] == list(stored[len(stored) - k :]):
+            return k
+    return 0
+
+
+def budget_filter(
+    *,
+    session: CtxlogSession,
+    max_tokens: Optional[int] = None,
+    max_bytes: Optional[int] = None,
+    model: Optional[str] = None,
+    tokenizer: Optional[str] = None,
+    policy: Optional[str] = None,
+    recall: Optional[int] = None,
+    notice: bool = False,
+) -> Callable[[CallModelData[Any]], Awaitable[ModelInputData]]:
+    """A ``RunConfig(call_model_input_filter=...)`` that replaces each model input with
+    ctxlog's projection of ``session`` within ``max_tokens`` and/or ``max_bytes`` (the
+    ``openai-responses`` body: instructions and input; tool definitions are not counted):
+    the instructions and the current turn are kept, older turns are kept whole, newest first,
+    tool calls with their results, as the budget allows (``policy``, ``recall`` and
+    ``notice`` as for :meth:`ctxlog.Conversation.project`). Items of the current run the
+    runner has not saved yet are stored first, and the runner's own save of them later
+    stores nothing twice. Raises :class:`ctxlog.MandatoryExceedsBudget` when the
+    instructions and the current turn alone do not fit::
+
+        run_config = RunConfig(call_model_input_filter=budget_filter(session=session,
+                                                                     max_tokens=8000))
+    """
+
+    async def fit(data: CallModelData[Any]) -> ModelInputData:
+        items = list(data.model_data.input)
+        async with session._lock:
+            stored = [i for e in await session._events() if (i := event_to_item(e)) is not None]
+        unsaved = items[_stored_prefix(stored, items) :]
+        if unsaved:
+            await session.add_items(unsaved)
+            session._ahead.extend(dict(i) for i in unsaved)
+        events = await session._events()
+        last = events[-1] if events else None
+        current = None
+        if last is not None and last.get("kind") == "user":
+            current = last["text"]
+        options: Dict[str, Any] = {
+            "format": "openai-responses",
+            "max_tokens": max_tokens,
+            "max_bytes": max_bytes,
+            "system": data.model_data.instructions,
+            "model": model,
+            "recall": recall,
+            "notice": notice,
+        }
+        if tokenizer is not None:
+            options["tokenizer"] = tokenizer
+        if policy is not None:
+            options["policy"] = policy
+        body, _report = await session.conversation.project_dict(current, **options)
+        input_items = list(body["input"])
+        if current is not None and len(input_items) >= 2 and input_items[-2] == input_items[-1]:
+            # The stored current message was projected once as history and once as the
+            # input: the model gets it once (the body only shrinks).
+            del input_items[-2]
+        return ModelInputData(input=input_items, instructions=body.get("instructions"))
+
+    return fit

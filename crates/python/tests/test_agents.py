@@ -1,0 +1,267 @@
+"""The OpenAI Agents SDK adapter: ``ctxlog.agents.CtxlogSession`` keeps the ``Session``
+protocol (order, limits, pop, clear, isolation, concurrent adds), stores what the SDK's own
+``SQLiteSession`` stores when a ``Runner`` drives a scripted model through a tool call and two
+runs, and what it stores is an ordinary conversation (log, projection, erasure). Offline: the
+model is the SDK's ``agents.testing.ScriptedModel``."""
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import (  # noqa: E402
+    Agent,
+    RunConfig,
+    Runner,
+    SQLiteSession,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.memory import Session  # noqa: E402
+from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
+
+import ctxlog  # noqa: E402
+from ctxlog.agents import CtxlogSession, budget_filter  # noqa: E402
+
+set_tracing_disabled(True)
+
+Item = Dict[str, Any]
+
+
+def user(text: str) -> Item:
+    return {"content": text, "role": "user"}
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_it_is_a_session(store: ctxlog.Store) -> None:
+    session = CtxlogSession("s1", store=store)
+    assert isinstance(session, Session)
+    assert session.session_id == "s1"
+
+
+def test_items_come_back_in_order_and_limits_take_the_newest(store: ctxlog.Store) -> None:
+    session = CtxlogSession("s1", store=store)
+    items = [user(f"message {i}") for i in range(5)]
+
+    async def scenario() -> None:
+        assert await session.get_items() == []
+        await session.add_items(items[:2])
+        await session.add_items(items[2:])
+        assert await session.get_items() == items
+        assert await session.get_items(limit=0) == []
+        assert await session.get_items(limit=2) == items[3:]
+        assert await session.get_items(limit=50) == items
+
+    run(scenario())
+
+
+def test_pop_retracts_the_newest_item_for_real(store: ctxlog.Store) -> None:
+    session = CtxlogSession("s1", store=store)
+    call: Item = {"type": "function_call", "call_id": "c1", "name": "add", "arguments": '{"a": 1}'}
+    output: Item = {"type": "function_call_output", "call_id": "c1", "output": "zebracorn 2"}
+    items = [user("add one"), call, output]
+    again = dict(output)
+
+    async def scenario() -> None:
+        assert await session.pop_item() is None
+        await session.add_items(items)
+        assert await session.pop_item() == output
+        assert await session.get_items() == items[:2]
+        # The turn is still open: the output can be stored again.
+        await session.add_items([again])
+        assert await session.get_items() == items
+        assert await session.pop_item() == output
+        assert await session.pop_item() == call
+        assert await session.pop_item() == items[0]
+        assert await session.pop_item() is None
+
+    run(scenario())
+    conv = store.conversation("s1")
+    assert conv.recall("zebracorn")["hits"] == []
+    assert b"zebracorn" not in conv.export()
+    assert {e["kind"] for e in conv.log()} == {"system"}
+
+
+def test_clear_erases_the_conversation_and_sessions_are_isolated(store: ctxlog.Store) -> None:
+    a = CtxlogSession("a", store=store)
+    b = CtxlogSession("b", store=store)
+
+    async def scenario() -> None:
+        await a.add_items([user("for a")])
+        await b.add_items([user("for b")])
+        assert await a.get_items() == [user("for a")]
+        await a.clear_session()
+        await a.clear_session()
+        assert await a.get_items() == []
+        assert await b.get_items() == [user("for b")]
+
+    run(scenario())
+    assert [c["name"] for c in store.list()] == ["b"]
+
+
+def test_unicode_and_hostile_strings_round_trip(store: ctxlog.Store) -> None:
+    session = CtxlogSession("s1", store=store)
+    hostile = [
+        "héllo wörld — 你好 🦙",
+        "'; DROP TABLE events; --",
+        '"quoted" AND NEAR(x y) *',
+        "line\nbreak\ttab\u0000nul",
+        "\u202eright-to-left",
+        "{\"kind\":\"system\"}",
+    ]
+    items: List[Item] = [user(text) for text in hostile]
+    items.append({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x" * 40})
+
+    async def scenario() -> None:
+        await session.add_items(items)
+        assert await session.get_items() == items
+
+    run(scenario())
+
+
+def test_concurrent_adds_lose_nothing(root: Path) -> None:
+    async def scenario() -> None:
+        store = ctxlog.Store(root)
+        sessions = [CtxlogSession("s1", store=store) for _ in range(4)]
+        await asyncio.gather(
+            *(s.add_items([user(f"{n}-{i}")]) for n, s in enumerate(sessions) for i in range(10))
+        )
+        items = await sessions[0].get_items()
+        assert sorted(str(dict(i)["content"]) for i in items) == sorted(
+            f"{n}-{i}" for n in range(4) for i in range(10)
+        )
+        store.close()
+
+    run(scenario())
+
+
+def test_a_bad_item_is_refused_and_stores_nothing(store: ctxlog.Store) -> None:
+    session = CtxlogSession("s1", store=store)
+    orphan = {"type": "function_call_output", "call_id": "nope", "output": "x"}
+
+    async def scenario() -> None:
+        await session.add_items([user("hi")])
+        with pytest.raises(ValueError, match="answers no function_call"):
+            await session.add_items([user("again"), orphan])
+        with pytest.raises(ctxlog.BadInput):
+            await session.add_items([user("   ")])
+        assert await session.get_items() == [user("hi")]
+
+    run(scenario())
+
+
+@function_tool
+def add(a: int, b: int) -> str:
+    """Adds two numbers."""
+    return str(a + b)
+
+
+def script() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            [function_call("add", {"a": 2, "b": 3}, call_id="call_1")],
+            [assistant_message("2 + 3 = 5", item_id="msg_1")],
+            [assistant_message("You asked me to add 2 and 3.", item_id="msg_2")],
+        ]
+    )
+
+
+async def drive(session: Any) -> ScriptedModel:
+    model = script()
+    agent = Agent(name="calc", instructions="Add numbers.", model=model, tools=[add])
+    await Runner.run(agent, "What is 2 + 3?", session=session)
+    await Runner.run(agent, "What did I ask?", session=session)
+    model.assert_complete()
+    return model
+
+
+def kept(item: Any) -> Any:
+    """An item as a ledger event keeps it: an output message as its role and text, a call
+    without the provider's item id and status."""
+    if item.get("type") == "message" and item.get("role") == "assistant":
+        text = "\n".join(p["text"] for p in item["content"] if p.get("type") == "output_text")
+        return {"role": "assistant", "content": text}
+    if item.get("type") == "function_call":
+        return {k: item[k] for k in ("type", "call_id", "name", "arguments")}
+    return item
+
+
+def test_a_runner_stores_what_sqlite_session_stores(store: ctxlog.Store, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        reference = SQLiteSession("s1", str(tmp_path / "ref.sqlite"))
+        ours = CtxlogSession("s1", store=store)
+        ref_model = await drive(reference)
+        our_model = await drive(ours)
+        want = await reference.get_items()
+        got = await ours.get_items()
+        assert [i.get("type", i.get("role")) for i in want] == [
+            "user", "function_call", "function_call_output", "message", "user", "message",
+        ]
+        assert got == [kept(i) for i in want]
+        # Items in the form ctxlog writes back come back exactly as given.
+        for w, g in zip(want, got):
+            if w.get("type") in (None, "function_call_output"):
+                assert g == w
+        # The model saw the same history on the second run.
+        second_ref, second_ours = ref_model.calls[-1].input, our_model.calls[-1].input
+        assert [kept(i) for i in second_ours] == [kept(i) for i in second_ref]
+        reference.close()
+
+    run(scenario())
+    conv = store.conversation("s1")
+    kinds = [e["kind"] for e in conv.log()]
+    assert kinds == ["user", "tool_call", "tool_result", "assistant", "user", "assistant"]
+    body, report = conv.project_dict(input="and now?", format="openai-responses")
+    assert json.dumps(body).count("2 + 3 = 5") == 1
+
+
+@function_tool
+def read_log(name: str) -> str:
+    """Reads a build log."""
+    return f"{name}: " + "compiling crate ok\n" * 280  # about 5 KB
+
+
+def test_a_long_agent_run_never_gives_the_model_more_than_the_budget(
+    store: ctxlog.Store,
+) -> None:
+    budget = 6000
+    runs = 30
+    steps: List[Any] = []
+    for i in range(runs):
+        steps.append([function_call("read_log", {"name": f"build-{i}"}, call_id=f"call_{i}")])
+        steps.append([assistant_message(f"build {i} is fine", item_id=f"msg_{i}")])
+    model = ScriptedModel(steps)
+    session = CtxlogSession("agent", store=store)
+    agent = Agent(name="ops", instructions="Check builds.", model=model, tools=[read_log])
+    config = RunConfig(call_model_input_filter=budget_filter(session=session, max_tokens=budget))
+
+    async def scenario() -> None:
+        for i in range(runs):
+            await Runner.run(agent, f"check build {i}", session=session, run_config=config)
+
+    run(scenario())
+    model.assert_complete()
+    assert len(model.calls) == 2 * runs
+    most = 0
+    for call in model.calls:
+        body = {"model": "gpt-4o", "instructions": call.system_instructions, "input": call.input}
+        tokens = store.count(json.dumps(body, ensure_ascii=False), format="openai-responses")
+        assert tokens["tokens"] <= budget, tokens
+        most = max(most, tokens["tokens"])
+    # The budget was the limit, not the history: late calls left early turns out, and each
+    # call ended on its own turn (the question, then the tool's output).
+    last = model.calls[-1].input
+    assert "check build 29" in json.dumps(last)
+    assert "check build 0\"" not in json.dumps(last)
+    assert last[-1]["type"] == "function_call_output"
+    assert most > budget // 2
+    # Nothing was stored twice: 30 runs of user, call, output, reply.
+    kinds = [e["kind"] for e in store.conversation("agent").log()]
+    assert kinds == ["user", "tool_call", "tool_result", "assistant"] * runs

@@ -42,6 +42,7 @@ import json
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
 
 from . import NotFound, Store
+from ._events import open_turn_tools, read_events, shared_store
 from .aio import AsyncConversation
 
 try:
@@ -130,17 +131,6 @@ def event_to_item(event: Mapping[str, Any]) -> Optional[Item]:
     return None
 
 
-def open_turn_tools(events: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
-    """Call id -> tool name of the tool calls since the last user event."""
-    tools: Dict[str, str] = {}
-    for event in events:
-        if event.get("kind") == "user":
-            tools = {}
-        elif event.get("kind") == "tool_call":
-            tools[event["call_id"]] = event["tool"]
-    return tools
-
-
 class CtxlogSession:
     """An Agents SDK ``Session`` stored in ctxlog: the conversation named ``session_id`` of
     ``store`` (a :class:`ctxlog.Store`, or a directory or ``postgres://`` URL to open one at).
@@ -161,7 +151,7 @@ class CtxlogSession:
     ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings
-        owned = store if isinstance(store, Store) else Store(store or "./.ctxlog")
+        owned = shared_store(store)
         self.store = owned
         self.conversation = AsyncConversation(owned.conversation(session_id))
         self._lock = asyncio.Lock()
@@ -170,16 +160,7 @@ class CtxlogSession:
         self._ahead: List[Item] = []
 
     async def _events(self) -> List[Item]:
-        try:
-            events = await self.conversation.log()
-        except NotFound:
-            return []
-        if any("artifact" in e for e in events):
-            # A large output is stored whole as an artifact; the log holds an excerpt and
-            # the export the whole text.
-            raw = await self.conversation.export()
-            events = [json.loads(line) for line in raw.splitlines() if line.strip()]
-        return [e for e in events if e.get("kind") != "system"]
+        return await read_events(self.conversation)
 
     async def get_items(
         self, limit: Optional[int] = None, wrapper: Any = None

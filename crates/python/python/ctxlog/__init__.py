@@ -13,7 +13,7 @@ operations as the ``ctxlog`` command line::
         body, report = chat.project(input="What is my code?", max_bytes=8192)
 """
 
-from typing import Any, Dict, Literal
+from typing import Any, Dict, Literal, TypedDict, Union
 
 from ._ctxlog import (
     RECALL_DEFAULT_LIMIT,
@@ -44,7 +44,86 @@ PolicyName = Literal["auto", "turns", "agent"]
 #: A JSON object as Python sees it (requests' event dicts, responses, reports).
 JsonDict = Dict[str, Any]
 
+#: How a tool call ended (``interrupted`` is written by ctxlog only, for a call whose result
+#: never arrived).
+ToolStatus = Literal["ok", "error", "interrupted"]
+
+
+class UserEvent(TypedDict):
+    """``{"kind": "user", "text"}``: opens a turn; the text must not be blank."""
+
+    kind: Literal["user"]
+    text: str
+
+
+class AssistantEvent(TypedDict):
+    """``{"kind": "assistant", "text"}``: a reply; the text must not be blank."""
+
+    kind: Literal["assistant"]
+    text: str
+
+
+class ToolCallEvent(TypedDict):
+    """``{"kind": "tool_call", "call_id", "tool", "arguments"}``: ``call_id`` unique in its
+    turn; ``arguments`` any JSON (a string is sent as given)."""
+
+    kind: Literal["tool_call"]
+    call_id: str
+    tool: str
+    arguments: Any
+
+
+class _ToolResultRequired(TypedDict):
+    kind: Literal["tool_result"]
+    call_id: str
+    tool: str
+    status: ToolStatus
+    text: str
+
+
+class ToolResultEvent(_ToolResultRequired, total=False):
+    """``{"kind": "tool_result", "call_id", "tool", "status", "text"[, "exit_code"]}``: answers
+    the call ``call_id`` of the same turn, naming its tool. In ``log()``, an output stored as
+    an artifact has an excerpt as ``text`` and an ``artifact`` reference."""
+
+    exit_code: int
+    artifact: JsonDict
+
+
+class _NoteRequired(TypedDict):
+    kind: Literal["note"]
+    text: str
+
+
+class NoteEvent(_NoteRequired, total=False):
+    """``{"kind": "note", "text"[, "pinned", "supersedes"]}``: a requirement or fact; a pinned
+    note is in every projection; ``supersedes`` is the seq of the note it replaces."""
+
+    pinned: bool
+    supersedes: int
+
+
+class OpaqueEvent(TypedDict):
+    """``{"kind": "opaque", "format", "item"}``: a provider item stored as given and sent
+    back only in its own format (``item`` has a ``type``)."""
+
+    kind: Literal["opaque"]
+    format: Literal["openai-responses", "anthropic-messages"]
+    item: JsonDict
+
+
+#: An event as ``commit(events=[...])`` takes it.
+Event = Union[UserEvent, AssistantEvent, ToolCallEvent, ToolResultEvent, NoteEvent, OpaqueEvent]
+
 __all__ = [
+    "AssistantEvent",
+    "Event",
+    "NoteEvent",
+    "OpaqueEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "ToolStatus",
+    "UserEvent",
     "RECALL_DEFAULT_LIMIT",
     "RECALL_MAX_LIMIT",
     "BadInput",

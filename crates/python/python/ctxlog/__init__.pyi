@@ -2,9 +2,30 @@
 
 from os import PathLike
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union, final
+from typing import (
+    Any,
+    Dict,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypedDict,
+    Union,
+    final,
+)
 
 __all__ = [
+    "AssistantEvent",
+    "Event",
+    "NoteEvent",
+    "OpaqueEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "ToolStatus",
+    "UserEvent",
     "RECALL_DEFAULT_LIMIT",
     "RECALL_MAX_LIMIT",
     "BadInput",
@@ -36,6 +57,47 @@ WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
 PolicyName = Literal["auto", "turns", "agent"]
 JsonDict = Dict[str, Any]
+ToolStatus = Literal["ok", "error", "interrupted"]
+
+class UserEvent(TypedDict):
+    kind: Literal["user"]
+    text: str
+
+class AssistantEvent(TypedDict):
+    kind: Literal["assistant"]
+    text: str
+
+class ToolCallEvent(TypedDict):
+    kind: Literal["tool_call"]
+    call_id: str
+    tool: str
+    arguments: Any
+
+class _ToolResultRequired(TypedDict):
+    kind: Literal["tool_result"]
+    call_id: str
+    tool: str
+    status: ToolStatus
+    text: str
+
+class ToolResultEvent(_ToolResultRequired, total=False):
+    exit_code: int
+    artifact: JsonDict
+
+class _NoteRequired(TypedDict):
+    kind: Literal["note"]
+    text: str
+
+class NoteEvent(_NoteRequired, total=False):
+    pinned: bool
+    supersedes: int
+
+class OpaqueEvent(TypedDict):
+    kind: Literal["opaque"]
+    format: Literal["openai-responses", "anthropic-messages"]
+    item: JsonDict
+
+Event = Union[UserEvent, AssistantEvent, ToolCallEvent, ToolResultEvent, NoteEvent, OpaqueEvent]
 
 class Error(Exception):
     """Base class of every ctxlog error."""

@@ -51,6 +51,8 @@ def shared_store(store: Union[Store, str, "os.PathLike[str]", None]) -> Store:
     if isinstance(store, Store):
         return store
     key = os.fspath(store) if store is not None else "./.ctxlog"
+    if "://" not in key:
+        key = os.path.abspath(key)
     with _stores_lock:
         found = _stores.get(key)
         if found is None or found.closed:

@@ -218,7 +218,8 @@ def fit_messages(
     input (a final ``HumanMessage``, or the open turn ending in ``ToolMessage``s) are always
     kept; older turns are kept whole, newest first, while they fit, so a ``ToolMessage`` is
     never separated from the ``AIMessage`` that made its call (``trim_messages`` can cut
-    there, and providers refuse such a history). Returns the given message objects, in order.
+    there, and providers refuse such a history); a history that ends in a reply is fitted
+    newest turns first. Returns the given message objects, in order.
     Raises :class:`ctxlog.MandatoryExceedsBudget` when the kept part alone does not fit."""
     messages = list(messages)
     lead = 0
@@ -232,6 +233,9 @@ def fit_messages(
         history = rest[:-1]
     else:
         history = rest
+    # A history that ends in a reply has no current input: a one-character stand-in takes
+    # its place (counted, so the budget holds), and is not returned.
+    stand_in = "." if current is None and not (rest and isinstance(rest[-1], ToolMessage)) else None
     owner: List[int] = []  # owner[seq - 1]: the index in `history` of the event's message
     events: List[Event] = []
     tools: Dict[str, str] = {}
@@ -246,7 +250,9 @@ def fit_messages(
         conversation = store.conversation("fit")
         if events:
             conversation.commit(events=events)
-        _body, report = conversation.project(current, system=system, policy="turns", **options)
+        _body, report = conversation.project(
+            current if stand_in is None else stand_in, system=system, policy="turns", **options
+        )
     kept = {
         owner[seq - 1]
         for span in report["kept"]

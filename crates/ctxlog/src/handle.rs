@@ -194,7 +194,8 @@ impl Conversation {
 
     /// Erases `what` for `reason` (the reason redacted first when the handle has a
     /// redactor, as a commit's text is): the ledger is rewritten without it, atomically,
-    /// widened to whole turns (the report gives the range actually erased; seqs are kept,
+    /// widened to whole turns, or for [`EraseTarget::Last`] exactly the newest events (the
+    /// report gives the range actually erased; seqs are kept,
     /// the range becomes a tombstone visible in the log); unreferenced artifacts and every
     /// `recovered/` tail are deleted; the recall index is deleted (before the rewrite, so a
     /// crash cannot leave it indexing erased text, and again after) and rebuilt on next use.
@@ -203,7 +204,8 @@ impl Conversation {
     /// # Errors
     /// [`ctxlog_ledger::Error::BadRange`] (nothing changed) for an empty or out-of-ledger
     /// range, a reason over [`ctxlog_ledger::MAX_ERASE_REASON_BYTES`], an id no commit of this
-    /// conversation carried, or [`EraseTarget::All`]; [`crate::Error::InvalidRequest`] for a
+    /// conversation carried, [`EraseTarget::Last`] of more events than the conversation
+    /// holds, or [`EraseTarget::All`]; [`crate::Error::InvalidRequest`] for a
     /// commit id that matches a redaction rule ([`Redactor::check_erase_id`]); otherwise as
     /// [`ctxlog_ledger::Ledger::erase`].
     pub fn erase(&mut self, what: &EraseTarget, reason: &str) -> Result<ErasureReport> {

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
 
 from . import NotFound, Store
@@ -154,10 +155,22 @@ class CtxlogSession:
         owned = shared_store(store)
         self.store = owned
         self.conversation = AsyncConversation(owned.conversation(session_id))
-        self._lock = asyncio.Lock()
+        # One lock per event loop: an asyncio lock belongs to the loop it first waits in,
+        # and a session may outlive a loop (each asyncio.run is a new one).
+        self._locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
+            weakref.WeakKeyDictionary()
+        )
         # Items a budget filter stored before the runner saved them: the runner's own
         # add_items of them is then skipped, so nothing is stored twice.
         self._ahead: List[Item] = []
+
+    def _lock(self) -> asyncio.Lock:
+        """This session's lock in the running loop: its reads and writes run one at a time."""
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock
 
     async def _events(self) -> List[Item]:
         return await read_events(self.conversation)
@@ -176,7 +189,7 @@ class CtxlogSession:
         self, items: Sequence[Union[TResponseInputItem, Mapping[str, Any]]], wrapper: Any = None
     ) -> None:
         """Stores ``items`` in order, as one commit."""
-        async with self._lock:
+        async with self._lock():
             pending: List[Item] = [dict(i) for i in items]
             while pending and self._ahead and kept_form(pending[0]) == kept_form(self._ahead[0]):
                 pending.pop(0)
@@ -196,7 +209,7 @@ class CtxlogSession:
 
     async def pop_item(self, wrapper: Any = None) -> Optional[TResponseInputItem]:
         """Removes the newest item for real and returns it; None when the session is empty."""
-        async with self._lock:
+        async with self._lock():
             events = await self._events()
             if not events:
                 return None
@@ -205,7 +218,7 @@ class CtxlogSession:
 
     async def clear_session(self, wrapper: Any = None) -> None:
         """Erases every item of the session (the conversation is removed)."""
-        async with self._lock:
+        async with self._lock():
             try:
                 await self.conversation.erase(all=True)
             except NotFound:
@@ -265,7 +278,7 @@ def budget_filter(
 
     async def fit(data: CallModelData[Any]) -> ModelInputData:
         items = list(data.model_data.input)
-        async with session._lock:
+        async with session._lock():
             stored = [i for e in await session._events() if (i := event_to_item(e)) is not None]
         unsaved = items[_stored_prefix(stored, items) :]
         if unsaved:

@@ -162,3 +162,40 @@ def test_fit_keeps_whole_turns_where_trim_messages_orphans_tool_messages(
         trim_orphaned += orphans(trimmed) > 0
     assert trim_orphaned > 0
     assert fit_messages(messages, max_tokens=count(messages) + 500) == messages
+
+
+def test_an_agent_middleware_stores_each_step_and_fits_the_model_call(root: Path) -> None:
+    pytest.importorskip("langchain.agents")
+    from langchain.agents import create_agent
+
+    from ctxlog.langchain import budget_middleware
+
+    seen: List[List[BaseMessage]] = []
+
+    class Recording(GenericFakeChatModel):
+        def _generate(self, messages: List[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+            seen.append(list(messages))
+            return super()._generate(messages, *args, **kwargs)
+
+    replies = [f"reply {i}: " + "details " * 80 for i in range(6)]
+    model = Recording(messages=iter(replies))
+    budget = 350
+    agent = create_agent(
+        model,
+        tools=[],
+        system_prompt="Be terse.",
+        middleware=[budget_middleware("user-42", store=str(root), max_tokens=budget)],
+    )
+    messages: List[BaseMessage] = []
+    for i in range(6):
+        state: Any = {"messages": messages + [HumanMessage(f"question {i}")]}
+        messages = agent.invoke(state)["messages"]
+    stored = CtxlogChatMessageHistory("user-42", store=str(root)).messages
+    assert shape(stored) == shape(messages)
+    count = counter(CtxlogChatMessageHistory("user-42", store=str(root)).store)
+    for call in seen:
+        assert count(call) <= budget
+        assert call[0].content == "Be terse." and str(call[-1].content).startswith("question")
+    # The last calls left the oldest turns out; the agent's state kept them all.
+    assert len(seen[-1]) < len(messages)
+    assert "question 0" not in [m.content for m in seen[-1]]

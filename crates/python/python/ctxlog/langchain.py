@@ -261,3 +261,60 @@ def fit_messages(
     }
     chosen = [m for i, m in enumerate(history) if i in kept]
     return messages[:lead] + chosen + (rest[-1:] if current is not None else [])
+
+
+def _shape(message: BaseMessage) -> Any:
+    """What a stored message keeps (kind, text, calls), to tell stored messages from new."""
+    calls = [(c["name"], c.get("id")) for c in getattr(message, "tool_calls", [])]
+    return (message.type, _text(message.content).strip(), calls, getattr(message, "tool_call_id", None))
+
+
+def _unstored(stored: Sequence[BaseMessage], messages: Sequence[BaseMessage]) -> List[BaseMessage]:
+    """The tail of `messages` the conversation does not hold yet: what follows the longest
+    run of leading `messages` that the stored ones end with."""
+    have = [_shape(m) for m in stored]
+    given = [_shape(m) for m in messages]
+    for k in range(min(len(have), len(given)), 0, -1):
+        if given[:k] == have[len(have) - k :]:
+            return list(messages[k:])
+    return list(messages)
+
+
+def budget_middleware(
+    conversation: str,
+    store: Union[Store, str, None] = None,
+    *,
+    max_tokens: Optional[int] = None,
+    max_bytes: Optional[int] = None,
+    tokenizer: Optional[str] = None,
+) -> Any:
+    """An agent middleware for LangChain v1 agents (``create_agent(...,
+    middleware=[budget_middleware("user-42", max_tokens=8000)])``; needs the ``langchain``
+    package): before each model call it stores the agent's messages the conversation does
+    not hold yet, and sends the model the messages :func:`fit_messages` keeps within the
+    budget (the agent's state keeps them all); after each call it stores the reply."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    history = CtxlogChatMessageHistory(conversation, store=store)
+
+    def store_new(messages: Sequence[BaseMessage]) -> None:
+        new = _unstored(history.messages, messages)
+        if new:
+            history.add_messages(new)
+
+    def wrap_model_call(self: Any, request: Any, handler: Any) -> Any:
+        store_new(request.messages)
+        system = [request.system_message] if request.system_message is not None else []
+        fitted = fit_messages(
+            system + list(request.messages),
+            max_tokens=max_tokens,
+            max_bytes=max_bytes,
+            tokenizer=tokenizer,
+        )
+        return handler(request.override(messages=fitted[len(system) :]))
+
+    def after_model(self: Any, state: Any, runtime: Any) -> None:
+        store_new(state["messages"])
+
+    hooks = {"wrap_model_call": wrap_model_call, "after_model": after_model}
+    return type("CtxlogBudget", (AgentMiddleware,), hooks)()

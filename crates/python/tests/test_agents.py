@@ -265,3 +265,28 @@ def test_a_long_agent_run_never_gives_the_model_more_than_the_budget(
     # Nothing was stored twice: 30 runs of user, call, output, reply.
     kinds = [e["kind"] for e in store.conversation("agent").log()]
     assert kinds == ["user", "tool_call", "tool_result", "assistant"] * runs
+
+
+def test_the_filter_stores_unsaved_items_once(store: ctxlog.Store) -> None:
+    from agents.run_config import CallModelData, ModelInputData
+
+    session = CtxlogSession("s1", store=store)
+    call: Item = {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"}
+    output: Item = {"type": "function_call_output", "call_id": "c1", "output": "2"}
+    fit = budget_filter(session=session, max_tokens=2000)
+    agent = Agent(name="calc")
+
+    async def scenario() -> None:
+        await session.add_items([user("add")])
+        given: Any = [user("add"), call, output]
+        data = CallModelData(ModelInputData(input=given, instructions="Add."), agent, None)
+        fitted = await fit(data)
+        assert fitted.instructions == "Add."
+        # The body ends with the current turn (the agent policy may open with a status note).
+        tail = [dict(i).get("type") for i in fitted.input[-3:]]
+        assert tail == ["message", "function_call", "function_call_output"]
+        # The runner now saves what the filter already stored: nothing is stored twice.
+        await session.add_items([dict(call), dict(output)])
+        assert await session.get_items() == [user("add"), call, output]
+
+    run(scenario())

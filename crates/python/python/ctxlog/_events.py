@@ -58,3 +58,13 @@ def shared_store(store: Union[Store, str, "os.PathLike[str]", None]) -> Store:
         if found is None or found.closed:
             found = _stores[key] = Store(key)
         return found
+
+
+def stored_overlap(stored: Sequence[Any], given: Sequence[Any]) -> int:
+    """How many leading `given` entries the `stored` ones end with (both in one comparable
+    form): a framework resends the history it read (perhaps only its newest part), then what
+    it has not saved yet, which starts at this index."""
+    for k in range(min(len(stored), len(given)), 0, -1):
+        if list(given[:k]) == list(stored[len(stored) - k :]):
+            return k
+    return 0

@@ -43,7 +43,7 @@ import weakref
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
 
 from . import NotFound, Store
-from ._events import open_turn_tools, read_events, shared_store
+from ._events import open_turn_tools, read_events, shared_store, stored_overlap
 from .aio import AsyncConversation
 
 try:
@@ -241,16 +241,6 @@ def kept_form(item: Mapping[str, Any]) -> Optional[Item]:
     return event_to_item(item_to_event(item, _AnyCall()))
 
 
-def _stored_prefix(stored: Sequence[Item], items: Sequence[Any]) -> int:
-    """How many leading `items` are the newest stored items (the runner sends the session's
-    items, possibly only the newest ones, then what it has not saved yet)."""
-    kept = [kept_form(i) for i in items]
-    for k in range(min(len(stored), len(items)), 0, -1):
-        if kept[:k] == list(stored[len(stored) - k :]):
-            return k
-    return 0
-
-
 def budget_filter(
     *,
     session: CtxlogSession,
@@ -280,7 +270,7 @@ def budget_filter(
         items = list(data.model_data.input)
         async with session._lock():
             stored = [i for e in await session._events() if (i := event_to_item(e)) is not None]
-        unsaved = items[_stored_prefix(stored, items) :]
+        unsaved = items[stored_overlap(stored, [kept_form(i) for i in items]) :]
         if unsaved:
             await session.add_items(unsaved)
             session._ahead.extend(dict(i) for i in unsaved)

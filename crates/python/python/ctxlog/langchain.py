@@ -38,7 +38,7 @@ import threading
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import NotFound, Store
-from ._events import open_turn_tools, read_events, shared_store
+from ._events import open_turn_tools, read_events, shared_store, stored_overlap
 from .aio import AsyncConversation
 
 try:
@@ -272,12 +272,8 @@ def _shape(message: BaseMessage) -> Any:
 def _unstored(stored: Sequence[BaseMessage], messages: Sequence[BaseMessage]) -> List[BaseMessage]:
     """The tail of `messages` the conversation does not hold yet: what follows the longest
     run of leading `messages` that the stored ones end with."""
-    have = [_shape(m) for m in stored]
-    given = [_shape(m) for m in messages]
-    for k in range(min(len(have), len(given)), 0, -1):
-        if given[:k] == have[len(have) - k :]:
-            return list(messages[k:])
-    return list(messages)
+    k = stored_overlap([_shape(m) for m in stored], [_shape(m) for m in messages])
+    return list(messages[k:])
 
 
 def budget_middleware(

@@ -269,12 +269,13 @@ def budget_filter(
     async def fit(data: CallModelData[Any]) -> ModelInputData:
         items = list(data.model_data.input)
         async with session._lock():
-            stored = [i for e in await session._events() if (i := event_to_item(e)) is not None]
+            events = await session._events()
+        stored = [i for e in events if (i := event_to_item(e)) is not None]
         unsaved = items[stored_overlap(stored, [kept_form(i) for i in items]) :]
         if unsaved:
             await session.add_items(unsaved)
             session._ahead.extend(dict(i) for i in unsaved)
-        events = await session._events()
+            events = await session._events()
         last = events[-1] if events else None
         current = None
         if last is not None and last.get("kind") == "user":

@@ -290,3 +290,17 @@ def test_the_filter_stores_unsaved_items_once(store: ctxlog.Store) -> None:
         assert await session.get_items() == [user("add"), call, output]
 
     run(scenario())
+
+
+def test_with_redaction_items_come_back_up_to_the_markers(store: ctxlog.Store) -> None:
+    session = CtxlogSession("s1", store=store)
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 3
+
+    async def scenario() -> List[Any]:
+        await session.add_items([user(f"my key is {key}, keep it")])
+        return await session.get_items()
+
+    (item,) = run(scenario())
+    assert key not in json.dumps(item)
+    assert item["role"] == "user" and item["content"].startswith("my key is [redacted:")
+    assert item["content"].endswith(", keep it")

@@ -27,12 +27,9 @@ use crate::files::{io_err, new_ledger_id, now_ms, open_file};
 use crate::format::{
     self, FLAG_END_OF_COMMIT, LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, names,
 };
+use crate::rules::{UNPAIRED, seq_runs as runs, unpaired};
 use crate::salvage::{DamagedRange, KeptRecord, TORN_TAIL};
 use crate::storage::{OpenMode, Storage, StorageFile};
-
-/// The reason a loss record gives for seqs dropped because their commit no longer pairs up.
-const UNPAIRED: &str = "intact, but the rest of its commit was damaged and its tool calls and \
-                        results no longer pair up";
 
 /// A run of lost seqs, as its loss record states it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -300,14 +297,17 @@ fn lost_artifact(
         return Ok(None);
     };
     let why = e.without_path();
-    let body = EventBody::ToolResult {
-        call_id,
-        tool,
-        status,
-        exit_code,
-        text: format!("{text}\n[artifact lost: {why}; the excerpt above is what remains]"),
-        artifact: None,
-    };
+    let body = crate::rules::artifact_lost(
+        EventBody::ToolResult {
+            call_id,
+            tool,
+            status,
+            exit_code,
+            text,
+            artifact: Some(r.clone()),
+        },
+        &why,
+    );
     let json = serde_json::to_vec(&body)
         .map_err(|e| Error::invalid(format!("tool result cannot be encoded: {e}")))?;
     Ok(Some((format!("{}: {why}", r.name), json)))
@@ -363,18 +363,6 @@ fn move_aside(st: &dyn Storage, artifacts: &[String], syncs: bool) -> Result<()>
             .map_err(io_err(st, names::RECOVERED))?;
     }
     Ok(())
-}
-
-/// Contiguous runs of `seqs` (ascending).
-fn runs(seqs: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for s in seqs {
-        match out.last_mut() {
-            Some((_, b)) if *b + 1 == s => *b = s,
-            _ => out.push((s, s)),
-        }
-    }
-    out
 }
 
 /// A kept record with its new framing: `None` copied as it is, `Some(index)` re-framed at
@@ -478,31 +466,6 @@ fn meta_id(log: &dyn StorageFile, k: &KeptRecord) -> Result<Option<String>> {
     Ok(serde_json::from_slice::<crate::scan::CommitMeta>(&b)
         .ok()
         .and_then(|m| m.id))
-}
-
-/// Why the tool calls and results of `bodies` do not pair up, if they do not.
-fn unpaired(bodies: &[EventBody]) -> Option<String> {
-    let calls: BTreeSet<&str> = bodies
-        .iter()
-        .filter_map(|b| match b {
-            EventBody::ToolCall { call_id, .. } => Some(call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let results: BTreeSet<&str> = bodies
-        .iter()
-        .filter_map(|b| match b {
-            EventBody::ToolResult { call_id, .. } => Some(call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    if let Some(c) = calls.difference(&results).next() {
-        return Some(format!("tool call {c} lost its result"));
-    }
-    results
-        .difference(&calls)
-        .next()
-        .map(|r| format!("tool result {r} lost its call"))
 }
 
 /// The lost runs of `1..=last`: every seq no kept record holds, each run with the offset and

@@ -161,8 +161,25 @@ impl Backend for PgBackend {
         name: &ConversationName,
         visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> ctxlog_ledger::Result<()>,
     ) -> Result<ctxlog_ledger::SalvageReport> {
-        let mut ledger = self.open(name)?.ok_or_else(|| self.not_found(name))?;
-        Ok(ledger.salvage(visit)?)
+        let mut ledger = PgLedger::new_empty(self.db.clone(), name.as_str(), self.caps, self.sync);
+        ledger.salvage(visit)?.ok_or_else(|| self.not_found(name))
+    }
+
+    /// Plans the repair and, with `accept_loss`, carries it out in one transaction
+    /// (`repair.rs`): lost rows' stored bytes go to the `recovered` table, loss records are
+    /// rows, the conversation gets a new ledger id (every replica's handles and recall caches
+    /// start over at their next catch-up).
+    fn repair(
+        &self,
+        name: &ConversationName,
+        accept_loss: bool,
+    ) -> Result<ctxlog_ledger::RepairReport> {
+        let report = crate::repair::repair(&self.db, name.as_str(), accept_loss)?
+            .ok_or_else(|| self.not_found(name))?;
+        if report.applied {
+            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        }
+        Ok(report)
     }
 
     /// Deletes the conversation's row (its events, commits and artifacts go with it), then

@@ -74,6 +74,23 @@ impl PgBackend {
         }
         Ok(ledger)
     }
+
+    /// Deletes the conversation's row (its events, commits, artifacts and what a repair saved
+    /// aside go with it), then vacuums the tables and deletes this machine's recall cache.
+    fn erase_whole(&self, name: &ConversationName) -> Result<()> {
+        {
+            let mut conn = self.db.conn()?;
+            let sql = format!(
+                "DELETE FROM {}.conversations WHERE name = $1",
+                self.db.schema
+            );
+            conn.client
+                .execute(&sql, &[&name.as_str()])
+                .map_err(|e| self.db.err("cannot erase the conversation", &e))?;
+        }
+        ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        Ok(self.db.scrub()?)
+    }
 }
 
 impl Backend for PgBackend {
@@ -187,18 +204,13 @@ impl Backend for PgBackend {
     /// row gone (or a new ledger id) at their next catch-up and drop their caches.
     fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()> {
         drop(writer);
-        {
-            let mut conn = self.db.conn()?;
-            let sql = format!(
-                "DELETE FROM {}.conversations WHERE name = $1",
-                self.db.schema
-            );
-            conn.client
-                .execute(&sql, &[&name.as_str()])
-                .map_err(|e| self.db.err("cannot erase the conversation", &e))?;
-        }
-        ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
-        Ok(self.db.scrub()?)
+        self.erase_whole(name)
+    }
+
+    /// As [`Backend::erase_all`]: deleting the row needs no writer, and a commit in flight on
+    /// another replica holds the row's lock, which the delete waits for.
+    fn erase_all_damaged(&self, name: &ConversationName) -> Result<()> {
+        self.erase_whole(name)
     }
 
     /// `<cache_dir>/<name>.recall.sqlite`; the directory is created here if missing (a

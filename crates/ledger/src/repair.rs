@@ -38,7 +38,8 @@ pub struct LostRun {
     pub from: u64,
     /// Last lost seq (inclusive).
     pub to: u64,
-    /// Byte offset in the damaged log where the damage lay.
+    /// Byte offset in the damaged log where the damage lay (PostgreSQL: the run's first seq;
+    /// rows have no byte offset).
     pub offset: u64,
     /// What was wrong.
     pub reason: String,
@@ -64,12 +65,12 @@ pub struct AffectedCommit {
 /// Bytes of the damaged log saved under `recovered/` for forensics.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SavedAside {
-    /// Where they lay in the damaged log.
+    /// Where they lay in the damaged log (PostgreSQL: the lost row's seq).
     pub offset: u64,
     /// How many.
     pub bytes: u64,
-    /// The file they were saved to, relative to the conversation directory (`None` in a dry
-    /// run).
+    /// The file they were saved to, relative to the conversation directory (PostgreSQL: the
+    /// table, `<schema>.recovered`; `None` in a dry run).
     pub file: Option<String>,
 }
 

@@ -270,25 +270,7 @@ impl<'a> Target<'a> {
     fn stored(&self) -> Stored {
         match &self.pg {
             None => Stored::Files(snapshot(self.env.root())),
-            Some((cluster, schema)) => {
-                let tables = [
-                    "conversations",
-                    "events",
-                    "commits",
-                    "artifacts",
-                    "recovered",
-                ];
-                let parts: Vec<String> = tables
-                    .iter()
-                    .map(|t| {
-                        format!(
-                            "coalesce((SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) \
-                             FROM \"{schema}\".{t} r), '-')"
-                        )
-                    })
-                    .collect();
-                Stored::Rows(cluster.psql(&format!("SELECT {}", parts.join(" || ' ' || "))))
-            }
+            Some((cluster, schema)) => Stored::Rows(cluster.fingerprint(schema)),
         }
     }
 

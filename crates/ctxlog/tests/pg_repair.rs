@@ -42,26 +42,8 @@ impl Pg {
         Store::open_url(&self.cluster.url(schema, self.cache.path())).unwrap()
     }
 
-    /// Every row of `schema`, to compare before and after.
     fn fingerprint(&self, schema: &str) -> String {
-        let tables = [
-            "conversations",
-            "events",
-            "commits",
-            "artifacts",
-            "recovered",
-        ];
-        let parts: Vec<String> = tables
-            .iter()
-            .map(|t| {
-                format!(
-                    "coalesce((SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) \
-                     FROM \"{schema}\".{t} r), '-')"
-                )
-            })
-            .collect();
-        self.cluster
-            .psql(&format!("SELECT {}", parts.join(" || ' ' || ")))
+        self.cluster.fingerprint(schema)
     }
 
     fn sql(&self, schema: &str, sql: &str) -> String {

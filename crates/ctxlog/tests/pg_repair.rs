@@ -304,3 +304,44 @@ fn a_writer_refuses_to_append_onto_damage_it_can_see() {
     assert_eq!(err.class(), ErrorClass::Corrupt, "{err}");
     assert_eq!(verify(&store).unwrap_err().class(), ErrorClass::Corrupt);
 }
+
+/// Erasing intact seqs without repairing first: with an altered row elsewhere the erasure
+/// deletes what it is asked to and leaves the damaged row as it was (rows are deleted by seq,
+/// never read); with a row missing no writer opens, so only a whole erasure (or a repair
+/// first) is possible, and it says so with the repair command.
+#[test]
+fn intact_seqs_of_a_damaged_conversation_can_be_erased() {
+    let Some(pg) = Pg::start() else {
+        return;
+    };
+    let store = pg.store("erase");
+    four_commits(&store);
+    pg.sql(
+        "erase",
+        "UPDATE {s}.events SET payload = overlay(payload placing '\\x5a'::bytea from 12 for 1) \
+         WHERE conversation = 'c' AND seq = 8",
+    );
+    let damaged = "SELECT md5(payload) FROM {s}.events WHERE conversation = 'c' AND seq = 8";
+    let before = pg.sql("erase", damaged);
+    let erase = |store: &Store, from, to| {
+        store.erase(&EraseRequest {
+            conversation: "c".into(),
+            target: EraseTarget::Seqs { from, to },
+            reason: "asked".into(),
+        })
+    };
+    erase(&pg.store("erase"), 1, 2).unwrap();
+    assert_eq!(before, pg.sql("erase", damaged));
+    let text = pg.sql(
+        "erase",
+        "SELECT count(*) FROM {s}.events WHERE conversation = 'c' AND convert_from(payload, 'UTF8') LIKE '%first question%'",
+    );
+    assert_eq!(text.trim(), "0");
+    pg.sql(
+        "erase",
+        "DELETE FROM {s}.events WHERE conversation = 'c' AND seq = 10",
+    );
+    let err = erase(&pg.store("erase"), 3, 6).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Corrupt, "{err}");
+    assert!(err.to_string().contains("repair"), "{err}");
+}

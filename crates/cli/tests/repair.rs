@@ -168,6 +168,29 @@ fn projection_reports_a_lost_range_as_lost_not_erased() {
 }
 
 #[test]
+fn erasing_intact_seqs_of_a_damaged_log_names_the_repair_then_the_erase() {
+    let env = damaged();
+    for args in [
+        &["erase", CONV, "--seqs", "1-2"][..],
+        &["erase", CONV, "--turn", "t1"][..],
+    ] {
+        let before = snapshot(env.root());
+        let out = env.run(args, b"");
+        assert_eq!(code(&out), 5, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("erasing some of its seqs reads every record: run `ctxlog repair chat --accept-loss`")
+                && err.contains("then the erasure again; `ctxlog erase chat --all` erases"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(before, snapshot(env.root()), "{args:?} wrote something");
+    }
+    env.ok(&["repair", CONV, "--accept-loss"], b"");
+    env.ok(&["erase", CONV, "--turn", "t1"], b"");
+    assert_eq!(code(&env.run(&["verify", CONV], b"")), 0);
+}
+
+#[test]
 fn export_then_import_rebuilds_the_loss_record_exactly() {
     let env = damaged();
     env.ok(&["repair", CONV, "--accept-loss"], b"");

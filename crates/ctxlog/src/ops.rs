@@ -905,7 +905,7 @@ impl RecallIndexCheck {
     }
 }
 
-pub use crate::error::{damage_hint, damage_hint_http};
+pub use crate::error::{damage_hint, damage_hint_http, erase_damage_hint, erase_damage_hint_http};
 
 /// Corruption that a [`VerifyResponse`] found beyond the records themselves (referenced
 /// artifacts missing or altered), as an error of class [`crate::ErrorClass::Corrupt`]. A

@@ -296,6 +296,15 @@ impl<'a> Target<'a> {
 /// The repair columns of a damaged target (see [`REPAIR_ROWS`]).
 fn repair_row(t: &Target) -> [u64; 11] {
     let before = t.stored();
+    // The text words positions as the engine has them: rows have seqs, not byte offsets.
+    let text = String::from_utf8_lossy(&t.run(&["repair", CONV], b"").stdout).into_owned();
+    if t.pg.is_some() {
+        assert!(
+            !text.contains("byte offset") && !text.contains("recovered/"),
+            "{text}"
+        );
+        assert!(text.contains("damage at seq 8"), "{text}");
+    }
     let dry = t.run(&["--json", "repair", CONV], b"");
     assert_eq!(before, t.stored(), "a dry run writes nothing");
     let lost = json(&dry)["lost_seqs"].as_u64().unwrap_or(u64::MAX);

@@ -114,6 +114,62 @@ pub struct RepairReport {
     pub ledger_id: Option<String>,
     /// True when the sidecars were (or will be) rebuilt from the log.
     pub sidecars_rebuilt: bool,
+    /// Where saved-aside bytes and unreferenced artifacts go, which also says what an
+    /// `offset` counts.
+    pub saved_to: SavedTo,
+}
+
+/// Where a repair saves what it gives up, and so what its offsets count (JSON
+/// `{"kind":"directory","path":"recovered"}` or `{"kind":"table","table":"<schema>.recovered"}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SavedTo {
+    /// The file store: files under this directory of the conversation (damaged bytes as
+    /// `repair-<offset>-<ms>.bin`, an artifact as `artifact-<name>`); an `offset` is a byte
+    /// offset in the damaged log.
+    Directory {
+        /// The directory, relative to the conversation directory.
+        path: String,
+    },
+    /// PostgreSQL: rows of this table (a lost row with its seq, an artifact with its name); an
+    /// `offset` is a seq (rows have no byte offsets).
+    Table {
+        /// The table, `<schema>.recovered`.
+        table: String,
+    },
+}
+
+impl Default for SavedTo {
+    fn default() -> SavedTo {
+        SavedTo::Directory {
+            path: names::RECOVERED.into(),
+        }
+    }
+}
+
+/// The file under `dir` an unreferenced artifact `name` is moved to.
+fn artifact_aside(dir: &str, name: &str) -> String {
+    format!("{dir}/artifact-{name}")
+}
+
+impl RepairReport {
+    /// Where damage at `offset` (of a lost run, a damaged range or a saved range) lay, in
+    /// words: `byte offset N` on the file store, `seq N` on PostgreSQL.
+    pub fn position(&self, offset: u64) -> String {
+        match self.saved_to {
+            SavedTo::Directory { .. } => format!("byte offset {offset}"),
+            SavedTo::Table { .. } => format!("seq {offset}"),
+        }
+    }
+
+    /// Where the unreferenced artifact `name` is (or, in a dry run, would be) moved, in
+    /// words: `recovered/artifact-<name>`, or `<schema>.recovered`.
+    pub fn artifact_saved_as(&self, name: &str) -> String {
+        match &self.saved_to {
+            SavedTo::Directory { path } => artifact_aside(path, name),
+            SavedTo::Table { table } => table.clone(),
+        }
+    }
 }
 
 /// One item of the repaired log, in seq order.
@@ -354,7 +410,7 @@ fn move_aside(st: &dyn Storage, artifacts: &[String], syncs: bool) -> Result<()>
     crate::artifact::ensure_dir(st, names::RECOVERED, syncs, &mut false)?;
     for name in artifacts {
         let from = format!("{}/{name}", names::ARTIFACTS);
-        let to = format!("{}/artifact-{name}", names::RECOVERED);
+        let to = artifact_aside(names::RECOVERED, name);
         st.rename(&from, &to).map_err(io_err(st, &from))?;
     }
     if syncs {

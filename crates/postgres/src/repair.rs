@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ctxlog_ledger::rules::{self, Tombstone};
 use ctxlog_ledger::{
     AffectedCommit, ArtifactRef, DamagedRange, EventBody, EventKind, LostRun, RepairReport, Result,
-    SavedAside,
+    SavedAside, SavedTo,
 };
 use postgres::GenericClient;
 
@@ -112,7 +112,7 @@ fn plan<C: GenericClient>(q: &mut Q<'_, C>, name: &str, last: u64) -> Result<Pla
             let crc = row.get::<_, i32>(4) as u32;
             match decode(q.db, name, seq, row.get(1), ts_ms, payload, crc) {
                 Err(e) => {
-                    damaged.insert(seq, (e.without_path(), payload.len() as u64));
+                    damaged.insert(seq, (row_problem(&e), payload.len() as u64));
                 }
                 Ok(event) => {
                     let mut kept = keep(q, name, event.body, row.get::<_, i32>(5) as u64)?;
@@ -135,6 +135,9 @@ fn plan<C: GenericClient>(q: &mut Q<'_, C>, name: &str, last: u64) -> Result<Pla
         }
     }
     let mut report = RepairReport {
+        saved_to: SavedTo::Table {
+            table: recovered_table(&q.db.schema_name),
+        },
         kept: rules::seq_runs(intact.keys().copied()),
         kept_seqs: intact.len() as u64,
         last_seq: last,
@@ -358,6 +361,20 @@ fn unreferenced<C: GenericClient>(
         .collect())
 }
 
+/// What is wrong with a damaged row, as the file store words a damaged record's problem (the
+/// reason alone: the seq is the lost run's, and rows have no byte offset).
+fn row_problem(e: &ctxlog_ledger::Error) -> String {
+    match e {
+        ctxlog_ledger::Error::Corrupt { reason, .. } => reason.clone(),
+        e => e.without_path(),
+    }
+}
+
+/// The table lost rows and unreferenced artifacts are saved to: `<schema>.recovered`.
+fn recovered_table(schema: &str) -> String {
+    format!("{schema}.recovered")
+}
+
 /// Carries `plan` out inside the transaction of `q`.
 fn apply<C: GenericClient>(q: &mut Q<'_, C>, name: &str, plan: &mut Plan) -> Result<()> {
     let at_ms = rules::now_ms();
@@ -414,7 +431,7 @@ fn apply<C: GenericClient>(q: &mut Q<'_, C>, name: &str, plan: &mut Plan) -> Res
          WHERE name = $1",
         &[&name, &ledger_id, &(plan.report.last_seq as i64)],
     )?;
-    let table = format!("{}.recovered", q.db.schema_name);
+    let table = recovered_table(&q.db.schema_name);
     for s in &mut plan.report.saved_aside {
         s.file = Some(table.clone());
     }

@@ -173,6 +173,7 @@ fn erasing_intact_seqs_of_a_damaged_log_names_the_repair_then_the_erase() {
     for args in [
         &["erase", CONV, "--seqs", "1-2"][..],
         &["erase", CONV, "--turn", "t1"][..],
+        &["gc", CONV, "--keep-turns", "1"][..],
     ] {
         let before = snapshot(env.root());
         let out = env.run(args, b"");

@@ -846,7 +846,8 @@ impl Store {
             let handle = lease.handle.insert(handle);
             self.retain(&slot, handle, policy)
         });
-        retained.map_err(|e| e.in_conversation(name.as_str()))
+        // Retention erases seqs as an erasure does: on a damaged log it names the repair first.
+        retained.map_err(|e| e.in_erasure(name.as_str()))
     }
 
     /// Erases what `policy` selects in the conversation behind `handle` (its writer).

@@ -256,8 +256,11 @@ fn repair_text(conv: &str, r: &RepairResponse) -> String {
     }
     for l in &r.lost {
         text.push_str(&format!(
-            "  seqs {}-{}: damage at byte offset {}: {}\n",
-            l.from, l.to, l.offset, l.reason
+            "  seqs {}-{}: damage at {}: {}\n",
+            l.from,
+            l.to,
+            r.position(l.offset),
+            l.reason
         ));
     }
     for c in &r.commits {
@@ -277,14 +280,15 @@ fn repair_text(conv: &str, r: &RepairResponse) -> String {
     }
     for a in &r.artifacts_saved_aside {
         text.push_str(&format!(
-            "unreferenced artifact: {a} (moved to recovered/artifact-{a})\n"
+            "unreferenced artifact: {a} (moved to {})\n",
+            r.artifact_saved_as(a)
         ));
     }
     for s in &r.saved_aside {
         text.push_str(&format!(
-            "saved aside: {} bytes from offset {}{}\n",
+            "saved aside: {} bytes from {}{}\n",
             s.bytes,
-            s.offset,
+            r.position(s.offset),
             s.file
                 .as_ref()
                 .map(|f| format!(" to {f}"))
@@ -613,6 +617,57 @@ mod tests {
     #[test]
     fn previews_neutralize_controls_and_bidi_overrides() {
         assert_eq!(preview("a\u{202E}b\u{1b}[31mc\u{2066}d"), "a b [31mc d");
+    }
+
+    #[test]
+    fn repair_text_words_positions_and_destinations_as_the_plan_says() {
+        use ctxlog::ops::{LostRun, SavedAside, SavedTo};
+        let plan = |saved_to| RepairResponse {
+            needed: true,
+            lost: vec![LostRun {
+                from: 8,
+                to: 8,
+                offset: 8,
+                reason: "row missing".into(),
+            }],
+            saved_aside: vec![SavedAside {
+                offset: 8,
+                bytes: 40,
+                file: None,
+            }],
+            artifacts_saved_aside: vec!["sha256-ab".into()],
+            saved_to,
+            ..RepairResponse::default()
+        };
+        let rows = repair_text(
+            "chat",
+            &plan(SavedTo::Table {
+                table: "s.recovered".into(),
+            }),
+        );
+        assert!(
+            rows.contains("seqs 8-8: damage at seq 8: row missing"),
+            "{rows}"
+        );
+        assert!(
+            rows.contains("saved aside: 40 bytes from seq 8\n"),
+            "{rows}"
+        );
+        assert!(
+            rows.contains("unreferenced artifact: sha256-ab (moved to s.recovered)"),
+            "{rows}"
+        );
+        assert!(
+            !rows.contains("byte offset") && !rows.contains("recovered/"),
+            "{rows}"
+        );
+        let files = repair_text("chat", &plan(SavedTo::default()));
+        assert!(files.contains("damage at byte offset 8"), "{files}");
+        assert!(files.contains("40 bytes from byte offset 8"), "{files}");
+        assert!(
+            files.contains("(moved to recovered/artifact-sha256-ab)"),
+            "{files}"
+        );
     }
 
     #[test]

@@ -111,6 +111,87 @@ fn after_accepting_the_loss_everything_reads_and_no_seq_is_reused() {
 }
 
 #[test]
+fn projection_reports_a_lost_range_as_lost_not_erased() {
+    let env = damaged();
+    env.ok(&["repair", CONV, "--accept-loss"], b"");
+    env.ok(
+        &["erase", CONV, "--seqs", "12-13", "--reason", "asked"],
+        b"",
+    );
+    let path = env.root().join("report.json");
+    let out = env.run(
+        &[
+            "project",
+            CONV,
+            "--input",
+            "hi",
+            "--max-bytes",
+            "100000",
+            "--report",
+            path.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("note: seq 8 of the history kept was lost to damage"),
+        "{}",
+        stderr(&out)
+    );
+    let report = json_of(&std::fs::read(&path).unwrap());
+    assert_eq!(report["lost"], json!([{"first": 8, "last": 8}]), "{report}");
+    assert_eq!(
+        report["erased"],
+        json!([{"first": 12, "last": 13}]),
+        "{report}"
+    );
+    // A conversation without loss or erasure: neither field, no note.
+    let fresh = Env::with_five_commits(CONV);
+    let out = fresh.run(
+        &[
+            "project",
+            CONV,
+            "--input",
+            "hi",
+            "--report",
+            path.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("lost"), "{}", stderr(&out));
+    let report = json_of(&std::fs::read(&path).unwrap());
+    assert!(
+        report.get("lost").is_none() && report.get("erased").is_none(),
+        "{report}"
+    );
+}
+
+#[test]
+fn erasing_intact_seqs_of_a_damaged_log_names_the_repair_then_the_erase() {
+    let env = damaged();
+    for args in [
+        &["erase", CONV, "--seqs", "1-2"][..],
+        &["erase", CONV, "--turn", "t1"][..],
+        &["gc", CONV, "--keep-turns", "1"][..],
+    ] {
+        let before = snapshot(env.root());
+        let out = env.run(args, b"");
+        assert_eq!(code(&out), 5, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("erasing some of its seqs reads every record: run `ctxlog repair chat --accept-loss`")
+                && err.contains("then the erasure again; `ctxlog erase chat --all` erases"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(before, snapshot(env.root()), "{args:?} wrote something");
+    }
+    env.ok(&["repair", CONV, "--accept-loss"], b"");
+    env.ok(&["erase", CONV, "--turn", "t1"], b"");
+    assert_eq!(code(&env.run(&["verify", CONV], b"")), 0);
+}
+
+#[test]
 fn export_then_import_rebuilds_the_loss_record_exactly() {
     let env = damaged();
     env.ok(&["repair", CONV, "--accept-loss"], b"");

@@ -70,12 +70,15 @@ pub enum Error {
     /// A conversation is damaged (the error is of class [`ErrorClass::Corrupt`]): `cause`
     /// says what and where, and the message what to run next
     /// ([`damage_hint`], docs/design.md#l11-repair).
-    #[error("{cause}; {}", damage_hint(conversation))]
+    #[error("{cause}; {}", if *erasing { erase_damage_hint(conversation) } else { damage_hint(conversation) })]
     Damaged {
         /// The damaged conversation's name.
         conversation: String,
         /// What was found.
         cause: Box<Error>,
+        /// True when the operation was an erasure of some seqs, which reads every record: the
+        /// message then names the repair to run before the erasure ([`erase_damage_hint`]).
+        erasing: bool,
     },
     /// A file-system operation of the store itself failed.
     #[error("{}: {source}", path.display())]
@@ -244,13 +247,38 @@ impl Error {
     /// `self` for requests on `conversation`: an error of class [`ErrorClass::Corrupt`]
     /// becomes [`Error::Damaged`], whose message names the commands to run next.
     pub fn in_conversation(self, conversation: &str) -> Error {
+        self.damaged_in(conversation, false)
+    }
+
+    /// [`Error::in_conversation`] for an erasure of some seqs: the message names the repair
+    /// to run before the erasure can be done ([`erase_damage_hint`]).
+    pub fn in_erasure(self, conversation: &str) -> Error {
+        self.damaged_in(conversation, true)
+    }
+
+    fn damaged_in(self, conversation: &str, erasing: bool) -> Error {
         match self {
             Error::Damaged { .. } => self,
             e if e.class() == ErrorClass::Corrupt => Error::Damaged {
                 conversation: conversation.to_string(),
                 cause: Box::new(e),
+                erasing,
             },
             e => e,
+        }
+    }
+
+    /// What an HTTP client should do next about a damaged conversation ([`damage_hint_http`]
+    /// or [`erase_damage_hint_http`]), when the operation knew which one.
+    pub fn damage_hint_http(&self) -> Option<String> {
+        match self {
+            Error::Damaged {
+                conversation,
+                erasing: true,
+                ..
+            } => Some(erase_damage_hint_http(conversation)),
+            Error::Damaged { conversation, .. } => Some(damage_hint_http(conversation)),
+            _ => None,
         }
     }
 
@@ -379,6 +407,31 @@ pub fn damage_hint_http(conversation: &str) -> String {
          found, GET /v1/conversations/{conversation}/export?salvage=true gives every intact \
          record (it changes nothing), and POST /v1/conversations/{conversation}/repair plans a \
          repair ({{\"accept_loss\": true}} carries it out)"
+    )
+}
+
+/// What to run on the damaged conversation `conversation` before an erasure of some of its
+/// seqs, which reads every record and so stops at the damage: the repair (it keeps every
+/// intact record and covers the damaged seqs with a loss record), then the erasure again; or
+/// an erasure of the whole conversation, which works at once.
+pub fn erase_damage_hint(conversation: &str) -> String {
+    format!(
+        "the conversation is damaged, and erasing some of its seqs reads every record: run \
+         `ctxlog repair {conversation} --accept-loss` (it keeps every intact record and covers \
+         the damaged seqs with a loss record; `ctxlog repair {conversation}` shows the plan \
+         first), then the erasure again; `ctxlog erase {conversation} --all` erases the whole \
+         conversation at once"
+    )
+}
+
+/// The same as [`erase_damage_hint`], for HTTP clients: the routes, never a server path.
+pub fn erase_damage_hint_http(conversation: &str) -> String {
+    format!(
+        "the conversation is damaged, and erasing some of its seqs reads every record: POST \
+         /v1/conversations/{conversation}/repair with {{\"accept_loss\": true}} (it keeps every \
+         intact record and covers the damaged seqs with a loss record; without it the route \
+         shows the plan), then the erasure again; POST /v1/conversations/{conversation}/erase \
+         with {{\"target\":\"all\"}} erases the whole conversation at once"
     )
 }
 

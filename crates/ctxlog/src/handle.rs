@@ -345,6 +345,7 @@ impl<L: LedgerView + ?Sized> Handle<L> {
             recall: &mut self.recall,
             recall_path: &self.recall_path,
             used: false,
+            damaged: None,
         };
         let projection = ctxlog_projection::project_with_pages(
             &LedgerHistory(&*self.ledger),
@@ -352,7 +353,11 @@ impl<L: LedgerView + ?Sized> Handle<L> {
             request,
             &mut self.sizes,
         );
-        if pages.used {
+        let (used, damaged) = (pages.used, pages.damaged.take());
+        if let Some(e) = damaged {
+            return Err(e);
+        }
+        if used {
             self.check_indexed_ledger(&indexed_from)?;
         }
         Ok(projection?)
@@ -543,6 +548,9 @@ struct IndexPages<'a, L: ?Sized> {
     recall_path: &'a Path,
     /// Whether the index was caught up (the caller then checks the ledger was not rewritten).
     used: bool,
+    /// The ledger error a recalled page's record gave (damage): the projection fails closed
+    /// with it, as every read of that record does.
+    damaged: Option<crate::Error>,
 }
 
 impl<L: LedgerView + ?Sized> PageSource for IndexPages<'_, L> {
@@ -553,8 +561,30 @@ impl<L: LedgerView + ?Sized> PageSource for IndexPages<'_, L> {
         limit: usize,
     ) -> std::result::Result<Vec<RecalledPage>, PageSourceError> {
         self.used = true;
-        let index = catch_up_index(self.recall, self.recall_path, self.ledger)?;
-        let hits = index.candidates(query, before, limit)?;
+        // Every page is checked against its event, as recall's hits are ([`hits_match`]): an
+        // index that disagrees with the ledger is rebuilt once; a damaged record fails closed.
+        let mut hits = Vec::new();
+        for attempt in 0..2 {
+            let index = catch_up_index(self.recall, self.recall_path, self.ledger)?;
+            hits = index.candidates(query, before, limit)?;
+            let seen: Vec<_> = hits.iter().map(|h| (h.seq, h.kind, h.ts_ms)).collect();
+            match hits_match(self.ledger, &seen) {
+                Ok(None) => break,
+                Ok(Some(_)) if attempt == 0 => {
+                    *self.recall = None;
+                    RecallIndex::delete_files(self.recall_path).map_err(crate::Error::from)?;
+                }
+                Ok(Some(seq)) => {
+                    let path = self.recall_path.to_path_buf();
+                    return Err(Box::new(ctxlog_recall::Error::Stale { path, seq }));
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    self.damaged = Some(e);
+                    return Err(why.into());
+                }
+            }
+        }
         Ok(hits
             .into_iter()
             .map(|hit| RecalledPage {

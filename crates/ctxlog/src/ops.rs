@@ -262,6 +262,9 @@ pub struct RepairRequest {
 
 /// What a repair found and did, or in a dry run would do.
 pub use ctxlog_ledger::RepairReport as RepairResponse;
+/// Parts of a [`RepairResponse`]: a lost run, a saved range, and where a repair saves what it
+/// gives up (which also says what an offset counts: a byte of the log, or a seq).
+pub use ctxlog_ledger::{AffectedCommit, LostRun, SavedAside, SavedTo};
 
 /// Build the exact request body for one model call (docs/design.md#5-projection).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -928,7 +931,7 @@ impl RecallIndexCheck {
     }
 }
 
-pub use crate::error::{damage_hint, damage_hint_http};
+pub use crate::error::{damage_hint, damage_hint_http, erase_damage_hint, erase_damage_hint_http};
 
 /// Corruption that a [`VerifyResponse`] found beyond the records themselves (referenced
 /// artifacts missing or altered), as an error of class [`crate::ErrorClass::Corrupt`]. A

@@ -2,7 +2,8 @@
 //! hit is checked against its event before it is returned. A hit whose record is damaged fails
 //! closed, as every read of that record does — through the search and the recall tool alike —
 //! instead of being served from the index; an index that disagrees with the ledger (its
-//! recorded kind or time of an event differs) is rebuilt and searched again.
+//! recorded kind or time of an event differs) is rebuilt and searched again. The pages a
+//! projection recalls on its own (`recall` K) are checked the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -92,10 +93,24 @@ fn written(root: &Path, first: &str, t: i64) {
 /// rebuilt, never served.
 #[test]
 fn an_index_that_disagrees_with_the_ledger_is_rebuilt() {
+    let (_old, new) = swapped_index();
+    let store = Store::open(new.path()).unwrap();
+    let mut conv = store.conversation("chat").unwrap();
+    let hits = conv
+        .recall("zebra", &SearchOptions::default())
+        .unwrap()
+        .hits;
+    assert_eq!((hits[0].seq, hits[0].ts_ms), (1, 20_000));
+    assert!(hits[0].text.contains("QQ-99"), "{}", hits[0].text);
+    assert!(hits.iter().all(|h| !h.text.contains("ZX-81")));
+}
+
+/// `old`'s conversation (first turn `the zebra code is ZX-81`) given to `new`'s (first turn
+/// `… QQ-99`, same ledger id): the same disagreement as above, as a projection sees it.
+fn swapped_index() -> (tempfile::TempDir, tempfile::TempDir) {
     let (old, new) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     written(old.path(), "the zebra code is ZX-81", 10_000);
     written(new.path(), "the zebra code is QQ-99", 20_000);
-    // The new conversation takes the old one's ledger id, and the old index.
     let header = |root: &Path| {
         let log = std::fs::read(root.join("chat/ledger.log")).unwrap();
         LogHeader::decode(&log[..64]).unwrap()
@@ -111,14 +126,55 @@ fn an_index_that_disagrees_with_the_ledger_is_rebuilt() {
         new.path().join("chat/recall.sqlite"),
     )
     .unwrap();
+    (old, new)
+}
 
-    let store = Store::open(new.path()).unwrap();
-    let mut conv = store.conversation("chat").unwrap();
-    let hits = conv
-        .recall("zebra", &SearchOptions::default())
-        .unwrap()
-        .hits;
-    assert_eq!((hits[0].seq, hits[0].ts_ms), (1, 20_000));
-    assert!(hits[0].text.contains("QQ-99"), "{}", hits[0].text);
-    assert!(hits.iter().all(|h| !h.text.contains("ZX-81")));
+/// A projection of the newest turn with 2 recalled pages, under a budget too small for the
+/// whole history (so the pages come from the first turn).
+fn project_with_pages(root: &Path) -> ctxlog::Result<String> {
+    let store = Store::open(root).unwrap();
+    let p = store.project(&ctxlog::ops::ProjectRequest {
+        conversation: "chat".into(),
+        input: Some("what is the zebra code?".into()),
+        max_bytes: Some(BUDGET),
+        recall: Some(2),
+        ..Default::default()
+    })?;
+    Ok(String::from_utf8(p.body).unwrap())
+}
+
+const BUDGET: u64 = 280;
+
+/// The pages a projection recalls on its own are checked against the ledger as recall's hits
+/// are: an index that disagrees is rebuilt, never served.
+#[test]
+fn a_projection_never_includes_a_page_the_ledger_contradicts() {
+    let (_old, new) = swapped_index();
+    let body = project_with_pages(new.path()).unwrap();
+    assert!(body.contains("QQ-99"), "{body}");
+    assert!(!body.contains("ZX-81"), "{body}");
+}
+
+/// A recalled page whose record is damaged fails the projection closed (class corrupt), as
+/// every read of that record does.
+#[test]
+fn a_projection_recalling_a_damaged_record_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    {
+        // Later turns, so the history the budget holds stops well before seq 1.
+        let store = Store::open(dir.path()).unwrap();
+        let mut conv = store.conversation("chat").unwrap();
+        for i in 0..4 {
+            let turn = serde_json::json!({"user": format!("filler {i}"), "assistant": "ok"});
+            conv.commit_json(turn.to_string().as_bytes(), None).unwrap();
+        }
+    }
+    let log = dir.path().join("chat/ledger.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = bytes.windows(5).position(|w| w == b"zebra").unwrap();
+    bytes[at + 1] ^= 0x20;
+    std::fs::write(&log, bytes).unwrap();
+    let err = project_with_pages(dir.path()).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Corrupt, "{err}");
 }

@@ -127,7 +127,7 @@ pub use ledger::{CommitReceipt, Ledger};
 pub use options::{Options, SyncMode};
 pub use reader::{LedgerRead, Reader};
 pub use recovery::RecoveryReport;
-pub use repair::{AffectedCommit, LostRun, RepairReport, SavedAside, repair_with};
+pub use repair::{AffectedCommit, LostRun, RepairReport, SavedAside, SavedTo, repair_with};
 pub use salvage::{DamagedRange, SalvageReport, Salvaged, salvage_with};
 pub use storage::{DirStorage, FaultPlan, FaultyStorage, MemStorage, Storage, StorageFile};
 pub use validate::MAX_COMMIT_ID_BYTES;

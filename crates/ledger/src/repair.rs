@@ -27,12 +27,9 @@ use crate::files::{io_err, new_ledger_id, now_ms, open_file};
 use crate::format::{
     self, FLAG_END_OF_COMMIT, LOG_HEADER_LEN, LogHeader, RECORD_HEADER_LEN, names,
 };
+use crate::rules::{UNPAIRED, seq_runs as runs, unpaired};
 use crate::salvage::{DamagedRange, KeptRecord, TORN_TAIL};
 use crate::storage::{OpenMode, Storage, StorageFile};
-
-/// The reason a loss record gives for seqs dropped because their commit no longer pairs up.
-const UNPAIRED: &str = "intact, but the rest of its commit was damaged and its tool calls and \
-                        results no longer pair up";
 
 /// A run of lost seqs, as its loss record states it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -41,7 +38,8 @@ pub struct LostRun {
     pub from: u64,
     /// Last lost seq (inclusive).
     pub to: u64,
-    /// Byte offset in the damaged log where the damage lay.
+    /// Byte offset in the damaged log where the damage lay (PostgreSQL: the run's first seq;
+    /// rows have no byte offset).
     pub offset: u64,
     /// What was wrong.
     pub reason: String,
@@ -67,12 +65,12 @@ pub struct AffectedCommit {
 /// Bytes of the damaged log saved under `recovered/` for forensics.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SavedAside {
-    /// Where they lay in the damaged log.
+    /// Where they lay in the damaged log (PostgreSQL: the lost row's seq).
     pub offset: u64,
     /// How many.
     pub bytes: u64,
-    /// The file they were saved to, relative to the conversation directory (`None` in a dry
-    /// run).
+    /// The file they were saved to, relative to the conversation directory (PostgreSQL: the
+    /// table, `<schema>.recovered`; `None` in a dry run).
     pub file: Option<String>,
 }
 
@@ -116,6 +114,62 @@ pub struct RepairReport {
     pub ledger_id: Option<String>,
     /// True when the sidecars were (or will be) rebuilt from the log.
     pub sidecars_rebuilt: bool,
+    /// Where saved-aside bytes and unreferenced artifacts go, which also says what an
+    /// `offset` counts.
+    pub saved_to: SavedTo,
+}
+
+/// Where a repair saves what it gives up, and so what its offsets count (JSON
+/// `{"kind":"directory","path":"recovered"}` or `{"kind":"table","table":"<schema>.recovered"}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SavedTo {
+    /// The file store: files under this directory of the conversation (damaged bytes as
+    /// `repair-<offset>-<ms>.bin`, an artifact as `artifact-<name>`); an `offset` is a byte
+    /// offset in the damaged log.
+    Directory {
+        /// The directory, relative to the conversation directory.
+        path: String,
+    },
+    /// PostgreSQL: rows of this table (a lost row with its seq, an artifact with its name); an
+    /// `offset` is a seq (rows have no byte offsets).
+    Table {
+        /// The table, `<schema>.recovered`.
+        table: String,
+    },
+}
+
+impl Default for SavedTo {
+    fn default() -> SavedTo {
+        SavedTo::Directory {
+            path: names::RECOVERED.into(),
+        }
+    }
+}
+
+/// The file under `dir` an unreferenced artifact `name` is moved to.
+fn artifact_aside(dir: &str, name: &str) -> String {
+    format!("{dir}/artifact-{name}")
+}
+
+impl RepairReport {
+    /// Where damage at `offset` (of a lost run, a damaged range or a saved range) lay, in
+    /// words: `byte offset N` on the file store, `seq N` on PostgreSQL.
+    pub fn position(&self, offset: u64) -> String {
+        match self.saved_to {
+            SavedTo::Directory { .. } => format!("byte offset {offset}"),
+            SavedTo::Table { .. } => format!("seq {offset}"),
+        }
+    }
+
+    /// Where the unreferenced artifact `name` is (or, in a dry run, would be) moved, in
+    /// words: `recovered/artifact-<name>`, or `<schema>.recovered`.
+    pub fn artifact_saved_as(&self, name: &str) -> String {
+        match &self.saved_to {
+            SavedTo::Directory { path } => artifact_aside(path, name),
+            SavedTo::Table { table } => table.clone(),
+        }
+    }
 }
 
 /// One item of the repaired log, in seq order.
@@ -300,14 +354,17 @@ fn lost_artifact(
         return Ok(None);
     };
     let why = e.without_path();
-    let body = EventBody::ToolResult {
-        call_id,
-        tool,
-        status,
-        exit_code,
-        text: format!("{text}\n[artifact lost: {why}; the excerpt above is what remains]"),
-        artifact: None,
-    };
+    let body = crate::rules::artifact_lost(
+        EventBody::ToolResult {
+            call_id,
+            tool,
+            status,
+            exit_code,
+            text,
+            artifact: Some(r.clone()),
+        },
+        &why,
+    );
     let json = serde_json::to_vec(&body)
         .map_err(|e| Error::invalid(format!("tool result cannot be encoded: {e}")))?;
     Ok(Some((format!("{}: {why}", r.name), json)))
@@ -353,7 +410,7 @@ fn move_aside(st: &dyn Storage, artifacts: &[String], syncs: bool) -> Result<()>
     crate::artifact::ensure_dir(st, names::RECOVERED, syncs, &mut false)?;
     for name in artifacts {
         let from = format!("{}/{name}", names::ARTIFACTS);
-        let to = format!("{}/artifact-{name}", names::RECOVERED);
+        let to = artifact_aside(names::RECOVERED, name);
         st.rename(&from, &to).map_err(io_err(st, &from))?;
     }
     if syncs {
@@ -363,18 +420,6 @@ fn move_aside(st: &dyn Storage, artifacts: &[String], syncs: bool) -> Result<()>
             .map_err(io_err(st, names::RECOVERED))?;
     }
     Ok(())
-}
-
-/// Contiguous runs of `seqs` (ascending).
-fn runs(seqs: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for s in seqs {
-        match out.last_mut() {
-            Some((_, b)) if *b + 1 == s => *b = s,
-            _ => out.push((s, s)),
-        }
-    }
-    out
 }
 
 /// A kept record with its new framing: `None` copied as it is, `Some(index)` re-framed at
@@ -478,31 +523,6 @@ fn meta_id(log: &dyn StorageFile, k: &KeptRecord) -> Result<Option<String>> {
     Ok(serde_json::from_slice::<crate::scan::CommitMeta>(&b)
         .ok()
         .and_then(|m| m.id))
-}
-
-/// Why the tool calls and results of `bodies` do not pair up, if they do not.
-fn unpaired(bodies: &[EventBody]) -> Option<String> {
-    let calls: BTreeSet<&str> = bodies
-        .iter()
-        .filter_map(|b| match b {
-            EventBody::ToolCall { call_id, .. } => Some(call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let results: BTreeSet<&str> = bodies
-        .iter()
-        .filter_map(|b| match b {
-            EventBody::ToolResult { call_id, .. } => Some(call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    if let Some(c) = calls.difference(&results).next() {
-        return Some(format!("tool call {c} lost its result"));
-    }
-    results
-        .difference(&calls)
-        .next()
-        .map(|r| format!("tool result {r} lost its call"))
 }
 
 /// The lost runs of `1..=last`: every seq no kept record holds, each run with the offset and

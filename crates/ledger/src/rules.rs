@@ -437,3 +437,83 @@ pub fn check_artifact(name: &str, content: &[u8]) -> Result<()> {
 pub fn check_artifact_ref(r: &ArtifactRef, content: &[u8]) -> Result<()> {
     crate::artifact::check_committed_ref(r, content)
 }
+
+/// The reason a loss record gives for intact seqs given up because the rest of their commit
+/// (or turn) was damaged and their tool calls and results no longer pair up
+/// (docs/design.md#l11-repair).
+pub const UNPAIRED: &str = "intact, but the rest of its commit was damaged and its tool calls \
+                            and results no longer pair up";
+
+/// Why the tool calls and results of `bodies` do not pair up, if they do not: a repair keeps
+/// the intact records of a commit cut by damage only when they still pair up, so a
+/// projection never shows a tool call without its result.
+pub fn unpaired(bodies: &[EventBody]) -> Option<String> {
+    unpaired_ids(bodies).into_iter().next().map(|(id, call)| {
+        if call {
+            format!("tool call {id} lost its result")
+        } else {
+            format!("tool result {id} lost its call")
+        }
+    })
+}
+
+/// The call ids of `bodies` that do not pair up, each with true for a tool call without its
+/// result, false for a tool result without its call: calls first, each side in id order.
+pub fn unpaired_ids(bodies: &[EventBody]) -> Vec<(String, bool)> {
+    let ids = |call: bool| -> std::collections::BTreeSet<&str> {
+        bodies
+            .iter()
+            .filter_map(|b| match b {
+                EventBody::ToolCall { call_id, .. } if call => Some(call_id.as_str()),
+                EventBody::ToolResult { call_id, .. } if !call => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (calls, results) = (ids(true), ids(false));
+    let lone_calls = calls.difference(&results).map(|c| (c.to_string(), true));
+    let lone_results = results.difference(&calls).map(|r| (r.to_string(), false));
+    lone_calls.chain(lone_results).collect()
+}
+
+/// Contiguous runs `(first, last)` of `seqs` (ascending).
+pub fn seq_runs(seqs: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for s in seqs {
+        match out.last_mut() {
+            Some((_, b)) if *b + 1 == s => *b = s,
+            _ => out.push((s, s)),
+        }
+    }
+    out
+}
+
+/// A tool result whose artifact is lost (missing or altered: `why`), as a repair keeps it:
+/// its excerpt, a note of the loss, no artifact reference, so projection and export read it.
+/// Any other body is returned as it is.
+pub fn artifact_lost(body: EventBody, why: &str) -> EventBody {
+    match body {
+        EventBody::ToolResult {
+            call_id,
+            tool,
+            status,
+            exit_code,
+            text,
+            artifact: Some(_),
+        } => EventBody::ToolResult {
+            call_id,
+            tool,
+            status,
+            exit_code,
+            text: format!("{text}\n[artifact lost: {why}; the excerpt above is what remains]"),
+            artifact: None,
+        },
+        other => other,
+    }
+}
+
+/// The lost range `(from, to)` `seq` lies in, when `body` is a repair's loss record or one
+/// of its placeholders: a commit id whose seqs lie there answers [`Error::Lost`].
+pub fn lost_range(seq: u64, body: &EventBody) -> Option<(u64, u64)> {
+    crate::tombstone::lost_range(seq, body)
+}

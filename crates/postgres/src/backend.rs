@@ -74,6 +74,23 @@ impl PgBackend {
         }
         Ok(ledger)
     }
+
+    /// Deletes the conversation's row (its events, commits, artifacts and what a repair saved
+    /// aside go with it), then vacuums the tables and deletes this machine's recall cache.
+    fn erase_whole(&self, name: &ConversationName) -> Result<()> {
+        {
+            let mut conn = self.db.conn()?;
+            let sql = format!(
+                "DELETE FROM {}.conversations WHERE name = $1",
+                self.db.schema
+            );
+            conn.client
+                .execute(&sql, &[&name.as_str()])
+                .map_err(|e| self.db.err("cannot erase the conversation", &e))?;
+        }
+        ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        Ok(self.db.scrub()?)
+    }
 }
 
 impl Backend for PgBackend {
@@ -161,8 +178,25 @@ impl Backend for PgBackend {
         name: &ConversationName,
         visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> ctxlog_ledger::Result<()>,
     ) -> Result<ctxlog_ledger::SalvageReport> {
-        let mut ledger = self.open(name)?.ok_or_else(|| self.not_found(name))?;
-        Ok(ledger.salvage(visit)?)
+        let mut ledger = PgLedger::new_empty(self.db.clone(), name.as_str(), self.caps, self.sync);
+        ledger.salvage(visit)?.ok_or_else(|| self.not_found(name))
+    }
+
+    /// Plans the repair and, with `accept_loss`, carries it out in one transaction
+    /// (`repair.rs`): lost rows' stored bytes go to the `recovered` table, loss records are
+    /// rows, the conversation gets a new ledger id (every replica's handles and recall caches
+    /// start over at their next catch-up).
+    fn repair(
+        &self,
+        name: &ConversationName,
+        accept_loss: bool,
+    ) -> Result<ctxlog_ledger::RepairReport> {
+        let report = crate::repair::repair(&self.db, name.as_str(), accept_loss)?
+            .ok_or_else(|| self.not_found(name))?;
+        if report.applied {
+            ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
+        }
+        Ok(report)
     }
 
     /// Deletes the conversation's row (its events, commits and artifacts go with it), then
@@ -170,18 +204,13 @@ impl Backend for PgBackend {
     /// row gone (or a new ledger id) at their next catch-up and drop their caches.
     fn erase_all(&self, name: &ConversationName, writer: Box<dyn LedgerWriter>) -> Result<()> {
         drop(writer);
-        {
-            let mut conn = self.db.conn()?;
-            let sql = format!(
-                "DELETE FROM {}.conversations WHERE name = $1",
-                self.db.schema
-            );
-            conn.client
-                .execute(&sql, &[&name.as_str()])
-                .map_err(|e| self.db.err("cannot erase the conversation", &e))?;
-        }
-        ctxlog_recall::RecallIndex::delete_files(self.recall_cache(name))?;
-        Ok(self.db.scrub()?)
+        self.erase_whole(name)
+    }
+
+    /// As [`Backend::erase_all`]: deleting the row needs no writer, and a commit in flight on
+    /// another replica holds the row's lock, which the delete waits for.
+    fn erase_all_damaged(&self, name: &ConversationName) -> Result<()> {
+        self.erase_whole(name)
     }
 
     /// `<cache_dir>/<name>.recall.sqlite`; the directory is created here if missing (a

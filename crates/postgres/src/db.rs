@@ -140,9 +140,10 @@ pub(crate) struct Db {
 
 /// Schema migrations, applied in order once per schema (version = index + 1). A migration
 /// never changes once released: a change is a new entry. `{s}` is the quoted schema.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "conversations, events, commits, artifacts",
-    "CREATE TABLE {s}.conversations (
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "conversations, events, commits, artifacts",
+        "CREATE TABLE {s}.conversations (
         name text PRIMARY KEY,
         ledger_id text NOT NULL,
         last_seq bigint NOT NULL DEFAULT 0,
@@ -177,10 +178,33 @@ const MIGRATIONS: &[(&str, &str)] = &[(
         PRIMARY KEY (conversation, name)
      );
      ALTER TABLE {s}.artifacts ALTER COLUMN content SET STORAGE EXTERNAL;",
-)];
+    ),
+    (
+        "recovered: what a repair saved aside",
+        "CREATE TABLE {s}.recovered (
+        id bigserial PRIMARY KEY,
+        conversation text NOT NULL REFERENCES {s}.conversations(name) ON DELETE CASCADE,
+        seq bigint,
+        kind smallint,
+        ts_ms bigint,
+        crc integer,
+        artifact text,
+        content bytea NOT NULL,
+        reason text NOT NULL,
+        saved_ms bigint NOT NULL
+     );
+     CREATE INDEX ON {s}.recovered (conversation, seq);",
+    ),
+];
 
 /// The tables erasure removes rows from (vacuumed after it).
-pub(crate) const ERASED_TABLES: &[&str] = &["events", "commits", "artifacts", "conversations"];
+pub(crate) const ERASED_TABLES: &[&str] = &[
+    "events",
+    "commits",
+    "artifacts",
+    "recovered",
+    "conversations",
+];
 
 impl Db {
     /// A pool over `config` (no connection is made until the first operation).

@@ -30,11 +30,11 @@ use super::db::{Db, TxMode, stmt};
 use super::memory::{EventCache, Index};
 
 /// The conversation's row: what a catch-up compares against.
-struct Head {
-    ledger_id: String,
-    last_seq: u64,
-    bytes: u64,
-    last_ts_ms: i64,
+pub(crate) struct Head {
+    pub(crate) ledger_id: String,
+    pub(crate) last_seq: u64,
+    pub(crate) bytes: u64,
+    pub(crate) last_ts_ms: i64,
 }
 
 /// One conversation of a PostgreSQL store.
@@ -48,10 +48,10 @@ pub struct PgLedger {
 }
 
 /// A prepared statement cache and a client (a transaction or a plain connection).
-struct Q<'a, C: GenericClient> {
-    c: &'a mut C,
-    cache: &'a mut HashMap<String, Statement>,
-    db: &'a Db,
+pub(crate) struct Q<'a, C: GenericClient> {
+    pub(crate) c: &'a mut C,
+    pub(crate) cache: &'a mut HashMap<String, Statement>,
+    pub(crate) db: &'a Db,
 }
 
 impl<C: GenericClient> Q<'_, C> {
@@ -60,21 +60,25 @@ impl<C: GenericClient> Q<'_, C> {
         stmt(self.c, self.cache, &sql).map_err(|e| self.db.err("cannot prepare a statement", &e))
     }
 
-    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>> {
+    pub(crate) fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>> {
         let s = self.prep(sql)?;
         self.c
             .query(&s, params)
             .map_err(|e| self.db.err("query failed", &e))
     }
 
-    fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+    pub(crate) fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let s = self.prep(sql)?;
         self.c
             .execute(&s, params)
             .map_err(|e| self.db.err("statement failed", &e))
     }
 
-    fn head(&mut self, name: &str, lock: bool) -> Result<Option<Head>> {
+    pub(crate) fn head(&mut self, name: &str, lock: bool) -> Result<Option<Head>> {
         let sql = if lock {
             "SELECT ledger_id, last_seq, bytes, last_ts_ms FROM {s}.conversations WHERE name = $1 FOR UPDATE"
         } else {
@@ -86,6 +90,39 @@ impl<C: GenericClient> Q<'_, C> {
             bytes: r.get::<_, i64>(2) as u64,
             last_ts_ms: r.get(3),
         }))
+    }
+
+    /// The content of artifact `r` of conversation `name`, checked against its name. An
+    /// event references it: a missing one was lost (damage), not a bad reference.
+    pub(crate) fn artifact(&mut self, name: &str, r: &ArtifactRef) -> Result<Vec<u8>> {
+        let content = self.stored_artifact(name, r).map_err(|e| match e {
+            Error::BadArtifactRef { name, .. } if ctxlog_ledger::is_valid_artifact_name(&name) => {
+                Error::ArtifactMissing { name }
+            }
+            other => other,
+        })?;
+        rules::check_artifact(&r.name, &content)?;
+        Ok(content)
+    }
+
+    /// The content stored under the name of `r` in conversation `name`, unchecked.
+    fn stored_artifact(&mut self, name: &str, r: &ArtifactRef) -> Result<Vec<u8>> {
+        if !ctxlog_ledger::is_valid_artifact_name(&r.name) {
+            return Err(Error::BadArtifactRef {
+                name: r.name.clone(),
+                why: "not sha256-<64 lowercase hex>",
+            });
+        }
+        let rows = self.query(
+            "SELECT content FROM {s}.artifacts WHERE conversation = $1 AND name = $2",
+            &[&name, &r.name],
+        )?;
+        rows.first()
+            .map(|row| row.get(0))
+            .ok_or_else(|| Error::BadArtifactRef {
+                name: r.name.clone(),
+                why: "no such artifact in this conversation",
+            })
     }
 
     /// Brings `index` up to `head`: the new seqs only, or everything when the ledger id
@@ -183,7 +220,7 @@ pub(crate) fn row_crc(seq: u64, kind: u8, ts_ms: i64, payload: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&head), payload)
 }
 
-fn decode(
+pub(crate) fn decode(
     db: &Db,
     name: &str,
     seq: u64,
@@ -221,7 +258,11 @@ fn corrupt(db: &Db, name: &str, seq: u64, reason: String) -> Error {
 
 /// Inserts the rows of the erased run `t` (tombstone, then placeholders, all at `t.at_ms`);
 /// returns their stored size.
-fn insert_run<C: GenericClient>(q: &mut Q<'_, C>, name: &str, t: &rules::Tombstone) -> Result<u64> {
+pub(crate) fn insert_run<C: GenericClient>(
+    q: &mut Q<'_, C>,
+    name: &str,
+    t: &rules::Tombstone,
+) -> Result<u64> {
     let mut bytes = 0u64;
     for (seq, body) in (t.from..=t.to).zip(t.bodies()) {
         let payload = serde_json::to_vec(&body).map_err(|e| Error::InvalidCommit {
@@ -402,9 +443,17 @@ impl PgLedger {
         if let Some((id_hash, digest)) = &key
             && let Some((stored, seqs)) = self.stored_commit(&mut q, id_hash)?
         {
+            let lost = self.lost_range(&mut q, seqs)?;
             drop(tx);
             self.index = index;
             let id = commit.id.as_deref().unwrap_or_default();
+            if let Some((from, to)) = lost {
+                return Err(Error::Lost {
+                    id: id.to_string(),
+                    from,
+                    to,
+                });
+            }
             return rules::replay(id, digest, &stored, seqs);
         }
         let next = index.last_seq() + 1;
@@ -468,6 +517,73 @@ impl PgLedger {
         }))
     }
 
+    /// The lost range of the first seq of `seqs` that a repair gave up (a loss record's or
+    /// its placeholder's), if any: a commit that held it answers [`Error::Lost`] whatever its
+    /// content (docs/design.md#l11-repair).
+    fn lost_range<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        seqs: (u64, u64),
+    ) -> Result<Option<(u64, u64)>> {
+        let rows = q.query(
+            "SELECT seq, kind, ts_ms, payload, crc FROM {s}.events
+             WHERE conversation = $1 AND seq >= $2 AND seq <= $3 AND kind = $4 ORDER BY seq",
+            &[
+                &self.name,
+                &(seqs.0 as i64),
+                &(seqs.1 as i64),
+                &i16::from(EventKind::System.as_byte()),
+            ],
+        )?;
+        for row in &rows {
+            let seq = row.get::<_, i64>(0) as u64;
+            let crc = row.get::<_, i32>(4) as u32;
+            let e = decode(
+                q.db,
+                &self.name,
+                seq,
+                row.get(1),
+                row.get(2),
+                row.get(3),
+                crc,
+            )?;
+            if let Some(range) = rules::lost_range(seq, &e.body) {
+                return Ok(Some(range));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The rows of the open turn (from its user event to the last seq; the last row alone
+    /// when there is no user event), each there and checked against its checksum: the check
+    /// a writer makes before every append, so it never writes onto damage it reads. A row
+    /// missing or damaged before the open turn is found by opening the conversation afresh
+    /// (missing rows: every open reads every seq) or by `verify` (checksums), not here
+    /// (docs/reliability.md).
+    fn checked_tail<C: GenericClient>(
+        &self,
+        q: &mut Q<'_, C>,
+        index: &Index,
+    ) -> Result<Vec<Event>> {
+        let last = index.last_seq();
+        if last == 0 {
+            return Ok(Vec::new());
+        }
+        let start = index.user_seqs.last().copied().unwrap_or(last);
+        let tail = q.raw_events(&self.name, start..=last)?;
+        let mut expect = start;
+        for e in &tail {
+            if e.seq != expect {
+                break;
+            }
+            expect += 1;
+        }
+        if expect <= last {
+            return Err(corrupt(q.db, &self.name, expect, MISSING.into()));
+        }
+        Ok(tail)
+    }
+
     /// Checks `commit` against the conversation as `index` has it (the ledger's rules: the
     /// turn, the caps, its artifact references), stores its large outputs as artifacts and
     /// returns its rows, numbered from `next`.
@@ -478,9 +594,11 @@ impl PgLedger {
         commit: &NewCommit,
         next: u64,
     ) -> Result<Vec<Row>> {
-        let open_turn = match index.user_seqs.last() {
-            Some(&start) => q.raw_events(&self.name, start..=index.last_seq())?,
-            None => Vec::new(),
+        let tail = self.checked_tail(q, index)?;
+        let open_turn = if index.user_seqs.is_empty() {
+            Vec::new()
+        } else {
+            tail
         };
         let kind_of = |seq: u64| index.kinds.get((seq as usize).wrapping_sub(1)).copied();
         rules::check_commit(commit, &open_turn, next, &kind_of)?;
@@ -541,7 +659,7 @@ impl PgLedger {
                 artifact: Some(r), ..
             } = body
             {
-                rules::check_artifact_ref(r, &self.stored_artifact(q, r)?)?;
+                rules::check_artifact_ref(r, &q.stored_artifact(&self.name, r)?)?;
             }
         }
         Ok(())
@@ -553,41 +671,7 @@ impl PgLedger {
         q: &mut Q<'_, C>,
         r: &ArtifactRef,
     ) -> Result<Vec<u8>> {
-        // An event references it: a missing one was lost (damage), not a bad reference.
-        let content = self.stored_artifact(q, r).map_err(|e| match e {
-            Error::BadArtifactRef { name, .. } if ctxlog_ledger::is_valid_artifact_name(&name) => {
-                Error::ArtifactMissing { name }
-            }
-            other => other,
-        })?;
-        rules::check_artifact(&r.name, &content)?;
-        Ok(content)
-    }
-
-    /// The content stored under the name of `r`, unchecked.
-    fn stored_artifact<C: GenericClient>(
-        &self,
-        q: &mut Q<'_, C>,
-        r: &ArtifactRef,
-    ) -> Result<Vec<u8>> {
-        if !ctxlog_ledger::is_valid_artifact_name(&r.name) {
-            return Err(Error::BadArtifactRef {
-                name: r.name.clone(),
-                why: "not sha256-<64 lowercase hex>",
-            });
-        }
-        let rows = q.query(
-            "SELECT content FROM {s}.artifacts WHERE conversation = $1 AND name = $2",
-            &[&self.name, &r.name],
-        )?;
-        let content: Vec<u8> =
-            rows.first()
-                .map(|row| row.get(0))
-                .ok_or_else(|| Error::BadArtifactRef {
-                    name: r.name.clone(),
-                    why: "no such artifact in this conversation",
-                })?;
-        Ok(content)
+        q.artifact(&self.name, r)
     }
 
     /// Runs `f` on a plain connection (reads outside a transaction).
@@ -730,6 +814,13 @@ impl PgLedger {
         // and replaced by a tombstone each.
         let runs = rules::live_runs((from, to), &leads);
         let (old_bytes, new_bytes, events) = self.replace_runs(&mut q, &runs, reason)?;
+        // What a repair saved aside of the erased seqs goes too, and every artifact it saved
+        // (which lost row referenced one cannot be told): erased text stays nowhere.
+        let recovered_deleted = q.exec(
+            "DELETE FROM {s}.recovered WHERE conversation = $1
+             AND (seq IS NULL OR (seq >= $2 AND seq <= $3))",
+            &[&self.name, &(from as i64), &(to as i64)],
+        )?;
         let mut erased = leads.clone();
         erased.extend(&runs);
         erased.sort_unstable();
@@ -757,7 +848,7 @@ impl PgLedger {
             requested,
             events,
             artifacts_deleted,
-            recovered_deleted: 0,
+            recovered_deleted,
             ledger_id,
             already_erased: false,
         })
@@ -881,17 +972,22 @@ impl PgLedger {
 impl PgLedger {
     /// Every row of the conversation whose checksum holds, in seq order, with the damaged
     /// ranges between them: a row whose checksum fails, and seqs missing (rows deleted), are
-    /// damaged ranges (their `offset` is the seq, as in [`Error::Corrupt`]). Writes nothing.
+    /// damaged ranges (their `offset` is the seq, as in [`Error::Corrupt`]). Writes nothing;
+    /// `None` when the conversation does not exist. Works on a handle whose index was never
+    /// loaded ([`PgLedger::new_empty`]).
     pub(crate) fn salvage(
         &mut self,
         visit: &mut dyn FnMut(ctxlog_ledger::Salvaged) -> Result<()>,
-    ) -> Result<ctxlog_ledger::SalvageReport> {
-        self.refresh()?;
+    ) -> Result<Option<ctxlog_ledger::SalvageReport>> {
+        // The row itself, not the index: loading the index fails on a missing seq.
+        let Some(head) = self.with_q(|q| q.head(&self.name, false))? else {
+            return Ok(None);
+        };
         let mut report = ctxlog_ledger::SalvageReport {
-            ledger_id: Some(self.index.ledger_id.clone()),
+            ledger_id: Some(head.ledger_id),
             ..Default::default()
         };
-        let last = self.index.last_seq();
+        let last = head.last_seq;
         let mut next = 1;
         let mut from = 1;
         while from <= last {
@@ -899,7 +995,7 @@ impl PgLedger {
             let rows = self.with_q(|q| q.salvage_rows(&self.name, from..=to))?;
             for (seq, decoded) in rows {
                 if seq > next {
-                    let gap = salvage_gap(next, seq - 1, "rows missing (deleted)".into());
+                    let gap = salvage_gap(next, seq - 1, MISSING.into());
                     report.damaged.push(gap.clone());
                     visit(ctxlog_ledger::Salvaged::Damaged(gap))?;
                 }
@@ -916,11 +1012,11 @@ impl PgLedger {
             from = to + 1;
         }
         if next <= last {
-            let gap = salvage_gap(next, last, "rows missing (deleted)".into());
+            let gap = salvage_gap(next, last, MISSING.into());
             report.damaged.push(gap.clone());
             visit(ctxlog_ledger::Salvaged::Damaged(gap))?;
         }
-        Ok(report)
+        Ok(Some(report))
     }
 
     fn salvage_event(
@@ -946,6 +1042,9 @@ impl PgLedger {
         visit(ctxlog_ledger::Salvaged::Event { event, artifact })
     }
 }
+
+/// Why seqs with no row up to the conversation's last seq are damaged (rows deleted by hand).
+pub(crate) const MISSING: &str = "rows missing (deleted)";
 
 /// The damaged range of rows `from..=to` (rows have no byte offset: the seq stands for it).
 fn salvage_gap(from: u64, to: u64, reason: String) -> ctxlog_ledger::DamagedRange {

@@ -21,6 +21,8 @@
 //!   events         conversation, seq, kind, ts_ms, record_len, artifact, payload, crc
 //!   commits        conversation, id_hash, digest, first_seq, last_seq   (idempotency)
 //!   artifacts      conversation, name (sha256-…), content
+//!   recovered      conversation, seq, kind, ts_ms, crc, artifact, content, reason, saved_ms
+//!                  (what a repair saved aside: lost rows' stored bytes, unreferenced artifacts)
 //! ```
 //!
 //! Recall indexes stay local SQLite files (one per conversation) under a cache directory of
@@ -31,16 +33,18 @@
 //! `config.rs` reads a store URL ([`PgConfig`]); `db.rs` holds the connection pool, the
 //! migrations and database errors as ledger errors; `memory.rs` what a handle keeps between
 //! calls (the committed index, the read cache); `ledger.rs` one conversation as a
-//! [`ctxlog_backend::LedgerWriter`] ([`PgLedger`]: row-locked commits, erasure); `backend.rs`
-//! the store ([`PgBackend`]: open, list, verify, erase whole conversations).
+//! [`ctxlog_backend::LedgerWriter`] ([`PgLedger`]: row-locked commits, erasure); `repair.rs`
+//! the repair of damaged rows and missing seqs; `backend.rs` the store ([`PgBackend`]: open,
+//! list, verify, repair, erase whole conversations).
 
 // Layers, lowest first; a module uses only those above it in this list: config, db, memory,
-// ledger, backend.
+// ledger, repair, backend.
 mod backend;
 mod config;
 mod db;
 mod ledger;
 mod memory;
+mod repair;
 
 pub use backend::PgBackend;
 

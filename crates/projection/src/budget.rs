@@ -157,6 +157,8 @@ impl<'r> Budget<'r> {
             recall: RecallReport::default(),
             notes: Vec::new(),
             opaque: OpaqueCounts::default(),
+            erased: Vec::new(),
+            lost: Vec::new(),
         }
     }
 

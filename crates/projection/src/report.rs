@@ -39,6 +39,8 @@ pub struct Projection {
 ///   tool definitions).
 /// * `kept`/`dropped` are seq ranges of history (pinned notes are listed in `pinned`).
 /// * `drops` names each left-out piece with its tier and reason; `clips` each clipped result.
+/// * `erased` and `lost` (present only when not empty) are the seq ranges erased and lost to
+///   damage in the history from the oldest kept seq on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Report {
     /// The wire format of the body.
@@ -90,6 +92,15 @@ pub struct Report {
     /// there were none).
     #[serde(default, skip_serializing_if = "OpaqueCounts::is_empty")]
     pub opaque: OpaqueCounts,
+    /// Seq ranges erased (one per tombstone) in the history from the oldest kept seq on;
+    /// absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub erased: Vec<SeqRange>,
+    /// Seq ranges lost to damage and given up by a repair (one per loss record) in the history
+    /// from the oldest kept seq on; left out of the body like erased ones, but reported as
+    /// lost, with a note. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<SeqRange>,
 }
 
 /// What became of the opaque provider items (docs/design.md#p14-more-wire-formats) in the

@@ -159,8 +159,8 @@ fn corrupt(e: &Error) -> AppError {
     tracing::error!(error = %e, "corruption detected");
     let status = StatusCode::INTERNAL_SERVER_ERROR;
     let next = e
-        .damaged_conversation()
-        .map(|name| format!("; {}", ctxlog::ops::damage_hint_http(name)))
+        .damage_hint_http()
+        .map(|hint| format!("; {hint}"))
         .unwrap_or_default();
     if let Some(c) = e.corruption() {
         let seq = c.seq.map(|s| format!(" (seq {s})")).unwrap_or_default();

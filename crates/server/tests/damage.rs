@@ -309,3 +309,49 @@ async fn a_conversation_erased_by_another_process_is_404() {
     }
     s.stop().await;
 }
+
+/// Erasing some seqs of a damaged conversation is 500 `corrupt`, changes nothing, and names
+/// the repair route (with `accept_loss`) to run before the erasure, and the whole erasure.
+#[tokio::test]
+async fn erasing_some_seqs_of_a_damaged_conversation_names_the_repair_route() {
+    let s = serve(|_| {}).await;
+    commit(
+        &s,
+        "chat",
+        r#"{"user":"first question","assistant":"first answer"}"#,
+    )
+    .await;
+    commit(
+        &s,
+        "chat",
+        r#"{"user":"second question","assistant":"second answer"}"#,
+    )
+    .await;
+    let dir = s.dir.path().join("chat");
+    flip(&dir, b"second answer");
+    let before = std::fs::read(dir.join("ledger.log")).unwrap();
+    let r = s
+        .send(
+            "POST",
+            "/v1/conversations/chat/erase",
+            &[JSON],
+            r#"{"target":{"seqs":{"from":1,"to":2}}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.class(), "corrupt");
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains(
+            "POST /v1/conversations/chat/repair with {\"accept_loss\": true} (it keeps every \
+             intact record"
+        ) && message.contains("then the erasure again"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(s.dir.path().to_str().unwrap()),
+        "{message}"
+    );
+    assert_eq!(before, std::fs::read(dir.join("ledger.log")).unwrap());
+    s.stop().await;
+}

@@ -146,30 +146,11 @@ pub fn spawn_server(mut cmd: Command) -> (Child, BufReader<ChildStderr>, String)
 }
 
 impl Env {
-    /// A new store holding the damage tests' conversation `conv`: five commits with ids t1
-    /// (seqs 1-2), t2 (3-6, a 29 KB tool result stored as an artifact at seq 5), t3 (7-9, a
-    /// pinned note), t4 (10-11), t5 (12-13).
+    /// A new store holding the damage tests' conversation `conv` ([`five_commits`]).
     pub fn with_five_commits(conv: &str) -> Env {
         let env = Env::new();
-        let big = "tool output line\n".repeat(1_800);
-        let turns = [
-            serde_json::json!({"events":[{"kind":"user","text":"first question"},
-                {"kind":"assistant","text":"first answer"}]}),
-            serde_json::json!({"events":[{"kind":"user","text":"run the scan"},
-                {"kind":"tool_call","call_id":"c1","tool":"scan","arguments":{}},
-                {"kind":"tool_result","call_id":"c1","tool":"scan","status":"ok","text":big},
-                {"kind":"assistant","text":"scan done"}]}),
-            serde_json::json!({"events":[{"kind":"user","text":"remember the code"},
-                {"kind":"note","text":"the code is ZX-81","pinned":true},
-                {"kind":"assistant","text":"noted the code"}]}),
-            serde_json::json!({"events":[{"kind":"user","text":"fourth question"},
-                {"kind":"assistant","text":"fourth answer"}]}),
-            serde_json::json!({"events":[{"kind":"user","text":"fifth question"},
-                {"kind":"assistant","text":"fifth answer"}]}),
-        ];
-        for (i, turn) in turns.iter().enumerate() {
-            let id = format!("t{}", i + 1);
-            env.ok(&["commit", conv, "--id", &id], turn.to_string().as_bytes());
+        for (id, turn) in five_commits() {
+            env.ok(&["commit", conv, "--id", &id], turn.as_bytes());
         }
         env
     }
@@ -197,4 +178,31 @@ impl Env {
         let (log, bytes, at) = self.log_with(conv, needle);
         std::fs::write(&log, &bytes[..at]).unwrap();
     }
+}
+
+/// The damage tests' conversation, as (commit id, commit JSON): five commits with ids t1
+/// (seqs 1-2), t2 (3-6, a 29 KB tool result stored as an artifact at seq 5), t3 (7-9, a
+/// pinned note), t4 (10-11), t5 (12-13).
+pub fn five_commits() -> Vec<(String, String)> {
+    let big = "tool output line\n".repeat(1_800);
+    let turns = [
+        serde_json::json!({"events":[{"kind":"user","text":"first question"},
+            {"kind":"assistant","text":"first answer"}]}),
+        serde_json::json!({"events":[{"kind":"user","text":"run the scan"},
+            {"kind":"tool_call","call_id":"c1","tool":"scan","arguments":{}},
+            {"kind":"tool_result","call_id":"c1","tool":"scan","status":"ok","text":big},
+            {"kind":"assistant","text":"scan done"}]}),
+        serde_json::json!({"events":[{"kind":"user","text":"remember the code"},
+            {"kind":"note","text":"the code is ZX-81","pinned":true},
+            {"kind":"assistant","text":"noted the code"}]}),
+        serde_json::json!({"events":[{"kind":"user","text":"fourth question"},
+            {"kind":"assistant","text":"fourth answer"}]}),
+        serde_json::json!({"events":[{"kind":"user","text":"fifth question"},
+            {"kind":"assistant","text":"fifth answer"}]}),
+    ];
+    turns
+        .iter()
+        .enumerate()
+        .map(|(i, turn)| (format!("t{}", i + 1), turn.to_string()))
+        .collect()
 }

@@ -674,10 +674,14 @@ impl Store {
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::BadRange`] (nothing changed);
     /// [`Error::InvalidRequest`] for a commit id that matches a redaction rule
     /// ([`Redactor::check_erase_id`]); [`ctxlog_ledger::Error::Locked`] when another process
-    /// writes it; I/O.
+    /// writes it; I/O. A damaged conversation is class `corrupt`; for an erasure of some seqs
+    /// (which reads every record) its message names the repair to run first
+    /// ([`crate::ops::erase_damage_hint`]), and an erasure of all of it works anyway.
     pub fn erase(&self, request: &EraseRequest) -> Result<EraseResponse> {
-        self.erase_now(request)
-            .map_err(|e| e.in_conversation(&request.conversation))
+        self.erase_now(request).map_err(|e| match request.target {
+            EraseTarget::All => e.in_conversation(&request.conversation),
+            _ => e.in_erasure(&request.conversation),
+        })
     }
 
     fn erase_now(&self, request: &EraseRequest) -> Result<EraseResponse> {
@@ -842,7 +846,8 @@ impl Store {
             let handle = lease.handle.insert(handle);
             self.retain(&slot, handle, policy)
         });
-        retained.map_err(|e| e.in_conversation(name.as_str()))
+        // Retention erases seqs as an erasure does: on a damaged log it names the repair first.
+        retained.map_err(|e| e.in_erasure(name.as_str()))
     }
 
     /// Erases what `policy` selects in the conversation behind `handle` (its writer).

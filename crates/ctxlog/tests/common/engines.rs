@@ -174,16 +174,7 @@ impl Engine for Postgres {
         2
     }
     fn fingerprint(&self, case: &str) -> String {
-        let table = |t: &str| {
-            format!(
-                "coalesce((SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) \
-                 FROM \"{case}\".{t} r), '-')"
-            )
-        };
-        let tables = ["conversations", "events", "commits", "artifacts"];
-        let parts: Vec<String> = tables.iter().map(|t| table(t)).collect();
-        self.cluster
-            .psql(&format!("SELECT {}", parts.join(" || ' ' || ")))
+        self.cluster.fingerprint(case)
     }
     fn artifacts(&self, case: &str, conversation: &str) -> usize {
         self.cluster

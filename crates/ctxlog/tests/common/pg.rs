@@ -208,6 +208,28 @@ impl PgCluster {
         )
     }
 
+    /// Every row of every table of `schema` (migrations aside), as one digest per table: to
+    /// compare what is stored before and after an operation.
+    pub fn fingerprint(&self, schema: &str) -> String {
+        let tables = [
+            "conversations",
+            "events",
+            "commits",
+            "artifacts",
+            "recovered",
+        ];
+        let parts: Vec<String> = tables
+            .iter()
+            .map(|t| {
+                format!(
+                    "coalesce((SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) \
+                     FROM \"{schema}\".{t} r), '-')"
+                )
+            })
+            .collect();
+        self.psql(&format!("SELECT {}", parts.join(" || ' ' || ")))
+    }
+
     /// Runs SQL as the superuser (`psql -c`), returning its unaligned output.
     pub fn psql(&self, sql: &str) -> String {
         let port = self.port.to_string();

@@ -130,6 +130,7 @@ fn log_line(event: &Event) -> String {
             exit_code,
             text,
             artifact,
+            ..
         } => {
             let exit = exit_code.map(|c| format!(" exit={c}")).unwrap_or_default();
             let art = artifact

@@ -979,6 +979,7 @@ fn bad_artifact_references_write_nothing(e: &dyn Engine) {
                 name: name.into(),
                 bytes,
             }),
+            parts: Vec::new(),
         }]
     };
     let before = e.fingerprint("badrefs");
@@ -1026,6 +1027,7 @@ fn interrupted(id: &str) -> EventBody {
         exit_code: None,
         text: "?".into(),
         artifact: None,
+        parts: Vec::new(),
     }
 }
 
@@ -1043,6 +1045,7 @@ fn invalid_commits() -> Vec<(&'static str, Vec<EventBody>)> {
         exit_code: Some(0),
         text: "x".into(),
         artifact: None,
+        parts: Vec::new(),
     };
     let unnamed = EventBody::ToolCall {
         call_id: "c5".into(),

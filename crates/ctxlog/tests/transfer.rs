@@ -117,6 +117,7 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
         }
         events.push(EventBody::User {
             text: t.user.clone(),
+            parts: Vec::new(),
         });
         if let Some((out, size)) = &t.tool {
             let call_id = format!("c{i}");
@@ -132,6 +133,7 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
                 exit_code: Some(0),
                 text: out.repeat(size / out.len() + 1),
                 artifact: None,
+                parts: Vec::new(),
             });
         }
         events.push(EventBody::Assistant {
@@ -523,8 +525,11 @@ fn a_sample_with_backwards_session_dates_is_refused_alone() {
     store
         .commit(&CommitRequest {
             conversation: "y-s-c".into(),
-            commit: NewCommit::new(vec![EventBody::User { text: "new".into() }])
-                .with_times(vec![Some(1_900_000_000_000)]),
+            commit: NewCommit::new(vec![EventBody::User {
+                text: "new".into(),
+                parts: Vec::new(),
+            }])
+            .with_times(vec![Some(1_900_000_000_000)]),
         })
         .unwrap();
     let y = import(&store, Some("y"), format, BACKWARDS.as_bytes()).unwrap();
@@ -585,7 +590,8 @@ fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
     assert_eq!(
         log.events[0].body,
         EventBody::User {
-            text: "Ann: We decided to paint the shed green.".into()
+            text: "Ann: We decided to paint the shed green.".into(),
+            parts: Vec::new()
         }
     );
     assert_eq!(
@@ -597,7 +603,8 @@ fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
     assert_eq!(
         log.events[3].body,
         EventBody::User {
-            text: "Ann: Next we repaint the fence. [image: a fence]".into()
+            text: "Ann: Next we repaint the fence. [image: a fence]".into(),
+            parts: Vec::new()
         }
     );
     // Idempotent.

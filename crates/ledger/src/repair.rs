@@ -292,6 +292,7 @@ fn lost_artifact(
         exit_code,
         text,
         artifact: Some(r),
+        ..
     } = body_of(log, k)?
     else {
         return Ok(None);
@@ -307,6 +308,7 @@ fn lost_artifact(
         exit_code,
         text: format!("{text}\n[artifact lost: {why}; the excerpt above is what remains]"),
         artifact: None,
+        parts: Vec::new(),
     };
     let json = serde_json::to_vec(&body)
         .map_err(|e| Error::invalid(format!("tool result cannot be encoded: {e}")))?;

@@ -173,6 +173,7 @@ pub fn offload(body: &EventBody, threshold: u64) -> (EventBody, Option<Vec<u8>>)
             exit_code,
             text,
             artifact: None,
+            ..
         } if text.len() as u64 > threshold => {
             let name = crate::artifact::artifact_name(text.as_bytes());
             let r = ArtifactRef {
@@ -187,6 +188,7 @@ pub fn offload(body: &EventBody, threshold: u64) -> (EventBody, Option<Vec<u8>>)
                 exit_code: *exit_code,
                 text: excerpt,
                 artifact: Some(r),
+                parts: Vec::new(),
             };
             (body, Some(text.as_bytes().to_vec()))
         }

@@ -119,7 +119,7 @@ fn check_one(
         }
     };
     match body {
-        EventBody::User { text } if blank(text) => Err("empty user text".into()),
+        EventBody::User { text, .. } if blank(text) => Err("empty user text".into()),
         EventBody::User { .. } => Ok(()),
         // An assistant message may open a conversation (a greeting,
         // docs/design.md#p11-the-agent-loop): it is stored in the preamble, and bodies that need a

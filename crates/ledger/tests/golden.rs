@@ -60,6 +60,7 @@ fn expected_bodies() -> Vec<EventBody> {
             name,
             bytes: text.len() as u64,
         }),
+        parts: Vec::new(),
     };
     all.push(EventBody::System {
         marker: SystemMarker::Import {

@@ -469,6 +469,7 @@ fn result_header(content: &str) -> Option<ToolResultText<'_>> {
             exit_code: read.exit_code,
             text: text.to_owned(),
             artifact: None,
+            parts: Vec::new(),
         },
     });
     (written == content).then_some(read)

@@ -173,7 +173,7 @@ pub(crate) fn turn_items(events: &[Event]) -> Vec<Item> {
     let mut i = 0;
     while i < events.len() {
         match &events[i].body {
-            EventBody::User { text } => items.push(Item::text(Role::User, text.clone())),
+            EventBody::User { text, .. } => items.push(Item::text(Role::User, text.clone())),
             EventBody::Assistant { text } => {
                 if matches!(
                     events.get(i + 1).map(|e| &e.body),

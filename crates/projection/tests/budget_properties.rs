@@ -124,6 +124,7 @@ impl Builder {
                             exit_code: error.then_some(2),
                             text: out.clone(),
                             artifact: None,
+                            parts: Vec::new(),
                         });
                     }
                 }
@@ -153,6 +154,7 @@ impl Builder {
                     exit_code: None,
                     text: t.clone(),
                     artifact: None,
+                    parts: Vec::new(),
                 });
             }
             Step::Marker => {
@@ -186,7 +188,10 @@ fn build_events(preamble: &[Step], turns: &[Turn]) -> Vec<Event> {
         b.step(s);
     }
     for (user, steps) in turns {
-        b.push(EventBody::User { text: user.clone() });
+        b.push(EventBody::User {
+            text: user.clone(),
+            parts: Vec::new(),
+        });
         for s in steps {
             b.step(s);
         }

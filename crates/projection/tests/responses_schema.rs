@@ -56,6 +56,7 @@ fn result(id: &str, status: ToolStatus, text: &str) -> EventBody {
         exit_code: (status != ToolStatus::Ok).then_some(2),
         text: text.into(),
         artifact: None,
+        parts: Vec::new(),
     }
 }
 
@@ -70,12 +71,14 @@ fn events() -> Vec<Event> {
         },
         EventBody::User {
             text: "first \"question\"".into(),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "first answer ".repeat(40),
         },
         EventBody::User {
             text: "list files".into(),
+            parts: Vec::new(),
         },
         reasoning("rs_1"),
         EventBody::Assistant {
@@ -96,6 +99,7 @@ fn events() -> Vec<Event> {
         },
         EventBody::User {
             text: "build it".into(),
+            parts: Vec::new(),
         },
         reasoning("rs_2"),
         thinking(),
@@ -195,7 +199,10 @@ fn text() -> impl Strategy<Value = String> {
 fn turn() -> impl Strategy<Value = Vec<EventBody>> {
     (text(), 0usize..3, any::<bool>(), text(), any::<bool>()).prop_map(
         |(user, calls, fail, reply, reasons)| {
-            let mut out = vec![EventBody::User { text: user }];
+            let mut out = vec![EventBody::User {
+                text: user,
+                parts: Vec::new(),
+            }];
             if reasons {
                 out.push(reasoning("rs_k"));
             }

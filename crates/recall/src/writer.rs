@@ -149,7 +149,7 @@ impl<'a> Writer<'a> {
     /// The text to index for `event`, or `None` when the event is never indexed.
     fn indexable_text(&mut self, event: &Event, artifacts: &dyn ArtifactSource) -> Option<String> {
         match &event.body {
-            EventBody::User { text } | EventBody::Assistant { text } => Some(text.clone()),
+            EventBody::User { text, .. } | EventBody::Assistant { text } => Some(text.clone()),
             EventBody::Note { text, .. } => Some(text.clone()),
             EventBody::ToolResult { tool, .. } if tool == TOOL_NAME => None,
             EventBody::ToolResult { text, artifact, .. } => match artifact {

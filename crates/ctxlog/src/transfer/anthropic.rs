@@ -61,7 +61,13 @@ fn message(
         block(events, m.role, b, ts, &mut texts).map_err(|r| format!("content[{j}]: {r}"))?;
     }
     for text in texts {
-        events.push(EventBody::User { text }, ts);
+        events.push(
+            EventBody::User {
+                text,
+                parts: Vec::new(),
+            },
+            ts,
+        );
     }
     Ok(())
 }

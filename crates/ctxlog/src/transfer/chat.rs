@@ -164,6 +164,7 @@ impl Events {
             exit_code,
             text: text.to_owned(),
             artifact: None,
+            parts: Vec::new(),
         };
         self.push(body, ts);
     }

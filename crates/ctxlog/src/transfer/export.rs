@@ -114,6 +114,7 @@ fn event_line(event: &Event, artifact: Option<Vec<u8>>) -> Result<Vec<u8>> {
                 exit_code: *exit_code,
                 text,
                 artifact: None,
+                parts: Vec::new(),
             };
             &inlined
         }

@@ -41,7 +41,13 @@ fn message(
             if text.trim().is_empty() {
                 return Err("empty user message".into());
             }
-            events.push(EventBody::User { text }, ts);
+            events.push(
+                EventBody::User {
+                    text,
+                    parts: Vec::new(),
+                },
+                ts,
+            );
         }
         Message::Assistant(m) => assistant(events, i, m, ts)?,
         Message::Tool(m) => tool(events, m, ts)?,

@@ -94,7 +94,13 @@ fn message(
     let text = text(events, m.content);
     match m.role.as_str() {
         "user" if text.trim().is_empty() => return Err("empty user message".into()),
-        "user" => events.push(EventBody::User { text }, ts),
+        "user" => events.push(
+            EventBody::User {
+                text,
+                parts: Vec::new(),
+            },
+            ts,
+        ),
         "assistant" if text.is_empty() => events
             .notes
             .push(format!("item {i} (assistant message) has no text: skipped")),

@@ -304,6 +304,26 @@ impl EventBody {
         }
     }
 
+    /// Puts each part's bytes back as base64 `data` ([`Part::with_data`]), reading each
+    /// referenced artifact with `read`: the event as a projection sends it and an export
+    /// writes it.
+    ///
+    /// # Errors
+    /// The first error of `read`.
+    pub fn inline_parts<E>(
+        &mut self,
+        mut read: impl FnMut(&ArtifactRef) -> Result<Vec<u8>, E>,
+    ) -> Result<(), E> {
+        if let Some(parts) = self.parts_mut() {
+            for part in parts.iter_mut() {
+                if let Some(r) = part.artifact() {
+                    *part = part.with_data(&read(r)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every artifact the event references: a tool result's full output, then its parts'
     /// bytes. Erasure, repair and verify keep exactly these.
     pub fn artifact_refs(&self) -> Vec<&ArtifactRef> {

@@ -220,12 +220,16 @@ impl Part {
         part
     }
 
-    /// The part with its bytes as base64 `data` again (for a projection or an export).
+    /// The part with its bytes as base64 `data` again in place of its artifact reference (for
+    /// a projection or an export: the form a commit takes).
     #[must_use]
     pub fn with_data(&self, bytes: &[u8]) -> Part {
         let mut part = self.clone();
-        if let Part::Image { data, .. } | Part::Document { data, .. } = &mut part {
+        if let Part::Image { data, artifact, .. } | Part::Document { data, artifact, .. } =
+            &mut part
+        {
             *data = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+            *artifact = None;
         }
         part
     }

@@ -30,7 +30,7 @@
 pub use ctxlog_event::media::{Detail, ImageType, dimensions};
 
 /// A provider's rule for an image's tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ImageRule {
     /// OpenAI's 512-pixel tiles: `base + tile × tiles` (`base` alone at detail low).
     Tiles {
@@ -123,6 +123,65 @@ pub fn rule_for(format: crate::WireFormat, model: &str) -> (ImageRule, bool) {
         Some(f) => (f.image, true),
         None => (default_rule(format), false),
     }
+}
+
+impl ImageRule {
+    /// The rule in words, with its constants.
+    pub fn describe(self) -> String {
+        match self {
+            ImageRule::Tiles { base, tile } => {
+                format!("OpenAI 512-pixel tiles: {base} + {tile} per tile ({base} at detail low)")
+            }
+            ImageRule::Patches { multiplier_milli } => format!(
+                "OpenAI 32-pixel patches (at most 1536) × {}.{:03}",
+                multiplier_milli / 1000,
+                multiplier_milli % 1000
+            ),
+            ImageRule::Area => {
+                "Anthropic pixel area: width × height / 750 after resizing".to_owned()
+            }
+        }
+    }
+}
+
+/// What the report says of the media in `body` (a body of `request`'s format), `None` when
+/// it has none: how many images and documents, how many figures are estimates, and which
+/// image rule counted them.
+pub(crate) fn report(
+    body: &[u8],
+    request: &crate::ProjectionRequest,
+) -> Option<crate::MediaReport> {
+    const MARKS: [&[u8]; 6] = [
+        b"\"image_url\"",
+        b"\"input_image\"",
+        b"\"type\":\"image\"",
+        b"\"type\":\"file\"",
+        b"\"input_file\"",
+        b"\"type\":\"document\"",
+    ];
+    if !MARKS.iter().any(|m| body.windows(m.len()).any(|w| w == *m)) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let counts = crate::tokens::media_counts(request.format, value.as_object()?);
+    if counts.images == 0 && counts.documents == 0 {
+        return None;
+    }
+    let (rule, from_table) = rule_for(request.format, &request.model);
+    let source = match family(&request.model) {
+        Some(f) if from_table => format!("model table row {:?}", f.prefix),
+        _ => format!(
+            "no row for model {:?}: the {} default",
+            request.model,
+            request.format.as_str()
+        ),
+    };
+    Some(crate::MediaReport {
+        images: counts.images,
+        images_estimated: counts.images_estimated,
+        documents: counts.documents,
+        rule: format!("{} ({source})", rule.describe()),
+    })
 }
 
 /// An image's tokens by `rule` at `detail`, and whether the figure is an estimate (the size

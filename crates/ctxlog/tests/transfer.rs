@@ -818,3 +818,84 @@ fn a_responses_body_is_counted_as_one_without_being_told() {
     // "hi".
     assert_eq!(counted.tokens, 3 + (3 + 1 + 3) + (3 + 1 + 1 + 1));
 }
+
+/// A PNG of `w` × `h` pixels as far as its header goes: what ctxlog reads of an image.
+fn png_b64(w: u32, h: u32) -> String {
+    use base64::Engine as _;
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    png.extend_from_slice(&w.to_be_bytes());
+    png.extend_from_slice(&h.to_be_bytes());
+    png.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);
+    base64::engine::general_purpose::STANDARD.encode(png)
+}
+
+#[test]
+fn an_import_keeps_images_and_documents_and_projects_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let turn = format!(
+        r#"{{"events":[{{"kind":"user","text":"Compare these.","parts":[{{"type":"image","data":"{}","media_type":"image/png","detail":"low"}},{{"type":"image","url":"https://example.com/b.png"}},{{"type":"text","text":"And the report:"}},{{"type":"document","data":"JVBERi0xLjQK","media_type":"application/pdf","name":"q3.pdf"}}]}},{{"kind":"assistant","text":"Done."}}]}}"#,
+        png_b64(640, 480)
+    );
+    store
+        .commit(&CommitRequest::from_json("src", turn.as_bytes(), None).unwrap())
+        .unwrap();
+    for (format, from, model) in [
+        (
+            ctxlog::WireFormat::OpenAiChat,
+            ImportFormat::OpenaiChat,
+            "gpt-4o",
+        ),
+        (
+            ctxlog::WireFormat::OpenAiResponses,
+            ImportFormat::OpenaiResponses,
+            "gpt-4o",
+        ),
+        (
+            ctxlog::WireFormat::AnthropicMessages,
+            ImportFormat::AnthropicMessages,
+            "claude-sonnet-4-5",
+        ),
+    ] {
+        let project = |conversation: &str| {
+            let request = ctxlog::ops::ProjectRequest {
+                conversation: conversation.into(),
+                input: Some("Which is larger?".into()),
+                model: Some(model.into()),
+                format,
+                ..Default::default()
+            };
+            store.project(&request).unwrap().body
+        };
+        let body = project("src");
+        let copy = format!("copy-{}", format.as_str());
+        let request = ImportRequest {
+            conversation: Some(copy.clone()),
+            format: from,
+        };
+        store.import(&request, &body, &mut |_| {}).unwrap();
+        let log = store
+            .log(&LogRequest {
+                conversation: copy.clone(),
+                from: 1,
+                limit: None,
+            })
+            .unwrap();
+        let parts = log
+            .events
+            .iter()
+            .find_map(|e| match &e.body {
+                EventBody::User { parts, .. } if !parts.is_empty() => Some(parts.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{format:?}: no media imported"));
+        assert!(
+            parts.iter().filter(|p| p.artifact().is_some()).count() == 2,
+            "{format:?}: {parts:?}"
+        );
+        // The imported history holds the image again, as the bytes it was sent as.
+        let again = String::from_utf8(project(&copy)).unwrap();
+        assert!(again.contains(&png_b64(640, 480)), "{format:?}: {again}");
+        assert!(again.contains("JVBERi0xLjQK"), "{format:?}: {again}");
+    }
+}

@@ -114,8 +114,8 @@ impl EventKind {
 pub enum EventBody {
     /// A user message.
     User {
-        /// The message text (sent before its parts; may be empty when it has parts).
-        #[serde(default)]
+        /// The message text, sent before its parts (required; `""` when the message is only
+        /// its parts).
         text: String,
         /// Images, documents and more text, in order, after `text` ([`Part`]; format
         /// version 2).

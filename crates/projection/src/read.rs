@@ -220,9 +220,52 @@ pub mod openai {
             #[serde(flatten)]
             extra: Map<String, Value>,
         },
-        /// Any other type (`image_url`, `input_audio`, `file`, `refusal`, …).
+        /// An image, by URL (an `https:` or `data:` URL).
+        ImageUrl {
+            /// The image's URL and detail.
+            image_url: ImageUrl,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// A file (a PDF), inline as a `data:` URL or by uploaded id.
+        File {
+            /// The file's data, name or id.
+            file: File,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Any other type (`input_audio`, `refusal`, …).
         #[serde(other)]
         Other,
+    }
+
+    /// The `image_url` object of an image part.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct ImageUrl {
+        /// The URL.
+        pub url: String,
+        /// `low`, `high` or `auto`.
+        #[serde(default)]
+        pub detail: Option<String>,
+        /// Every other field.
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
+    }
+
+    /// The `file` object of a file part.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct File {
+        /// The file as a `data:` URL.
+        #[serde(default)]
+        pub file_data: Option<String>,
+        /// Its name.
+        #[serde(default)]
+        pub filename: Option<String>,
+        /// Every other field (`file_id`: an upload ctxlog cannot read).
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
     }
 }
 
@@ -325,7 +368,31 @@ pub mod responses {
             #[serde(flatten)]
             extra: Map<String, Value>,
         },
-        /// Any other type (`input_image`, `input_file`, `refusal`, …).
+        /// An image, by URL (an `https:` or `data:` URL).
+        InputImage {
+            /// The URL (absent for an uploaded `file_id`).
+            #[serde(default)]
+            image_url: Option<String>,
+            /// `low`, `high` or `auto`.
+            #[serde(default)]
+            detail: Option<String>,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// A file (a PDF), inline as a `data:` URL or by uploaded id.
+        InputFile {
+            /// The file as a `data:` URL.
+            #[serde(default)]
+            file_data: Option<String>,
+            /// Its name.
+            #[serde(default)]
+            filename: Option<String>,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Any other type (`refusal`, …).
         #[serde(other)]
         Other,
     }
@@ -413,9 +480,48 @@ pub mod anthropic {
             #[serde(flatten)]
             extra: Map<String, Value>,
         },
-        /// Any other type (`image`, `document`, `thinking`, …).
+        /// An image.
+        Image {
+            /// Where its bytes are.
+            source: Source,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// A document (a PDF).
+        Document {
+            /// Where its bytes are.
+            source: Source,
+            /// Its title.
+            #[serde(default)]
+            title: Option<String>,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Any other type (`thinking`, `redacted_thinking`, …).
         #[serde(other)]
         Other,
+    }
+
+    /// An image's or document's `source`: `base64` (`media_type`, `data`) or `url`.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct Source {
+        /// `base64`, `url`, …
+        #[serde(rename = "type")]
+        pub kind: String,
+        /// The media type, for `base64`.
+        #[serde(default)]
+        pub media_type: Option<String>,
+        /// The bytes, base64, for `base64`.
+        #[serde(default)]
+        pub data: Option<String>,
+        /// The URL, for `url`.
+        #[serde(default)]
+        pub url: Option<String>,
+        /// Every other field.
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
     }
 }
 

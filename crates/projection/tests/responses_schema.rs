@@ -192,17 +192,83 @@ fn bodies_the_api_rejects_do_not_validate() {
     }
 }
 
+#[test]
+fn bodies_with_images_and_documents_validate() {
+    let validator = validator();
+    let mut with_media = result("c1", ToolStatus::Ok, "screenshot taken");
+    if let EventBody::ToolResult { parts, .. } = &mut with_media {
+        *parts = common::media_parts(800, 600);
+    }
+    let events = common::numbered(vec![
+        EventBody::User {
+            text: "What is on these?".into(),
+            parts: common::media_parts(1024, 1024),
+        },
+        EventBody::Assistant {
+            text: "A cat.".into(),
+        },
+        EventBody::User {
+            text: String::new(),
+            parts: common::media_parts(4000, 3000),
+        },
+        call("c1", json!({"cmd": "screenshot"})),
+        with_media,
+    ]);
+    let history = SliceHistory::new(&events);
+    let mut validated = 0;
+    for b in corpus() {
+        let request = b.build().unwrap();
+        // The open turn's media alone may be over a small token budget: refused, as it must be.
+        match project(&history, &request, &mut SizeCache::new()) {
+            Ok(p) => {
+                check(&validator, &p.body);
+                validated += 1;
+            }
+            Err(ctxlog_projection::Error::MandatoryExceedsBudget { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(validated >= corpus().len() / 2, "{validated}");
+    let request = ProjectionRequest::builder()
+        .format(WireFormat::OpenAiResponses)
+        .model("gpt-4o")
+        .build()
+        .unwrap();
+    let p = project(&history, &request, &mut SizeCache::new()).unwrap();
+    let body = String::from_utf8(p.body.clone()).unwrap();
+    assert!(
+        body.contains(r#""output":[{"type":"input_text","text":"screenshot taken"},"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            r#"{"type":"input_file","filename":"q3.pdf","file_data":"data:application/pdf;base64,"#
+        ),
+        "{body}"
+    );
+    check(&validator, &p.body);
+}
+
 fn text() -> impl Strategy<Value = String> {
     "[a-z é😀\"\\\\\n]{1,40}"
 }
 
 fn turn() -> impl Strategy<Value = Vec<EventBody>> {
-    (text(), 0usize..3, any::<bool>(), text(), any::<bool>()).prop_map(
-        |(user, calls, fail, reply, reasons)| {
-            let mut out = vec![EventBody::User {
-                text: user,
-                parts: Vec::new(),
-            }];
+    (
+        text(),
+        0usize..3,
+        any::<bool>(),
+        text(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(user, calls, fail, reply, reasons, media)| {
+            let parts = if media {
+                common::media_parts(1024, 768)
+            } else {
+                Vec::new()
+            };
+            let mut out = vec![EventBody::User { text: user, parts }];
             if reasons {
                 out.push(reasoning("rs_k"));
             }
@@ -219,8 +285,7 @@ fn turn() -> impl Strategy<Value = Vec<EventBody>> {
             }
             out.push(EventBody::Assistant { text: reply });
             out
-        },
-    )
+        })
 }
 
 proptest! {

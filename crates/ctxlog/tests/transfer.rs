@@ -384,7 +384,7 @@ fn openai_chat_arrays_group_tool_calls_and_keep_a_greeting() {
     let chat = br#"{"messages":[
         {"role":"assistant","content":"Hello! How can I help?"},
         {"role":"system","content":"Answer in French."},
-        {"role":"user","content":[{"type":"text","text":"List files"},{"type":"image_url","image_url":{"url":"x"}}]},
+        {"role":"user","content":[{"type":"text","text":"List files"},{"type":"input_audio","input_audio":{"data":"x","format":"wav"}}]},
         {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"shell","arguments":"{\"cmd\":\"ls\"}"}}]},
         {"role":"tool","tool_call_id":"call_1","content":"a.txt b.txt"},
         {"role":"assistant","content":"Two files."}]}"#;
@@ -819,23 +819,16 @@ fn a_responses_body_is_counted_as_one_without_being_told() {
     assert_eq!(counted.tokens, 3 + (3 + 1 + 3) + (3 + 1 + 1 + 1));
 }
 
-/// A PNG of `w` × `h` pixels as far as its header goes: what ctxlog reads of an image.
-fn png_b64(w: u32, h: u32) -> String {
-    use base64::Engine as _;
-    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
-    png.extend_from_slice(&w.to_be_bytes());
-    png.extend_from_slice(&h.to_be_bytes());
-    png.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);
-    base64::engine::general_purpose::STANDARD.encode(png)
-}
+/// A 2 × 1 PNG, base64.
+const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
 
 #[test]
 fn an_import_keeps_images_and_documents_and_projects_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let turn = format!(
-        r#"{{"events":[{{"kind":"user","text":"Compare these.","parts":[{{"type":"image","data":"{}","media_type":"image/png","detail":"low"}},{{"type":"image","url":"https://example.com/b.png"}},{{"type":"text","text":"And the report:"}},{{"type":"document","data":"JVBERi0xLjQK","media_type":"application/pdf","name":"q3.pdf"}}]}},{{"kind":"assistant","text":"Done."}}]}}"#,
-        png_b64(640, 480)
+        r#"{{"events":[{{"kind":"user","text":"Compare these.","parts":[{{"type":"image","data":"{PNG_B64}","media_type":"image/png","detail":"low"}},{{"type":"image","url":"https://example.com/b.png"}},{{"type":"text","text":"And the report:"}},{{"type":"document","data":"JVBERi0xLjQK","media_type":"application/pdf","name":"q3.pdf"}}]}},{{"kind":"assistant","text":"Done."}}]}}"#
     );
     store
         .commit(&CommitRequest::from_json("src", turn.as_bytes(), None).unwrap())
@@ -895,7 +888,7 @@ fn an_import_keeps_images_and_documents_and_projects_the_same_bytes() {
         );
         // The imported history holds the image again, as the bytes it was sent as.
         let again = String::from_utf8(project(&copy)).unwrap();
-        assert!(again.contains(&png_b64(640, 480)), "{format:?}: {again}");
+        assert!(again.contains(PNG_B64), "{format:?}: {again}");
         assert!(again.contains("JVBERi0xLjQK"), "{format:?}: {again}");
     }
 }

@@ -689,12 +689,14 @@ mod tests {
         assert_eq!(a.tool_calls.as_ref().unwrap()[0].function.name, "f");
         assert!(a.extra.contains_key("refusal"));
         assert!(m.only_openai());
-        let user = openai(r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{}}]}"#).unwrap();
+        let user = openai(r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]}"#).unwrap();
         assert!(!user.only_openai());
         let openai::Message::User(u) = user else {
             panic!()
         };
-        assert!(matches!(&u.content, Some(Content::Parts(p)) if p[1] == openai::Part::Other));
+        assert!(
+            matches!(&u.content, Some(Content::Parts(p)) if matches!(&p[1], openai::Part::ImageUrl { image_url, .. } if image_url.url == "x"))
+        );
     }
 
     #[test]
@@ -730,7 +732,7 @@ mod tests {
     #[test]
     fn anthropic_blocks_read_by_type() {
         let m = anthropic(
-            r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"18C"}],"is_error":true,"cache_control":{}},{"type":"image","source":{}}]}"#,
+            r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"18C"}],"is_error":true,"cache_control":{}},{"type":"image","source":{"type":"url","url":"x"}}]}"#,
         )
         .unwrap();
         assert!(m.only_anthropic());
@@ -741,7 +743,9 @@ mod tests {
             &blocks[0],
             anthropic::Block::ToolResult { is_error: true, extra, .. } if extra.contains_key("cache_control")
         ));
-        assert_eq!(blocks[1], anthropic::Block::Other);
+        assert!(
+            matches!(&blocks[1], anthropic::Block::Image { source, .. } if source.kind == "url")
+        );
     }
 
     #[test]

@@ -187,6 +187,9 @@ fn bodies_the_api_rejects_do_not_validate() {
         json!({"model":"m","input":"hi","tools":[{"type":"function","name":"f"}]}),
         // The chat tool shape.
         json!({"model":"m","input":"hi","tools":[{"type":"function","function":{"name":"f"}}]}),
+        // An image part with a detail the API does not take, and the chat image shape.
+        json!({"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"x","detail":"medium"}]}]}),
+        json!({"model":"m","input":[{"type":"message","role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}),
     ] {
         assert!(!validator.is_valid(&bad), "{bad}");
     }

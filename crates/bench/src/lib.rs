@@ -87,7 +87,10 @@ pub fn conversation(turns: usize) -> Vec<Event> {
             "Answer {i:06}: the window is Tuesday 02:00-04:00 UTC,\nrollback by 04:30 at the latest 😀"
         );
         for body in [
-            EventBody::User { text: user },
+            EventBody::User {
+                text: user,
+                parts: Vec::new(),
+            },
             EventBody::Assistant { text: assistant },
         ] {
             events.push(Event {

@@ -130,6 +130,7 @@ fn log_line(event: &Event) -> String {
             exit_code,
             text,
             artifact,
+            ..
         } => {
             let exit = exit_code.map(|c| format!(" exit={c}")).unwrap_or_default();
             let art = artifact
@@ -148,7 +149,8 @@ fn log_line(event: &Event) -> String {
             item.get("type").and_then(|t| t.as_str()).unwrap_or("?"),
             body.readable_text()
         )),
-        body => preview(body.text().unwrap_or_default()),
+        // With parts: the text, then each part's text or marker (`[image]`, `[document NAME]`).
+        body => preview(&body.readable_text()),
     };
     format!(
         "{:>6}  {}  {:<11}  {detail}\n",

@@ -93,6 +93,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
         vec![
             EventBody::User {
                 text: "我的项目代号是 \"ZX-81\"。\nMy project code is \"ZX-81\" 🚀".into(),
+                parts: Vec::new(),
             },
             EventBody::Assistant {
                 text: "Noted: your project code is \"ZX-81\" ✅".into(),
@@ -101,6 +102,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
         vec![
             EventBody::User {
                 text: "How full is the data disk?".into(),
+                parts: Vec::new(),
             },
             EventBody::ToolCall {
                 call_id: "call_1".into(),
@@ -114,6 +116,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
                 exit_code: Some(0),
                 text: disk_report,
                 artifact: None,
+                parts: Vec::new(),
             },
             EventBody::Assistant {
                 text: "900 shards, about 120 GB in all; the largest is 136 MB.".into(),
@@ -122,6 +125,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
         vec![
             EventBody::User {
                 text: "What's the weather like in 北京?".into(),
+                parts: Vec::new(),
             },
             EventBody::Assistant {
                 text: "Sunny, 25 °C — 天气晴朗 ☀️".into(),

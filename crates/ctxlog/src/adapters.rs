@@ -13,11 +13,17 @@ const READ_CHUNK: u64 = 512;
 pub(crate) struct LedgerHistory<'a, L: ?Sized>(pub(crate) &'a L);
 
 impl<L: LedgerRead + ?Sized> LedgerHistory<'_, L> {
+    /// The events `first..=last`, each image or document part with its bytes back as base64
+    /// `data` (read from its artifact, hash checked): the projector sends them as they are.
     fn read(&self, first: u64, last: u64) -> Result<Vec<Event>, ctxlog_ledger::Error> {
         if first > last {
             return Ok(Vec::new());
         }
-        self.0.events(first..=last)
+        let mut events = self.0.events(first..=last)?;
+        for event in &mut events {
+            event.body.inline_parts(|r| self.0.artifact(r))?;
+        }
+        Ok(events)
     }
 }
 

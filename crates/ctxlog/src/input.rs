@@ -129,7 +129,10 @@ fn refuse_system_events(value: &serde_json::Value) -> Result<(), Error> {
 fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
     let mut events = Vec::new();
     if let Some(text) = s.user {
-        events.push(EventBody::User { text });
+        events.push(EventBody::User {
+            text,
+            parts: Vec::new(),
+        });
     }
     if let Some(text) = s.assistant {
         events.push(EventBody::Assistant { text });
@@ -167,7 +170,13 @@ mod tests {
     fn shorthand_and_full_form() {
         let c = parse_commit(br#"{"id":"t1","user":"q"}"#, None).unwrap();
         assert_eq!(c.id.as_deref(), Some("t1"));
-        assert_eq!(c.events, vec![EventBody::User { text: "q".into() }]);
+        assert_eq!(
+            c.events,
+            vec![EventBody::User {
+                text: "q".into(),
+                parts: Vec::new()
+            }]
+        );
         let c = parse_commit(
             br#"{"events":[{"kind":"user","text":"q"},{"kind":"assistant","text":"a"}]}"#,
             Some("x"),

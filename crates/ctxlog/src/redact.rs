@@ -415,7 +415,7 @@ impl Redactor {
     fn redact_event(&self, event: &EventBody) -> EventBody {
         let mut event = event.clone();
         match &mut event {
-            EventBody::User { text }
+            EventBody::User { text, .. }
             | EventBody::Assistant { text }
             | EventBody::ToolResult { text, .. }
             | EventBody::Note { text, .. } => self.redact_in_place(text),

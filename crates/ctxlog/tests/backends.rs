@@ -760,6 +760,184 @@ fn a_retraction_takes_back_exactly_the_newest_events(e: &dyn Engine) {
     assert!(report.ledger.is_clean(), "{}: {report:?}", e.name());
 }
 
+/// A PNG of `w` × `h` pixels as far as its header goes (signature, IHDR, IEND): what ctxlog
+/// reads of an image.
+fn png(w: u32, h: u32) -> Vec<u8> {
+    let mut out = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    out.extend_from_slice(&w.to_be_bytes());
+    out.extend_from_slice(&h.to_be_bytes());
+    out.extend_from_slice(&[
+        8, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'I', b'E', b'N', b'D',
+    ]);
+    out
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn media_images_and_documents_are_artifacts_and_round_trip(e: &dyn Engine) {
+    let store = e.store("media", &options());
+    let image = png(1024, 1024);
+    let pdf = b"%PDF-1.4\n1 0 obj <</Type /Pages /Count 2>> endobj\n2 0 obj <</Type /Page>> endobj\n3 0 obj <</Type/Page>> endobj\n%%EOF".to_vec();
+    let turn = format!(
+        r#"{{"events":[{{"kind":"user","text":"What is on this walrus chart?","parts":[{{"type":"image","data":"{}","media_type":"image/png","detail":"high"}},{{"type":"document","data":"{}","media_type":"application/pdf","name":"walrus-report.pdf"}},{{"type":"image","url":"https://example.com/tusk.png","detail":"low"}}]}},{{"kind":"assistant","text":"Tusks."}}]}}"#,
+        b64(&image),
+        b64(&pdf)
+    );
+    commit(&store, "m", &turn, Some("t1")).unwrap();
+    assert_eq!(e.artifacts("media", "m"), 2, "{}", e.name());
+    // The base64 is stored once, as the artifact's bytes, never in the record or row.
+    let stored = String::from_utf8_lossy(&e.stored("media", "m", 1)).into_owned();
+    assert!(!stored.contains(&b64(&image)), "{}", e.name());
+    let name = artifact_name(&image);
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        stored.contains(&name) || stored.contains(&hex),
+        "{}: {stored}",
+        e.name()
+    );
+    let shown = serde_json::to_string(&log(&store, "m").unwrap().events[0]).unwrap();
+    assert!(
+        shown.contains(&format!(
+            r#"{{"type":"image","media_type":"image/png","detail":"high","artifact":{{"name":"{}","bytes":{}}}}}"#,
+            artifact_name(&image),
+            image.len()
+        )),
+        "{shown}"
+    );
+    let project = |format, model: &str| {
+        let request = ctxlog::ops::ProjectRequest {
+            conversation: "m".into(),
+            input: Some("next?".into()),
+            model: Some(model.into()),
+            format,
+            ..Default::default()
+        };
+        store.project(&request).unwrap()
+    };
+    let data_url = format!("data:image/png;base64,{}", b64(&image));
+    let chat = project(ctxlog::WireFormat::OpenAiChat, "gpt-4o");
+    let body = String::from_utf8(chat.body.clone()).unwrap();
+    assert!(
+        body.contains(&format!(
+            r#"{{"type":"image_url","image_url":{{"url":"{data_url}","detail":"high"}}}}"#
+        )),
+        "{body}"
+    );
+    assert!(body.contains(r#"{"type":"file","file":{"filename":"walrus-report.pdf","file_data":"data:application/pdf;base64,"#));
+    let media = chat.report.media.clone().unwrap();
+    assert_eq!(
+        (media.images, media.images_estimated, media.documents),
+        (2, 1, 1)
+    );
+    assert!(
+        !chat.report.tokens_exact,
+        "a URL image and a PDF are estimates"
+    );
+    let counted = store
+        .count(&ctxlog::ops::CountRequest {
+            body: chat.body.clone(),
+            format: Some(ctxlog::WireFormat::OpenAiChat),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        (counted.bytes, counted.tokens),
+        (chat.report.bytes, chat.report.tokens)
+    );
+    let responses = project(ctxlog::WireFormat::OpenAiResponses, "gpt-4o");
+    let body = String::from_utf8(responses.body).unwrap();
+    assert!(
+        body.contains(&format!(
+            r#"{{"type":"input_image","image_url":"{data_url}","detail":"high"}}"#
+        )),
+        "{body}"
+    );
+    assert!(body.contains(
+        r#"{"type":"input_image","image_url":"https://example.com/tusk.png","detail":"low"}"#
+    ));
+    let anthropic = project(ctxlog::WireFormat::AnthropicMessages, "claude-sonnet-4-5");
+    let body = String::from_utf8(anthropic.body).unwrap();
+    assert!(
+        body.contains(&format!(
+            r#"{{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{}"}}}}"#,
+            b64(&image)
+        )),
+        "{body}"
+    );
+    assert!(body.contains(r#","title":"walrus-report.pdf"}"#), "{body}");
+    // Recall finds the words around the media and the document's name, never base64.
+    assert_ne!(
+        recall_hits(&store, "m", "walrus-report.pdf"),
+        0,
+        "{}",
+        e.name()
+    );
+    assert_eq!(
+        recall_hits(&store, "m", &b64(&image)[..24]),
+        0,
+        "{}",
+        e.name()
+    );
+    // Export inlines the bytes; an import stores them as artifacts again.
+    let first = export(&store, "m");
+    assert!(String::from_utf8_lossy(&first).contains(&b64(&image)));
+    let request = ImportRequest {
+        conversation: Some("m-copy".into()),
+        format: ImportFormat::Ctxlog,
+    };
+    store.import(&request, &first, &mut |_| {}).unwrap();
+    assert_eq!(export(&store, "m-copy"), first, "{}", e.name());
+    assert_eq!(e.artifacts("media", "m-copy"), 2, "{}", e.name());
+    // Bad media is refused with a reason and writes nothing.
+    let before = e.fingerprint("media");
+    let bad_part =
+        |part: &str| format!(r#"{{"events":[{{"kind":"user","text":"q","parts":[{part}]}}]}}"#);
+    let jpeg_said = format!(
+        r#"{{"type":"image","data":"{}","media_type":"image/jpeg"}}"#,
+        b64(&image)
+    );
+    let cut = format!(
+        r#"{{"type":"image","data":"{}","media_type":"image/png"}}"#,
+        b64(&image[..18])
+    );
+    let huge = format!(
+        r#"{{"type":"image","data":"{}","media_type":"image/png"}}"#,
+        b64(&png(20_000, 10))
+    );
+    for (part, says) in [
+        (
+            r#"{"type":"image","data":"not base64!","media_type":"image/png"}"#.to_owned(),
+            "is not base64",
+        ),
+        (jpeg_said, "its media_type says image/jpeg"),
+        (cut, "gives no size"),
+        (huge, "over the 8000-pixel limit"),
+        (
+            r#"{"type":"image","data":"AAAA","media_type":"image/tiff"}"#.to_owned(),
+            "image media type \"image/tiff\" is not allowed",
+        ),
+        (
+            r#"{"type":"document","data":"AAAA","media_type":"text/html"}"#.to_owned(),
+            "document media type \"text/html\" is not allowed",
+        ),
+        (
+            r#"{"type":"audio","data":"AAAA"}"#.to_owned(),
+            "unknown variant `audio`",
+        ),
+    ] {
+        let err = commit(&store, "m", &bad_part(&part), None).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::BadInput, "{err}");
+        assert!(err.to_string().contains(says), "{}: {err}", e.name());
+    }
+    assert_eq!(e.fingerprint("media"), before, "{}", e.name());
+    // Erasing the turn removes its artifacts.
+    erase(&store, "m", EraseTarget::Seqs { from: 1, to: 2 }).unwrap();
+    assert_eq!(e.artifacts("media", "m"), 0, "{}", e.name());
+}
+
 fn log_class(store: &Store, conv: &str) -> ErrorClass {
     log(store, conv).unwrap_err().class()
 }
@@ -1056,6 +1234,7 @@ fn bad_artifact_references_write_nothing(e: &dyn Engine) {
                 name: name.into(),
                 bytes,
             }),
+            parts: Vec::new(),
         }]
     };
     let before = e.fingerprint("badrefs");
@@ -1103,6 +1282,7 @@ fn interrupted(id: &str) -> EventBody {
         exit_code: None,
         text: "?".into(),
         artifact: None,
+        parts: Vec::new(),
     }
 }
 
@@ -1120,6 +1300,7 @@ fn invalid_commits() -> Vec<(&'static str, Vec<EventBody>)> {
         exit_code: Some(0),
         text: "x".into(),
         artifact: None,
+        parts: Vec::new(),
     };
     let unnamed = EventBody::ToolCall {
         call_id: "c5".into(),
@@ -1232,6 +1413,10 @@ const CASES: &[Case] = &[
     (
         "opaque_items_are_stored_as_given_and_round_trip",
         opaque_items_are_stored_as_given_and_round_trip,
+    ),
+    (
+        "media_images_and_documents_are_artifacts_and_round_trip",
+        media_images_and_documents_are_artifacts_and_round_trip,
     ),
     (
         "a_salvage_gives_every_intact_event",

@@ -24,6 +24,7 @@ fn turn(conversation: &str, thread: usize, i: usize) -> CommitRequest {
             events: vec![
                 EventBody::User {
                     text: format!("thread {thread} turn {i} marker-{thread}-{i}"),
+                    parts: Vec::new(),
                 },
                 EventBody::Assistant {
                     text: format!("ack {thread}/{i}"),
@@ -110,7 +111,7 @@ fn eight_threads_commit_to_four_conversations_while_others_read() {
             .events
             .iter()
             .filter_map(|e| match &e.body {
-                EventBody::User { text } => Some(text.clone()),
+                EventBody::User { text, .. } => Some(text.clone()),
                 _ => None,
             })
             .collect();
@@ -197,7 +198,7 @@ fn user_texts(store: &Store, conversation: &str) -> (u64, std::collections::BTre
         .events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::User { text } => Some((e.seq, text.clone())),
+            EventBody::User { text, .. } => Some((e.seq, text.clone())),
             _ => None,
         })
         .collect();
@@ -215,7 +216,7 @@ fn sixteen_threads_on_one_conversation_each_get_their_own_receipt() {
         let request = turn("shared", t, i);
         let receipt = store.commit(&request).unwrap();
         assert!(!receipt.replayed);
-        let EventBody::User { text } = &request.commit.events[0] else {
+        let EventBody::User { text, .. } = &request.commit.events[0] else {
             unreachable!()
         };
         (text.clone(), receipt.first_seq, receipt.last_seq)

@@ -136,6 +136,7 @@ fn turn() -> impl Strategy<Value = Turn> {
 fn events(turn: &Turn, next_call: &mut usize) -> Vec<EventBody> {
     let mut events = vec![EventBody::User {
         text: turn.user.clone(),
+        parts: Vec::new(),
     }];
     for step in &turn.steps {
         match step {
@@ -158,6 +159,7 @@ fn events(turn: &Turn, next_call: &mut usize) -> Vec<EventBody> {
                             exit_code: o.exit_code,
                             text: o.text.clone(),
                             artifact: None,
+                            parts: Vec::new(),
                         });
                     }
                 }

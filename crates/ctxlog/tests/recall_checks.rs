@@ -74,7 +74,10 @@ fn written(root: &Path, first: &str, t: i64) {
     let mut conv = store.conversation("chat").unwrap();
     let turn = |user: &str, at: i64| {
         NewCommit::new(vec![
-            EventBody::User { text: user.into() },
+            EventBody::User {
+                text: user.into(),
+                parts: Vec::new(),
+            },
             EventBody::Assistant {
                 text: "Noted.".into(),
             },

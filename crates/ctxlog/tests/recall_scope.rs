@@ -29,6 +29,7 @@ fn tool_turn(output: String) -> NewCommit {
     NewCommit::new(vec![
         EventBody::User {
             text: "run the scan".into(),
+            parts: Vec::new(),
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -42,6 +43,7 @@ fn tool_turn(output: String) -> NewCommit {
             exit_code: Some(0),
             text: output,
             artifact: None,
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "Scan done.".into(),

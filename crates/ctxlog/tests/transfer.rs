@@ -117,6 +117,7 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
         }
         events.push(EventBody::User {
             text: t.user.clone(),
+            parts: Vec::new(),
         });
         if let Some((out, size)) = &t.tool {
             let call_id = format!("c{i}");
@@ -132,6 +133,7 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
                 exit_code: Some(0),
                 text: out.repeat(size / out.len() + 1),
                 artifact: None,
+                parts: Vec::new(),
             });
         }
         events.push(EventBody::Assistant {
@@ -382,7 +384,7 @@ fn openai_chat_arrays_group_tool_calls_and_keep_a_greeting() {
     let chat = br#"{"messages":[
         {"role":"assistant","content":"Hello! How can I help?"},
         {"role":"system","content":"Answer in French."},
-        {"role":"user","content":[{"type":"text","text":"List files"},{"type":"image_url","image_url":{"url":"x"}}]},
+        {"role":"user","content":[{"type":"text","text":"List files"},{"type":"input_audio","input_audio":{"data":"x","format":"wav"}}]},
         {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"shell","arguments":"{\"cmd\":\"ls\"}"}}]},
         {"role":"tool","tool_call_id":"call_1","content":"a.txt b.txt"},
         {"role":"assistant","content":"Two files."}]}"#;
@@ -523,8 +525,11 @@ fn a_sample_with_backwards_session_dates_is_refused_alone() {
     store
         .commit(&CommitRequest {
             conversation: "y-s-c".into(),
-            commit: NewCommit::new(vec![EventBody::User { text: "new".into() }])
-                .with_times(vec![Some(1_900_000_000_000)]),
+            commit: NewCommit::new(vec![EventBody::User {
+                text: "new".into(),
+                parts: Vec::new(),
+            }])
+            .with_times(vec![Some(1_900_000_000_000)]),
         })
         .unwrap();
     let y = import(&store, Some("y"), format, BACKWARDS.as_bytes()).unwrap();
@@ -585,7 +590,8 @@ fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
     assert_eq!(
         log.events[0].body,
         EventBody::User {
-            text: "Ann: We decided to paint the shed green.".into()
+            text: "Ann: We decided to paint the shed green.".into(),
+            parts: Vec::new()
         }
     );
     assert_eq!(
@@ -597,7 +603,8 @@ fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
     assert_eq!(
         log.events[3].body,
         EventBody::User {
-            text: "Ann: Next we repaint the fence. [image: a fence]".into()
+            text: "Ann: Next we repaint the fence. [image: a fence]".into(),
+            parts: Vec::new()
         }
     );
     // Idempotent.
@@ -810,4 +817,78 @@ fn a_responses_body_is_counted_as_one_without_being_told() {
     // 3 priming; instructions 3 + "system" + "Be brief."; the item 3 + "message" + "user" +
     // "hi".
     assert_eq!(counted.tokens, 3 + (3 + 1 + 3) + (3 + 1 + 1 + 1));
+}
+
+/// A 2 × 1 PNG, base64.
+const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+
+#[test]
+fn an_import_keeps_images_and_documents_and_projects_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let turn = format!(
+        r#"{{"events":[{{"kind":"user","text":"Compare these.","parts":[{{"type":"image","data":"{PNG_B64}","media_type":"image/png","detail":"low"}},{{"type":"image","url":"https://example.com/b.png"}},{{"type":"text","text":"And the report:"}},{{"type":"document","data":"JVBERi0xLjQK","media_type":"application/pdf","name":"q3.pdf"}}]}},{{"kind":"assistant","text":"Done."}}]}}"#
+    );
+    store
+        .commit(&CommitRequest::from_json("src", turn.as_bytes(), None).unwrap())
+        .unwrap();
+    for (format, from, model) in [
+        (
+            ctxlog::WireFormat::OpenAiChat,
+            ImportFormat::OpenaiChat,
+            "gpt-4o",
+        ),
+        (
+            ctxlog::WireFormat::OpenAiResponses,
+            ImportFormat::OpenaiResponses,
+            "gpt-4o",
+        ),
+        (
+            ctxlog::WireFormat::AnthropicMessages,
+            ImportFormat::AnthropicMessages,
+            "claude-sonnet-4-5",
+        ),
+    ] {
+        let project = |conversation: &str| {
+            let request = ctxlog::ops::ProjectRequest {
+                conversation: conversation.into(),
+                input: Some("Which is larger?".into()),
+                model: Some(model.into()),
+                format,
+                ..Default::default()
+            };
+            store.project(&request).unwrap().body
+        };
+        let body = project("src");
+        let copy = format!("copy-{}", format.as_str());
+        let request = ImportRequest {
+            conversation: Some(copy.clone()),
+            format: from,
+        };
+        store.import(&request, &body, &mut |_| {}).unwrap();
+        let log = store
+            .log(&LogRequest {
+                conversation: copy.clone(),
+                from: 1,
+                limit: None,
+            })
+            .unwrap();
+        let parts = log
+            .events
+            .iter()
+            .find_map(|e| match &e.body {
+                EventBody::User { parts, .. } if !parts.is_empty() => Some(parts.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{format:?}: no media imported"));
+        assert!(
+            parts.iter().filter(|p| p.artifact().is_some()).count() == 2,
+            "{format:?}: {parts:?}"
+        );
+        // The imported history holds the image again, as the bytes it was sent as.
+        let again = String::from_utf8(project(&copy)).unwrap();
+        assert!(again.contains(PNG_B64), "{format:?}: {again}");
+        assert!(again.contains("JVBERi0xLjQK"), "{format:?}: {again}");
+    }
 }

@@ -16,6 +16,7 @@
 //!
 //! ```json
 //! {"kind":"user","text":"hello"}
+//! {"kind":"user","text":"What is this?","parts":[{"type":"image","url":"https://example.com/a.png"}]}
 //! {"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{"cmd":"ls"}}
 //! {"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","exit_code":0,"text":"a b"}
 //! {"kind":"assistant","text":"done"}
@@ -23,10 +24,12 @@
 //! {"kind":"opaque","format":"openai-responses","item":{"type":"reasoning","encrypted_content":"…"}}
 //! ```
 
+pub mod media;
 mod name;
 
 use serde::{Deserialize, Serialize};
 
+pub use media::Part;
 pub use name::{ConversationName, InvalidName, MAX_NAME_LEN};
 
 /// One stored event: its position, when it was committed, and what it says.
@@ -111,8 +114,13 @@ impl EventKind {
 pub enum EventBody {
     /// A user message.
     User {
-        /// The message text.
+        /// The message text, sent before its parts (required; `""` when the message is only
+        /// its parts).
         text: String,
+        /// Images, documents and more text, in order, after `text` ([`Part`]; format
+        /// version 2).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parts: Vec<Part>,
     },
     /// An assistant reply.
     Assistant {
@@ -151,6 +159,10 @@ pub enum EventBody {
         /// The full output, when it was too large to keep inline.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         artifact: Option<ArtifactRef>,
+        /// Images, documents and more text the tool returned, after `text` ([`Part`]; format
+        /// version 2).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parts: Vec<Part>,
     },
     /// An application-supplied requirement or fact.
     Note {
@@ -249,7 +261,7 @@ impl EventBody {
     /// system markers and opaque items have none).
     pub fn text(&self) -> Option<&str> {
         match self {
-            EventBody::User { text }
+            EventBody::User { text, .. }
             | EventBody::Assistant { text }
             | EventBody::ToolResult { text, .. }
             | EventBody::Note { text, .. } => Some(text),
@@ -259,13 +271,72 @@ impl EventBody {
         }
     }
 
-    /// What a reader may see of the event as text: [`EventBody::text`], or for an opaque item
+    /// What a reader may see of the event as text: [`EventBody::text`] followed by its parts'
+    /// text and media markers ([`Part::readable_text`], never base64), or for an opaque item
     /// its readable text ([`opaque_text`], never its encrypted parts); empty otherwise.
     pub fn readable_text(&self) -> std::borrow::Cow<'_, str> {
         match self {
             EventBody::Opaque { item, .. } => std::borrow::Cow::Owned(opaque_text(item)),
+            body if !body.parts().is_empty() => {
+                let text = body.text().unwrap_or_default();
+                let pieces = std::iter::once(text.to_owned())
+                    .filter(|t| !t.is_empty())
+                    .chain(body.parts().iter().map(Part::readable_text));
+                std::borrow::Cow::Owned(pieces.collect::<Vec<_>>().join("\n"))
+            }
             body => std::borrow::Cow::Borrowed(body.text().unwrap_or_default()),
         }
+    }
+
+    /// The parts of a user message or tool result (empty for any other event).
+    pub fn parts(&self) -> &[Part] {
+        match self {
+            EventBody::User { parts, .. } | EventBody::ToolResult { parts, .. } => parts,
+            _ => &[],
+        }
+    }
+
+    /// The parts, to change (`None` for an event that has none).
+    pub fn parts_mut(&mut self) -> Option<&mut Vec<Part>> {
+        match self {
+            EventBody::User { parts, .. } | EventBody::ToolResult { parts, .. } => Some(parts),
+            _ => None,
+        }
+    }
+
+    /// Puts each part's bytes back as base64 `data` ([`Part::with_data`]), reading each
+    /// referenced artifact with `read`: the event as a projection sends it and an export
+    /// writes it.
+    ///
+    /// # Errors
+    /// The first error of `read`.
+    pub fn inline_parts<E>(
+        &mut self,
+        mut read: impl FnMut(&ArtifactRef) -> Result<Vec<u8>, E>,
+    ) -> Result<(), E> {
+        if let Some(parts) = self.parts_mut() {
+            for part in parts.iter_mut() {
+                if let Some(r) = part.artifact() {
+                    *part = part.with_data(&read(r)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every artifact the event references: a tool result's full output, then its parts'
+    /// bytes. Erasure, repair and verify keep exactly these.
+    pub fn artifact_refs(&self) -> Vec<&ArtifactRef> {
+        let output = match self {
+            EventBody::ToolResult {
+                artifact: Some(r), ..
+            } => Some(r),
+            _ => None,
+        };
+        output
+            .into_iter()
+            .chain(self.parts().iter().filter_map(Part::artifact))
+            .collect()
     }
 }
 

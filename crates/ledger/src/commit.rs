@@ -111,8 +111,8 @@ impl Preparer<'_> {
     /// Encodes event `i` of the commit (with `meta` when it is the last) into `d`.
     fn add_record(&self, d: &mut Draft<'_>, i: usize, body: &EventBody, meta: &[u8]) -> Result<()> {
         self.check_artifact_ref(body)?;
-        let (body, artifact) = rules::offload(body, self.options.artifact_threshold);
-        d.p.artifacts.extend(artifact);
+        let (body, artifacts) = rules::offload(i + 1, body, self.options.artifact_threshold)?;
+        d.p.artifacts.extend(artifacts);
         let json = serde_json::to_vec(&body)
             .map_err(|e| Error::invalid(format!("event {} cannot be encoded: {e}", i + 1)))?;
         rules::check_record(&self.caps(), json.len() + meta.len())?;
@@ -141,10 +141,7 @@ impl Preparer<'_> {
 
     /// A caller-supplied artifact reference must name an artifact already stored here.
     fn check_artifact_ref(&self, body: &EventBody) -> Result<()> {
-        if let EventBody::ToolResult {
-            artifact: Some(r), ..
-        } = body
-        {
+        for r in body.artifact_refs() {
             let st = self.state.storage().as_ref();
             let content = crate::artifact::read_stored(st, &r.name)?;
             rules::check_artifact_ref(r, &content)?;

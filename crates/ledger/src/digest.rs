@@ -113,7 +113,10 @@ mod tests {
     #[test]
     fn an_explicit_time_is_part_of_the_digest_and_no_time_digests_as_before() {
         let digest = |times: Vec<Option<i64>>| {
-            let commit = NewCommit::new(vec![EventBody::User { text: "q".into() }]);
+            let commit = NewCommit::new(vec![EventBody::User {
+                text: "q".into(),
+                parts: Vec::new(),
+            }]);
             commit_digest(&commit.with_times(times)).unwrap()
         };
         let plain = digest(vec![]);

@@ -122,10 +122,7 @@ impl<'a> Rewrite<'a> {
     /// Copies a kept record (earlier tombstones byte for byte), re-framed when a run cut its
     /// commit.
     fn keep(&mut self, seq: u64, old: &Old, body: &EventBody) {
-        if let EventBody::ToolResult {
-            artifact: Some(r), ..
-        } = body
-        {
+        for r in body.artifact_refs() {
             self.referenced.insert(r.name.clone());
         }
         let h = &old.header;
@@ -367,12 +364,9 @@ impl Eraser<'_> {
     fn referenced_artifacts(&self) -> Result<BTreeSet<String>> {
         let mut referenced = BTreeSet::new();
         self.for_each_old(|seq, old| {
-            if old.header.kind == EventKind::ToolResult
-                && let EventBody::ToolResult {
-                    artifact: Some(r), ..
-                } = self.body(seq, old)?
-            {
-                referenced.insert(r.name);
+            if matches!(old.header.kind, EventKind::ToolResult | EventKind::User) {
+                let body = self.body(seq, old)?;
+                referenced.extend(body.artifact_refs().into_iter().map(|r| r.name.clone()));
             }
             Ok(())
         })?;

@@ -147,7 +147,7 @@ impl Ledger {
     /// let dir = tempfile::tempdir().unwrap();
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// let turn = NewCommit::new(vec![
-    ///     EventBody::User { text: "hello".into() },
+    ///     EventBody::User { text: "hello".into(), parts: vec![] },
     ///     EventBody::Assistant { text: "hi".into() },
     /// ]);
     /// let may_2023 = 1_683_554_160_000;
@@ -219,7 +219,7 @@ impl Ledger {
     /// };
     /// assert!(!ledger.append_tombstone(&t)?.replayed);
     /// assert!(ledger.append_tombstone(&t)?.replayed); // already there: nothing written
-    /// let turn = NewCommit::new(vec![EventBody::User { text: "hi".into() }])
+    /// let turn = NewCommit::new(vec![EventBody::User { text: "hi".into(), parts: vec![] }])
     ///     .with_times(vec![Some(1_600_000_000_000)]);
     /// ledger.commit(&turn)?; // earlier than the erasure: fine
     /// let seqs: Vec<u64> = ledger.events(1..=4)?.iter().map(|e| e.seq).collect();
@@ -363,7 +363,7 @@ impl Ledger {
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// for text in ["keep this", "my password is hunter2", "keep this too"] {
     ///     ledger.commit(&NewCommit::new(vec![
-    ///         EventBody::User { text: text.into() },
+    ///         EventBody::User { text: text.into(), parts: vec![] },
     ///         EventBody::Assistant { text: "ok".into() },
     ///     ]))?;
     /// }
@@ -477,7 +477,7 @@ impl Ledger {
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// let turn = |text: &str| {
     ///     NewCommit::new(vec![
-    ///         EventBody::User { text: text.into() },
+    ///         EventBody::User { text: text.into(), parts: vec![] },
     ///         EventBody::Assistant { text: "ok".into() },
     ///     ])
     /// };

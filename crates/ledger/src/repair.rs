@@ -346,6 +346,7 @@ fn lost_artifact(
         exit_code,
         text,
         artifact: Some(r),
+        parts,
     } = body_of(log, k)?
     else {
         return Ok(None);
@@ -362,6 +363,7 @@ fn lost_artifact(
             exit_code,
             text,
             artifact: Some(r.clone()),
+            parts,
         },
         &why,
     );
@@ -382,14 +384,13 @@ fn unreferenced(st: &dyn Storage, log: &dyn StorageFile, kept: &[Framed]) -> Res
     let mut referenced = BTreeSet::new();
     for (k, ..) in kept
         .iter()
-        .filter(|(k, ..)| k.header.kind == EventKind::ToolResult)
+        .filter(|(k, ..)| matches!(k.header.kind, EventKind::ToolResult | EventKind::User))
     {
-        if let EventBody::ToolResult {
-            artifact: Some(r), ..
-        } = body_of(log, k)?
-            && crate::artifact::read(st, &r).is_ok()
-        {
-            referenced.insert(r.name);
+        let body = body_of(log, k)?;
+        for r in body.artifact_refs() {
+            if crate::artifact::read(st, r).is_ok() {
+                referenced.insert(r.name.clone());
+            }
         }
     }
     let mut out: Vec<String> = st

@@ -163,36 +163,54 @@ pub fn check_commit(
     .map(|_| ())
 }
 
-/// A tool result longer than `threshold` becomes an excerpt plus the artifact's content (to
-/// store before the event); any other event is returned as it is.
-pub fn offload(body: &EventBody, threshold: u64) -> (EventBody, Option<Vec<u8>>) {
-    match body {
-        EventBody::ToolResult {
-            call_id,
-            tool,
-            status,
-            exit_code,
-            text,
-            artifact: None,
-        } if text.len() as u64 > threshold => {
-            let name = crate::artifact::artifact_name(text.as_bytes());
-            let r = ArtifactRef {
-                name: name.clone(),
-                bytes: text.len() as u64,
-            };
-            let excerpt = crate::artifact::excerpt(text, threshold, &name);
-            let body = EventBody::ToolResult {
-                call_id: call_id.clone(),
-                tool: tool.clone(),
-                status: *status,
-                exit_code: *exit_code,
-                text: excerpt,
-                artifact: Some(r),
-            };
-            (body, Some(text.as_bytes().to_vec()))
+/// What a commit stores of one event: a tool result longer than `threshold` becomes an
+/// excerpt plus an artifact of its whole text, and every image or document part given as
+/// base64 `data` is checked ([`Part::check`](crate::event::Part::check)) and becomes a
+/// reference to an artifact of its decoded bytes. Returns the event as stored and the
+/// artifacts' contents (to store before the event); any other event is returned as it is.
+///
+/// # Errors
+/// [`Error::InvalidCommit`] naming the event (1-based `index` in its commit) and part, and
+/// what is wrong with it (base64 that does not decode, a media type not allowed or not what
+/// the header says, an unreadable header, a size over the caps).
+pub fn offload(
+    index: usize,
+    body: &EventBody,
+    threshold: u64,
+) -> Result<(EventBody, Vec<Vec<u8>>)> {
+    let mut body = body.clone();
+    let mut artifacts = Vec::new();
+    if let Some(parts) = body.parts_mut() {
+        for (p, part) in parts.iter_mut().enumerate() {
+            let bytes = part
+                .check()
+                .map_err(|why| Error::invalid(format!("event {index}, part {}: {why}", p + 1)))?;
+            if let Some(bytes) = bytes {
+                let r = ArtifactRef {
+                    name: crate::artifact::artifact_name(&bytes),
+                    bytes: bytes.len() as u64,
+                };
+                *part = part.stored_as(r);
+                artifacts.push(bytes);
+            }
         }
-        other => (other.clone(), None),
     }
+    if let EventBody::ToolResult {
+        text,
+        artifact: artifact @ None,
+        ..
+    } = &mut body
+        && text.len() as u64 > threshold
+    {
+        let name = crate::artifact::artifact_name(text.as_bytes());
+        let excerpt = crate::artifact::excerpt(text, threshold, &name);
+        *artifact = Some(ArtifactRef {
+            name,
+            bytes: text.len() as u64,
+        });
+        artifacts.push(std::mem::replace(text, excerpt).into_bytes());
+    }
+    Ok((body, artifacts))
 }
 
 /// The commit metadata the last record of a commit with an id carries: the id and the hex
@@ -500,6 +518,7 @@ pub fn artifact_lost(body: EventBody, why: &str) -> EventBody {
             exit_code,
             text,
             artifact: Some(_),
+            parts,
         } => EventBody::ToolResult {
             call_id,
             tool,
@@ -507,6 +526,7 @@ pub fn artifact_lost(body: EventBody, why: &str) -> EventBody {
             exit_code,
             text: format!("{text}\n[artifact lost: {why}; the excerpt above is what remains]"),
             artifact: None,
+            parts,
         },
         other => other,
     }

@@ -119,7 +119,9 @@ fn check_one(
         }
     };
     match body {
-        EventBody::User { text } if blank(text) => Err("empty user text".into()),
+        EventBody::User { text, parts } if blank(text) && parts.is_empty() => {
+            Err("empty user text".into())
+        }
         EventBody::User { .. } => Ok(()),
         // An assistant message may open a conversation (a greeting,
         // docs/design.md#p11-the-agent-loop): it is stored in the preamble, and bodies that need a

@@ -271,11 +271,8 @@ fn check_bodies(
         coverage
             .check(seq, &body)
             .map_err(|r| corrupt(e.offset, Some(seq), r))?;
-        if let EventBody::ToolResult {
-            artifact: Some(r), ..
-        } = body
-        {
-            refs.insert(r.name.clone(), r);
+        for r in body.artifact_refs() {
+            refs.insert(r.name.clone(), r.clone());
         }
     }
     coverage

@@ -178,6 +178,7 @@ fn commits_with_bad_references_write_nothing() {
                 name: name.into(),
                 bytes: 11,
             }),
+            parts: Vec::new(),
         }])
     };
     for name in [
@@ -286,6 +287,7 @@ fn a_reference_to_a_tampered_artifact_is_refused_at_commit() {
             exit_code: None,
             text: "excerpt".into(),
             artifact: Some(stored),
+            parts: Vec::new(),
         }]))
         .unwrap_err();
     assert!(matches!(err, Error::InvalidCommit { .. }), "{err:?}");

@@ -22,6 +22,7 @@ fn interrupted(id: &str) -> EventBody {
         exit_code: None,
         text: "?".into(),
         artifact: None,
+        parts: Vec::new(),
     }
 }
 
@@ -56,6 +57,7 @@ fn invalid_commits() -> Vec<(&'static str, NewCommit)> {
                 exit_code: Some(0),
                 text: "x".into(),
                 artifact: None,
+                parts: Vec::new(),
             }]),
         ),
         (

@@ -181,7 +181,7 @@ fn commits_in(ledger: &Ledger) -> BTreeMap<u64, (u64, u64)> {
     let mut out = BTreeMap::new();
     let mut i = 0;
     while i < events.len() {
-        let EventBody::User { text } = &events[i].body else {
+        let EventBody::User { text, .. } = &events[i].body else {
             panic!("commit must start with user at {i}")
         };
         let id: u64 = text.trim_start_matches("question ").parse().unwrap();

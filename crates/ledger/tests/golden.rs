@@ -60,6 +60,7 @@ fn expected_bodies() -> Vec<EventBody> {
             name,
             bytes: text.len() as u64,
         }),
+        parts: Vec::new(),
     };
     all.push(EventBody::System {
         marker: SystemMarker::Import {
@@ -498,6 +499,89 @@ fn the_v2_golden_ledger_reads_back_with_its_opaque_items() {
     assert!(report.is_clean());
     assert!(ledger.commit(&v2_commits()[0]).unwrap().replayed);
     assert_eq!(ledger.commit(&turn(2)).unwrap().first_seq, 7);
+}
+
+// ---- version 2 with media parts -----------------------------------------------------------
+
+/// The ledger in `tests/golden/v2-media/`: version 2's media parts (a user event whose image
+/// and document became artifacts, an image by URL, a tool result with an image). Written by
+/// [`write_v2_media_golden`]; the base64 below is what was committed, and never in the log.
+fn v2_media_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v2-media")
+}
+
+/// A 2 × 1 PNG's header, base64.
+const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+/// `%PDF-1.4` and a page object, base64.
+const PDF_B64: &str = "JVBERi0xLjQKMSAwIG9iaiA8PC9UeXBlIC9QYWdlPj4gZW5kb2JqCg==";
+
+fn v2_media_commits() -> Vec<NewCommit> {
+    let user_turn = format!(
+        r#"{{"kind":"user","text":"What do these show?","parts":[{{"type":"image","data":"{PNG_B64}","media_type":"image/png","detail":"high"}},{{"type":"image","url":"https://example.com/a.png"}},{{"type":"document","data":"{PDF_B64}","media_type":"application/pdf","name":"q3.pdf"}}]}}"#
+    );
+    let shot = format!(
+        r#"{{"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","text":"shot","parts":[{{"type":"image","data":"{PNG_B64}","media_type":"image/png"}}]}}"#
+    );
+    vec![NewCommit {
+        id: Some("media-1".into()),
+        events: vec![
+            opaque(&user_turn),
+            call("c1"),
+            opaque(&shot),
+            assistant("A chart and a report."),
+        ],
+        ..Default::default()
+    }]
+}
+
+/// Writes the media golden ledger, like [`write_golden`].
+#[test]
+#[ignore]
+fn write_v2_media_golden() {
+    if std::env::var("CTXLOG_WRITE_GOLDEN").is_err() {
+        return;
+    }
+    let dir = v2_media_dir();
+    assert!(
+        !dir.join("ledger.log").exists(),
+        "golden files are frozen; add a new version instead"
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut ledger, _) = Ledger::open(&dir, &options()).unwrap();
+    for c in v2_media_commits() {
+        ledger.commit(&c).unwrap();
+    }
+    std::fs::write(dir.join(LEDGER_ID_FILE), ledger.ledger_id()).unwrap();
+    drop(ledger);
+    std::fs::remove_file(dir.join("lock")).unwrap();
+}
+
+#[test]
+fn the_v2_media_golden_ledger_reads_back_its_parts_as_artifacts() {
+    let dir = v2_media_dir();
+    let before = snapshot_dir(&dir);
+    assert_eq!(header_version(&dir), 2);
+    assert_eq!(record_versions(&dir), vec![2; 4]);
+    let log = std::fs::read(dir.join("ledger.log")).unwrap();
+    let log_text = String::from_utf8_lossy(&log);
+    assert!(!log_text.contains(PNG_B64) && !log_text.contains(PDF_B64));
+    let reader = Reader::open(&dir).unwrap();
+    let got = reader.events(1..=4).unwrap();
+    assert_eq!(
+        serde_json::to_string(&got[0].body).unwrap(),
+        r#"{"kind":"user","text":"What do these show?","parts":[{"type":"image","media_type":"image/png","detail":"high","artifact":{"name":"sha256-e4384c38c9e2e0f205b5054fdde9c30fba87c61ffc707f38c51987ffda98372e","bytes":69}},{"type":"image","url":"https://example.com/a.png"},{"type":"document","media_type":"application/pdf","name":"q3.pdf","artifact":{"name":"sha256-7cf1d65d28e7e111bf1cadb46479e71a64d004456deb3fb168d6a3ff437efd8d","bytes":40}}]}"#
+    );
+    // The image and the document; the tool result's image is the same bytes, stored once.
+    let report = ctxlog_ledger::verify(&dir).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!((report.events, report.artifacts), (4, 2));
+    assert_eq!(snapshot_dir(&dir), before, "reading wrote nothing");
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&dir, tmp.path());
+    let (mut ledger, report) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert!(report.is_clean());
+    assert!(ledger.commit(&v2_media_commits()[0]).unwrap().replayed);
 }
 
 /// Upgrade path: a version-1 log keeps its header and records until something is appended;

@@ -10,7 +10,10 @@ use ctxlog_ledger::{Error, EventBody, Ledger, NewCommit, Options};
 
 fn turn(user: &str, assistant: &str) -> NewCommit {
     NewCommit::new(vec![
-        EventBody::User { text: user.into() },
+        EventBody::User {
+            text: user.into(),
+            parts: Vec::new(),
+        },
         EventBody::Assistant {
             text: assistant.into(),
         },

@@ -179,6 +179,7 @@ fn strip_excerpt(body: EventBody) -> EventBody {
             exit_code,
             text,
             artifact,
+            ..
         } => {
             let size = artifact.as_ref().map_or(text.len() as u64, |a| a.bytes);
             EventBody::ToolResult {
@@ -188,6 +189,7 @@ fn strip_excerpt(body: EventBody) -> EventBody {
                 exit_code,
                 text: size.to_string(),
                 artifact: None,
+                parts: Vec::new(),
             }
         }
         other => other,

@@ -388,8 +388,8 @@ impl PgLedger {
         let mut rows = Vec::with_capacity(n);
         let mut artifacts = Vec::new();
         for (i, body) in commit.events.iter().enumerate() {
-            let (body, artifact) = rules::offload(body, self.caps.artifact_threshold);
-            artifacts.extend(artifact);
+            let (body, stored) = rules::offload(i + 1, body, self.caps.artifact_threshold)?;
+            artifacts.extend(stored);
             let payload = serde_json::to_vec(&body).map_err(|e| Error::InvalidCommit {
                 reason: format!("event {} cannot be encoded: {e}", i + 1),
             })?;
@@ -654,13 +654,8 @@ impl PgLedger {
         q: &mut Q<'_, C>,
         commit: &NewCommit,
     ) -> Result<()> {
-        for body in &commit.events {
-            if let EventBody::ToolResult {
-                artifact: Some(r), ..
-            } = body
-            {
-                rules::check_artifact_ref(r, &q.stored_artifact(&self.name, r)?)?;
-            }
+        for r in commit.events.iter().flat_map(EventBody::artifact_refs) {
+            rules::check_artifact_ref(r, &q.stored_artifact(&self.name, r)?)?;
         }
         Ok(())
     }
@@ -827,7 +822,8 @@ impl PgLedger {
         let last_ts_ms = last_event_ms(&mut q, &self.name, index.last_seq(), &erased)?;
         let artifacts_deleted = q.exec(
             "DELETE FROM {s}.artifacts a WHERE a.conversation = $1 AND NOT EXISTS
-             (SELECT 1 FROM {s}.events e WHERE e.conversation = $1 AND e.artifact = a.name)",
+             (SELECT 1 FROM {s}.events e WHERE e.conversation = $1 AND (e.artifact = a.name
+              OR position(convert_to(a.name, 'UTF8') in e.payload) > 0))",
             &[&self.name],
         )?;
         let ledger_id = rules::new_ledger_id();
@@ -935,12 +931,10 @@ impl PgLedger {
                 match &e.body {
                     EventBody::User { .. } => report.turns += 1,
                     EventBody::Note { .. } => report.notes += 1,
-                    EventBody::ToolResult {
-                        artifact: Some(r), ..
-                    } => {
-                        referenced.insert(r.name.clone(), r.clone());
-                    }
                     _ => {}
+                }
+                for r in e.body.artifact_refs() {
+                    referenced.insert(r.name.clone(), r.clone());
                 }
             }
             report.events += events.len() as u64;

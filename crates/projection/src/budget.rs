@@ -11,6 +11,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::media::ImageRule;
 use crate::options::{Tokenizer, WireFormat};
 use crate::report::{
     BudgetReport, OpaqueCounts, RecallReport, Report, Size, Tier, TierSize, TurnCounts,
@@ -159,6 +160,7 @@ impl<'r> Budget<'r> {
             opaque: OpaqueCounts::default(),
             erased: Vec::new(),
             lost: Vec::new(),
+            media: None,
         }
     }
 
@@ -260,8 +262,10 @@ fn message_cost(counter: Counter, msg: &Msg) -> Cost {
             // counted by its whole JSON text, more than its fields' text, so a token budget
             // still holds.
             TOKENS_PER_MESSAGE + text_tokens(tokenizer, &String::from_utf8_lossy(&bytes))
+        } else if has_media(msg) {
+            written_tokens(tokenizer, counter.image, msg, &bytes)
         } else {
-            message_tokens(tokenizer, msg)
+            message_tokens(tokenizer, counter.image, msg)
         }
     });
     let edge = msg.merges_with();
@@ -272,12 +276,45 @@ fn message_cost(counter: Counter, msg: &Msg) -> Cost {
     }
 }
 
+/// Tokens of a message with media, as `count` counts it: the written message read back, each
+/// image by the model's rule and each document by the page rule, never the base64's text.
+fn written_tokens(tokenizer: Tokenizer, image: ImageRule, msg: &Msg, bytes: &[u8]) -> u64 {
+    let value = serde_json::from_slice(bytes).unwrap_or_default();
+    let format = match msg {
+        Msg::OpenAi(_) => WireFormat::OpenAiChat,
+        Msg::Responses(_) => WireFormat::OpenAiResponses,
+        Msg::Anthropic { .. } => WireFormat::AnthropicMessages,
+    };
+    crate::tokens::message_tokens(format, tokenizer, image, &value)
+}
+
+/// Whether the message holds parts (images, documents), whose tokens the format's rule
+/// charges by their kind rather than their text.
+fn has_media(msg: &Msg) -> bool {
+    let answer = |a: &crate::wire::Answer| !a.parts.is_empty();
+    match msg {
+        Msg::OpenAi(OpenAiMsg::Parts { .. }) | Msg::Responses(ResponsesItem::Parts { .. }) => true,
+        Msg::OpenAi(OpenAiMsg::ToolResult(a)) | Msg::Responses(ResponsesItem::Output(a)) => {
+            answer(a)
+        }
+        Msg::Anthropic { blocks, .. } => blocks.iter().any(|b| match b {
+            Block::Media(_) => true,
+            Block::ToolResult(a) => answer(a),
+            _ => false,
+        }),
+        _ => false,
+    }
+}
+
 /// Tokens of one message by the format's rule ([`crate::tokens`]): 3, plus its string fields
 /// (role, content, ids), plus per OpenAI tool call its name and arguments and 1, plus per
 /// Anthropic block its text, or its id, name and input, or its id and content.
-fn message_tokens(tokenizer: Tokenizer, msg: &Msg) -> u64 {
+fn message_tokens(tokenizer: Tokenizer, image: ImageRule, msg: &Msg) -> u64 {
     let t = |text: &str| text_tokens(tokenizer, text);
     let fields = match msg {
+        Msg::OpenAi(OpenAiMsg::Parts { .. }) | Msg::Responses(ResponsesItem::Parts { .. }) => {
+            return written_tokens(tokenizer, image, msg, &msg.to_bytes());
+        }
         Msg::OpenAi(OpenAiMsg::Text { role, text }) => t(role.openai_name()) + t(text),
         Msg::OpenAi(OpenAiMsg::Calls { text, calls }) => {
             t("assistant")
@@ -288,12 +325,12 @@ fn message_tokens(tokenizer: Tokenizer, msg: &Msg) -> u64 {
                     .sum::<u64>()
         }
         Msg::OpenAi(OpenAiMsg::ToolResult(a)) => t("tool") + t(&a.call_id) + t(&a.content),
-        Msg::Responses(item) => responses_item_tokens(tokenizer, item),
+        Msg::Responses(item) => responses_item_tokens(tokenizer, image, item),
         Msg::Anthropic { speaker, blocks } => {
             t(speaker.as_str())
                 + blocks
                     .iter()
-                    .map(|b| block_tokens(tokenizer, b))
+                    .map(|b| block_tokens(tokenizer, image, b))
                     .sum::<u64>()
         }
     };
@@ -302,7 +339,7 @@ fn message_tokens(tokenizer: Tokenizer, msg: &Msg) -> u64 {
 
 /// A Responses item's string fields (its `type` too) and its parts' text; a function call's
 /// `name` adds 1, as a message's does.
-fn responses_item_tokens(tokenizer: Tokenizer, item: &ResponsesItem) -> u64 {
+fn responses_item_tokens(tokenizer: Tokenizer, image: ImageRule, item: &ResponsesItem) -> u64 {
     let t = |text: &str| text_tokens(tokenizer, text);
     match item {
         ResponsesItem::Message { role, text } => t("message") + t(role.openai_name()) + t(text),
@@ -310,6 +347,10 @@ fn responses_item_tokens(tokenizer: Tokenizer, item: &ResponsesItem) -> u64 {
             t("function_call") + t(&c.id) + t(&c.name) + TOKENS_PER_NAME + t(&c.arguments)
         }
         ResponsesItem::Output(a) => t("function_call_output") + t(&a.call_id) + t(&a.content),
+        ResponsesItem::Parts { .. } => {
+            let msg = Msg::Responses(item.clone());
+            written_tokens(tokenizer, image, &msg, &msg.to_bytes()) - TOKENS_PER_MESSAGE
+        }
         // As `count` counts it, less the per-message tokens added by the caller.
         ResponsesItem::Opaque(item) => {
             let image = crate::media::default_rule(WireFormat::OpenAiResponses);
@@ -319,8 +360,14 @@ fn responses_item_tokens(tokenizer: Tokenizer, item: &ResponsesItem) -> u64 {
     }
 }
 
-fn block_tokens(tokenizer: Tokenizer, block: &Block) -> u64 {
+fn block_tokens(tokenizer: Tokenizer, image: ImageRule, block: &Block) -> u64 {
     match block {
+        Block::Media(_) => {
+            let mut bytes = Vec::new();
+            crate::wire::write_block(&mut bytes, block);
+            let value = serde_json::from_slice(&bytes).unwrap_or_default();
+            crate::tokens::block_tokens(WireFormat::AnthropicMessages, tokenizer, image, &value)
+        }
         Block::Text(text) => text_tokens(tokenizer, text),
         Block::ToolUse { id, name, input } => tool_use_tokens(tokenizer, id, name, input),
         Block::ToolResult(a) => {
@@ -480,11 +527,13 @@ mod tests {
                     call_id: "c1".into(),
                     content: "ok\n".into(),
                     is_error: false,
+                    parts: Vec::new(),
                 },
                 Answer {
                     call_id: "c2".into(),
                     content: "boom".into(),
                     is_error: true,
+                    parts: Vec::new(),
                 },
             ]),
             Item::text(Role::User, "more"),

@@ -187,9 +187,21 @@ mod tests {
                     supersedes: None,
                 },
             ),
-            ev(2, EventBody::User { text: "a".into() }),
+            ev(
+                2,
+                EventBody::User {
+                    text: "a".into(),
+                    parts: Vec::new(),
+                },
+            ),
             ev(3, EventBody::Assistant { text: "b".into() }),
-            ev(4, EventBody::User { text: "c".into() }),
+            ev(
+                4,
+                EventBody::User {
+                    text: "c".into(),
+                    parts: Vec::new(),
+                },
+            ),
         ];
         let h = SliceHistory::new(&events);
         assert_eq!(h.turn_count().unwrap(), 2);

@@ -6,7 +6,7 @@
 //! use ctxlog_projection::{ProjectionRequest, SizeCache, SliceHistory, project};
 //!
 //! let events = vec![
-//!     Event { seq: 1, ts_ms: 0, body: EventBody::User { text: "The code is K-7.".into() } },
+//!     Event { seq: 1, ts_ms: 0, body: EventBody::User { text: "The code is K-7.".into(), parts: vec![] } },
 //!     Event { seq: 2, ts_ms: 0, body: EventBody::Assistant { text: "Noted.".into() } },
 //! ];
 //! let request = ProjectionRequest::builder()
@@ -84,8 +84,8 @@ pub use history::{History, SeqRange, SliceHistory};
 pub use options::{Policy, Tokenizer, UnknownName, WireFormat};
 pub use pages::{CANDIDATES_PER_PAGE, PageSource, PageSourceError, StaticPages};
 pub use report::{
-    BudgetReport, Clip, Drop, OpaqueCounts, PageRef, Projection, RecallReport, Report, Size,
-    SkippedPage, Tier, TierSize, TurnCounts,
+    BudgetReport, Clip, Drop, MediaReport, OpaqueCounts, PageRef, Projection, RecallReport, Report,
+    Size, SkippedPage, Tier, TierSize, TurnCounts,
 };
 pub use request::{
     DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_RECALL_RESERVE, ProjectionRequest,
@@ -146,6 +146,15 @@ fn project_by_policy<H: History + ?Sized>(
 ) -> Result<Projection> {
     let mut projection = project_chosen(history, request, cache, pages)?;
     opaque::count(history, request, &mut projection.report)?;
+    projection.report.media = media::report(&projection.body, request);
+    if projection
+        .report
+        .media
+        .as_ref()
+        .is_some_and(|m| m.images_estimated > 0 || m.documents > 0)
+    {
+        projection.report.tokens_exact = false;
+    }
     Ok(projection)
 }
 

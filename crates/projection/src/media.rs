@@ -27,151 +27,10 @@
 //! An image ctxlog cannot read (a URL, bytes whose header it does not know) is charged the
 //! most its rule allows, and the figure is flagged as an estimate.
 
-/// An image type ctxlog reads the size of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ImageType {
-    /// `image/png`
-    Png,
-    /// `image/jpeg`
-    Jpeg,
-    /// `image/gif`
-    Gif,
-    /// `image/webp`
-    Webp,
-}
-
-impl ImageType {
-    /// The media type.
-    pub fn media_type(self) -> &'static str {
-        match self {
-            ImageType::Png => "image/png",
-            ImageType::Jpeg => "image/jpeg",
-            ImageType::Gif => "image/gif",
-            ImageType::Webp => "image/webp",
-        }
-    }
-
-    /// The type a media type names, if ctxlog reads it.
-    pub fn from_media_type(media_type: &str) -> Option<ImageType> {
-        [
-            ImageType::Png,
-            ImageType::Jpeg,
-            ImageType::Gif,
-            ImageType::Webp,
-        ]
-        .into_iter()
-        .find(|t| t.media_type().eq_ignore_ascii_case(media_type))
-    }
-
-    /// The type the bytes' magic number says, if any.
-    pub fn sniff(bytes: &[u8]) -> Option<ImageType> {
-        if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-            Some(ImageType::Png)
-        } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            Some(ImageType::Jpeg)
-        } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-            Some(ImageType::Gif)
-        } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-            Some(ImageType::Webp)
-        } else {
-            None
-        }
-    }
-}
-
-/// An image's type and size in pixels, read from its header; `None` when the bytes are not
-/// a PNG, JPEG, GIF or WebP image whose header gives a size above zero.
-pub fn dimensions(bytes: &[u8]) -> Option<(ImageType, u32, u32)> {
-    let kind = ImageType::sniff(bytes)?;
-    let (w, h) = match kind {
-        ImageType::Png => (be32(bytes, 16)?, be32(bytes, 20)?),
-        ImageType::Gif => (u32::from(le16(bytes, 6)?), u32::from(le16(bytes, 8)?)),
-        ImageType::Jpeg => jpeg_size(bytes)?,
-        ImageType::Webp => webp_size(bytes)?,
-    };
-    (w > 0 && h > 0).then_some((kind, w, h))
-}
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn le16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn le24(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at + 3)?;
-    Some(u32::from(s[0]) | u32::from(s[1]) << 8 | u32::from(s[2]) << 16)
-}
-
-/// A JPEG's size: from its first start-of-frame marker (SOF0–SOF15 but DHT, JPG and DAC).
-fn jpeg_size(b: &[u8]) -> Option<(u32, u32)> {
-    let mut at = 2;
-    loop {
-        while *b.get(at)? == 0xFF && *b.get(at + 1)? == 0xFF {
-            at += 1;
-        }
-        if *b.get(at)? != 0xFF {
-            return None;
-        }
-        let marker = *b.get(at + 1)?;
-        let len = usize::from(be16(b, at + 2)?);
-        if (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC) {
-            let h = be16(b, at + 5)?;
-            let w = be16(b, at + 7)?;
-            return Some((u32::from(w), u32::from(h)));
-        }
-        if len < 2 {
-            return None;
-        }
-        at += 2 + len;
-    }
-}
-
-/// A WebP's size: from its `VP8 ` (lossy), `VP8L` (lossless) or `VP8X` (extended) chunk.
-fn webp_size(b: &[u8]) -> Option<(u32, u32)> {
-    match b.get(12..16)? {
-        b"VP8 " => Some((
-            u32::from(le16(b, 26)? & 0x3FFF),
-            u32::from(le16(b, 28)? & 0x3FFF),
-        )),
-        b"VP8L" => {
-            let bits = u32::from_le_bytes(b.get(21..25)?.try_into().ok()?);
-            Some(((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1))
-        }
-        b"VP8X" => Some((le24(b, 24)? + 1, le24(b, 27)? + 1)),
-        _ => None,
-    }
-}
-
-/// How much detail an OpenAI image is sent at.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Detail {
-    /// `low`: a 512 × 512 view, the base tokens only.
-    Low,
-    /// `high`: tiles.
-    High,
-    /// `auto` (the API's default): the model chooses; charged as `high`.
-    #[default]
-    Auto,
-}
-
-impl Detail {
-    /// `low`, `high` or `auto`; anything else is `None`.
-    pub fn parse(text: &str) -> Option<Detail> {
-        match text {
-            "low" => Some(Detail::Low),
-            "high" => Some(Detail::High),
-            "auto" => Some(Detail::Auto),
-            _ => None,
-        }
-    }
-}
+pub use ctxlog_event::media::{Detail, ImageType, dimensions};
 
 /// A provider's rule for an image's tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ImageRule {
     /// OpenAI's 512-pixel tiles: `base + tile × tiles` (`base` alone at detail low).
     Tiles {
@@ -264,6 +123,65 @@ pub fn rule_for(format: crate::WireFormat, model: &str) -> (ImageRule, bool) {
         Some(f) => (f.image, true),
         None => (default_rule(format), false),
     }
+}
+
+impl ImageRule {
+    /// The rule in words, with its constants.
+    pub fn describe(self) -> String {
+        match self {
+            ImageRule::Tiles { base, tile } => {
+                format!("OpenAI 512-pixel tiles: {base} + {tile} per tile ({base} at detail low)")
+            }
+            ImageRule::Patches { multiplier_milli } => format!(
+                "OpenAI 32-pixel patches (at most 1536) × {}.{:03}",
+                multiplier_milli / 1000,
+                multiplier_milli % 1000
+            ),
+            ImageRule::Area => {
+                "Anthropic pixel area: width × height / 750 after resizing".to_owned()
+            }
+        }
+    }
+}
+
+/// What the report says of the media in `body` (a body of `request`'s format), `None` when
+/// it has none: how many images and documents, how many figures are estimates, and which
+/// image rule counted them.
+pub(crate) fn report(
+    body: &[u8],
+    request: &crate::ProjectionRequest,
+) -> Option<crate::MediaReport> {
+    const MARKS: [&[u8]; 6] = [
+        b"\"image_url\"",
+        b"\"input_image\"",
+        b"\"type\":\"image\"",
+        b"\"type\":\"file\"",
+        b"\"input_file\"",
+        b"\"type\":\"document\"",
+    ];
+    if !MARKS.iter().any(|m| body.windows(m.len()).any(|w| w == *m)) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let counts = crate::tokens::media_counts(request.format, value.as_object()?);
+    if counts.images == 0 && counts.documents == 0 {
+        return None;
+    }
+    let (rule, from_table) = rule_for(request.format, &request.model);
+    let source = match family(&request.model) {
+        Some(f) if from_table => format!("model table row {:?}", f.prefix),
+        _ => format!(
+            "no row for model {:?}: the {} default",
+            request.model,
+            request.format.as_str()
+        ),
+    };
+    Some(crate::MediaReport {
+        images: counts.images,
+        images_estimated: counts.images_estimated,
+        documents: counts.documents,
+        rule: format!("{} ({source})", rule.describe()),
+    })
 }
 
 /// An image's tokens by `rule` at `detail`, and whether the figure is an estimate (the size

@@ -80,7 +80,7 @@ pub(crate) fn recall_query(req: &ProjectionRequest, open: Option<&[Event]>) -> S
     open.into_iter()
         .flatten()
         .find_map(|e| match &e.body {
-            EventBody::User { text } => Some(text.clone()),
+            EventBody::User { text, .. } => Some(text.clone()),
             _ => None,
         })
         .unwrap_or_default()

@@ -220,9 +220,52 @@ pub mod openai {
             #[serde(flatten)]
             extra: Map<String, Value>,
         },
-        /// Any other type (`image_url`, `input_audio`, `file`, `refusal`, …).
+        /// An image, by URL (an `https:` or `data:` URL).
+        ImageUrl {
+            /// The image's URL and detail.
+            image_url: ImageUrl,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// A file (a PDF), inline as a `data:` URL or by uploaded id.
+        File {
+            /// The file's data, name or id.
+            file: File,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Any other type (`input_audio`, `refusal`, …).
         #[serde(other)]
         Other,
+    }
+
+    /// The `image_url` object of an image part.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct ImageUrl {
+        /// The URL.
+        pub url: String,
+        /// `low`, `high` or `auto`.
+        #[serde(default)]
+        pub detail: Option<String>,
+        /// Every other field.
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
+    }
+
+    /// The `file` object of a file part.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct File {
+        /// The file as a `data:` URL.
+        #[serde(default)]
+        pub file_data: Option<String>,
+        /// Its name.
+        #[serde(default)]
+        pub filename: Option<String>,
+        /// Every other field (`file_id`: an upload ctxlog cannot read).
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
     }
 }
 
@@ -325,7 +368,31 @@ pub mod responses {
             #[serde(flatten)]
             extra: Map<String, Value>,
         },
-        /// Any other type (`input_image`, `input_file`, `refusal`, …).
+        /// An image, by URL (an `https:` or `data:` URL).
+        InputImage {
+            /// The URL (absent for an uploaded `file_id`).
+            #[serde(default)]
+            image_url: Option<String>,
+            /// `low`, `high` or `auto`.
+            #[serde(default)]
+            detail: Option<String>,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// A file (a PDF), inline as a `data:` URL or by uploaded id.
+        InputFile {
+            /// The file as a `data:` URL.
+            #[serde(default)]
+            file_data: Option<String>,
+            /// Its name.
+            #[serde(default)]
+            filename: Option<String>,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Any other type (`refusal`, …).
         #[serde(other)]
         Other,
     }
@@ -413,9 +480,48 @@ pub mod anthropic {
             #[serde(flatten)]
             extra: Map<String, Value>,
         },
-        /// Any other type (`image`, `document`, `thinking`, …).
+        /// An image.
+        Image {
+            /// Where its bytes are.
+            source: Source,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// A document (a PDF).
+        Document {
+            /// Where its bytes are.
+            source: Source,
+            /// Its title.
+            #[serde(default)]
+            title: Option<String>,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Any other type (`thinking`, `redacted_thinking`, …).
         #[serde(other)]
         Other,
+    }
+
+    /// An image's or document's `source`: `base64` (`media_type`, `data`) or `url`.
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    pub struct Source {
+        /// `base64`, `url`, …
+        #[serde(rename = "type")]
+        pub kind: String,
+        /// The media type, for `base64`.
+        #[serde(default)]
+        pub media_type: Option<String>,
+        /// The bytes, base64, for `base64`.
+        #[serde(default)]
+        pub data: Option<String>,
+        /// The URL, for `url`.
+        #[serde(default)]
+        pub url: Option<String>,
+        /// Every other field.
+        #[serde(flatten)]
+        pub extra: Map<String, Value>,
     }
 }
 
@@ -469,6 +575,7 @@ fn result_header(content: &str) -> Option<ToolResultText<'_>> {
             exit_code: read.exit_code,
             text: text.to_owned(),
             artifact: None,
+            parts: Vec::new(),
         },
     });
     (written == content).then_some(read)
@@ -582,12 +689,14 @@ mod tests {
         assert_eq!(a.tool_calls.as_ref().unwrap()[0].function.name, "f");
         assert!(a.extra.contains_key("refusal"));
         assert!(m.only_openai());
-        let user = openai(r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{}}]}"#).unwrap();
+        let user = openai(r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]}"#).unwrap();
         assert!(!user.only_openai());
         let openai::Message::User(u) = user else {
             panic!()
         };
-        assert!(matches!(&u.content, Some(Content::Parts(p)) if p[1] == openai::Part::Other));
+        assert!(
+            matches!(&u.content, Some(Content::Parts(p)) if matches!(&p[1], openai::Part::ImageUrl { image_url, .. } if image_url.url == "x"))
+        );
     }
 
     #[test]
@@ -623,7 +732,7 @@ mod tests {
     #[test]
     fn anthropic_blocks_read_by_type() {
         let m = anthropic(
-            r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"18C"}],"is_error":true,"cache_control":{}},{"type":"image","source":{}}]}"#,
+            r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"18C"}],"is_error":true,"cache_control":{}},{"type":"image","source":{"type":"url","url":"x"}}]}"#,
         )
         .unwrap();
         assert!(m.only_anthropic());
@@ -634,7 +743,9 @@ mod tests {
             &blocks[0],
             anthropic::Block::ToolResult { is_error: true, extra, .. } if extra.contains_key("cache_control")
         ));
-        assert_eq!(blocks[1], anthropic::Block::Other);
+        assert!(
+            matches!(&blocks[1], anthropic::Block::Image { source, .. } if source.kind == "url")
+        );
     }
 
     #[test]

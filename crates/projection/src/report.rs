@@ -101,6 +101,25 @@ pub struct Report {
     /// lost, with a note. Absent when there were none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost: Vec<SeqRange>,
+    /// The images and documents the body carries and the rule their tokens were counted by
+    /// (absent when it carries none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaReport>,
+}
+
+/// The images and documents of a body (docs/projection.md, "Images and documents").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MediaReport {
+    /// Image parts sent.
+    pub images: u64,
+    /// Of those, images whose size ctxlog could not read (a URL): charged the most the rule
+    /// allows, an estimate.
+    pub images_estimated: u64,
+    /// Document parts sent, charged per page: an estimate.
+    pub documents: u64,
+    /// The image token rule used, and where it came from: the model's row of the model
+    /// table, or the format's default when the model has none.
+    pub rule: String,
 }
 
 /// What became of the opaque provider items (docs/design.md#p14-more-wire-formats) in the

@@ -30,13 +30,19 @@
 //! (`{"type":"function","name",…}`) as the function. A string `input` counts as one user
 //! message.
 //!
-//! # Images (every format)
+//! # Images and documents (every format)
 //!
 //! An image part (`image_url` in chat, `input_image` in Responses, `image` in Anthropic) is
 //! charged by the image rule of the body's `model` ([`crate::media`]: OpenAI's tiles or
 //! patches, Anthropic's pixel area), its size read from the header of its inline base64
 //! (PNG, JPEG, GIF, WebP), never by the text of that base64. An image ctxlog cannot read (a
 //! URL) is charged the most its rule allows, and `tokens_exact` is then false.
+//!
+//! A document part (`file` in chat, `input_file` in Responses, `document` in Anthropic) is
+//! charged [`DOCUMENT_PAGE_TOKENS`] per page of its PDF (pages counted from the PDF's page
+//! objects, at least 1), always an estimate: providers turn each page into text and an
+//! image and publish no offline rule. Parts inside a Responses `function_call_output`'s
+//! `output` list and an Anthropic `tool_result`'s `content` list count the same way.
 //!
 //! # The estimate for `anthropic-messages`
 //!
@@ -59,6 +65,10 @@ use crate::error::{Error, Result};
 use crate::json::value_to_string;
 use crate::media::{Detail, ImageRule};
 use crate::options::{Tokenizer, WireFormat};
+
+/// Tokens charged per page of a document: the top of Anthropic's published range for a PDF
+/// page ("each page typically uses 1,500-3,000 tokens"), so a budget holds.
+pub const DOCUMENT_PAGE_TOKENS: u64 = 3000;
 
 /// Tokens added once per message by OpenAI's published rule.
 pub const TOKENS_PER_MESSAGE: u64 = 3;
@@ -83,6 +93,8 @@ pub fn text_tokens(tokenizer: Tokenizer, text: &str) -> u64 {
 pub(crate) struct Counter {
     /// The tokenizer the figures are (or would be) counted with.
     pub tokenizer: Tokenizer,
+    /// The image token rule of the request's model ([`crate::media::rule_for`]).
+    pub image: ImageRule,
     counting: bool,
 }
 
@@ -92,6 +104,7 @@ impl Counter {
     pub fn of(request: &crate::ProjectionRequest) -> Counter {
         Counter {
             tokenizer: request.tokenizer,
+            image: crate::media::rule_for(request.format, &request.model).0,
             counting: request.token_figures || request.max_tokens.is_some(),
         }
     }
@@ -132,6 +145,9 @@ pub struct Count {
     /// charged the most the rule allows, an estimate.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub images_estimated: u64,
+    /// Document parts, charged [`DOCUMENT_PAGE_TOKENS`] per page: an estimate.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub documents: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -167,7 +183,7 @@ pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Co
     if let Some(system) = object.get(system_field) {
         tokens += system_tokens(tokenizer, image, system);
     }
-    let (images, images_estimated) = image_counts(format, object);
+    let media = media_counts(format, object);
     if let Some(tools) = object.get("tools").and_then(Value::as_array) {
         tokens += tools_tokens(format, tokenizer, tools);
     }
@@ -176,9 +192,10 @@ pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Co
         tokens,
         tokenizer,
         format,
-        tokens_exact: format.tokens_exact() && images_estimated == 0,
-        images,
-        images_estimated,
+        tokens_exact: format.tokens_exact() && media.is_exact(),
+        images: media.images,
+        images_estimated: media.images_estimated,
+        documents: media.documents,
     })
 }
 
@@ -215,6 +232,53 @@ pub(crate) fn image_part(
     Some((detail, size))
 }
 
+/// A document part of `format` (`file` for chat, `input_file` for Responses, `document` for
+/// Anthropic): its bytes if they are inline and decode, the outer `None` when `block` is no
+/// document part.
+pub(crate) fn document_part(format: WireFormat, block: &Value) -> Option<Option<Vec<u8>>> {
+    let data = match (format, block["type"].as_str()) {
+        (WireFormat::OpenAiChat, Some("file")) => {
+            data_url(block["file"]["file_data"].as_str().unwrap_or_default())
+        }
+        (WireFormat::OpenAiResponses, Some("input_file")) => {
+            data_url(block["file_data"].as_str().unwrap_or_default())
+        }
+        (WireFormat::AnthropicMessages, Some("document")) => (block["source"]["type"] == "base64")
+            .then(|| block["source"]["data"].as_str())
+            .flatten()
+            .map(str::to_owned),
+        _ => return None,
+    };
+    Some(data.and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok()))
+}
+
+/// A document's tokens: [`DOCUMENT_PAGE_TOKENS`] per page of its PDF ([`pdf_pages`]; one page
+/// when its bytes are unknown).
+pub fn document_tokens(bytes: Option<&[u8]>) -> u64 {
+    DOCUMENT_PAGE_TOKENS * bytes.map_or(1, pdf_pages)
+}
+
+/// A PDF's page count as its page objects say (`/Type /Page`, not `/Pages`), at least 1: a
+/// count, not a parse, and so an estimate.
+pub fn pdf_pages(bytes: &[u8]) -> u64 {
+    let mut pages = 0;
+    let mut at = 0;
+    while let Some(found) = find(&bytes[at..], b"/Type") {
+        at += found + 5;
+        let rest = &bytes[at..];
+        let skip = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let rest = &rest[skip..];
+        if rest.starts_with(b"/Page") && !rest[5..].first().is_some_and(u8::is_ascii_alphanumeric) {
+            pages += 1;
+        }
+    }
+    pages.max(1)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 /// The base64 of a `data:` URL, if `url` is one.
 fn data_url(url: &str) -> Option<String> {
     let rest = url.strip_prefix("data:")?;
@@ -222,26 +286,50 @@ fn data_url(url: &str) -> Option<String> {
     Some(b64.to_owned())
 }
 
-/// How many image parts the body's messages hold, and how many of them have no readable size.
-fn image_counts(format: WireFormat, object: &serde_json::Map<String, Value>) -> (u64, u64) {
+/// The media parts of a body: images (and how many had no readable size) and documents.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct MediaCounts {
+    pub images: u64,
+    pub images_estimated: u64,
+    pub documents: u64,
+}
+
+impl MediaCounts {
+    /// Whether the media's tokens follow a rule exactly (no URL image, no document).
+    pub fn is_exact(&self) -> bool {
+        self.images_estimated == 0 && self.documents == 0
+    }
+}
+
+/// The media parts of the body's messages (`messages`, or `input` for Responses), in message
+/// content lists and in the content of tool results inside them.
+pub(crate) fn media_counts(
+    format: WireFormat,
+    object: &serde_json::Map<String, Value>,
+) -> MediaCounts {
     let field = if format == WireFormat::OpenAiResponses {
         "input"
     } else {
         "messages"
     };
-    let mut counts = (0, 0);
+    let mut counts = MediaCounts::default();
     let messages = object.get(field).and_then(Value::as_array);
     for message in messages.into_iter().flatten() {
-        let parts = message["content"].as_array().into_iter().flatten();
+        let parts = message["content"]
+            .as_array()
+            .into_iter()
+            .chain(message["output"].as_array())
+            .flatten();
         let nested = parts
             .clone()
             .filter_map(|p| p["content"].as_array())
             .flatten();
         for part in parts.chain(nested) {
             if let Some((_, size)) = image_part(format, part) {
-                counts.0 += 1;
-                counts.1 += u64::from(size.is_none());
+                counts.images += 1;
+                counts.images_estimated += u64::from(size.is_none());
             }
+            counts.documents += u64::from(document_part(format, part).is_some());
         }
     }
     counts
@@ -304,7 +392,8 @@ pub(crate) fn message_tokens(
             (WireFormat::OpenAiChat, "tool_calls", Value::Array(calls)) => {
                 calls.iter().map(|c| openai_call_tokens(tokenizer, c)).sum()
             }
-            (_, "content", Value::Array(parts)) => parts
+            (_, "content", Value::Array(parts))
+            | (WireFormat::OpenAiResponses, "output", Value::Array(parts)) => parts
                 .iter()
                 .map(|p| block_tokens(format, tokenizer, image, p))
                 .sum(),
@@ -351,6 +440,9 @@ pub(crate) fn block_tokens(
     let str_of = |key: &str| text_tokens(tokenizer, block[key].as_str().unwrap_or_default());
     if let Some((detail, size)) = image_part(format, block) {
         return crate::media::image_tokens(image, detail, size).0;
+    }
+    if let Some(bytes) = document_part(format, block) {
+        return document_tokens(bytes.as_deref());
     }
     match block["type"].as_str() {
         Some("text") => str_of("text"),

@@ -88,7 +88,7 @@
 //! result whose call is not in its turn is sent as user text `[tool result without a call in this
 //! turn] …`. System markers (tombstones, retention, imports) are not sent.
 
-use ctxlog_event::{ArtifactRef, Event, EventBody, OpaqueFormat, ToolStatus};
+use ctxlog_event::{ArtifactRef, Event, EventBody, OpaqueFormat, Part, ToolStatus};
 use serde_json::Value;
 
 use crate::json::{value_to_string, write_str, write_u64, write_value};
@@ -129,6 +129,9 @@ pub(crate) struct Answer {
     pub call_id: String,
     pub content: String,
     pub is_error: bool,
+    /// The result's parts (images, documents, more text), sent after `content` where the
+    /// format allows them.
+    pub parts: Vec<Part>,
 }
 
 /// A format-neutral piece of a body.
@@ -143,6 +146,12 @@ pub(crate) enum Item {
         calls: Vec<Call>,
     },
     Answers(Vec<Answer>),
+    /// A user message with parts: its text (when not empty), then each part.
+    Parts {
+        role: Role,
+        text: String,
+        parts: Vec<Part>,
+    },
     /// A provider item stored as given: sent verbatim in its own format, left out of any
     /// other.
     Opaque {
@@ -173,7 +182,14 @@ pub(crate) fn turn_items(events: &[Event]) -> Vec<Item> {
     let mut i = 0;
     while i < events.len() {
         match &events[i].body {
-            EventBody::User { text } => items.push(Item::text(Role::User, text.clone())),
+            EventBody::User { text, parts } if parts.is_empty() => {
+                items.push(Item::text(Role::User, text.clone()));
+            }
+            EventBody::User { text, parts } => items.push(Item::Parts {
+                role: Role::User,
+                text: text.clone(),
+                parts: parts.clone(),
+            }),
             EventBody::Assistant { text } => {
                 if matches!(
                     events.get(i + 1).map(|e| &e.body),
@@ -263,12 +279,14 @@ fn answer_for(events: &[Event], from: usize, call_id: &str, answered: &mut [bool
                 call_id: call_id.to_owned(),
                 content: result_content(&events[j]),
                 is_error,
+                parts: events[j].body.parts().to_vec(),
             }
         }
         None => Answer {
             call_id: call_id.to_owned(),
             content: INTERRUPTED_RESULT.to_owned(),
             is_error: true,
+            parts: Vec::new(),
         },
     }
 }
@@ -354,6 +372,13 @@ pub(crate) enum OpenAiMsg {
         role: Role,
         text: String,
     },
+    /// A message whose `content` is a list of parts: its text (when not empty), then each
+    /// part.
+    Parts {
+        role: Role,
+        text: String,
+        parts: Vec<Part>,
+    },
     /// An assistant message with tool calls (and the text just before them, if any).
     Calls {
         text: Option<String>,
@@ -368,6 +393,12 @@ pub(crate) enum OpenAiMsg {
 pub(crate) enum ResponsesItem {
     /// A `message` item.
     Message { role: Role, text: String },
+    /// A `message` item whose content holds parts after its text.
+    Parts {
+        role: Role,
+        text: String,
+        parts: Vec<Part>,
+    },
     /// A `function_call` item.
     Call(OpenAiCall),
     /// A `function_call_output` item.
@@ -387,6 +418,8 @@ pub(crate) enum Block {
         input: Value,
     },
     ToolResult(Answer),
+    /// An image or document (a text part is a [`Block::Text`]).
+    Media(Part),
     /// An opaque block, written as stored.
     Opaque(Value),
 }
@@ -536,6 +569,11 @@ fn openai_item(item: &Item, msgs: &mut Vec<Msg>) {
                 .iter()
                 .map(|a| Msg::OpenAi(OpenAiMsg::ToolResult(a.clone()))),
         ),
+        Item::Parts { role, text, parts } => msgs.push(Msg::OpenAi(OpenAiMsg::Parts {
+            role: *role,
+            text: text.clone(),
+            parts: parts.clone(),
+        })),
         // Chat Completions has no place for another API's items.
         Item::Opaque { .. } => {}
     }
@@ -550,12 +588,29 @@ fn write_openai(m: &mut Vec<u8>, msg: &OpenAiMsg) {
             write_str(m, text);
             m.push(b'}');
         }
+        OpenAiMsg::Parts { role, text, parts } => {
+            m.extend_from_slice(br#"{"role":"#);
+            write_str(m, role.openai_name());
+            m.extend_from_slice(br#","content":["#);
+            write_parts(m, WireFormat::OpenAiChat, text, parts);
+            m.extend_from_slice(b"]}");
+        }
         OpenAiMsg::Calls { text, calls } => write_openai_calls(m, text.as_deref(), calls),
         OpenAiMsg::ToolResult(a) => {
             m.extend_from_slice(br#"{"role":"tool","tool_call_id":"#);
             write_str(m, &a.call_id);
             m.extend_from_slice(br#","content":"#);
-            write_str(m, &a.content);
+            // A Chat Completions tool message carries text only: parts as their readable
+            // text (`[image]`, `[document NAME]`).
+            if a.parts.is_empty() {
+                write_str(m, &a.content);
+            } else {
+                let marked = std::iter::once(a.content.clone())
+                    .chain(a.parts.iter().map(Part::readable_text))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                write_str(m, &marked);
+            }
             m.push(b'}');
         }
     }
@@ -585,6 +640,11 @@ fn responses_item(item: &Item, msgs: &mut Vec<Msg>) {
                 .iter()
                 .map(|a| Msg::Responses(ResponsesItem::Output(a.clone()))),
         ),
+        Item::Parts { role, text, parts } => msgs.push(Msg::Responses(ResponsesItem::Parts {
+            role: *role,
+            text: text.clone(),
+            parts: parts.clone(),
+        })),
         Item::Opaque {
             format: OpaqueFormat::OpenaiResponses,
             item,
@@ -609,6 +669,13 @@ fn write_responses(m: &mut Vec<u8>, item: &ResponsesItem) {
             write_str(m, text);
             m.extend_from_slice(b"}]");
         }
+        ResponsesItem::Parts { role, text, parts } => {
+            m.extend_from_slice(br#"{"type":"message","role":"#);
+            write_str(m, role.openai_name());
+            m.extend_from_slice(br#","content":["#);
+            write_parts(m, WireFormat::OpenAiResponses, text, parts);
+            m.push(b']');
+        }
         ResponsesItem::Call(call) => {
             m.extend_from_slice(br#"{"type":"function_call","call_id":"#);
             write_str(m, &call.id);
@@ -621,7 +688,18 @@ fn write_responses(m: &mut Vec<u8>, item: &ResponsesItem) {
             m.extend_from_slice(br#"{"type":"function_call_output","call_id":"#);
             write_str(m, &answer.call_id);
             m.extend_from_slice(br#","output":"#);
-            write_str(m, &answer.content);
+            if answer.parts.is_empty() {
+                write_str(m, &answer.content);
+            } else {
+                m.push(b'[');
+                write_parts(
+                    m,
+                    WireFormat::OpenAiResponses,
+                    &answer.content,
+                    &answer.parts,
+                );
+                m.push(b']');
+            }
         }
         ResponsesItem::Opaque(item) => return write_value(m, item),
     }
@@ -687,6 +765,17 @@ fn anthropic_item(item: &Item, msgs: &mut Vec<Msg>) {
                 blocks,
             });
         }
+        Item::Parts { role, text, parts } => {
+            let speaker = if *role == Role::Assistant {
+                Speaker::Assistant
+            } else {
+                Speaker::User
+            };
+            let blocks = anthropic_blocks(text, parts);
+            if !blocks.is_empty() {
+                msgs.push(Msg::Anthropic { speaker, blocks });
+            }
+        }
         // An assistant block (thinking, server tool use and its result): it merges into the
         // assistant message around it, in its place.
         Item::Opaque {
@@ -723,7 +812,7 @@ fn write_blocks(out: &mut Vec<u8>, blocks: &[Block], first: bool) {
     }
 }
 
-fn write_block(b: &mut Vec<u8>, block: &Block) {
+pub(crate) fn write_block(b: &mut Vec<u8>, block: &Block) {
     match block {
         Block::Text(text) => {
             b.extend_from_slice(br#"{"type":"text","text":"#);
@@ -741,14 +830,204 @@ fn write_block(b: &mut Vec<u8>, block: &Block) {
             b.extend_from_slice(br#"{"type":"tool_result","tool_use_id":"#);
             write_str(b, &answer.call_id);
             b.extend_from_slice(br#","content":"#);
-            write_str(b, &answer.content);
+            if answer.parts.is_empty() {
+                write_str(b, &answer.content);
+            } else {
+                b.push(b'[');
+                let blocks = anthropic_blocks(&answer.content, &answer.parts);
+                write_blocks(b, &blocks, true);
+                b.push(b']');
+            }
             if answer.is_error {
                 b.extend_from_slice(br#","is_error":true"#);
             }
         }
+        Block::Media(part) => return write_part(b, WireFormat::AnthropicMessages, part),
         Block::Opaque(item) => return write_value(b, item),
     }
     b.push(b'}');
+}
+
+/// The Anthropic blocks of a text and its parts: text blocks (blank ones left out, as
+/// Anthropic rejects them) and image or document blocks.
+fn anthropic_blocks(text: &str, parts: &[Part]) -> Vec<Block> {
+    let text = (!is_blank(text)).then(|| Block::Text(text.to_owned()));
+    let parts = parts.iter().filter_map(|p| match p {
+        Part::Text { text } if is_blank(text) => None,
+        Part::Text { text } => Some(Block::Text(text.clone())),
+        media => Some(Block::Media(media.clone())),
+    });
+    text.into_iter().chain(parts).collect()
+}
+
+/// Appends a content list's parts for an OpenAI format, comma-separated: `text` as the first
+/// text part (when not empty), then each part.
+fn write_parts(m: &mut Vec<u8>, format: WireFormat, text: &str, parts: &[Part]) {
+    let text_type = match format {
+        WireFormat::OpenAiResponses => "input_text",
+        _ => "text",
+    };
+    let mut first = true;
+    let mut comma = |m: &mut Vec<u8>| {
+        if !std::mem::take(&mut first) {
+            m.push(b',');
+        }
+    };
+    if !text.is_empty() {
+        comma(m);
+        write_text_part(m, text_type, text);
+    }
+    for part in parts {
+        comma(m);
+        match part {
+            Part::Text { text } => write_text_part(m, text_type, text),
+            media => write_part(m, format, media),
+        }
+    }
+}
+
+fn write_text_part(m: &mut Vec<u8>, text_type: &str, text: &str) {
+    m.extend_from_slice(br#"{"type":"#);
+    write_str(m, text_type);
+    m.extend_from_slice(br#","text":"#);
+    write_str(m, text);
+    m.push(b'}');
+}
+
+/// Where a media part's bytes come from, as sent.
+enum Source<'p> {
+    Url(&'p str),
+    Base64 {
+        media_type: &'p str,
+        data: &'p str,
+    },
+    /// Neither a URL nor bytes: a part whose artifact was not read back (a history that reads
+    /// no artifacts). Sent as the text of its marker.
+    Missing,
+}
+
+fn source(part: &Part) -> Source<'_> {
+    match part {
+        Part::Image { url: Some(url), .. } => match parse_data_url(url) {
+            Some((media_type, data)) => Source::Base64 { media_type, data },
+            None => Source::Url(url),
+        },
+        Part::Image {
+            data: Some(data),
+            media_type: Some(media_type),
+            ..
+        }
+        | Part::Document {
+            data: Some(data),
+            media_type,
+            ..
+        } => Source::Base64 { media_type, data },
+        _ => Source::Missing,
+    }
+}
+
+/// A `data:` URL's media type and base64, if `url` is one.
+fn parse_data_url(url: &str) -> Option<(&str, &str)> {
+    url.strip_prefix("data:")?.split_once(";base64,")
+}
+
+/// Writes `data:MEDIA_TYPE;base64,DATA` as a JSON string.
+fn write_data_url(m: &mut Vec<u8>, media_type: &str, data: &str) {
+    write_str(m, &format!("data:{media_type};base64,{data}"));
+}
+
+/// Appends one image or document part in `format`'s shape (a text part is written by the
+/// caller).
+fn write_part(m: &mut Vec<u8>, format: WireFormat, part: &Part) {
+    let src = source(part);
+    if matches!(src, Source::Missing) || matches!(part, Part::Text { .. }) {
+        let text_type = match format {
+            WireFormat::OpenAiResponses => "input_text",
+            _ => "text",
+        };
+        return write_text_part(m, text_type, &part.readable_text());
+    }
+    match (format, part) {
+        (WireFormat::OpenAiChat, Part::Image { detail, .. }) => {
+            m.extend_from_slice(br#"{"type":"image_url","image_url":{"url":"#);
+            match src {
+                Source::Url(url) => write_str(m, url),
+                Source::Base64 { media_type, data } => write_data_url(m, media_type, data),
+                Source::Missing => {}
+            }
+            if let Some(detail) = detail {
+                m.extend_from_slice(br#","detail":"#);
+                write_str(m, detail.as_str());
+            }
+            m.extend_from_slice(b"}}");
+        }
+        (WireFormat::OpenAiResponses, Part::Image { detail, .. }) => {
+            m.extend_from_slice(br#"{"type":"input_image","image_url":"#);
+            match src {
+                Source::Url(url) => write_str(m, url),
+                Source::Base64 { media_type, data } => write_data_url(m, media_type, data),
+                Source::Missing => {}
+            }
+            m.extend_from_slice(br#","detail":"#);
+            write_str(m, detail.unwrap_or_default().as_str());
+            m.push(b'}');
+        }
+        (WireFormat::AnthropicMessages, Part::Image { .. }) => {
+            m.extend_from_slice(br#"{"type":"image","source":"#);
+            write_anthropic_source(m, &src);
+            m.push(b'}');
+        }
+        (WireFormat::OpenAiChat, Part::Document { name, .. }) => {
+            m.extend_from_slice(br#"{"type":"file","file":{"filename":"#);
+            write_str(m, &document_name(name.as_deref()));
+            m.extend_from_slice(br#","file_data":"#);
+            if let Source::Base64 { media_type, data } = src {
+                write_data_url(m, media_type, data);
+            }
+            m.extend_from_slice(b"}}");
+        }
+        (WireFormat::OpenAiResponses, Part::Document { name, .. }) => {
+            m.extend_from_slice(br#"{"type":"input_file","filename":"#);
+            write_str(m, &document_name(name.as_deref()));
+            m.extend_from_slice(br#","file_data":"#);
+            if let Source::Base64 { media_type, data } = src {
+                write_data_url(m, media_type, data);
+            }
+            m.push(b'}');
+        }
+        (WireFormat::AnthropicMessages, Part::Document { name, .. }) => {
+            m.extend_from_slice(br#"{"type":"document","source":"#);
+            write_anthropic_source(m, &src);
+            if let Some(name) = name {
+                m.extend_from_slice(br#","title":"#);
+                write_str(m, name);
+            }
+            m.push(b'}');
+        }
+        (_, Part::Text { .. }) => {}
+    }
+}
+
+/// The file name an OpenAI file part is sent with: the part's `name`, else `document.pdf`.
+fn document_name(name: Option<&str>) -> String {
+    name.unwrap_or("document.pdf").to_owned()
+}
+
+fn write_anthropic_source(m: &mut Vec<u8>, src: &Source<'_>) {
+    match src {
+        Source::Url(url) => {
+            m.extend_from_slice(br#"{"type":"url","url":"#);
+            write_str(m, url);
+        }
+        Source::Base64 { media_type, data } => {
+            m.extend_from_slice(br#"{"type":"base64","media_type":"#);
+            write_str(m, media_type);
+            m.extend_from_slice(br#","data":"#);
+            write_str(m, data);
+        }
+        Source::Missing => m.push(b'{'),
+    }
+    m.push(b'}');
 }
 
 /// OpenAI's `arguments` string: a string is taken to be that string already (as OpenAI's API

@@ -23,12 +23,14 @@ fn fixture() -> Vec<Event> {
     let mut bodies = vec![
         EventBody::User {
             text: "Set up the project; never push to \"main\".".into(),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "Done: the project is set up.".into(),
         },
         EventBody::User {
             text: "Fix the failing build 构建 and report 😀".into(),
+            parts: Vec::new(),
         },
     ];
     for i in 0..60 {
@@ -63,6 +65,7 @@ fn fixture() -> Vec<Event> {
                 name: format!("sha256-{:064x}", i),
                 bytes: 99_000,
             }),
+            parts: Vec::new(),
         });
     }
     common::numbered(bodies)
@@ -239,6 +242,7 @@ fn a_token_budget_drops_no_more_than_it_needs() {
     // dropped (40-66 tokens left unused with rows of about 20 tokens).
     let mut bodies = vec![EventBody::User {
         text: "Fix it: never push.".into(),
+        parts: Vec::new(),
     }];
     for i in 0..30 {
         bodies.push(EventBody::ToolCall {
@@ -253,6 +257,7 @@ fn a_token_budget_drops_no_more_than_it_needs() {
             exit_code: Some(0),
             text: format!("out:\n{i} files.\n"),
             artifact: None,
+            parts: Vec::new(),
         });
         bodies.push(EventBody::Assistant {
             text: format!("step {i}:\n"),

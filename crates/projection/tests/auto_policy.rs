@@ -21,6 +21,7 @@ fn chat_turn(i: usize) -> Vec<EventBody> {
     vec![
         EventBody::User {
             text: format!("question {i}"),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: format!("answer {i}"),
@@ -33,6 +34,7 @@ fn tool_turn(i: usize, output_bytes: usize) -> Vec<EventBody> {
     vec![
         EventBody::User {
             text: format!("inspect log {i}"),
+            parts: Vec::new(),
         },
         EventBody::ToolCall {
             call_id: id.clone(),
@@ -46,6 +48,7 @@ fn tool_turn(i: usize, output_bytes: usize) -> Vec<EventBody> {
             exit_code: Some(0),
             text: format!("line {i} ").repeat(output_bytes / 7),
             artifact: None,
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: format!("log {i} is fine"),

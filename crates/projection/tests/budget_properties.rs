@@ -17,6 +17,8 @@
 //! * a warm `SizeCache` gives the same bodies without rendering any unit again.
 
 use ctxlog_event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
+mod common;
+
 use ctxlog_projection::naive::project_naive;
 use ctxlog_projection::{
     Error, Policy, ProjectionRequest, ProjectionRequestBuilder, RecalledPage, Report, SizeCache,
@@ -124,6 +126,7 @@ impl Builder {
                             exit_code: error.then_some(2),
                             text: out.clone(),
                             artifact: None,
+                            parts: Vec::new(),
                         });
                     }
                 }
@@ -153,6 +156,7 @@ impl Builder {
                     exit_code: None,
                     text: t.clone(),
                     artifact: None,
+                    parts: Vec::new(),
                 });
             }
             Step::Marker => {
@@ -186,7 +190,17 @@ fn build_events(preamble: &[Step], turns: &[Turn]) -> Vec<Event> {
         b.step(s);
     }
     for (user, steps) in turns {
-        b.push(EventBody::User { text: user.clone() });
+        // A third of the turns carry media (an image by bytes and by URL, a PDF), chosen by
+        // the text's length so every strategy keeps its shape.
+        let parts = if user.len() % 3 == 1 {
+            common::media_parts(640 + user.len() as u32, 480)
+        } else {
+            Vec::new()
+        };
+        b.push(EventBody::User {
+            text: user.clone(),
+            parts,
+        });
         for s in steps {
             b.step(s);
         }

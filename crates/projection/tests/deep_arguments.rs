@@ -23,7 +23,10 @@ fn deeply_nested_arguments_are_counted_not_ignored() {
         Event {
             seq: 1,
             ts_ms: 0,
-            body: EventBody::User { text: "go".into() },
+            body: EventBody::User {
+                text: "go".into(),
+                parts: Vec::new(),
+            },
         },
         Event {
             seq: 2,

@@ -26,6 +26,7 @@ fn output(step: usize) -> String {
 fn long_turn() -> Vec<ctxlog_event::Event> {
     let mut bodies = vec![EventBody::User {
         text: "Check every disk on the fleet.".into(),
+        parts: Vec::new(),
     }];
     for step in 0..STEPS {
         bodies.push(EventBody::ToolCall {
@@ -40,6 +41,7 @@ fn long_turn() -> Vec<ctxlog_event::Event> {
             exit_code: Some(0),
             text: output(step),
             artifact: None,
+            parts: Vec::new(),
         });
     }
     common::numbered(bodies)

@@ -22,9 +22,15 @@ const INPUT: &str = "项目代号是什么？What is the project code?";
 
 fn events() -> Vec<Event> {
     let bodies = [
-        EventBody::User { text: U1.into() },
+        EventBody::User {
+            text: U1.into(),
+            parts: Vec::new(),
+        },
         EventBody::Assistant { text: A1.into() },
-        EventBody::User { text: U2.into() },
+        EventBody::User {
+            text: U2.into(),
+            parts: Vec::new(),
+        },
         EventBody::Assistant { text: A2.into() },
     ];
     common::numbered(bodies)

@@ -30,6 +30,7 @@ fn events(big: usize) -> Vec<Event> {
     common::numbered(vec![
         EventBody::User {
             text: "old question ".repeat(big),
+            parts: Vec::new(),
         },
         opaque("openai-responses", REASONING),
         EventBody::Assistant {
@@ -37,6 +38,7 @@ fn events(big: usize) -> Vec<Event> {
         },
         EventBody::User {
             text: "list files".into(),
+            parts: Vec::new(),
         },
         opaque("openai-responses", REASONING),
         opaque("anthropic-messages", THINKING),
@@ -52,6 +54,7 @@ fn events(big: usize) -> Vec<Event> {
             exit_code: Some(0),
             text: "a.txt".into(),
             artifact: None,
+            parts: Vec::new(),
         },
     ])
 }

@@ -28,6 +28,7 @@ fn events() -> Vec<Event> {
     for i in 0..6 {
         bodies.push(EventBody::User {
             text: format!("Step {i}: what about the \"cache\" size?"),
+            parts: Vec::new(),
         });
         bodies.push(EventBody::ToolCall {
             call_id: format!("c{i}"),
@@ -41,6 +42,7 @@ fn events() -> Vec<Event> {
             exit_code: Some(0),
             text: format!("{}M\t/cache/{i}", 10 * i),
             artifact: None,
+            parts: Vec::new(),
         });
         bodies.push(EventBody::Assistant {
             text: format!("The cache {i} holds {}M.", 10 * i),

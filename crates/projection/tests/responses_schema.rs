@@ -56,6 +56,7 @@ fn result(id: &str, status: ToolStatus, text: &str) -> EventBody {
         exit_code: (status != ToolStatus::Ok).then_some(2),
         text: text.into(),
         artifact: None,
+        parts: Vec::new(),
     }
 }
 
@@ -70,12 +71,14 @@ fn events() -> Vec<Event> {
         },
         EventBody::User {
             text: "first \"question\"".into(),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "first answer ".repeat(40),
         },
         EventBody::User {
             text: "list files".into(),
+            parts: Vec::new(),
         },
         reasoning("rs_1"),
         EventBody::Assistant {
@@ -96,6 +99,7 @@ fn events() -> Vec<Event> {
         },
         EventBody::User {
             text: "build it".into(),
+            parts: Vec::new(),
         },
         reasoning("rs_2"),
         thinking(),
@@ -183,9 +187,69 @@ fn bodies_the_api_rejects_do_not_validate() {
         json!({"model":"m","input":"hi","tools":[{"type":"function","name":"f"}]}),
         // The chat tool shape.
         json!({"model":"m","input":"hi","tools":[{"type":"function","function":{"name":"f"}}]}),
+        // An image part with a detail the API does not take, and the chat image shape.
+        json!({"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"x","detail":"medium"}]}]}),
+        json!({"model":"m","input":[{"type":"message","role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}),
     ] {
         assert!(!validator.is_valid(&bad), "{bad}");
     }
+}
+
+#[test]
+fn bodies_with_images_and_documents_validate() {
+    let validator = validator();
+    let mut with_media = result("c1", ToolStatus::Ok, "screenshot taken");
+    if let EventBody::ToolResult { parts, .. } = &mut with_media {
+        *parts = common::media_parts(800, 600);
+    }
+    let events = common::numbered(vec![
+        EventBody::User {
+            text: "What is on these?".into(),
+            parts: common::media_parts(1024, 1024),
+        },
+        EventBody::Assistant {
+            text: "A cat.".into(),
+        },
+        EventBody::User {
+            text: String::new(),
+            parts: common::media_parts(4000, 3000),
+        },
+        call("c1", json!({"cmd": "screenshot"})),
+        with_media,
+    ]);
+    let history = SliceHistory::new(&events);
+    let mut validated = 0;
+    for b in corpus() {
+        let request = b.build().unwrap();
+        // The open turn's media alone may be over a small token budget: refused, as it must be.
+        match project(&history, &request, &mut SizeCache::new()) {
+            Ok(p) => {
+                check(&validator, &p.body);
+                validated += 1;
+            }
+            Err(ctxlog_projection::Error::MandatoryExceedsBudget { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(validated >= corpus().len() / 2, "{validated}");
+    let request = ProjectionRequest::builder()
+        .format(WireFormat::OpenAiResponses)
+        .model("gpt-4o")
+        .build()
+        .unwrap();
+    let p = project(&history, &request, &mut SizeCache::new()).unwrap();
+    let body = String::from_utf8(p.body.clone()).unwrap();
+    assert!(
+        body.contains(r#""output":[{"type":"input_text","text":"screenshot taken"},"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            r#"{"type":"input_file","filename":"q3.pdf","file_data":"data:application/pdf;base64,"#
+        ),
+        "{body}"
+    );
+    check(&validator, &p.body);
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -193,9 +257,21 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 fn turn() -> impl Strategy<Value = Vec<EventBody>> {
-    (text(), 0usize..3, any::<bool>(), text(), any::<bool>()).prop_map(
-        |(user, calls, fail, reply, reasons)| {
-            let mut out = vec![EventBody::User { text: user }];
+    (
+        text(),
+        0usize..3,
+        any::<bool>(),
+        text(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(user, calls, fail, reply, reasons, media)| {
+            let parts = if media {
+                common::media_parts(1024, 768)
+            } else {
+                Vec::new()
+            };
+            let mut out = vec![EventBody::User { text: user, parts }];
             if reasons {
                 out.push(reasoning("rs_k"));
             }
@@ -212,8 +288,7 @@ fn turn() -> impl Strategy<Value = Vec<EventBody>> {
             }
             out.push(EventBody::Assistant { text: reply });
             out
-        },
-    )
+        })
 }
 
 proptest! {

@@ -59,12 +59,14 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
     let events = common::numbered(vec![
         EventBody::User {
             text: "What is in /srv?".into(),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "Looking.".into(),
         },
         EventBody::User {
             text: "List /var too.".into(),
+            parts: Vec::new(),
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -81,6 +83,7 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
                 name: "sha256-00".into(),
                 bytes: size as u64,
             }),
+            parts: Vec::new(),
         },
     ]);
     (events, full)
@@ -275,10 +278,12 @@ fn two_results(first: usize, second: usize) -> (Vec<Event>, HashMap<u64, String>
             name: format!("sha256-{id}"),
             bytes: full.len() as u64,
         }),
+        parts: Vec::new(),
     };
     let events = common::numbered(vec![
         EventBody::User {
             text: "What is in /var?".into(),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "Listing it.".into(),
@@ -294,6 +299,7 @@ fn two_results(first: usize, second: usize) -> (Vec<Event>, HashMap<u64, String>
         },
         EventBody::User {
             text: "And /srv?".into(),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "Listing it.".into(),

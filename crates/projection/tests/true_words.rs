@@ -19,6 +19,7 @@ fn events() -> Vec<ctxlog_event::Event> {
     for i in 0..6 {
         bodies.push(EventBody::User {
             text: format!("question {i}"),
+            parts: Vec::new(),
         });
         bodies.push(EventBody::Assistant {
             text: format!("answer {i} {}", "words ".repeat(40)),
@@ -55,6 +56,7 @@ fn clipped_body(policy: Policy, format: WireFormat, recall_tool: bool) -> String
     let events = common::numbered(vec![
         EventBody::User {
             text: "read the log".into(),
+            parts: Vec::new(),
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -68,6 +70,7 @@ fn clipped_body(policy: Policy, format: WireFormat, recall_tool: bool) -> String
             exit_code: None,
             text: "log line ".repeat(666),
             artifact: None,
+            parts: Vec::new(),
         },
     ]);
     let mut b = ProjectionRequest::builder();
@@ -161,6 +164,7 @@ fn failed_step_body(format: WireFormat, recall_tool: bool) -> String {
     let events = common::numbered(vec![
         EventBody::User {
             text: "fix the build".into(),
+            parts: Vec::new(),
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -174,6 +178,7 @@ fn failed_step_body(format: WireFormat, recall_tool: bool) -> String {
             exit_code: Some(101),
             text: "error[E0308]: mismatched types".into(),
             artifact: None,
+            parts: Vec::new(),
         },
     ]);
     let mut b = ProjectionRequest::builder();

@@ -29,12 +29,14 @@ fn events() -> Vec<Event> {
         },
         EventBody::User {
             text: "first \"question\"".into(),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "first answer".into(),
         },
         EventBody::User {
             text: "list files\nplease".into(),
+            parts: Vec::new(),
         },
         EventBody::Assistant {
             text: "Checking.".into(),
@@ -69,6 +71,7 @@ fn events() -> Vec<Event> {
                 name: "sha256-ab".into(),
                 bytes: 10,
             }),
+            parts: Vec::new(),
         },
         EventBody::ToolResult {
             call_id: "c1".into(),
@@ -77,6 +80,7 @@ fn events() -> Vec<Event> {
             exit_code: Some(0),
             text: "a.txt 😀".into(),
             artifact: None,
+            parts: Vec::new(),
         },
         EventBody::System {
             marker: SystemMarker::Import { source: "x".into() },
@@ -307,9 +311,15 @@ fn anthropic_leaves_out_whitespace_only_text_and_refuses_a_blank_input() {
     // Anthropic answers 400 "text content blocks must contain non-whitespace text" to a
     // whitespace-only text block, and rejects a blank system prompt.
     let bodies = vec![
-        EventBody::User { text: "hi".into() },
+        EventBody::User {
+            text: "hi".into(),
+            parts: Vec::new(),
+        },
         EventBody::Assistant { text: " \n".into() },
-        EventBody::User { text: "\t".into() },
+        EventBody::User {
+            text: "\t".into(),
+            parts: Vec::new(),
+        },
         EventBody::Assistant { text: "ok".into() },
     ];
     let events: Vec<Event> = common::numbered(bodies);
@@ -350,9 +360,15 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
     // Turns smaller than the notice: before the fix, every budget below the full body kept
     // zero turns and sent no notice either, though the newest turn fit.
     let bodies = vec![
-        EventBody::User { text: "a".into() },
+        EventBody::User {
+            text: "a".into(),
+            parts: Vec::new(),
+        },
         EventBody::Assistant { text: "b".into() },
-        EventBody::User { text: "c".into() },
+        EventBody::User {
+            text: "c".into(),
+            parts: Vec::new(),
+        },
         EventBody::Assistant { text: "d".into() },
     ];
     let events: Vec<Event> = common::numbered(bodies);
@@ -399,7 +415,10 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
     // it back verbatim (not as a JSON string literal inside the string), and Anthropic must
     // get the object it encodes as `input`.
     let bodies = vec![
-        EventBody::User { text: "ls".into() },
+        EventBody::User {
+            text: "ls".into(),
+            parts: Vec::new(),
+        },
         EventBody::ToolCall {
             call_id: "c1".into(),
             tool: "shell".into(),
@@ -412,6 +431,7 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
             exit_code: None,
             text: "a".into(),
             artifact: None,
+            parts: Vec::new(),
         },
         EventBody::ToolCall {
             call_id: "c2".into(),

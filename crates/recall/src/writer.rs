@@ -149,19 +149,31 @@ impl<'a> Writer<'a> {
     /// The text to index for `event`, or `None` when the event is never indexed.
     fn indexable_text(&mut self, event: &Event, artifacts: &dyn ArtifactSource) -> Option<String> {
         match &event.body {
-            EventBody::User { text } | EventBody::Assistant { text } => Some(text.clone()),
+            // With parts: the text, the parts' text and a marker per image or document
+            // (`[image]`, `[document NAME]`), never base64.
+            body @ EventBody::User { .. } => Some(body.readable_text().into_owned()),
+            EventBody::Assistant { text } => Some(text.clone()),
             EventBody::Note { text, .. } => Some(text.clone()),
             EventBody::ToolResult { tool, .. } if tool == TOOL_NAME => None,
-            EventBody::ToolResult { text, artifact, .. } => match artifact {
-                None => Some(text.clone()),
-                Some(a) => match artifacts.artifact_text(a) {
-                    Ok(full) => Some(full),
-                    Err(_) => {
-                        self.stats.artifact_failures += 1;
-                        Some(text.clone())
-                    }
-                },
-            },
+            body @ EventBody::ToolResult { text, artifact, .. } => {
+                let text = match artifact {
+                    None => text.clone(),
+                    Some(a) => match artifacts.artifact_text(a) {
+                        Ok(full) => full,
+                        Err(_) => {
+                            self.stats.artifact_failures += 1;
+                            text.clone()
+                        }
+                    },
+                };
+                let parts = body.parts().iter().map(ctxlog_event::Part::readable_text);
+                Some(
+                    std::iter::once(text)
+                        .chain(parts)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                )
+            }
             // Only an opaque item's readable text (a reasoning summary, a thinking block's
             // text), never its encrypted parts; an item without any is not indexed.
             body @ EventBody::Opaque { .. } => {

@@ -29,6 +29,7 @@ fn turn(i: u64, filler: &str) -> NewCommit {
     NewCommit::new(vec![
         EventBody::User {
             text: format!("question {i}"),
+            parts: Vec::new(),
         },
         EventBody::ToolCall {
             call_id: id.clone(),
@@ -42,6 +43,7 @@ fn turn(i: u64, filler: &str) -> NewCommit {
             exit_code: Some(0),
             text: filler.into(),
             artifact: None,
+            parts: Vec::new(),
         },
         EventBody::Assistant { text: "ok".into() },
     ])

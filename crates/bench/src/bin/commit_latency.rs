@@ -39,7 +39,10 @@ fn turn(i: usize) -> NewCommit {
         "Answer {i:06}: the window is Tuesday 02:00-04:00 UTC, with rollback by 04:30 at the latest."
     );
     NewCommit::new(vec![
-        EventBody::User { text: user },
+        EventBody::User {
+            text: user,
+            parts: Vec::new(),
+        },
         EventBody::Assistant { text: assistant },
     ])
 }
@@ -123,7 +126,7 @@ impl SqliteWal {
             let mut ins = tx.prepare_cached("INSERT INTO events (kind, text) VALUES (?1, ?2)")?;
             for e in &c.events {
                 let (kind, text) = match e {
-                    EventBody::User { text } => ("user", text.as_str()),
+                    EventBody::User { text, .. } => ("user", text.as_str()),
                     EventBody::Assistant { text } => ("assistant", text.as_str()),
                     _ => anyhow::bail!("the benchmark turn holds only user and assistant events"),
                 };

@@ -38,7 +38,10 @@ fn events(sample: &Value) -> Vec<Event> {
                 text.push_str(&format!(" [shares a photo: {c}]"));
             }
             let body = if t["speaker"].as_str() == Some(a) {
-                EventBody::User { text }
+                EventBody::User {
+                    text,
+                    parts: Vec::new(),
+                }
             } else {
                 EventBody::Assistant { text }
             };

@@ -284,7 +284,14 @@ impl Generator {
                 body,
             });
         };
-        push(EventBody::User { text: self.chat() }, seq, ts_ms);
+        push(
+            EventBody::User {
+                text: self.chat(),
+                parts: Vec::new(),
+            },
+            seq,
+            ts_ms,
+        );
         for _ in 0..[0, 0, 1, 1, 2, 3][self.rng.below(6)] {
             let tool = ["shell", "read_file", "http_get"][self.rng.below(3)].to_owned();
             let call_id = format!("c{seq}");
@@ -310,6 +317,7 @@ impl Generator {
                     exit_code: None,
                     text: self.tool_output(),
                     artifact: None,
+                    parts: Vec::new(),
                 },
                 seq,
                 ts_ms,
@@ -322,7 +330,7 @@ impl Generator {
 /// What the index stores as pages for `event` (none for tool calls).
 fn page_facts(event: &Event) -> (u64, u64) {
     match &event.body {
-        EventBody::User { text }
+        EventBody::User { text, .. }
         | EventBody::Assistant { text }
         | EventBody::ToolResult { text, .. } => pages(text)
             .iter()

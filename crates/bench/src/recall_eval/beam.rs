@@ -115,7 +115,10 @@ fn events(chat: &Value) -> anyhow::Result<Vec<Event>> {
             );
             let text = m["content"].as_str().unwrap_or_default().to_owned();
             let body = match m["role"].as_str() {
-                Some("user") => EventBody::User { text },
+                Some("user") => EventBody::User {
+                    text,
+                    parts: Vec::new(),
+                },
                 _ => EventBody::Assistant { text },
             };
             out.push(Event {

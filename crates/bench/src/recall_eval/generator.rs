@@ -290,6 +290,7 @@ fn events(sc: &Scenario) -> Vec<Event> {
                 exit_code: Some(0),
                 text: text.clone(),
                 artifact: None,
+                parts: Vec::new(),
             },
         })
         .collect()

@@ -153,7 +153,10 @@ fn events(conv: &Conversation) -> Vec<Event> {
                 text.push_str(&format!(" [image: {c}]"));
             }
             let body = if t.first_speaker {
-                EventBody::User { text }
+                EventBody::User {
+                    text,
+                    parts: Vec::new(),
+                }
             } else {
                 EventBody::Assistant { text }
             };

@@ -175,7 +175,10 @@ impl Chat {
         let seq = self.events.len() as u64 + 1;
         let answer = reply(rng, topic, &user);
         for body in [
-            EventBody::User { text: user },
+            EventBody::User {
+                text: user,
+                parts: Vec::new(),
+            },
             EventBody::Assistant { text: answer },
         ] {
             let n = self.events.len() as i64;

@@ -134,7 +134,13 @@ fn event(seq: u64, body: EventBody) -> Event {
 
 /// The fixture's events: the user record, the 12 facts (as notes), then 3,000 tool records.
 pub fn events() -> Vec<Event> {
-    let mut out = vec![event(1, EventBody::User { text: USER.into() })];
+    let mut out = vec![event(
+        1,
+        EventBody::User {
+            text: USER.into(),
+            parts: Vec::new(),
+        },
+    )];
     for f in FACTS {
         let seq = out.len() as u64 + 1;
         out.push(event(
@@ -319,5 +325,6 @@ fn distractor_result(i: usize) -> EventBody {
         exit_code: Some(0),
         text: distractor(i),
         artifact: None,
+        parts: Vec::new(),
     }
 }

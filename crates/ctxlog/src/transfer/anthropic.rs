@@ -52,34 +52,81 @@ fn message(
         Content::Parts(blocks) => blocks,
     };
     let mut texts = Vec::new();
+    let mut media = false;
     for (j, b) in blocks.into_iter().enumerate() {
         if m.role == Role::Assistant && matches!(b, Block::Other) && j < raw.len() {
             let item = std::mem::take(&mut raw[j]);
             events.opaque(OpaqueFormat::AnthropicMessages, item, ts);
             continue;
         }
-        block(events, m.role, b, ts, &mut texts).map_err(|r| format!("content[{j}]: {r}"))?;
+        block(events, m.role, b, ts, &mut texts, &mut media)
+            .map_err(|r| format!("content[{j}]: {r}"))?;
     }
-    for text in texts {
-        events.push(EventBody::User { text }, ts);
+    if media {
+        // Images and documents keep their place among the texts, in one user event.
+        events.push(chat::user_event(texts), ts);
+        return Ok(());
+    }
+    for part in texts {
+        if let ctxlog_event::Part::Text { text } = part {
+            events.push(
+                EventBody::User {
+                    text,
+                    parts: Vec::new(),
+                },
+                ts,
+            );
+        }
     }
     Ok(())
 }
 
-/// One block of a message from `role`; a user's texts are gathered in `texts`.
+/// One block of a message from `role`; a user's texts, images and documents are gathered
+/// in `texts` (`media` set when there is an image or document).
 fn block(
     events: &mut Events,
     role: Role,
     block: Block,
     ts: Option<i64>,
-    texts: &mut Vec<String>,
+    texts: &mut Vec<ctxlog_event::Part>,
+    media: &mut bool,
 ) -> std::result::Result<(), String> {
     match (role, block) {
         (_, Block::Text { text, .. }) if text.trim().is_empty() => {}
         (Role::User, Block::Text { text, extra }) => {
             events.unused(&extra);
-            texts.push(text);
+            texts.push(ctxlog_event::Part::Text { text });
         }
+        (Role::User, Block::Image { source, extra }) => {
+            events.unused(&extra);
+            events.unused(&source.extra);
+            match source_part(source, None, false) {
+                Some(part) => {
+                    *media = true;
+                    texts.push(part);
+                }
+                None => events.skipped += 1,
+            }
+        }
+        (
+            Role::User,
+            Block::Document {
+                source,
+                title,
+                extra,
+            },
+        ) => {
+            events.unused(&extra);
+            events.unused(&source.extra);
+            match source_part(source, title, true) {
+                Some(part) => {
+                    *media = true;
+                    texts.push(part);
+                }
+                None => events.skipped += 1,
+            }
+        }
+        (Role::Assistant, Block::Image { .. } | Block::Document { .. }) => events.skipped += 1,
         (Role::Assistant, Block::Text { text, extra }) => {
             events.unused(&extra);
             events.push(EventBody::Assistant { text }, ts);
@@ -122,6 +169,38 @@ fn block(
         (_, Block::Other) => events.skipped += 1,
     }
     Ok(())
+}
+
+/// An image's or document's part from its `source` (`base64`, or `url` for an image); `None`
+/// for a source ctxlog cannot store (a document by URL, a file id).
+fn source_part(
+    source: ctxlog_projection::read::anthropic::Source,
+    title: Option<String>,
+    document: bool,
+) -> Option<ctxlog_event::Part> {
+    match (source.kind.as_str(), document) {
+        ("base64", false) => Some(ctxlog_event::Part::Image {
+            url: None,
+            data: source.data,
+            media_type: source.media_type,
+            detail: None,
+            artifact: None,
+        }),
+        ("url", false) => Some(ctxlog_event::Part::Image {
+            url: source.url,
+            data: None,
+            media_type: None,
+            detail: None,
+            artifact: None,
+        }),
+        ("base64", true) => Some(ctxlog_event::Part::Document {
+            data: source.data,
+            media_type: source.media_type.unwrap_or_default(),
+            name: title,
+            artifact: None,
+        }),
+        _ => None,
+    }
 }
 
 /// The text of a system prompt or a tool result's content: a string, or its text blocks

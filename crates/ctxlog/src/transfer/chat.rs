@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use ctxlog_event::Part;
+use ctxlog_event::media::Detail;
 use ctxlog_ledger::{EventBody, OpaqueFormat, ToolStatus};
 use ctxlog_projection::INTERRUPTED_RESULT;
 use ctxlog_projection::read::{self, Envelope};
@@ -13,6 +15,67 @@ use serde_json::{Map, Value};
 
 use super::Incoming;
 use crate::{Error, Result};
+
+/// An image part from a URL (`data:` URLs become base64 `data` with its media type, stored as
+/// an artifact when committed) and an OpenAI `detail`.
+pub(crate) fn image_from_url(url: String, detail: Option<&str>) -> Part {
+    let detail = detail.and_then(Detail::parse);
+    match split_data_url(&url) {
+        Some((media_type, data)) => Part::Image {
+            url: None,
+            data: Some(data),
+            media_type: Some(media_type),
+            detail,
+            artifact: None,
+        },
+        None => Part::Image {
+            url: Some(url),
+            data: None,
+            media_type: None,
+            detail,
+            artifact: None,
+        },
+    }
+}
+
+/// A document part from an OpenAI file's `data:` URL and name; `None` when the file is not
+/// inline (an uploaded `file_id`, which ctxlog cannot read).
+pub(crate) fn document_from_data_url(url: Option<&str>, name: Option<String>) -> Option<Part> {
+    let (media_type, data) = split_data_url(url?)?;
+    Some(Part::Document {
+        data: Some(data),
+        media_type,
+        name,
+        artifact: None,
+    })
+}
+
+fn split_data_url(url: &str) -> Option<(String, String)> {
+    let (media_type, data) = url.strip_prefix("data:")?.split_once(";base64,")?;
+    Some((media_type.to_owned(), data.to_owned()))
+}
+
+/// A user message's content as an event: its text parts joined by newlines when it has no
+/// media (as before media were kept), else every part in order (text included) as `parts`.
+pub(crate) fn user_event(parts: Vec<Part>) -> EventBody {
+    if parts.iter().all(|p| matches!(p, Part::Text { .. })) {
+        let texts: Vec<String> = parts
+            .into_iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text),
+                _ => None,
+            })
+            .collect();
+        return EventBody::User {
+            text: texts.join("\n"),
+            parts: Vec::new(),
+        };
+    }
+    EventBody::User {
+        text: String::new(),
+        parts,
+    }
+}
 
 /// One message of an input, with the time it may carry (`"ts"`, ctxlog's own field).
 #[derive(Deserialize)]
@@ -164,6 +227,7 @@ impl Events {
             exit_code,
             text: text.to_owned(),
             artifact: None,
+            parts: Vec::new(),
         };
         self.push(body, ts);
     }

@@ -155,7 +155,10 @@ fn session_turns(
             text.push_str(&format!(" [image: {caption}]"));
         }
         let body = if t.speaker == conv.speaker_a {
-            EventBody::User { text }
+            EventBody::User {
+                text,
+                parts: Vec::new(),
+            }
         } else if t.speaker == conv.speaker_b {
             EventBody::Assistant { text }
         } else {

@@ -42,7 +42,9 @@ fn line(ledger: &dyn LedgerView, event: &Event) -> Result<Vec<u8>> {
         } => Some(ledger.artifact(r)?),
         _ => None,
     };
-    event_line(event, artifact)
+    let mut event = event.clone();
+    event.body.inline_parts(|r| ledger.artifact(r))?;
+    event_line(&event, artifact)
 }
 
 /// Writes a salvage (docs/export-import.md, "Salvage"): each intact event as an export line
@@ -100,6 +102,7 @@ fn event_line(event: &Event, artifact: Option<Vec<u8>>) -> Result<Vec<u8>> {
                 status,
                 exit_code,
                 artifact: Some(r),
+                parts,
                 ..
             },
             Some(content),
@@ -114,6 +117,7 @@ fn event_line(event: &Event, artifact: Option<Vec<u8>>) -> Result<Vec<u8>> {
                 exit_code: *exit_code,
                 text,
                 artifact: None,
+                parts: parts.clone(),
             };
             &inlined
         }

@@ -37,11 +37,11 @@ fn message(
         Message::Developer(m) => system(events, i, "developer", m, ts),
         Message::User(m) => {
             events.unused(&m.extra);
-            let text = text(events, m.content);
-            if text.trim().is_empty() {
+            let body = chat::user_event(parts(events, m.content));
+            if body.readable_text().trim().is_empty() {
                 return Err("empty user message".into());
             }
-            events.push(EventBody::User { text }, ts);
+            events.push(body, ts);
         }
         Message::Assistant(m) => assistant(events, i, m, ts)?,
         Message::Tool(m) => tool(events, m, ts)?,
@@ -118,6 +118,42 @@ fn tool(events: &mut Events, m: ToolMessage, ts: Option<i64>) -> std::result::Re
     Ok(())
 }
 
+/// A user content's parts: its text, images (`image_url`) and inline files (`file`) in order;
+/// other parts (and files by upload id) are counted as skipped.
+fn parts(events: &mut Events, content: Option<Content>) -> Vec<ctxlog_event::Part> {
+    let parts = match content {
+        None => return Vec::new(),
+        Some(Content::Text(text)) => return vec![ctxlog_event::Part::Text { text }],
+        Some(Content::Parts(parts)) => parts,
+    };
+    let mut out = Vec::new();
+    for part in parts {
+        match part {
+            Part::Text { text, extra } => {
+                events.unused(&extra);
+                out.push(ctxlog_event::Part::Text { text });
+            }
+            Part::ImageUrl { image_url, extra } => {
+                events.unused(&extra);
+                events.unused(&image_url.extra);
+                out.push(chat::image_from_url(
+                    image_url.url,
+                    image_url.detail.as_deref(),
+                ));
+            }
+            Part::File { file, extra } => {
+                events.unused(&extra);
+                match chat::document_from_data_url(file.file_data.as_deref(), file.filename) {
+                    Some(part) => out.push(part),
+                    None => events.skipped += 1,
+                }
+            }
+            Part::Other => events.skipped += 1,
+        }
+    }
+    out
+}
+
 /// The text of a content: a string, or its text parts joined by newlines (other parts are
 /// counted as skipped).
 fn text(events: &mut Events, content: Option<Content>) -> String {
@@ -132,7 +168,7 @@ fn text(events: &mut Events, content: Option<Content>) -> String {
                         events.unused(&extra);
                         texts.push(text);
                     }
-                    Part::Other => events.skipped += 1,
+                    _ => events.skipped += 1,
                 }
             }
             texts.join("\n")

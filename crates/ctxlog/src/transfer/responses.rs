@@ -91,10 +91,16 @@ fn message(
     ts: Option<i64>,
 ) -> std::result::Result<(), String> {
     events.unused(&m.extra);
+    if m.role == "user" {
+        let body = super::chat::user_event(parts(events, m.content));
+        if body.readable_text().trim().is_empty() {
+            return Err("empty user message".into());
+        }
+        events.push(body, ts);
+        return Ok(());
+    }
     let text = text(events, m.content);
     match m.role.as_str() {
-        "user" if text.trim().is_empty() => return Err("empty user message".into()),
-        "user" => events.push(EventBody::User { text }, ts),
         "assistant" if text.is_empty() => events
             .notes
             .push(format!("item {i} (assistant message) has no text: skipped")),
@@ -136,6 +142,45 @@ fn output(
     Ok(())
 }
 
+/// A user content's parts: its text, images (`input_image`) and inline files (`input_file`)
+/// in order; other parts (and uploads by `file_id`) are counted as skipped.
+fn parts(events: &mut Events, content: Content) -> Vec<ctxlog_event::Part> {
+    let parts = match content {
+        Content::Text(text) => return vec![ctxlog_event::Part::Text { text }],
+        Content::Parts(parts) => parts,
+    };
+    let mut out = Vec::new();
+    for part in parts {
+        match part {
+            Part::InputText { text, extra } | Part::OutputText { text, extra } => {
+                events.unused(&extra);
+                out.push(ctxlog_event::Part::Text { text });
+            }
+            Part::InputImage {
+                image_url: Some(url),
+                detail,
+                extra,
+            } => {
+                events.unused(&extra);
+                out.push(super::chat::image_from_url(url, detail.as_deref()));
+            }
+            Part::InputFile {
+                file_data,
+                filename,
+                extra,
+            } => {
+                events.unused(&extra);
+                match super::chat::document_from_data_url(file_data.as_deref(), filename) {
+                    Some(part) => out.push(part),
+                    None => events.skipped += 1,
+                }
+            }
+            _ => events.skipped += 1,
+        }
+    }
+    out
+}
+
 /// The text of a content: a string, or its text parts joined by newlines (other parts are
 /// counted as skipped).
 fn text(events: &mut Events, content: Content) -> String {
@@ -149,7 +194,7 @@ fn text(events: &mut Events, content: Content) -> String {
                         events.unused(&extra);
                         texts.push(text);
                     }
-                    Part::Other => events.skipped += 1,
+                    _ => events.skipped += 1,
                 }
             }
             texts.join("\n")

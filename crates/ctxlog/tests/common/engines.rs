@@ -260,7 +260,10 @@ pub fn last_seq(store: &Store, conv: &str) -> u64 {
 }
 
 pub fn user(text: &str) -> EventBody {
-    EventBody::User { text: text.into() }
+    EventBody::User {
+        text: text.into(),
+        parts: Vec::new(),
+    }
 }
 
 pub fn assistant(text: &str) -> EventBody {
@@ -283,6 +286,7 @@ pub fn result(id: &str, text: &str) -> EventBody {
         exit_code: Some(0),
         text: text.into(),
         artifact: None,
+        parts: Vec::new(),
     }
 }
 

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use ctxlog_ledger::{EventBody, MemStorage, NewCommit, Storage, ToolStatus};
 
 pub fn user(text: &str) -> EventBody {
-    EventBody::User { text: text.into() }
+    EventBody::User {
+        text: text.into(),
+        parts: Vec::new(),
+    }
 }
 
 pub fn assistant(text: &str) -> EventBody {
@@ -31,6 +34,7 @@ pub fn result(id: &str, text: &str) -> EventBody {
         exit_code: Some(0),
         text: text.into(),
         artifact: None,
+        parts: Vec::new(),
     }
 }
 

@@ -162,7 +162,7 @@ impl<'a> EntryBuilder<'a> {
     fn entry(&mut self, i: usize, event: &'a Event) -> Option<Entry> {
         let seq = event.seq;
         let entry = match &event.body {
-            EventBody::User { text } => Entry::new(
+            EventBody::User { text, .. } => Entry::new(
                 seq,
                 Tier::UserRequests,
                 format!("[seq {seq}] user request: {text}"),

@@ -223,7 +223,12 @@ class Conversation:
         events: Optional[Sequence[Mapping[str, Any]]] = None,
         id: Optional[str] = None,
     ) -> JsonDict:
-        """Commits one turn atomically and durably: {"first_seq", "last_seq", "replayed"}."""
+        """Commits one turn atomically and durably: {"first_seq", "last_seq", "replayed"}.
+
+        A user or tool_result event may carry "parts": {"type": "text", "text"},
+        {"type": "image", "url" | "data", "media_type", "detail"?} and
+        {"type": "document", "data", "media_type": "application/pdf", "name"?}; base64
+        "data" is stored once as an artifact and bad media raises BadInput."""
     def project(
         self,
         input: Optional[str] = None,

@@ -12,7 +12,13 @@ pub fn ev(seq: u64, body: EventBody) -> Event {
 }
 
 pub fn user(seq: u64, text: &str) -> Event {
-    ev(seq, EventBody::User { text: text.into() })
+    ev(
+        seq,
+        EventBody::User {
+            text: text.into(),
+            parts: Vec::new(),
+        },
+    )
 }
 
 pub fn assistant(seq: u64, text: &str) -> Event {
@@ -40,6 +46,7 @@ pub fn tool_result(seq: u64, tool: &str, text: &str, artifact: Option<ArtifactRe
             exit_code: Some(0),
             text: text.into(),
             artifact,
+            parts: Vec::new(),
         },
     )
 }

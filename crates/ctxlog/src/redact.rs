@@ -34,6 +34,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
+use ctxlog_ledger::event::Part;
 use ctxlog_ledger::rules::Tombstone;
 use ctxlog_ledger::{EventBody, NewCommit};
 use regex::Regex;
@@ -427,6 +428,20 @@ impl Redactor {
             EventBody::Opaque { item, .. } => self.redact_readable(item),
             EventBody::System { .. } => {}
         }
+        // The words around media: text parts, a document's name, an image's URL (a signed URL
+        // can carry a key). Never the bytes: a `data:` URL is base64, which no rule reads.
+        for part in event.parts_mut().into_iter().flatten() {
+            match part {
+                Part::Text { text } => self.redact_in_place(text),
+                Part::Image { url: Some(url), .. } if !url.starts_with("data:") => {
+                    self.redact_in_place(url)
+                }
+                Part::Document {
+                    name: Some(name), ..
+                } => self.redact_in_place(name),
+                _ => {}
+            }
+        }
         event
     }
 
@@ -642,6 +657,38 @@ mod tests {
         let out = serde_json::to_string(&*r.redact_commit(&commit)).unwrap();
         assert!(!out.contains(key), "{out}");
         assert!(out.contains("[redacted:openai-key]"), "{out}");
+    }
+
+    #[test]
+    fn the_words_around_media_are_redacted_and_the_bytes_kept() {
+        let r = plain();
+        let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";
+        let parts = vec![
+            Part::Text {
+                text: format!("my key is {key}"),
+            },
+            Part::Image {
+                url: Some(format!("https://example.com/a.png?key={key}")),
+                data: None,
+                media_type: None,
+                detail: None,
+                artifact: None,
+            },
+            Part::Document {
+                data: Some("JVBERi0xLjQK".into()),
+                media_type: "application/pdf".into(),
+                name: Some(format!("{key}.pdf")),
+                artifact: None,
+            },
+        ];
+        let commit = NewCommit::new(vec![EventBody::User {
+            text: String::new(),
+            parts,
+        }]);
+        let out = serde_json::to_string(&*r.redact_commit(&commit)).unwrap();
+        assert!(!out.contains(key), "{out}");
+        assert_eq!(out.matches("[redacted:openai-key]").count(), 3, "{out}");
+        assert!(out.contains("JVBERi0xLjQK"), "{out}");
     }
 
     #[test]

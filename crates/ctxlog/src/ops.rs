@@ -310,6 +310,12 @@ pub struct ProjectRequest {
     pub tools: Vec<serde_json::Value>,
     /// Also offer ctxlog's recall tool ([`recall_tool_definition`]) [default: false].
     pub recall_tool: bool,
+    /// Other top-level fields of the body (`temperature`, `tool_choice`, …), written as given
+    /// after the projector's own and counted in the budget [default: none]. A field the
+    /// projector writes itself (`model`, `messages`, `tools`, the output limit, …) is refused
+    /// (class usage).
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub fields: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ProjectRequest {
@@ -374,6 +380,9 @@ impl ProjectRequest {
         }
         if !tools.is_empty() {
             request.tools(tools);
+        }
+        if !self.fields.is_empty() {
+            request.fields(self.fields.clone());
         }
         Ok(request.build()?)
     }

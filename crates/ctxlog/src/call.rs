@@ -1,0 +1,327 @@
+//! Relayed model calls (docs/design.md#i6-gateway): what the gateway does with a provider
+//! request body before and after the provider sees it, as two operations of the store
+//! ([`crate::Store::prepare_call`], [`crate::Store::commit_reply`]). This module is the pure
+//! part: a client's body split into what ctxlog projects and what it passes through, the
+//! client's messages read as events (by the import parsers, [`crate::transfer`]), and the
+//! alignment of those events with the conversation's stored ones.
+//!
+//! # The rules
+//!
+//! * **What is projected.** The client's messages become the conversation's events; leading
+//!   `system`/`developer` messages (OpenAI chat) or the top-level `system` (Anthropic) are the
+//!   system prompt, sent with every call and not stored. `model`, `tools` and the output
+//!   reservation (`max_tokens`, `max_completion_tokens`, `max_output_tokens`) are read; every
+//!   other top-level field (`temperature`, `tool_choice`, `stream`, `metadata`, …) is passed
+//!   through as given and counted in the budget.
+//! * **Recognition.** A client resends its whole history on every call. The events it sends
+//!   are aligned with the stored ones: the longest suffix of the stored events (notes and
+//!   system markers aside) that the client's events start with is what the ledger already
+//!   holds; the rest is new. A stored tool result whose output became an artifact matches the
+//!   client's full output by its SHA-256; stored text is compared after the store's redaction.
+//!   Events that do not continue the stored ones (an edited message, a regenerated reply) are
+//!   refused as a conflict: nothing is rewritten or merged.
+//! * **The budget.** The window is the model table's context window
+//!   ([`ctxlog_projection::media::MODELS`]) or the caller's override, in tokens, input plus
+//!   output. Where ctxlog's token count is not the provider's ([`WireFormat::tokens_exact`]:
+//!   Anthropic), only [`INEXACT_WINDOW_SHARE`] of it is used. The client's output reservation
+//!   is taken off it. A model in no row, without an override, is projected without a budget.
+
+use ctxlog_ledger::{Event, EventBody};
+use ctxlog_projection::WireFormat;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::{Error, Result};
+
+/// The share (in percent) of a model's window a projection uses when ctxlog's token count is
+/// not the provider's own (Anthropic publishes no offline tokenizer): a margin for the
+/// difference between o200k and the provider's count.
+pub const INEXACT_WINDOW_SHARE: u64 = 80;
+
+/// One model call a client asked the gateway for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallRequest {
+    /// The conversation (named by the client's `X-Ctxlog-Conversation`).
+    pub conversation: String,
+    /// The route's wire format.
+    pub format: WireFormat,
+    /// The client's request body, as sent.
+    pub body: Vec<u8>,
+    /// The window to fit, in tokens (input plus output), instead of the model table's
+    /// [default: the model's row; none for a model in no row].
+    pub window: Option<u64>,
+}
+
+/// What [`crate::Store::prepare_call`] did, and the body to send upstream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreparedCall {
+    /// The upstream body: the projection of the conversation, the passed-through fields
+    /// written after the projector's own.
+    pub body: Vec<u8>,
+    /// Whether the client asked for a stream (`"stream": true`).
+    pub stream: bool,
+    /// The client's events the ledger already held.
+    pub recognised: u64,
+    /// The client's events committed by this call.
+    pub committed: u64,
+    /// The last seq of the conversation once the input is committed.
+    pub last_seq: u64,
+    /// The token budget the body was fitted to (none: the model is in no row and no window
+    /// was given).
+    pub budget: Option<u64>,
+    /// The body's tokens by ctxlog's count.
+    pub tokens: u64,
+}
+
+/// The reply a provider gave to a relayed call, to commit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplyRequest {
+    /// The conversation.
+    pub conversation: String,
+    /// The route's wire format.
+    pub format: WireFormat,
+    /// The reply as a message of the request shape: OpenAI chat's assistant message
+    /// (`{"role":"assistant","content":…,"tool_calls":[…]}`), Anthropic's
+    /// `{"role":"assistant","content":[blocks…]}`.
+    pub message: Value,
+}
+
+/// A client's request body, split.
+#[derive(Debug)]
+pub(crate) struct ClientCall {
+    pub model: String,
+    pub system: Option<String>,
+    pub events: Vec<EventBody>,
+    pub tools: Vec<Value>,
+    /// The client's output reservation.
+    pub reserve: Option<u64>,
+    pub fields: Map<String, Value>,
+    pub stream: bool,
+}
+
+fn bad(reason: impl Into<String>) -> Error {
+    Error::BadInput {
+        reason: reason.into(),
+    }
+}
+
+/// Splits a client's body of `format` (see the module's rules).
+///
+/// # Errors
+/// [`Error::BadInput`] for a body that is not a JSON object with a `model` and a non-empty
+/// `messages` array, a system message after the first other message, a message the import
+/// parser refuses.
+pub(crate) fn read_call(format: WireFormat, body: &[u8]) -> Result<ClientCall> {
+    if format == WireFormat::OpenAiResponses {
+        return Err(Error::InvalidRequest {
+            reason: "the gateway relays openai-chat and anthropic-messages calls".into(),
+        });
+    }
+    let mut object: Map<String, Value> = crate::json::from_slice(body)
+        .map_err(|e| bad(format!("the request body is not a JSON object: {e}")))?;
+    let model = match object.remove("model") {
+        Some(Value::String(m)) if !m.is_empty() => m,
+        _ => {
+            return Err(bad(
+                "the request body needs a \"model\" (a non-empty string)",
+            ));
+        }
+    };
+    let mut messages = match object.remove("messages") {
+        Some(Value::Array(m)) if !m.is_empty() => m,
+        _ => {
+            return Err(bad(
+                "the request body needs \"messages\" (a non-empty array)",
+            ));
+        }
+    };
+    let system = match format {
+        WireFormat::AnthropicMessages => object.remove("system").map(|s| text_of(&s)),
+        _ => leading_system(&mut messages)?,
+    };
+    let reserve = match format {
+        WireFormat::AnthropicMessages => object.remove("max_tokens"),
+        _ => object
+            .get("max_completion_tokens")
+            .or_else(|| object.get("max_tokens"))
+            .cloned(),
+    };
+    let reserve = reserve
+        .map(|v| {
+            v.as_u64()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| bad("the output limit must be a positive integer"))
+        })
+        .transpose()?;
+    let tools = match object.remove("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err(bad("\"tools\" must be an array of tool definitions")),
+    };
+    let stream = object.get("stream").and_then(Value::as_bool) == Some(true);
+    let events = crate::transfer::message_events(format, Value::Array(messages))?;
+    Ok(ClientCall {
+        model,
+        system,
+        events,
+        tools,
+        reserve,
+        fields: object,
+        stream,
+    })
+}
+
+/// Takes the leading `system`/`developer` messages of an OpenAI chat array as the system
+/// prompt (their texts joined by a blank line).
+fn leading_system(messages: &mut Vec<Value>) -> Result<Option<String>> {
+    let is_system = |m: &Value| matches!(m["role"].as_str(), Some("system" | "developer"));
+    let n = messages.iter().take_while(|m| is_system(m)).count();
+    if let Some(i) = messages.iter().skip(n).position(is_system) {
+        return Err(bad(format!(
+            "message {}: a system or developer message after the conversation started; the \
+             gateway takes them only at the start (the system prompt)",
+            n + i
+        )));
+    }
+    let texts: Vec<String> = messages
+        .drain(..n)
+        .map(|m| text_of(&m["content"]))
+        .collect();
+    Ok((!texts.is_empty()).then(|| texts.join("\n\n")))
+}
+
+/// The text of a system prompt: a string, or the `text` of its parts joined.
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The stored events recognition compares: what a client sends back (notes and system
+/// markers are ctxlog's own).
+pub(crate) fn comparable(events: Vec<Event>) -> Vec<EventBody> {
+    events
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| !matches!(b, EventBody::Note { .. } | EventBody::System { .. }))
+        .collect()
+}
+
+/// How many of `client`'s events the stored ones already hold: the length of the longest
+/// suffix of `stored` that `client` starts with (0 for an empty `stored`).
+///
+/// # Errors
+/// [`Error::Diverged`]: the client's events do not continue the stored ones.
+pub(crate) fn recognised(stored: &[EventBody], client: &[EventBody]) -> Result<usize> {
+    if stored.is_empty() {
+        return Ok(0);
+    }
+    (0..stored.len())
+        .map(|start| &stored[start..])
+        .find(|tail| tail.len() <= client.len() && tail.iter().zip(client).all(|(s, c)| same(s, c)))
+        .map(<[EventBody]>::len)
+        .ok_or_else(|| diverged(stored, client))
+}
+
+fn diverged(stored: &[EventBody], client: &[EventBody]) -> Error {
+    let at = stored
+        .iter()
+        .zip(client)
+        .position(|(s, c)| !same(s, c))
+        .unwrap_or(stored.len().min(client.len()));
+    Error::Diverged {
+        reason: format!(
+            "the messages sent do not continue the stored conversation ({} stored events, \
+             {} sent, first difference at message event {at}): the gateway never rewrites \
+             history. Send the whole history as the gateway returned it, or name a new \
+             conversation in X-Ctxlog-Conversation",
+            stored.len(),
+            client.len()
+        ),
+    }
+}
+
+/// Whether a stored event is the client's event: equal, but a tool result stored as an
+/// artifact matches the client's full output by its digest.
+fn same(stored: &EventBody, client: &EventBody) -> bool {
+    match (stored, client) {
+        (
+            EventBody::ToolResult {
+                call_id,
+                tool,
+                status,
+                exit_code,
+                artifact: Some(artifact),
+                ..
+            },
+            EventBody::ToolResult {
+                call_id: c_id,
+                tool: c_tool,
+                status: c_status,
+                exit_code: c_exit,
+                text,
+                artifact: None,
+            },
+        ) => {
+            call_id == c_id
+                && tool == c_tool
+                && status == c_status
+                && exit_code == c_exit
+                && artifact.name == artifact_name(text)
+        }
+        _ => stored == client,
+    }
+}
+
+fn artifact_name(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256-{hex}")
+}
+
+/// The budget of a call: the window (given, or the model's row, scaled by
+/// [`INEXACT_WINDOW_SHARE`] where the count is not the provider's), for formats without a
+/// required output field less the client's reservation. `None` without a window.
+///
+/// # Errors
+/// [`Error::InvalidRequest`] when the reservation leaves nothing of the window.
+pub(crate) fn budget(
+    format: WireFormat,
+    model: &str,
+    window: Option<u64>,
+    reserve: Option<u64>,
+) -> Result<Option<u64>> {
+    let Some(window) = window.or_else(|| model_window(model)) else {
+        return Ok(None);
+    };
+    let window = if format.tokens_exact() {
+        window
+    } else {
+        window * INEXACT_WINDOW_SHARE / 100
+    };
+    let reserved = match format {
+        // Anthropic's max_tokens is the projector's own field: it subtracts it itself.
+        WireFormat::AnthropicMessages => 0,
+        _ => reserve.unwrap_or(0),
+    };
+    match window.checked_sub(reserved).filter(|n| *n > 0) {
+        Some(n) => Ok(Some(n)),
+        None => Err(Error::InvalidRequest {
+            reason: format!(
+                "the output limit ({reserved} tokens) leaves nothing of the window ({window} \
+                 tokens) for the input: lower it, or give a larger window (X-Ctxlog-Max-Tokens)"
+            ),
+        }),
+    }
+}
+
+/// The context window of `model` in the model table, in tokens.
+pub fn model_window(model: &str) -> Option<u64> {
+    ctxlog_projection::media::family(model).map(|f| f.context_window)
+}

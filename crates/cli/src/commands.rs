@@ -414,6 +414,7 @@ fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
         tools,
         recall_tool: args.recall_tool,
         fields: serde_json::Map::new(),
+        stored_input: false,
     };
     // Without --report only the body and the notes are read: no token figures are counted
     // for a byte budget, so no tokenizer is built.

@@ -316,6 +316,11 @@ pub struct ProjectRequest {
     /// (class usage).
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub fields: serde_json::Map<String, serde_json::Value>,
+    /// Without an input, continue a newest turn that ends in the user's message (committed
+    /// before the call, not answered yet) as the open turn: the message ends the body
+    /// [default: false: only a turn ending in tool results is continued].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stored_input: bool,
 }
 
 impl ProjectRequest {
@@ -384,6 +389,7 @@ impl ProjectRequest {
         if !self.fields.is_empty() {
             request.fields(self.fields.clone());
         }
+        request.stored_input(self.stored_input);
         Ok(request.build()?)
     }
 }

@@ -46,6 +46,20 @@ pub(crate) fn ends_in_results(events: &[Event]) -> bool {
         .is_some_and(|e| e.kind() == EventKind::ToolResult)
 }
 
+/// Whether the newest event of `events` that is sent is a user message (no reply yet).
+fn ends_in_user(events: &[Event]) -> bool {
+    events
+        .iter()
+        .rev()
+        .find(|e| {
+            !matches!(
+                e.body,
+                EventBody::Note { .. } | EventBody::System { .. } | EventBody::Opaque { .. }
+            )
+        })
+        .is_some_and(|e| e.kind() == EventKind::User)
+}
+
 /// The events of the open turn that stands in for the current input: `None` when the request
 /// has an input.
 ///
@@ -63,7 +77,7 @@ pub(crate) fn open_turn<H: History + ?Sized>(
     }
     if let Some(newest) = turn_count.checked_sub(1) {
         let events = read(history.turn(newest))?;
-        if ends_in_results(&events) {
+        if ends_in_results(&events) || (req.stored_input && ends_in_user(&events)) {
             return Ok(Some(events));
         }
     }

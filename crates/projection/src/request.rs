@@ -111,6 +111,7 @@ pub struct ProjectionRequest {
     pub(crate) recalled: Vec<RecalledPage>,
     pub(crate) tools: Vec<serde_json::Value>,
     pub(crate) fields: serde_json::Map<String, serde_json::Value>,
+    pub(crate) stored_input: bool,
     pub(crate) recall_unavailable: Option<String>,
     pub(crate) recall_reserve: Option<RecallReserve>,
     pub(crate) token_figures: bool,
@@ -315,6 +316,7 @@ pub struct ProjectionRequestBuilder {
     recalled: Vec<RecalledPage>,
     tools: Vec<serde_json::Value>,
     fields: serde_json::Map<String, serde_json::Value>,
+    stored_input: bool,
     recall_unavailable: Option<String>,
     recall_reserve: Option<RecallReserve>,
     token_figures: Option<bool>,
@@ -410,6 +412,13 @@ impl ProjectionRequestBuilder {
         self.fields = fields;
         self
     }
+    /// Without an input, a newest turn that ends in the user's message (committed before the
+    /// call, no reply yet) is continued like an agent loop's open turn: the message ends the
+    /// body. Default: false (only a turn ending in tool results is continued).
+    pub fn stored_input(&mut self, stored: bool) -> &mut Self {
+        self.stored_input = stored;
+        self
+    }
     /// Tells the projector the recall index could not be used and why; the report says so.
     /// Default: none.
     ///
@@ -494,6 +503,7 @@ impl ProjectionRequestBuilder {
             recalled: self.recalled.clone(),
             tools: self.tools.clone(),
             fields: self.fields.clone(),
+            stored_input: self.stored_input,
             recall_unavailable: self.recall_unavailable.clone(),
             recall_reserve: self.recall_reserve,
             token_figures: self.token_figures.unwrap_or(true),

@@ -17,7 +17,9 @@ impl Store {
     /// holds, commits the new ones (tool results before the projection; a trailing user
     /// message once the body is projected, so a call refused for its size stores no input),
     /// and projects the conversation into the body to send upstream, within the window
-    /// ([`call::budget`]), with the client's other fields passed through.
+    /// ([`call::budget`]), with the client's other fields passed through. A call that sends
+    /// nothing new while the conversation awaits a reply (a retry after a failed upstream
+    /// call) projects the stored input again and commits nothing.
     ///
     /// Each commit's id derives from the seq it follows and its events, so a client's
     /// identical request sent twice at once commits once.
@@ -44,6 +46,14 @@ impl Store {
         let (before, input) = match new.last() {
             Some(EventBody::User { text }) => (&new[..new.len() - 1], Some(text.clone())),
             Some(EventBody::ToolResult { .. }) => (new, None),
+            // A retry of a call whose input is stored and not answered yet.
+            None if matches!(
+                stored.1.last(),
+                Some(EventBody::User { .. } | EventBody::ToolResult { .. })
+            ) =>
+            {
+                (new, None)
+            }
             _ => {
                 return Err(Error::BadInput {
                     reason: "the messages sent end with nothing new for the model to answer: \
@@ -141,6 +151,7 @@ fn project_request(
         max_tokens: budget,
         reserve_output: client.reserve.filter(|_| anthropic),
         policy: Policy::Turns,
+        stored_input: true,
         recall: Some(0),
         tools: client.tools.clone(),
         fields: client.fields.clone(),

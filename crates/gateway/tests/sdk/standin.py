@@ -239,6 +239,7 @@ def anthropic_events(reply: Reply) -> List[bytes]:
     start = {**anthropic_message(reply), "content": [], "stop_reason": None}
     out = [sse({"type": "message_start", "message": start}, "message_start")]
     for index, block in enumerate(anthropic_blocks(reply)):
+        first: Dict[str, Any]
         if block["type"] == "text":
             first = {"type": "text", "text": ""}
             text = block["text"]

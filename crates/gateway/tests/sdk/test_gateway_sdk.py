@@ -152,14 +152,15 @@ def test_an_openai_tool_loop_is_stored_once_and_fits_the_window(
         standin.replies.append(
             text_reply("The logs fill the disks.") if last else call_reply(f"call_{step}", "shell", {"cmd": f"du -sh /var/{step}"})
         )
+        sent: Any = messages
         if stream:
             chunks = client.chat.completions.create(
-                model="gpt-4o", messages=messages, tools=TOOLS_OPENAI, temperature=0.2, stream=True  # type: ignore[arg-type]
+                model="gpt-4o", messages=sent, tools=TOOLS_OPENAI, temperature=0.2, stream=True
             )
             message = openai_streamed(chunks)
         else:
             raw = client.chat.completions.with_raw_response.create(
-                model="gpt-4o", messages=messages, tools=TOOLS_OPENAI, temperature=0.2  # type: ignore[arg-type]
+                model="gpt-4o", messages=sent, tools=TOOLS_OPENAI, temperature=0.2
             )
             assert raw.headers["x-ctxlog-conversation"] == "loop"
             # The seq of the reply: every event sent so far, and the reply's one.

@@ -14,9 +14,10 @@
 //!   other top-level field (`temperature`, `tool_choice`, `stream`, `metadata`, …) is passed
 //!   through as given and counted in the budget.
 //! * **Recognition.** A client resends its whole history on every call. The events it sends
-//!   are aligned with the stored ones: the longest suffix of the stored events (notes and
-//!   system markers aside) that the client's events start with is what the ledger already
-//!   holds; the rest is new. A stored tool result whose output became an artifact matches the
+//!   are aligned with the stored ones (notes and system markers aside): when they start with
+//!   all of them, the rest is new; a client that dropped its oldest messages (its first
+//!   differs from the stored first) continues after the longest suffix of the stored events
+//!   its own start with. A stored tool result whose output became an artifact matches the
 //!   client's full output by its SHA-256; stored text is compared after the store's redaction.
 //!   Events that do not continue the stored ones (an edited message, a regenerated reply) are
 //!   refused as a conflict: nothing is rewritten or merged.
@@ -213,18 +214,30 @@ pub(crate) fn comparable(events: Vec<Event>) -> Vec<EventBody> {
         .collect()
 }
 
-/// How many of `client`'s events the stored ones already hold: the length of the longest
-/// suffix of `stored` that `client` starts with (0 for an empty `stored`).
+/// How many of `client`'s events the stored ones already hold: all of them when the client
+/// resends the whole history (the stored events are a prefix of its); else, for a client that
+/// dropped its oldest messages (its first differs from the stored first), the longest suffix
+/// of `stored` that `client` starts with. 0 for an empty `stored`.
 ///
 /// # Errors
 /// [`Error::Diverged`]: the client's events do not continue the stored ones.
 pub(crate) fn recognised(stored: &[EventBody], client: &[EventBody]) -> Result<usize> {
-    if stored.is_empty() {
-        return Ok(0);
+    let starts_with = |tail: &[EventBody]| {
+        tail.len() <= client.len() && tail.iter().zip(client).all(|(s, c)| same(s, c))
+    };
+    if starts_with(stored) {
+        return Ok(stored.len());
     }
-    (0..stored.len())
+    if client
+        .first()
+        .zip(stored.first())
+        .is_some_and(|(c, s)| same(s, c))
+    {
+        return Err(diverged(stored, client));
+    }
+    (1..stored.len())
         .map(|start| &stored[start..])
-        .find(|tail| tail.len() <= client.len() && tail.iter().zip(client).all(|(s, c)| same(s, c)))
+        .find(|tail| starts_with(tail))
         .map(<[EventBody]>::len)
         .ok_or_else(|| diverged(stored, client))
 }
@@ -324,4 +337,89 @@ pub(crate) fn budget(
 /// The context window of `model` in the model table, in tokens.
 pub fn model_window(model: &str) -> Option<u64> {
     ctxlog_projection::media::family(model).map(|f| f.context_window)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use ctxlog_ledger::{ArtifactRef, ToolStatus};
+
+    use super::*;
+
+    fn user(text: &str) -> EventBody {
+        EventBody::User { text: text.into() }
+    }
+
+    fn result(text: &str, artifact: Option<ArtifactRef>) -> EventBody {
+        EventBody::ToolResult {
+            call_id: "c1".into(),
+            tool: "sh".into(),
+            status: ToolStatus::Ok,
+            exit_code: None,
+            text: text.into(),
+            artifact,
+        }
+    }
+
+    #[test]
+    fn the_longest_stored_suffix_the_client_starts_with_is_known() {
+        let stored = [user("a"), user("b"), user("a")];
+        assert_eq!(recognised(&[], &[user("a")]).unwrap(), 0);
+        assert_eq!(recognised(&stored, &stored).unwrap(), 3);
+        let longer = [user("a"), user("b"), user("a"), user("c")];
+        assert_eq!(recognised(&stored, &longer).unwrap(), 3);
+        // A client that dropped its oldest messages continues.
+        assert_eq!(
+            recognised(&stored, &[user("b"), user("a"), user("c")]).unwrap(),
+            2
+        );
+        // An edited message is refused, naming what to do.
+        let err = recognised(&stored, &[user("a"), user("x"), user("a")]).unwrap_err();
+        assert!(matches!(err, Error::Diverged { .. }));
+        assert!(err.to_string().contains("X-Ctxlog-Conversation"), "{err}");
+    }
+
+    #[test]
+    fn an_output_stored_as_an_artifact_matches_by_its_digest() {
+        let full = "x".repeat(100);
+        let artifact = |text: &str| ArtifactRef {
+            name: artifact_name(text),
+            bytes: text.len() as u64,
+        };
+        let stored = [result("[excerpt]", Some(artifact(&full)))];
+        assert_eq!(recognised(&stored, &[result(&full, None)]).unwrap(), 1);
+        assert!(recognised(&stored, &[result("other", None)]).is_err());
+    }
+
+    #[test]
+    fn the_budget_is_the_window_less_the_reservation() {
+        let chat = WireFormat::OpenAiChat;
+        assert_eq!(
+            budget(chat, "gpt-4o", None, Some(1000)).unwrap(),
+            Some(127_000)
+        );
+        assert_eq!(
+            budget(chat, "gpt-4o-2024-08-06", Some(9000), None).unwrap(),
+            Some(9000)
+        );
+        assert_eq!(budget(chat, "my-local-model", None, None).unwrap(), None);
+        assert!(budget(chat, "gpt-4o", Some(100), Some(100)).is_err());
+        let claude = WireFormat::AnthropicMessages;
+        assert_eq!(
+            budget(claude, "claude-sonnet-4-5", None, Some(1024)).unwrap(),
+            Some(160_000)
+        );
+    }
+
+    #[test]
+    fn leading_system_messages_are_the_prompt_and_later_ones_are_refused() {
+        let body = br#"{"model":"m","temperature":0,"messages":[{"role":"system","content":"S"},{"role":"developer","content":[{"type":"text","text":"D"}]},{"role":"user","content":"hi"}]}"#;
+        let call = read_call(WireFormat::OpenAiChat, body).unwrap();
+        assert_eq!(call.system.as_deref(), Some("S\n\nD"));
+        assert_eq!(call.events, [user("hi")]);
+        assert_eq!(call.fields.keys().collect::<Vec<_>>(), ["temperature"]);
+        let late = br#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"system","content":"S"}]}"#;
+        let err = read_call(WireFormat::OpenAiChat, late).unwrap_err();
+        assert!(err.to_string().contains("message 1"), "{err}");
+    }
 }

@@ -313,13 +313,14 @@ pub struct ProjectRequest {
     /// Other top-level fields of the body (`temperature`, `tool_choice`, …), written as given
     /// after the projector's own and counted in the budget [default: none]. A field the
     /// projector writes itself (`model`, `messages`, `tools`, the output limit, …) is refused
-    /// (class usage).
-    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    /// (class usage). Library callers only (the gateway): not a field of the JSON request.
+    #[serde(skip)]
     pub fields: serde_json::Map<String, serde_json::Value>,
     /// Without an input, continue a newest turn that ends in the user's message (committed
     /// before the call, not answered yet) as the open turn: the message ends the body
-    /// [default: false: only a turn ending in tool results is continued].
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// [default: false: only a turn ending in tool results is continued]. Library callers
+    /// only (the gateway): not a field of the JSON request.
+    #[serde(skip)]
     pub stored_input: bool,
 }
 

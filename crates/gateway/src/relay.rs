@@ -352,14 +352,15 @@ impl Call {
                 format!("the provider answered {status} with an empty body"),
             ));
         }
-        if status.is_success() {
-            if let Some(message) = self.provider.reply_of(&body) {
-                if let Some(seq) = self.commit(message).await {
-                    if let Some(h) = head.headers_mut() {
-                        h.insert(SEQ_HEADER, HeaderValue::from(seq));
-                    }
-                }
-            }
+        let reply = status
+            .is_success()
+            .then(|| self.provider.reply_of(&body))
+            .flatten();
+        if let Some(message) = reply
+            && let Some(seq) = self.commit(message).await
+            && let Some(h) = head.headers_mut()
+        {
+            h.insert(SEQ_HEADER, HeaderValue::from(seq));
         }
         head.body(Body::from(body)).map_err(|e| {
             Refusal::new(
@@ -431,12 +432,11 @@ impl Call {
             let was_complete = assembler.is_complete();
             assembler.feed(&chunk);
             let mut out = chunk.to_vec();
-            if !was_complete {
-                if let Some(message) = assembler.message() {
-                    if let Some(seq) = self.commit(message).await {
-                        out.extend_from_slice(format!(": {SEQ_HEADER} {seq}\n\n").as_bytes());
-                    }
-                }
+            if !was_complete
+                && let Some(message) = assembler.message()
+                && let Some(seq) = self.commit(message).await
+            {
+                out.extend_from_slice(format!(": {SEQ_HEADER} {seq}\n\n").as_bytes());
             }
             if tx.send(Ok(Bytes::from(out))).await.is_err() {
                 return;

@@ -545,6 +545,17 @@ fn check_budget(request: &ProjectionRequest) -> Result<()> {
     Ok(())
 }
 
+/// Whether `key` is a top-level field the projector writes itself in `format` (or one another
+/// format's projector writes, which would confuse a reader of the body).
+pub fn is_body_key(format: WireFormat, key: &str) -> bool {
+    let own: &[&str] = match format {
+        WireFormat::OpenAiChat => &["messages", "max_completion_tokens"],
+        WireFormat::AnthropicMessages => &["messages", "max_tokens", "system"],
+        WireFormat::OpenAiResponses => &["input", "instructions", "max_output_tokens"],
+    };
+    key == "model" || key == "tools" || own.contains(&key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,15 +605,4 @@ mod tests {
         b.format(WireFormat::AnthropicMessages);
         assert!(b.build().is_ok());
     }
-}
-
-/// Whether `key` is a top-level field the projector writes itself in `format` (or one another
-/// format's projector writes, which would confuse a reader of the body).
-pub fn is_body_key(format: WireFormat, key: &str) -> bool {
-    let own: &[&str] = match format {
-        WireFormat::OpenAiChat => &["messages", "max_completion_tokens"],
-        WireFormat::AnthropicMessages => &["messages", "max_tokens", "system"],
-        WireFormat::OpenAiResponses => &["input", "instructions", "max_output_tokens"],
-    };
-    key == "model" || key == "tools" || own.contains(&key)
 }

@@ -200,10 +200,11 @@ pub enum Command {
     /// ledger and sending ctxlog's projection of it (see docs/gateway.md).
     ///
     /// An application changes only its SDK's base URL and names the conversation in a header:
-    ///   OpenAI(base_url="http://127.0.0.1:7475/v1",
-    ///          default_headers={"X-Ctxlog-Conversation": "chat-1"})
-    ///   Anthropic(base_url="http://127.0.0.1:7475",
-    ///             default_headers={"X-Ctxlog-Conversation": "chat-1"})
+    ///
+    /// OpenAI(base_url="http://127.0.0.1:7475/v1", default_headers={"X-Ctxlog-Conversation": "chat-1"})
+    ///
+    /// Anthropic(base_url="http://127.0.0.1:7475", default_headers={"X-Ctxlog-Conversation": "chat-1"})
+    ///
     /// Routes: POST /v1/chat/completions, POST /v1/messages (plain and "stream": true), GET
     /// /healthz. Each call commits the client's new messages, sends the provider the
     /// conversation projected within the model's context window (X-Ctxlog-Max-Tokens

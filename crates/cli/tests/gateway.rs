@@ -40,6 +40,8 @@ enum Behaviour {
     StreamThenStall,
     /// Answers a whole OpenAI chat completion.
     Answer,
+    /// Answers `re: ` and the last message's text.
+    Echo,
 }
 
 /// A stand-in provider on loopback: its base URL and the bodies it received. Connection `n`
@@ -64,7 +66,8 @@ fn provide(mut stream: TcpStream, behaviour: Behaviour, received: &mpsc::Sender<
     let Some((_, body)) = read_message(&mut stream) else {
         return;
     };
-    let _ = received.send(serde_json::from_slice(&body).unwrap_or(Value::Null));
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let _ = received.send(request.clone());
     match behaviour {
         Behaviour::Silent => std::thread::sleep(Duration::from_secs(3600)),
         Behaviour::StreamThenStall => {
@@ -78,10 +81,22 @@ fn provide(mut stream: TcpStream, behaviour: Behaviour, received: &mpsc::Sender<
             let _ = stream.flush();
             std::thread::sleep(Duration::from_secs(3600));
         }
-        Behaviour::Answer => {
+        Behaviour::Answer | Behaviour::Echo => {
+            let text = match behaviour {
+                Behaviour::Echo => format!(
+                    "re: {}",
+                    request["messages"]
+                        .as_array()
+                        .and_then(|m| m.last())
+                        .unwrap_or(&Value::Null)["content"]
+                        .as_str()
+                        .unwrap_or_default()
+                ),
+                _ => ANSWER.to_owned(),
+            };
             let body = json!({"id":"c","object":"chat.completion","created":1,"model":"gpt-4o",
                 "choices":[{"index":0,"finish_reason":"stop",
-                    "message":{"role":"assistant","content":ANSWER}}]})
+                    "message":{"role":"assistant","content":text}}]})
             .to_string();
             let _ = write!(
                 stream,
@@ -415,4 +430,110 @@ fn a_gateway_killed_mid_stream_keeps_the_input_and_no_partial_reply() {
     );
     let texts: Vec<String> = log(&tenants[0], "crash").into_iter().map(|e| e.1).collect();
     assert_eq!(texts, ["Favourite colour?", ANSWER, "Why?", ANSWER]);
+}
+
+/// Several clients at once on several conversations. What is promised: conversations are
+/// independent; on one conversation calls are not serialised, so clients whose messages
+/// start with the same stored history and each add a different new message all commit
+/// theirs (in arrival order) unless the history moved on first (409, nothing stored). Either
+/// way each accepted message and each reply is stored exactly once, and a refused one not at
+/// all.
+#[test]
+fn concurrent_clients_store_each_accepted_message_once() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::Echo);
+    let gateway = Gateway::start(&env, &upstream, &[], None);
+    let outcomes: Vec<(String, String, u16)> = std::thread::scope(|scope| {
+        let gateway = &gateway;
+        let handles: Vec<_> = (0..16)
+            .map(|i| {
+                scope.spawn(move || {
+                    let conversation = format!("conv-{}", i % 4);
+                    let text = format!("message from client {i}");
+                    let (status, _, body) = gateway.post(
+                        "/v1/chat/completions",
+                        &[
+                            ("authorization", "Bearer sk-many"),
+                            ("x-ctxlog-conversation", &conversation),
+                        ],
+                        &json!({"model": "gpt-4o", "messages": [user(&text)]}),
+                    );
+                    assert!(status == 200 || status == 409, "{status}: {body}");
+                    (conversation, text, status)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    gateway.kill();
+
+    let tenants = tenants(env.root());
+    assert_eq!(tenants.len(), 1);
+    for c in 0..4 {
+        let conversation = format!("conv-{c}");
+        let texts: Vec<String> = log(&tenants[0], &conversation)
+            .into_iter()
+            .map(|e| e.1)
+            .collect();
+        let mine = outcomes.iter().filter(|o| o.0 == conversation);
+        assert!(mine.clone().any(|o| o.2 == 200), "{texts:?}");
+        for (_, text, status) in mine {
+            let stored = |t: &str| texts.iter().filter(|s| *s == t).count();
+            let expected = usize::from(*status == 200);
+            assert_eq!(stored(text), expected, "{text} ({status}) in {texts:?}");
+            assert_eq!(stored(&format!("re: {text}")), expected, "{texts:?}");
+        }
+        assert_eq!(
+            texts.len(),
+            2 * outcomes
+                .iter()
+                .filter(|o| o.0 == conversation && o.2 == 200)
+                .count()
+        );
+    }
+}
+
+/// Conversations are independent: a client per conversation, all at once, each sending its
+/// turns in order (each call with the whole history it has), stores every message and reply
+/// exactly once, in order.
+#[test]
+fn one_client_per_conversation_at_once_stores_every_turn_in_order() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::Echo);
+    let gateway = Gateway::start(&env, &upstream, &[], None);
+    std::thread::scope(|scope| {
+        for c in 0..4 {
+            let gateway = &gateway;
+            scope.spawn(move || {
+                let conversation = format!("own-{c}");
+                let mut messages = Vec::new();
+                for turn in 0..4 {
+                    messages.push(user(&format!("c{c} turn {turn}")));
+                    let (status, head, body) = gateway.post(
+                        "/v1/chat/completions",
+                        &[
+                            ("authorization", "Bearer sk-own"),
+                            ("x-ctxlog-conversation", &conversation),
+                        ],
+                        &json!({"model": "gpt-4o", "messages": messages}),
+                    );
+                    assert_eq!(status, 200, "{body}");
+                    assert!(head.contains(&format!("x-ctxlog-seq: {}\r\n", 2 * turn + 2)));
+                    messages.push(body["choices"][0]["message"].clone());
+                }
+            });
+        }
+    });
+    gateway.kill();
+    let tenants = tenants(env.root());
+    for c in 0..4 {
+        let texts: Vec<String> = log(&tenants[0], &format!("own-{c}"))
+            .into_iter()
+            .map(|e| e.1)
+            .collect();
+        let expected: Vec<String> = (0..4)
+            .flat_map(|t| [format!("c{c} turn {t}"), format!("re: c{c} turn {t}")])
+            .collect();
+        assert_eq!(texts, expected);
+    }
 }

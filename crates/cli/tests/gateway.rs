@@ -42,7 +42,12 @@ enum Behaviour {
     Answer,
     /// Answers `re: ` and the last message's text.
     Echo,
+    /// Waits until four requests have arrived, then echoes.
+    EchoAfterFour,
 }
+
+/// Where [`Behaviour::EchoAfterFour`] connections wait for each other.
+static FOUR: std::sync::Barrier = std::sync::Barrier::new(4);
 
 /// A stand-in provider on loopback: its base URL and the bodies it received. Connection `n`
 /// (from 0) gets `behaviour(n)`; stalled connections stay open until the process ends.
@@ -81,9 +86,12 @@ fn provide(mut stream: TcpStream, behaviour: Behaviour, received: &mpsc::Sender<
             let _ = stream.flush();
             std::thread::sleep(Duration::from_secs(3600));
         }
-        Behaviour::Answer | Behaviour::Echo => {
+        Behaviour::Answer | Behaviour::Echo | Behaviour::EchoAfterFour => {
+            if behaviour == Behaviour::EchoAfterFour {
+                FOUR.wait();
+            }
             let text = match behaviour {
-                Behaviour::Echo => format!(
+                Behaviour::Echo | Behaviour::EchoAfterFour => format!(
                     "re: {}",
                     request["messages"]
                         .as_array()
@@ -491,6 +499,40 @@ fn concurrent_clients_store_each_accepted_message_once() {
                 .count()
         );
     }
+}
+
+/// The same call sent four times at once (a client retrying while its first call waits: the
+/// provider answers none before all four reached it) stores its input once; each call is
+/// answered. (Each answer is committed too: the
+/// conversation ends in several replies to one message, a documented limit.)
+#[test]
+fn the_same_call_sent_at_once_stores_its_input_once() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::EchoAfterFour);
+    let gateway = Gateway::start(&env, &upstream, &[], None);
+    let body = json!({"model": "gpt-4o", "messages": [user("Once only")]});
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let (status, _, answer) = gateway.post(
+                    "/v1/chat/completions",
+                    &[
+                        ("authorization", "Bearer sk-same"),
+                        ("x-ctxlog-conversation", "same"),
+                    ],
+                    &body,
+                );
+                assert_eq!(status, 200, "{answer}");
+                assert_eq!(answer["choices"][0]["message"]["content"], "re: Once only");
+            });
+        }
+    });
+    gateway.kill();
+    let events = log(&tenants(env.root())[0], "same");
+    let users: Vec<_> = events.iter().filter(|e| e.0 == "user").collect();
+    assert_eq!(users.len(), 1, "{events:?}");
+    assert_eq!(events[0], ("user".to_owned(), "Once only".to_owned()));
+    assert!(events[1..].iter().all(|e| e.0 == "assistant"), "{events:?}");
 }
 
 /// Conversations are independent: a client per conversation, all at once, each sending its

@@ -200,6 +200,24 @@ pub enum Command {
     /// serve one PostgreSQL store (docs/postgres.md). Stops on SIGTERM or Ctrl-C after
     /// finishing the requests in flight.
     Serve(ServeArgs),
+    /// Relay OpenAI and Anthropic SDK calls to the provider, keeping each conversation in the
+    /// ledger and sending ctxlog's projection of it (see docs/gateway.md).
+    ///
+    /// An application changes only its SDK's base URL and names the conversation in a header:
+    ///
+    /// OpenAI(base_url="http://127.0.0.1:7475/v1", default_headers={"X-Ctxlog-Conversation": "chat-1"})
+    ///
+    /// Anthropic(base_url="http://127.0.0.1:7475", default_headers={"X-Ctxlog-Conversation": "chat-1"})
+    ///
+    /// Routes: POST /v1/chat/completions, POST /v1/messages (plain and "stream": true), GET
+    /// /healthz. Each call commits the client's new messages, sends the provider the
+    /// conversation projected within the model's context window (X-Ctxlog-Max-Tokens
+    /// overrides it) with every other field as given, relays the answer as it arrives and
+    /// commits the reply; responses carry X-Ctxlog-Conversation and X-Ctxlog-Seq. The API key
+    /// the SDK sends is forwarded, never stored: each key's conversations are a tenant of their
+    /// own under <root>/.tenants/. Beyond loopback, --tokens is required and every request
+    /// needs X-Ctxlog-Token.
+    Gateway(GatewayArgs),
     /// Serve the store to an agent host over the Model Context Protocol, on stdin and stdout
     /// (see docs/mcp.md).
     ///
@@ -244,6 +262,35 @@ pub struct ServeArgs {
     /// open-file limit (`ulimit -n`) when that is smaller
     #[arg(long, value_name = "N", default_value_t = ctxlog_server::policy::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_connections: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Where to listen: HOST:PORT (port 0 picks a free port; the address is logged). Without
+    /// tokens, every address the host resolves to must be loopback
+    #[arg(long, default_value = "127.0.0.1:7475")]
+    pub addr: String,
+    /// The OpenAI base URL calls to /v1/chat/completions go to
+    #[arg(long, value_name = "URL", default_value = ctxlog_gateway::OPENAI_UPSTREAM)]
+    pub openai_upstream: String,
+    /// The Anthropic base URL calls to /v1/messages go to
+    #[arg(long, value_name = "URL", default_value = ctxlog_gateway::ANTHROPIC_UPSTREAM)]
+    pub anthropic_upstream: String,
+    /// Gateway tokens: one `TOKEN TENANT` pair a line, sent by clients in X-Ctxlog-Token
+    /// [default: $CTXLOG_TOKENS; else none, loopback only]
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+    /// How long connecting to the provider may take, in seconds (past it: 502)
+    #[arg(long, value_name = "SECS", default_value_t = ctxlog_gateway::DEFAULT_CONNECT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub connect_timeout: u64,
+    /// How long the provider may take to answer, and to send the next piece of a stream, in
+    /// seconds (past it: 504, or the stream ends and no reply is committed); reasoning models
+    /// can take minutes to a first byte
+    #[arg(long, value_name = "SECS", default_value_t = ctxlog_gateway::DEFAULT_UPSTREAM_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub upstream_timeout: u64,
+    /// The largest request body accepted, in MiB (larger ones get 413)
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub body_limit_mib: u64,
 }
 
 /// What to erase: exactly one of --turn, --seqs and --all (checked by the operation).

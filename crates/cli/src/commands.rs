@@ -10,8 +10,8 @@ use ctxlog::ops::{
 use ctxlog::{Event, EventBody, Store};
 
 use crate::args::{
-    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, ExportArgs, GcArgs, ImportArgs,
-    LogArgs, ProjectArgs, RecallArgs, RepairArgs, ServeArgs,
+    Cli, Command, CommitArgs, ConvArg, CountArgs, EraseArgs, ExportArgs, GatewayArgs, GcArgs,
+    ImportArgs, LogArgs, ProjectArgs, RecallArgs, RepairArgs, ServeArgs,
 };
 use crate::output::{self, Failure};
 
@@ -52,6 +52,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             ctxlog_mcp::run_stdio(store()?).map_err(|e| Failure::other(format!("mcp: {e}")))
         }
         Command::Serve(args) => serve(location, builder.resolved_config()?, args),
+        Command::Gateway(args) => gateway(location, builder.resolved_config()?, args),
     }
 }
 
@@ -418,6 +419,8 @@ fn project(store: &Store, args: ProjectArgs) -> Result<(), Failure> {
         notice: args.notice,
         tools,
         recall_tool: args.recall_tool,
+        fields: serde_json::Map::new(),
+        stored_input: false,
     };
     // Without --report only the body and the notes are read: no token figures are counted
     // for a byte budget, so no tokenizer is built.
@@ -610,6 +613,26 @@ fn serve(
         },
     })
     .map_err(|e| Failure::other(format!("serve: {e:#}")))
+}
+
+fn gateway(
+    location: ctxlog::StoreLocation,
+    store: ctxlog::StoreConfig,
+    args: GatewayArgs,
+) -> Result<(), Failure> {
+    let mut config = ctxlog_gateway::Config::new(location);
+    config.store = store;
+    config.openai_upstream = args.openai_upstream;
+    config.anthropic_upstream = args.anthropic_upstream;
+    config.connect_timeout = std::time::Duration::from_secs(args.connect_timeout);
+    config.upstream_timeout = std::time::Duration::from_secs(args.upstream_timeout);
+    config.body_limit = usize::try_from(args.body_limit_mib << 20).unwrap_or(usize::MAX);
+    ctxlog_gateway::serve(ctxlog_gateway::GatewayOptions {
+        addr: args.addr,
+        tokens_file: args.tokens,
+        config,
+    })
+    .map_err(|e| Failure::other(format!("gateway: {e:#}")))
 }
 
 #[cfg(test)]

@@ -43,6 +43,13 @@ pub enum Error {
         /// What is wrong, and where.
         reason: String,
     },
+    /// A relayed call's messages do not continue the conversation's stored ones (an edited
+    /// message, a regenerated reply): nothing was written (class [`ErrorClass::Conflict`]).
+    #[error("{reason}")]
+    Diverged {
+        /// Where they differ, and what to do.
+        reason: String,
+    },
     /// The ledger refused or failed.
     #[error(transparent)]
     Ledger(#[from] ctxlog_ledger::Error),
@@ -165,6 +172,7 @@ impl Error {
             Error::NotFound { .. } => ErrorClass::NotFound,
             Error::ArtifactsDamaged { .. } => ErrorClass::Corrupt,
             Error::Busy { .. } => ErrorClass::Busy,
+            Error::Diverged { .. } => ErrorClass::Conflict,
             Error::Projection(e) => projection_class(e),
             Error::Recall(e) if e.is_damaged() => ErrorClass::IndexDamaged,
             _ => ErrorClass::Other,

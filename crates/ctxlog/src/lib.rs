@@ -37,9 +37,10 @@
 
 // Layers, lowest first; a module uses only those before it in this list (directly or through
 // the re-exports below), which `tests/layering.rs` checks: error, json, time, redact, backend,
-// retention, config, adapters, transfer, input, ops, location, handle, store.
+// retention, config, adapters, transfer, input, ops, call, location, handle, store.
 mod adapters;
 pub mod backend;
+pub mod call;
 mod config;
 mod error;
 mod handle;

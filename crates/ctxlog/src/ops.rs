@@ -313,6 +313,18 @@ pub struct ProjectRequest {
     pub tools: Vec<serde_json::Value>,
     /// Also offer ctxlog's recall tool ([`recall_tool_definition`]) [default: false].
     pub recall_tool: bool,
+    /// Other top-level fields of the body (`temperature`, `tool_choice`, …), written as given
+    /// after the projector's own and counted in the budget [default: none]. A field the
+    /// projector writes itself (`model`, `messages`, `tools`, the output limit, …) is refused
+    /// (class usage). Library callers only (the gateway): not a field of the JSON request.
+    #[serde(skip)]
+    pub fields: serde_json::Map<String, serde_json::Value>,
+    /// Without an input, continue a newest turn that ends in the user's message (committed
+    /// before the call, not answered yet) as the open turn: the message ends the body
+    /// [default: false: only a turn ending in tool results is continued]. Library callers
+    /// only (the gateway): not a field of the JSON request.
+    #[serde(skip)]
+    pub stored_input: bool,
 }
 
 impl ProjectRequest {
@@ -378,6 +390,10 @@ impl ProjectRequest {
         if !tools.is_empty() {
             request.tools(tools);
         }
+        if !self.fields.is_empty() {
+            request.fields(self.fields.clone());
+        }
+        request.stored_input(self.stored_input);
         Ok(request.build()?)
     }
 }

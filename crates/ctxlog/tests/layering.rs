@@ -24,6 +24,7 @@ const LAYERS: &[&str] = &[
     "transfer",
     "input",
     "ops",
+    "call",
     "location",
     "handle",
     "store",

@@ -18,8 +18,8 @@ use crate::report::{
 };
 use crate::request::ProjectionRequest;
 use crate::tokens::{
-    Counter, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_NAME, call_tokens, system_prompt_tokens,
-    text_tokens, tool_use_tokens, tools_tokens,
+    Counter, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_NAME, call_tokens, fields_tokens,
+    system_prompt_tokens, text_tokens, tool_use_tokens, tools_tokens,
 };
 use crate::wire::{
     Block, Envelope, Item, MergesWith, Msg, OpenAiMsg, ResponsesItem, Speaker, is_blank,
@@ -192,6 +192,7 @@ fn envelope_of(req: &ProjectionRequest) -> Envelope {
         output_limit: req.output_limit(),
         system,
         tools: req.tools.clone(),
+        fields: req.fields.clone(),
     }
 }
 
@@ -207,7 +208,7 @@ fn envelope_cost(envelope: &Envelope, counter: Counter) -> Cost {
             }
             _ => 0,
         };
-        REPLY_PRIMING + tools + system
+        REPLY_PRIMING + tools + system + fields_tokens(tokenizer, &envelope.fields)
     });
     Cost {
         bytes: bytes as i64,

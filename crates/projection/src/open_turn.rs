@@ -5,6 +5,8 @@
 //! request carries no input; the newest turn (its user message, the assistant's tool calls and
 //! the results that arrived) takes the input's place: it is mandatory, and the body ends with
 //! those results (OpenAI `tool` messages; an Anthropic `user` message of `tool_result` blocks).
+//! A caller that commits the user's message before calling the model (the gateway) asks for
+//! the same with `stored_input`: a newest turn ending in that message then ends the body.
 //!
 //! A long tool loop inside one turn can outgrow the budget on its own. The open turn is never
 //! left out or cut short, but the text of its tool results may be clipped ([`fit_open_turn`]):
@@ -31,9 +33,9 @@ pub(crate) const NO_INPUT: &str = "no current input: give the user's message (--
 project right after a tool result is committed (the open turn, ending in tool results, then \
 ends the body)";
 
-/// Whether the newest event of `events` that is sent (notes, system markers and opaque items
-/// aside) is a tool result.
-pub(crate) fn ends_in_results(events: &[Event]) -> bool {
+/// The kind of the newest event of `events` that is sent (notes, system markers and opaque
+/// items aside).
+fn last_sent(events: &[Event]) -> Option<EventKind> {
     events
         .iter()
         .rev()
@@ -43,7 +45,17 @@ pub(crate) fn ends_in_results(events: &[Event]) -> bool {
                 EventBody::Note { .. } | EventBody::System { .. } | EventBody::Opaque { .. }
             )
         })
-        .is_some_and(|e| e.kind() == EventKind::ToolResult)
+        .map(Event::kind)
+}
+
+/// Whether the newest event of `events` that is sent is a tool result.
+pub(crate) fn ends_in_results(events: &[Event]) -> bool {
+    last_sent(events) == Some(EventKind::ToolResult)
+}
+
+/// Whether the newest event of `events` that is sent is a user message (no reply yet).
+fn ends_in_user(events: &[Event]) -> bool {
+    last_sent(events) == Some(EventKind::User)
 }
 
 /// The events of the open turn that stands in for the current input: `None` when the request
@@ -63,7 +75,7 @@ pub(crate) fn open_turn<H: History + ?Sized>(
     }
     if let Some(newest) = turn_count.checked_sub(1) {
         let events = read(history.turn(newest))?;
-        if ends_in_results(&events) {
+        if ends_in_results(&events) || (req.stored_input && ends_in_user(&events)) {
             return Ok(Some(events));
         }
     }

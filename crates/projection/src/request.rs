@@ -110,6 +110,8 @@ pub struct ProjectionRequest {
     pub(crate) recall_k_given: Option<usize>,
     pub(crate) recalled: Vec<RecalledPage>,
     pub(crate) tools: Vec<serde_json::Value>,
+    pub(crate) fields: serde_json::Map<String, serde_json::Value>,
+    pub(crate) stored_input: bool,
     pub(crate) recall_unavailable: Option<String>,
     pub(crate) recall_reserve: Option<RecallReserve>,
     pub(crate) token_figures: bool,
@@ -124,6 +126,10 @@ impl ProjectionRequest {
     /// The wire format.
     pub fn format(&self) -> WireFormat {
         self.format
+    }
+    /// Other top-level fields written into the body as given, after the projector's own.
+    pub fn fields(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.fields
     }
     /// The model name, written into the body as given.
     pub fn model(&self) -> &str {
@@ -309,6 +315,8 @@ pub struct ProjectionRequestBuilder {
     recall_k: Option<usize>,
     recalled: Vec<RecalledPage>,
     tools: Vec<serde_json::Value>,
+    fields: serde_json::Map<String, serde_json::Value>,
+    stored_input: bool,
     recall_unavailable: Option<String>,
     recall_reserve: Option<RecallReserve>,
     token_figures: Option<bool>,
@@ -394,6 +402,23 @@ impl ProjectionRequestBuilder {
         self.tools = tools;
         self
     }
+    /// Other top-level fields of the body (`temperature`, `tool_choice`, `stream`, …),
+    /// written as given (compact, in their order) after the projector's own fields and counted
+    /// in the budget: their bytes exactly, their tokens as the tokens of each field's compact
+    /// `"key":value` text, an upper bound. Default: none. A field the projector writes itself
+    /// (`model`, `messages`, `system`, `tools`, the output limit, …) is refused by
+    /// [`build`](Self::build).
+    pub fn fields(&mut self, fields: serde_json::Map<String, serde_json::Value>) -> &mut Self {
+        self.fields = fields;
+        self
+    }
+    /// Without an input, a newest turn that ends in the user's message (committed before the
+    /// call, no reply yet) is continued like an agent loop's open turn: the message ends the
+    /// body. Default: false (only a turn ending in tool results is continued).
+    pub fn stored_input(&mut self, stored: bool) -> &mut Self {
+        self.stored_input = stored;
+        self
+    }
     /// Tells the projector the recall index could not be used and why; the report says so.
     /// Default: none.
     ///
@@ -456,6 +481,12 @@ impl ProjectionRequestBuilder {
                  (text content blocks must contain non-whitespace text)",
             ));
         }
+        if let Some(key) = self.fields.keys().find(|k| is_body_key(self.format, k)) {
+            return Err(invalid_request(&format!(
+                "the passed-through field {key:?} is one the projector writes itself: give it \
+                 through its own option (model, system, tools, the output reservation)"
+            )));
+        }
         let request = ProjectionRequest {
             format: self.format,
             model,
@@ -471,6 +502,8 @@ impl ProjectionRequestBuilder {
             recall_k_given: self.recall_k,
             recalled: self.recalled.clone(),
             tools: self.tools.clone(),
+            fields: self.fields.clone(),
+            stored_input: self.stored_input,
             recall_unavailable: self.recall_unavailable.clone(),
             recall_reserve: self.recall_reserve,
             token_figures: self.token_figures.unwrap_or(true),
@@ -510,6 +543,17 @@ fn check_budget(request: &ProjectionRequest) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Whether `key` is a top-level field the projector writes itself in `format` (or one another
+/// format's projector writes, which would confuse a reader of the body).
+pub fn is_body_key(format: WireFormat, key: &str) -> bool {
+    let own: &[&str] = match format {
+        WireFormat::OpenAiChat => &["messages", "max_completion_tokens"],
+        WireFormat::AnthropicMessages => &["messages", "max_tokens", "system"],
+        WireFormat::OpenAiResponses => &["input", "instructions", "max_output_tokens"],
+    };
+    key == "model" || key == "tools" || own.contains(&key)
 }
 
 #[cfg(test)]

@@ -187,6 +187,12 @@ pub fn count(body: &[u8], format: WireFormat, tokenizer: Tokenizer) -> Result<Co
     if let Some(tools) = object.get("tools").and_then(Value::as_array) {
         tokens += tools_tokens(format, tokenizer, tools);
     }
+    let others = object
+        .iter()
+        .filter(|(key, _)| !crate::request::is_body_key(format, key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    tokens += fields_tokens(tokenizer, &others);
     Ok(Count {
         bytes: body.len() as u64,
         tokens,
@@ -423,6 +429,19 @@ pub(crate) fn call_tokens(tokenizer: Tokenizer, name: &str, arguments: &str) -> 
 /// Tokens of an Anthropic `tool_use` block: id, name and the compact JSON text of `input`.
 pub(crate) fn tool_use_tokens(tokenizer: Tokenizer, id: &str, name: &str, input: &Value) -> u64 {
     text_tokens(tokenizer, id) + text_tokens(tokenizer, name) + value_tokens(tokenizer, input)
+}
+
+/// Tokens of top-level fields other than the format's own (`temperature`, `tool_choice`,
+/// `response_format`, …): each field's compact `"key":value` text, an upper bound (a provider
+/// bills most such fields nothing, a schema as text).
+pub(crate) fn fields_tokens(tokenizer: Tokenizer, fields: &serde_json::Map<String, Value>) -> u64 {
+    fields
+        .iter()
+        .map(|(key, value)| {
+            let text = format!("{}:{}", Value::String(key.clone()), value_to_string(value));
+            text_tokens(tokenizer, &text)
+        })
+        .sum()
 }
 
 fn value_tokens(tokenizer: Tokenizer, value: &Value) -> u64 {

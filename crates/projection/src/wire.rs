@@ -1069,6 +1069,8 @@ pub(crate) struct Envelope {
     /// chat sends it as a message).
     pub system: Option<String>,
     pub tools: Vec<Value>,
+    /// Other top-level fields, written as given after the projector's own.
+    pub fields: serde_json::Map<String, Value>,
 }
 
 impl Envelope {
@@ -1118,6 +1120,12 @@ impl Envelope {
                 write_u64(out, n);
             }
             _ => {}
+        }
+        for (key, value) in &self.fields {
+            out.push(b',');
+            write_str(out, key);
+            out.push(b':');
+            write_value(out, value);
         }
         out.push(b'}');
     }

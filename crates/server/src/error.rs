@@ -91,6 +91,11 @@ impl AppError {
         self.class
     }
 
+    /// The message sent to the client.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// Replaces `root` (a store directory) in the message: clients never learn server paths.
     pub fn scrub(mut self, root: &str) -> AppError {
         if !root.is_empty() && self.message.contains(root) {

@@ -393,7 +393,7 @@ pub fn check_exposure(addr: SocketAddr, authenticated: bool) -> anyhow::Result<(
 }
 
 /// Completes on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
@@ -414,5 +414,5 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("ctxlog serve: shutting down; finishing requests in flight");
+    tracing::info!("shutting down; finishing requests in flight");
 }

@@ -9,6 +9,7 @@
 //! [`Store::commit`]); reads never wait for commits and run in parallel with each other.
 
 mod builder;
+mod call;
 mod lease;
 mod transfer;
 

@@ -239,6 +239,25 @@ pub(crate) fn parse(
     }
 }
 
+/// The events a provider message array (`messages` of a chat request, or a reply message
+/// wrapped in one) holds, read by the import parser of `format` (the gateway's reading of
+/// what a client sent and what a provider answered: one converter for both).
+///
+/// # Errors
+/// [`Error::BadInput`] naming the index of the first bad message.
+pub(crate) fn message_events(
+    format: ctxlog_projection::WireFormat,
+    messages: serde_json::Value,
+) -> Result<Vec<EventBody>> {
+    use ctxlog_projection::WireFormat;
+    let (events, _notes) = match format {
+        WireFormat::OpenAiChat => openai::parse(messages)?,
+        WireFormat::AnthropicMessages => anthropic::parse(messages)?,
+        WireFormat::OpenAiResponses => responses::parse(messages)?,
+    };
+    Ok(events.into_iter().map(|e| e.body).collect())
+}
+
 fn json(text: &str) -> Result<serde_json::Value> {
     crate::json::from_str(text).map_err(|e| Error::BadInput {
         reason: format!("invalid JSON: {e}"),

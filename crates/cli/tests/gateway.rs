@@ -1,0 +1,581 @@
+//! `ctxlog gateway` as a process, with stand-in providers on loopback that misbehave. Failure
+//! class: a gateway that loses a client's input, stores a partial or unanswered reply, lets a
+//! request without its token reach a store, or answers a stalled provider in a shape the
+//! SDK cannot read. Guarantees: a provider that never answers is a 504 in the route's own
+//! error shape after `--upstream-timeout`, with the input committed and no reply; with
+//! tokens every request needs `X-Ctxlog-Token` (missing or unknown: 401, not one stored byte
+//! changes) and each token's tenant has its own conversations; a gateway killed (SIGKILL)
+//! while relaying a stream keeps the committed input, commits none of the partial reply, and
+//! after a restart the client's retry continues the conversation.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use common::{Env, snapshot};
+use serde_json::{Value, json};
+
+/// How long a test waits on a socket before it fails: a guard against hanging on a
+/// regression, not a measurement.
+const GUARD: Duration = Duration::from_secs(60);
+
+const ANSWER: &str = "Blue.";
+const PARTIAL: &str = "Half an ans";
+
+/// What a stand-in provider does with a connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Behaviour {
+    /// Reads the request and never answers.
+    Silent,
+    /// Answers the first SSE event of a stream and then stalls.
+    StreamThenStall,
+    /// Answers a whole OpenAI chat completion.
+    Answer,
+    /// Answers `re: ` and the last message's text.
+    Echo,
+    /// Waits until four requests have arrived, then echoes.
+    EchoAfterFour,
+}
+
+/// Where [`Behaviour::EchoAfterFour`] connections wait for each other.
+static FOUR: std::sync::Barrier = std::sync::Barrier::new(4);
+
+/// A stand-in provider on loopback: its base URL and the bodies it received. Connection `n`
+/// (from 0) gets `behaviour(n)`; stalled connections stay open until the process ends.
+fn standin(behaviour: fn(usize) -> Behaviour) -> (String, mpsc::Receiver<Value>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let count = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            let tx = tx.clone();
+            std::thread::spawn(move || provide(stream, behaviour(n), &tx));
+        }
+    });
+    (url, rx)
+}
+
+fn provide(mut stream: TcpStream, behaviour: Behaviour, received: &mpsc::Sender<Value>) {
+    let Some((_, body)) = read_message(&mut stream) else {
+        return;
+    };
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let _ = received.send(request.clone());
+    match behaviour {
+        Behaviour::Silent => std::thread::sleep(Duration::from_secs(3600)),
+        Behaviour::StreamThenStall => {
+            let event = json!({"id":"c","object":"chat.completion.chunk","created":1,
+                "model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":PARTIAL}}]});
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
+                 data: {event}\n\n"
+            );
+            let _ = stream.flush();
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+        Behaviour::Answer | Behaviour::Echo | Behaviour::EchoAfterFour => {
+            if behaviour == Behaviour::EchoAfterFour {
+                FOUR.wait();
+            }
+            let text = match behaviour {
+                Behaviour::Echo | Behaviour::EchoAfterFour => format!(
+                    "re: {}",
+                    request["messages"]
+                        .as_array()
+                        .and_then(|m| m.last())
+                        .unwrap_or(&Value::Null)["content"]
+                        .as_str()
+                        .unwrap_or_default()
+                ),
+                _ => ANSWER.to_owned(),
+            };
+            let body = json!({"id":"c","object":"chat.completion","created":1,"model":"gpt-4o",
+                "choices":[{"index":0,"finish_reason":"stop",
+                    "message":{"role":"assistant","content":text}}]})
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    }
+}
+
+/// Reads one HTTP message with a `content-length` body: its head (lower-cased) and body.
+fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    stream.set_read_timeout(Some(GUARD)).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        head.push_str(&line.to_ascii_lowercase());
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |n| n.trim().parse().unwrap());
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((head, body))
+}
+
+/// A running `ctxlog gateway` on a free loopback port.
+struct Gateway {
+    child: Child,
+    _stderr: ChildStderr,
+    addr: String,
+}
+
+impl Gateway {
+    fn start(env: &Env, upstream: &str, extra: &[&str], tokens: Option<&str>) -> Gateway {
+        let mut args = vec![
+            "gateway".to_owned(),
+            "--addr".into(),
+            "127.0.0.1:0".into(),
+            "--openai-upstream".into(),
+            format!("{upstream}/v1"),
+            "--anthropic-upstream".into(),
+            upstream.into(),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let mut cmd = env.command(&args);
+        cmd.env_remove("CTXLOG_TOKENS");
+        if let Some(tokens) = tokens {
+            cmd.env("CTXLOG_TOKENS", tokens);
+        }
+        let (child, stderr, addr) = common::spawn_server(cmd);
+        Gateway {
+            child,
+            _stderr: stderr.into_inner(),
+            addr,
+        }
+    }
+
+    /// Sends a POST and returns the connection with the request written.
+    fn send(&self, path: &str, headers: &[(&str, &str)], body: &Value) -> TcpStream {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(GUARD)).unwrap();
+        let body = body.to_string();
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+             connection: close\r\n",
+            body.len()
+        );
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            head.push_str(&format!("host: {}\r\n", self.addr));
+        }
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        write!(stream, "{head}\r\n{body}").unwrap();
+        stream
+    }
+
+    /// A POST answered whole: the status, the head (lower-cased) and the body as JSON.
+    fn post(&self, path: &str, headers: &[(&str, &str)], body: &Value) -> (u16, String, Value) {
+        let mut stream = self.send(path, headers, body);
+        let (head, body) = read_message(&mut stream).expect("an answer");
+        let status = head[9..12].parse().unwrap();
+        (status, head, serde_json::from_slice(&body).unwrap())
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+/// The tenant stores under the gateway's root.
+fn tenants(root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root.join(".tenants")) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+    dirs.sort();
+    dirs
+}
+
+/// `ctxlog --root TENANT log CONVERSATION --json` (one event a line): each event's kind and text.
+fn log(tenant: &Path, conversation: &str) -> Vec<(String, String)> {
+    let out = common::feed(
+        {
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlog"));
+            cmd.arg("--root")
+                .arg(tenant)
+                .args(["log", conversation, "--json"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd
+        },
+        b"",
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let event: Value = serde_json::from_str(line).unwrap();
+            let field = |name: &str| event[name].as_str().unwrap_or_default().to_owned();
+            (field("kind"), field("text"))
+        })
+        .collect()
+}
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+#[test]
+fn a_provider_that_never_answers_is_a_504_in_each_providers_shape() {
+    let env = Env::new();
+    let (upstream, received) = standin(|_| Behaviour::Silent);
+    let gateway = Gateway::start(&env, &upstream, &["--upstream-timeout", "1"], None);
+    let key = [
+        ("authorization", "Bearer sk-timeout"),
+        ("x-api-key", "sk-timeout"),
+    ];
+
+    let (status, _, body) = gateway.post(
+        "/v1/chat/completions",
+        &[key[0], ("x-ctxlog-conversation", "oa")],
+        &json!({"model": "gpt-4o", "messages": [user("Still there?")]}),
+    );
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"]["type"], "server_error", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("--upstream-timeout") && message.contains("input is stored"),
+        "{message}"
+    );
+
+    let (status, _, body) = gateway.post(
+        "/v1/messages",
+        &[key[1], ("x-ctxlog-conversation", "an")],
+        &json!({"model": "claude-sonnet-4-5", "max_tokens": 100,
+                "messages": [user("Anyone home?")]}),
+    );
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["type"], "error", "{body}");
+    assert_eq!(body["error"]["type"], "api_error", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--upstream-timeout")
+    );
+    // Both calls reached the provider, so their input was committed first.
+    assert_eq!(received.try_iter().count(), 2);
+    gateway.kill();
+
+    let tenants = tenants(env.root());
+    assert_eq!(tenants.len(), 1, "one API key, one tenant");
+    let texts = |conv| -> Vec<String> { log(&tenants[0], conv).into_iter().map(|e| e.1).collect() };
+    assert_eq!(texts("oa"), ["Still there?"]);
+    assert_eq!(texts("an"), ["Anyone home?"]);
+}
+
+#[test]
+fn with_tokens_every_request_needs_its_token_and_each_token_has_its_tenant() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::Answer);
+    let alice = "gw-token-alice-0123456789abcdef";
+    let bob = "gw-token-bob-0123456789abcdef01";
+    let gateway = Gateway::start(
+        &env,
+        &upstream,
+        &[],
+        Some(&format!("{alice} alice\n{bob} bob\n")),
+    );
+    let call = |token: Option<&str>, text: &str| {
+        // A host beyond loopback, as a client through a load balancer sends it.
+        let mut headers = vec![
+            ("host", "gateway.example.com"),
+            ("authorization", "Bearer sk-shared"),
+            ("x-ctxlog-conversation", "team"),
+        ];
+        if let Some(token) = token {
+            headers.push(("x-ctxlog-token", token));
+        }
+        gateway.post(
+            "/v1/chat/completions",
+            &headers,
+            &json!({"model": "gpt-4o", "messages": [user(text)]}),
+        )
+    };
+
+    let before = snapshot(env.root());
+    for (token, what) in [
+        (None, "missing X-Ctxlog-Token"),
+        (
+            Some("gw-token-alice-0123456789abcdeX"),
+            "unknown X-Ctxlog-Token",
+        ),
+    ] {
+        let (status, _, body) = call(token, "planted");
+        assert_eq!(status, 401, "{body}");
+        assert_eq!(body["error"]["type"], "authentication_error", "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(what),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        snapshot(env.root()),
+        before,
+        "a refused request stored nothing"
+    );
+
+    let (status, head, body) = call(Some(alice), "Alice here");
+    assert_eq!(status, 200, "{body}");
+    assert!(head.contains("x-ctxlog-seq: 2\r\n"), "{head}");
+    let (status, _, body) = call(Some(bob), "Bob here");
+    assert_eq!(status, 200, "{body}");
+    gateway.kill();
+
+    // The same API key under two tokens: two tenants, each with only its own messages.
+    let tenants = tenants(env.root());
+    assert_eq!(tenants.len(), 2, "{tenants:?}");
+    let mut texts: Vec<Vec<String>> = tenants
+        .iter()
+        .map(|t| log(t, "team").into_iter().map(|e| e.1).collect())
+        .collect();
+    texts.sort();
+    assert_eq!(
+        texts,
+        [
+            vec!["Alice here".to_owned(), ANSWER.into()],
+            vec!["Bob here".to_owned(), ANSWER.into()]
+        ]
+    );
+}
+
+#[test]
+fn a_gateway_killed_mid_stream_keeps_the_input_and_no_partial_reply() {
+    let env = Env::new();
+    let (upstream, received) = standin(|n| {
+        if n == 0 {
+            Behaviour::StreamThenStall
+        } else {
+            Behaviour::Answer
+        }
+    });
+    let headers = [
+        ("authorization", "Bearer sk-kill"),
+        ("x-ctxlog-conversation", "crash"),
+    ];
+    let first = json!({"model": "gpt-4o", "stream": true, "messages": [
+        {"role": "system", "content": "Be brief."}, user("Favourite colour?")]});
+
+    let gateway = Gateway::start(&env, &upstream, &[], None);
+    let mut stream = gateway.send("/v1/chat/completions", &headers, &first);
+    // Read until the partial reply's first event has reached the client.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(PARTIAL) {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
+    gateway.kill();
+    // The client's connection ends without the stream's end.
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    assert!(!String::from_utf8_lossy(&rest).contains("[DONE]"));
+
+    let tenants = tenants(env.root());
+    assert_eq!(tenants.len(), 1);
+    assert_eq!(
+        log(&tenants[0], "crash"),
+        [("user".to_owned(), "Favourite colour?".to_owned())],
+        "the input is committed, nothing of the partial reply is"
+    );
+
+    // After a restart the client retries the same call (not streamed this time).
+    let gateway = Gateway::start(&env, &upstream, &[], None);
+    let mut retry = first.clone();
+    retry["stream"] = json!(false);
+    let (status, head, body) = gateway.post("/v1/chat/completions", &headers, &retry);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], ANSWER);
+    assert!(head.contains("x-ctxlog-seq: 2\r\n"), "{head}");
+    // The next call continues the conversation: its new message after the stored reply.
+    let next = json!({"model": "gpt-4o", "messages": [
+        {"role": "system", "content": "Be brief."}, user("Favourite colour?"),
+        {"role": "assistant", "content": ANSWER}, user("Why?")]});
+    let (status, head, body) = gateway.post("/v1/chat/completions", &headers, &next);
+    assert_eq!(status, 200, "{body}");
+    assert!(head.contains("x-ctxlog-seq: 4\r\n"), "{head}");
+    gateway.kill();
+
+    let sent: Vec<Value> = received.try_iter().collect();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(
+        sent[2]["messages"], next["messages"],
+        "the provider saw the whole history"
+    );
+    let texts: Vec<String> = log(&tenants[0], "crash").into_iter().map(|e| e.1).collect();
+    assert_eq!(texts, ["Favourite colour?", ANSWER, "Why?", ANSWER]);
+}
+
+/// Several clients at once on several conversations. What is promised: conversations are
+/// independent; on one conversation calls are not serialised, so clients whose messages
+/// start with the same stored history and each add a different new message all commit
+/// theirs (in arrival order) unless the history moved on first (409, nothing stored). Either
+/// way each accepted message and each reply is stored exactly once, and a refused one not at
+/// all.
+#[test]
+fn concurrent_clients_store_each_accepted_message_once() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::Echo);
+    let gateway = Gateway::start(&env, &upstream, &[], None);
+    let outcomes: Vec<(String, String, u16)> = std::thread::scope(|scope| {
+        let gateway = &gateway;
+        let handles: Vec<_> = (0..16)
+            .map(|i| {
+                scope.spawn(move || {
+                    let conversation = format!("conv-{}", i % 4);
+                    let text = format!("message from client {i}");
+                    let (status, _, body) = gateway.post(
+                        "/v1/chat/completions",
+                        &[
+                            ("authorization", "Bearer sk-many"),
+                            ("x-ctxlog-conversation", &conversation),
+                        ],
+                        &json!({"model": "gpt-4o", "messages": [user(&text)]}),
+                    );
+                    assert!(status == 200 || status == 409, "{status}: {body}");
+                    (conversation, text, status)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    gateway.kill();
+
+    let tenants = tenants(env.root());
+    assert_eq!(tenants.len(), 1);
+    for c in 0..4 {
+        let conversation = format!("conv-{c}");
+        let texts: Vec<String> = log(&tenants[0], &conversation)
+            .into_iter()
+            .map(|e| e.1)
+            .collect();
+        let mine = outcomes.iter().filter(|o| o.0 == conversation);
+        assert!(mine.clone().any(|o| o.2 == 200), "{texts:?}");
+        for (_, text, status) in mine {
+            let stored = |t: &str| texts.iter().filter(|s| *s == t).count();
+            let expected = usize::from(*status == 200);
+            assert_eq!(stored(text), expected, "{text} ({status}) in {texts:?}");
+            assert_eq!(stored(&format!("re: {text}")), expected, "{texts:?}");
+        }
+        assert_eq!(
+            texts.len(),
+            2 * outcomes
+                .iter()
+                .filter(|o| o.0 == conversation && o.2 == 200)
+                .count()
+        );
+    }
+}
+
+/// The same call sent four times at once (a client retrying while its first call waits: the
+/// provider answers none before all four reached it) stores its input once; each call is
+/// answered. (Each answer is committed too: the
+/// conversation ends in several replies to one message, a documented limit.)
+#[test]
+fn the_same_call_sent_at_once_stores_its_input_once() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::EchoAfterFour);
+    let gateway = Gateway::start(&env, &upstream, &[], None);
+    let body = json!({"model": "gpt-4o", "messages": [user("Once only")]});
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let (status, _, answer) = gateway.post(
+                    "/v1/chat/completions",
+                    &[
+                        ("authorization", "Bearer sk-same"),
+                        ("x-ctxlog-conversation", "same"),
+                    ],
+                    &body,
+                );
+                assert_eq!(status, 200, "{answer}");
+                assert_eq!(answer["choices"][0]["message"]["content"], "re: Once only");
+            });
+        }
+    });
+    gateway.kill();
+    let events = log(&tenants(env.root())[0], "same");
+    let users: Vec<_> = events.iter().filter(|e| e.0 == "user").collect();
+    assert_eq!(users.len(), 1, "{events:?}");
+    assert_eq!(events[0], ("user".to_owned(), "Once only".to_owned()));
+    assert!(events[1..].iter().all(|e| e.0 == "assistant"), "{events:?}");
+}
+
+/// Conversations are independent: a client per conversation, all at once, each sending its
+/// turns in order (each call with the whole history it has), stores every message and reply
+/// exactly once, in order.
+#[test]
+fn one_client_per_conversation_at_once_stores_every_turn_in_order() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::Echo);
+    let gateway = Gateway::start(&env, &upstream, &[], None);
+    std::thread::scope(|scope| {
+        for c in 0..4 {
+            let gateway = &gateway;
+            scope.spawn(move || {
+                let conversation = format!("own-{c}");
+                let mut messages = Vec::new();
+                for turn in 0..4 {
+                    messages.push(user(&format!("c{c} turn {turn}")));
+                    let (status, head, body) = gateway.post(
+                        "/v1/chat/completions",
+                        &[
+                            ("authorization", "Bearer sk-own"),
+                            ("x-ctxlog-conversation", &conversation),
+                        ],
+                        &json!({"model": "gpt-4o", "messages": messages}),
+                    );
+                    assert_eq!(status, 200, "{body}");
+                    assert!(head.contains(&format!("x-ctxlog-seq: {}\r\n", 2 * turn + 2)));
+                    messages.push(body["choices"][0]["message"].clone());
+                }
+            });
+        }
+    });
+    gateway.kill();
+    let tenants = tenants(env.root());
+    for c in 0..4 {
+        let texts: Vec<String> = log(&tenants[0], &format!("own-{c}"))
+            .into_iter()
+            .map(|e| e.1)
+            .collect();
+        let expected: Vec<String> = (0..4)
+            .flat_map(|t| [format!("c{c} turn {t}"), format!("re: c{c} turn {t}")])
+            .collect();
+        assert_eq!(texts, expected);
+    }
+}

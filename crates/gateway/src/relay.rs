@@ -1,0 +1,455 @@
+//! One relayed call: who is asking, the input committed and the body projected
+//! ([`ctxlog::Store::prepare_call`]), the provider called, its answer relayed (a stream event
+//! by event, as it arrives) and its reply committed ([`ctxlog::Store::commit_reply`]).
+//!
+//! * The client's API key (`Authorization` or `x-api-key`) goes upstream with the client's
+//!   other headers and is never stored or logged; the tenant is a keyed hash of it.
+//! * A failed upstream call leaves the input committed and commits no reply; the provider's
+//!   status and body reach the client as they came. Unreachable: 502; no answer within the
+//!   upstream timeout: 504; both in the provider's error shape.
+//! * A stream is forwarded chunk by chunk. The chunk that completes the reply is held until
+//!   the reply is committed, then forwarded with an SSE comment `: x-ctxlog-seq N`, so a
+//!   client that saw the end of the stream knows the reply is durable. A client that goes
+//!   away before that cancels the upstream request and nothing of the reply is committed.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use ctxlog::Store;
+use ctxlog::call::{CallRequest, PreparedCall, ReplyRequest};
+use ctxlog_server::AppError;
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::provider::Provider;
+use crate::{CONVERSATION_HEADER, Gateway, MAX_TOKENS_HEADER, SEQ_HEADER, TOKEN_HEADER};
+
+pub(crate) async fn openai_chat(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    relay(gateway, Provider::OpenAiChat, headers, body).await
+}
+
+pub(crate) async fn anthropic(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    relay(gateway, Provider::Anthropic, headers, body).await
+}
+
+/// An error answered in the provider's shape, naming the conversation when there is one.
+struct Refusal {
+    provider: Provider,
+    status: StatusCode,
+    message: String,
+}
+
+impl Refusal {
+    fn new(provider: Provider, status: StatusCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            provider,
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn from_store(provider: Provider, e: ctxlog::Error) -> Refusal {
+        let e = AppError::from_store(e);
+        Refusal::new(provider, e.status(), e.message())
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let body = self
+            .provider
+            .error_body(self.status.as_u16(), &self.message);
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+async fn relay(gateway: Gateway, provider: Provider, headers: HeaderMap, body: Bytes) -> Response {
+    let conversation = headers
+        .get(CONVERSATION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut response = match relay_named(&gateway, provider, &headers, body, &conversation).await {
+        Ok(response) => response,
+        Err(refusal) => refusal.into_response(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&conversation) {
+        response.headers_mut().insert(CONVERSATION_HEADER, value);
+    }
+    response
+}
+
+async fn relay_named(
+    gateway: &Gateway,
+    provider: Provider,
+    headers: &HeaderMap,
+    body: Bytes,
+    conversation: &str,
+) -> Result<Response, Refusal> {
+    let refuse = |status, message: String| Refusal::new(provider, status, message);
+    if conversation.is_empty() {
+        return Err(refuse(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "name the conversation in the {CONVERSATION_HEADER} header (1-64 characters \
+                 from A-Z a-z 0-9 _ -), e.g. the SDK's default_headers"
+            ),
+        ));
+    }
+    let store = tenant_store(gateway, provider, headers)?;
+    let window = match headers.get(MAX_TOKENS_HEADER) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    refuse(
+                        StatusCode::BAD_REQUEST,
+                        format!("{MAX_TOKENS_HEADER} must be a positive number of tokens"),
+                    )
+                })?,
+        ),
+    };
+    let request = CallRequest {
+        conversation: conversation.to_owned(),
+        format: provider.format(),
+        body: body.to_vec(),
+        window,
+    };
+    let prepared = blocking(provider, {
+        let store = store.clone();
+        move || store.prepare_call(&request)
+    })
+    .await?;
+    tracing::debug!(
+        conversation,
+        recognised = prepared.recognised,
+        committed = prepared.committed,
+        tokens = prepared.tokens,
+        budget = ?prepared.budget,
+        "input committed; calling the provider"
+    );
+    let upstream = call_upstream(gateway, provider, headers, &prepared).await?;
+    let call = Call {
+        store,
+        provider,
+        conversation: conversation.to_owned(),
+        input_seq: prepared.last_seq,
+        timeout: gateway.inner.upstream_timeout,
+    };
+    if prepared.stream && upstream.status().is_success() {
+        Ok(call.stream(upstream))
+    } else {
+        call.whole(upstream).await
+    }
+}
+
+/// The store of the request's tenant: its gateway token (with `--tokens`) and its API key.
+fn tenant_store(
+    gateway: &Gateway,
+    provider: Provider,
+    headers: &HeaderMap,
+) -> Result<Arc<Store>, Refusal> {
+    let unauthorized = |m: &str| Refusal::new(provider, StatusCode::UNAUTHORIZED, m);
+    let token_tenant = match &gateway.inner.tokens {
+        None => "",
+        Some(tokens) => {
+            let token = headers.get(TOKEN_HEADER).ok_or_else(|| {
+                unauthorized(
+                    "missing X-Ctxlog-Token header: this gateway takes requests beyond \
+                     loopback only with its own token (give it in the SDK's default_headers)",
+                )
+            })?;
+            tokens
+                .tenant(token.as_bytes().trim_ascii())
+                .ok_or_else(|| unauthorized("unknown X-Ctxlog-Token"))?
+        }
+    };
+    let key = api_key(headers).ok_or_else(|| {
+        unauthorized(
+            "missing API key: the gateway forwards the provider key the SDK sends \
+             (Authorization: Bearer KEY or x-api-key) and keeps each key's conversations apart",
+        )
+    })?;
+    gateway
+        .inner
+        .tenants
+        .store(token_tenant, key)
+        .map_err(|e| Refusal::from_store(provider, e))
+}
+
+/// The provider API key of a request: `x-api-key`, or `Authorization: Bearer KEY`.
+fn api_key(headers: &HeaderMap) -> Option<&[u8]> {
+    if let Some(key) = headers.get("x-api-key") {
+        return Some(key.as_bytes()).filter(|k| !k.is_empty());
+    }
+    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+    let key = value
+        .get(..7)
+        .filter(|p| p.eq_ignore_ascii_case(b"bearer "))
+        .map(|_| value[7..].trim_ascii())?;
+    (!key.is_empty()).then_some(key)
+}
+
+/// Runs store work on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    provider: Provider,
+    work: impl FnOnce() -> ctxlog::Result<T> + Send + 'static,
+) -> Result<T, Refusal> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(|e| Refusal::from_store(provider, e)),
+        Err(e) => Err(Refusal::from_store(
+            provider,
+            ctxlog::Error::Internal {
+                reason: format!("store task failed: {e}"),
+            },
+        )),
+    }
+}
+
+/// Request headers not forwarded upstream: the connection's own, the body's length (the
+/// body is a new one), compression (the stream is read as it passes), and ctxlog's.
+fn forwarded(name: &HeaderName) -> bool {
+    !matches!(
+        name.as_str(),
+        "host"
+            | "content-length"
+            | "connection"
+            | "keep-alive"
+            | "transfer-encoding"
+            | "te"
+            | "upgrade"
+            | "proxy-authorization"
+            | "accept-encoding"
+            | "origin"
+            | "cookie"
+    ) && !name.as_str().starts_with("x-ctxlog-")
+}
+
+async fn call_upstream(
+    gateway: &Gateway,
+    provider: Provider,
+    headers: &HeaderMap,
+    prepared: &PreparedCall,
+) -> Result<reqwest::Response, Refusal> {
+    let mut request = gateway
+        .inner
+        .client
+        .post(gateway.upstream_url(provider))
+        .body(prepared.body.clone());
+    for (name, value) in headers.iter().filter(|(n, _)| forwarded(n)) {
+        request = request.header(name.as_str(), value.as_bytes());
+    }
+    let timeout = gateway.inner.upstream_timeout;
+    match tokio::time::timeout(timeout, request.send()).await {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) if e.is_timeout() => Err(upstream_timeout(provider, timeout)),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %without_url(&e), "the provider could not be reached");
+            Err(Refusal::new(
+                provider,
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "the provider could not be reached ({}); your input is stored, retry the \
+                     call",
+                    without_url(&e)
+                ),
+            ))
+        }
+        Err(_) => Err(upstream_timeout(provider, timeout)),
+    }
+}
+
+fn upstream_timeout(provider: Provider, timeout: std::time::Duration) -> Refusal {
+    Refusal::new(
+        provider,
+        StatusCode::GATEWAY_TIMEOUT,
+        format!(
+            "the provider did not answer within {} s (--upstream-timeout); your input is \
+             stored, retry the call",
+            timeout.as_secs()
+        ),
+    )
+}
+
+/// A client error's text without the URL (which may carry a query the operator configured).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let mut text = String::from(if e.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    });
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+/// A call whose input is committed, awaiting the provider's answer.
+struct Call {
+    store: Arc<Store>,
+    provider: Provider,
+    conversation: String,
+    input_seq: u64,
+    timeout: std::time::Duration,
+}
+
+impl Call {
+    /// The response's status and headers (the provider's, less the connection's own), and
+    /// the seq header.
+    fn head(&self, upstream: &reqwest::Response, seq: u64) -> axum::http::response::Builder {
+        let mut builder = Response::builder().status(upstream.status().as_u16());
+        for (name, value) in upstream.headers() {
+            if !matches!(
+                name.as_str(),
+                "content-length"
+                    | "connection"
+                    | "keep-alive"
+                    | "transfer-encoding"
+                    | "content-encoding"
+            ) {
+                builder = builder.header(name.as_str(), value.as_bytes());
+            }
+        }
+        builder.header(SEQ_HEADER, seq)
+    }
+
+    /// A whole answer: read, the reply committed when it is one, then sent.
+    async fn whole(self, upstream: reqwest::Response) -> Result<Response, Refusal> {
+        let status = upstream.status();
+        let mut head = self.head(&upstream, self.input_seq);
+        let body = match tokio::time::timeout(self.timeout, upstream.bytes()).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(e)) => {
+                return Err(Refusal::new(
+                    self.provider,
+                    StatusCode::BAD_GATEWAY,
+                    format!("the provider's answer broke off ({})", without_url(&e)),
+                ));
+            }
+            Err(_) => return Err(upstream_timeout(self.provider, self.timeout)),
+        };
+        if body.is_empty() {
+            return Err(Refusal::new(
+                self.provider,
+                StatusCode::BAD_GATEWAY,
+                format!("the provider answered {status} with an empty body"),
+            ));
+        }
+        let reply = status
+            .is_success()
+            .then(|| self.provider.reply_of(&body))
+            .flatten();
+        if let Some(message) = reply
+            && let Some(seq) = self.commit(message).await
+            && let Some(h) = head.headers_mut()
+        {
+            h.insert(SEQ_HEADER, HeaderValue::from(seq));
+        }
+        head.body(Body::from(body)).map_err(|e| {
+            Refusal::new(
+                self.provider,
+                StatusCode::BAD_GATEWAY,
+                format!("bad answer: {e}"),
+            )
+        })
+    }
+
+    /// Commits a reply; `None` (logged) when it cannot be: the client still gets it, and its
+    /// next call resends it, which commits it then.
+    async fn commit(&self, message: serde_json::Value) -> Option<u64> {
+        let store = self.store.clone();
+        let request = ReplyRequest {
+            conversation: self.conversation.clone(),
+            format: self.provider.format(),
+            message,
+        };
+        match blocking(self.provider, move || store.commit_reply(&request)).await {
+            Ok(receipt) => Some(receipt.last_seq),
+            Err(refusal) => {
+                tracing::warn!(
+                    conversation = self.conversation,
+                    error = refusal.message,
+                    "the reply was relayed but not committed"
+                );
+                None
+            }
+        }
+    }
+
+    /// A streamed answer, relayed chunk by chunk.
+    fn stream(self, upstream: reqwest::Response) -> Response {
+        let head = self.head(&upstream, self.input_seq);
+        let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+        tokio::spawn(self.pump(upstream, tx));
+        let body = Body::from_stream(tokio_stream_from(rx));
+        head.body(body)
+            .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+    }
+
+    /// Forwards the upstream stream to `tx` as it arrives, assembling the reply; stops (and
+    /// drops the upstream request) when the client goes away.
+    async fn pump(
+        self,
+        upstream: reqwest::Response,
+        tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    ) {
+        let mut assembler = self.provider.assembler();
+        let mut chunks = upstream.bytes_stream();
+        loop {
+            let next = tokio::select! {
+                next = tokio::time::timeout(self.timeout, chunks.next()) => next,
+                () = tx.closed() => return,
+            };
+            let chunk = match next {
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(None) => return,
+                Ok(Some(Err(e))) => {
+                    tracing::warn!(error = %without_url(&e), "the provider's stream broke off");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!("the provider's stream stalled past the upstream timeout");
+                    return;
+                }
+            };
+            let was_complete = assembler.is_complete();
+            assembler.feed(&chunk);
+            let mut out = chunk.to_vec();
+            if !was_complete
+                && let Some(message) = assembler.message()
+                && let Some(seq) = self.commit(message).await
+            {
+                out.extend_from_slice(format!(": {SEQ_HEADER} {seq}\n\n").as_bytes());
+            }
+            if tx.send(Ok(Bytes::from(out))).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The receiving end of the relay as a body stream.
+fn tokio_stream_from(
+    rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
+}

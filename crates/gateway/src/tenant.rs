@@ -1,0 +1,202 @@
+//! Whose conversations a request reaches: a tenant per provider API key, named by a keyed
+//! hash of the key, so that the key itself is never stored and two keys never share a
+//! conversation.
+//!
+//! # Format
+//!
+//! The secret is the file `<root>/.gateway-secret`: 64 lowercase hex digits (32 random
+//! bytes), created with the first request (mode 0600, synced) and read by every later
+//! gateway on the same store. A tenant is `gw-` followed by the first 32 hex digits of
+//! HMAC-SHA256(secret, TENANT NUL KEY), where TENANT is the `--tokens` tenant of the request
+//! (empty without tokens) and KEY the API key as sent; its store is `<root>/.tenants/<tenant>/`.
+//! Rotating the secret (deleting the file) starts every key on a new, empty tenant; the old
+//! tenant directories stay until removed.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use ctxlog::{Store, StoreConfig, StoreLocation};
+use sha2::{Digest, Sha256};
+
+/// The secret's file name under the store's root.
+pub const SECRET_FILE: &str = ".gateway-secret";
+
+/// The tenants' stores, opened on first use.
+pub(crate) struct Tenants {
+    location: StoreLocation,
+    config: StoreConfig,
+    secret: [u8; 32],
+    stores: Mutex<HashMap<String, Arc<Store>>>,
+}
+
+impl std::fmt::Debug for Tenants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tenants")
+            .field("location", &self.location.display())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tenants {
+    /// The tenants of the store at `location`, reading (or creating) its secret.
+    ///
+    /// # Errors
+    /// A database store (not yet supported: the secret lives in the store's directory); the
+    /// secret cannot be read or created, or is not 64 hex digits.
+    pub(crate) fn open(location: StoreLocation, config: StoreConfig) -> anyhow::Result<Tenants> {
+        let StoreLocation::Dir(root) = &location else {
+            anyhow::bail!(
+                "the gateway keeps its conversations in a store directory for now: give \
+                 --root DIR (a PostgreSQL store is not supported by the gateway yet)"
+            );
+        };
+        let secret = secret(root)?;
+        Ok(Tenants {
+            location,
+            config,
+            secret,
+            stores: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The store of the tenant `token_tenant` (the `--tokens` tenant, "" without tokens) and
+    /// API key `key`.
+    pub(crate) fn store(&self, token_tenant: &str, key: &[u8]) -> ctxlog::Result<Arc<Store>> {
+        let name = tenant_name(&self.secret, token_tenant, key);
+        let mut stores = self.stores.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(store) = stores.get(&name) {
+            return Ok(store.clone());
+        }
+        let store = ctxlog::StoreBuilder::new(self.location.for_tenant(&name))
+            .config(self.config.clone())
+            .build()?;
+        let store = Arc::new(store);
+        stores.insert(name, store.clone());
+        Ok(store)
+    }
+}
+
+/// The tenant name of a key (see the module's format).
+pub(crate) fn tenant_name(secret: &[u8; 32], token_tenant: &str, key: &[u8]) -> String {
+    let mut message = token_tenant.as_bytes().to_vec();
+    message.push(0);
+    message.extend_from_slice(key);
+    let mac = hmac_sha256(secret, &message);
+    let hex: String = mac.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("gw-{hex}")
+}
+
+/// HMAC-SHA256 (RFC 2104) with a key of one block or less.
+fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    let mut block = [0u8; 64];
+    block[..32].copy_from_slice(key);
+    let pad = |byte: u8| block.map(|b| b ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// The store's secret, created if it does not exist yet.
+fn secret(root: &Path) -> anyhow::Result<[u8; 32]> {
+    let path = root.join(SECRET_FILE);
+    if !path.exists() {
+        create_secret(root, &path)?;
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read the gateway secret {}", path.display()))?;
+    parse_secret(text.trim()).with_context(|| {
+        format!(
+            "{} is not 64 hex digits: delete it to create a new one (every key then starts on \
+             a new tenant)",
+            path.display()
+        )
+    })
+}
+
+fn parse_secret(text: &str) -> anyhow::Result<[u8; 32]> {
+    let mut secret = [0u8; 32];
+    if text.len() != 64 {
+        anyhow::bail!("wrong length");
+    }
+    for (i, byte) in secret.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)?;
+    }
+    Ok(secret)
+}
+
+/// Writes 32 random bytes as hex, exclusively (a gateway starting at the same time keeps the
+/// one written first), synced with its directory.
+fn create_secret(root: &Path, path: &PathBuf) -> anyhow::Result<()> {
+    std::fs::create_dir_all(root)
+        .with_context(|| format!("cannot create the store directory {}", root.display()))?;
+    let mut random = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut random))
+        .context("cannot read random bytes for the gateway secret")?;
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot create {}", path.display()));
+        }
+    };
+    file.write_all(hex.as_bytes())
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::File::open(root)?.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn hmac_matches_the_rfc_4231_vector() {
+        // RFC 4231 test case 2 has a 4-byte key; padded with zeros to 32 bytes it is the same
+        // HMAC key (keys shorter than a block are zero-padded).
+        let mut key = [0u8; 32];
+        key[..4].copy_from_slice(b"Jefe");
+        let mac = hmac_sha256(&key, b"what do ya want for nothing?");
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn keys_and_token_tenants_get_their_own_tenants() {
+        let secret = [7u8; 32];
+        let a = tenant_name(&secret, "", b"sk-a");
+        assert_eq!(a, tenant_name(&secret, "", b"sk-a"));
+        assert_ne!(a, tenant_name(&secret, "", b"sk-b"));
+        assert_ne!(a, tenant_name(&secret, "team", b"sk-a"));
+        assert_ne!(a, tenant_name(&[8u8; 32], "", b"sk-a"));
+        assert!(ctxlog::ConversationName::new(&a).is_ok());
+    }
+
+    #[test]
+    fn the_secret_is_created_once_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = secret(dir.path()).unwrap();
+        assert_eq!(first, secret(dir.path()).unwrap());
+        std::fs::write(dir.path().join(SECRET_FILE), "nope").unwrap();
+        let err = secret(dir.path()).unwrap_err();
+        assert!(format!("{err:#}").contains("delete it"), "{err:#}");
+    }
+}

@@ -1,0 +1,267 @@
+"""A stand-in provider on loopback for the gateway's tests: it serves OpenAI's
+`/v1/chat/completions` and Anthropic's `/v1/messages`, plain and streaming, answering each
+call with the reply a test scripted, and it checks every request it receives: the body is a
+valid request by the SDKs' own request types, it fits the window the test gave the gateway
+(counted by `ctxlog count`), and it carries the client's API key."""
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pydantic
+from anthropic.types.message_create_params import (
+    MessageCreateParamsNonStreaming,
+    MessageCreateParamsStreaming,
+)
+from openai.types.chat.completion_create_params import (
+    CompletionCreateParamsNonStreaming,
+    CompletionCreateParamsStreaming,
+)
+
+OPENAI_PLAIN: "pydantic.TypeAdapter[CompletionCreateParamsNonStreaming]" = pydantic.TypeAdapter(
+    CompletionCreateParamsNonStreaming
+)
+OPENAI_STREAM: "pydantic.TypeAdapter[CompletionCreateParamsStreaming]" = pydantic.TypeAdapter(
+    CompletionCreateParamsStreaming
+)
+ANTHROPIC_PLAIN: "pydantic.TypeAdapter[MessageCreateParamsNonStreaming]" = pydantic.TypeAdapter(
+    MessageCreateParamsNonStreaming
+)
+ANTHROPIC_STREAM: "pydantic.TypeAdapter[MessageCreateParamsStreaming]" = pydantic.TypeAdapter(
+    MessageCreateParamsStreaming
+)
+
+Reply = Dict[str, Any]
+
+
+def text_reply(text: str) -> Reply:
+    return {"text": text, "calls": []}
+
+
+def call_reply(call_id: str, tool: str, arguments: Dict[str, Any]) -> Reply:
+    return {"text": None, "calls": [(call_id, tool, arguments)]}
+
+
+class StandIn:
+    """The provider. `replies` is the queue of scripted replies; `fail` answers the next call
+    with a status and body instead; `requests` holds every body received."""
+
+    def __init__(self, ctxlog_bin: Path, window: int) -> None:
+        self.ctxlog_bin = ctxlog_bin
+        self.window = window
+        self.replies: List[Reply] = []
+        self.fail: Optional[Tuple[int, Dict[str, Any]]] = None
+        self.requests: List[Dict[str, Any]] = []
+        self.problems: List[str] = []
+        self.stream_pause = 0.0
+        self.cancelled = threading.Event()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def check(self, path: str, headers: Dict[str, str], body: Dict[str, Any]) -> None:
+        """Every request: the SDK's request type, the window, the key."""
+        stream = body.get("stream") is True
+        try:
+            if path == "/v1/chat/completions":
+                (OPENAI_STREAM if stream else OPENAI_PLAIN).validate_python(body)
+            else:
+                (ANTHROPIC_STREAM if stream else ANTHROPIC_PLAIN).validate_python(body)
+        except pydantic.ValidationError as e:
+            self.problems.append(f"not a valid SDK request: {e}")
+        if "authorization" not in headers and "x-api-key" not in headers:
+            self.problems.append("the client's API key was not forwarded")
+        if any(k.startswith("x-ctxlog-") for k in headers):
+            self.problems.append("a ctxlog header reached the provider")
+        fmt = "openai-chat" if path == "/v1/chat/completions" else "anthropic-messages"
+        counted = subprocess.run(
+            [str(self.ctxlog_bin), "count", "--format", fmt, "--json", "-"],
+            input=json.dumps(body, ensure_ascii=False).encode(),
+            capture_output=True,
+            check=True,
+        )
+        tokens = int(json.loads(counted.stdout)["tokens"])
+        output = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        if tokens + output > self.window:
+            self.problems.append(f"{tokens} + {output} tokens exceed the window {self.window}")
+
+    def handler(self) -> type:
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                # Without it each kept-alive response stalls on a delayed ACK.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers["content-length"]))
+                body: Dict[str, Any] = json.loads(raw)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                standin.requests.append(body)
+                standin.check(self.path, headers, body)
+                if standin.fail is not None:
+                    status, error = standin.fail
+                    standin.fail = None
+                    self.send_json(status, error)
+                    return
+                reply = standin.replies.pop(0) if standin.replies else text_reply("(none)")
+                anthropic = self.path == "/v1/messages"
+                if body.get("stream") is True:
+                    events = anthropic_events(reply) if anthropic else openai_chunks(reply)
+                    self.send_stream(events)
+                else:
+                    self.send_json(200, anthropic_message(reply) if anthropic else openai_completion(reply))
+
+            def send_json(self, status: int, value: Dict[str, Any]) -> None:
+                data = json.dumps(value).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header("x-request-id", "req_standin")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def send_stream(self, events: List[bytes]) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                try:
+                    for event in events:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                        self.wfile.flush()
+                        time.sleep(standin.stream_pause)
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    standin.cancelled.set()
+
+        return Handler
+
+
+def openai_completion(reply: Reply) -> Dict[str, Any]:
+    message: Dict[str, Any] = {"role": "assistant", "content": reply["text"]}
+    if reply["calls"]:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, n, a in reply["calls"]
+        ]
+    return {
+        "id": "chatcmpl-standin",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply["calls"] else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def sse(value: Any, event: Optional[str] = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    data = value if isinstance(value, str) else json.dumps(value)
+    return f"{head}data: {data}\n\n".encode()
+
+
+def openai_chunks(reply: Reply) -> List[bytes]:
+    def chunk(delta: Dict[str, Any], finish: Optional[str] = None) -> bytes:
+        return sse(
+            {
+                "id": "chatcmpl-standin",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "gpt-4o",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        )
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    text = reply["text"] or ""
+    for i in range(0, len(text), 5):
+        out.append(chunk({"content": text[i : i + 5]}))
+    for index, (call_id, name, arguments) in enumerate(reply["calls"]):
+        args = json.dumps(arguments)
+        half = len(args) // 2
+        first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": args[:half]}}
+        out.append(chunk({"tool_calls": [first]}))
+        out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": args[half:]}}]}))
+    out.append(chunk({}, "tool_calls" if reply["calls"] else "stop"))
+    out.append(sse("[DONE]"))
+    return out
+
+
+def anthropic_blocks(reply: Reply) -> List[Dict[str, Any]]:
+    blocks: List[Dict[str, Any]] = []
+    if reply["text"]:
+        blocks.append({"type": "text", "text": reply["text"]})
+    for call_id, name, arguments in reply["calls"]:
+        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+    return blocks
+
+
+def anthropic_message(reply: Reply) -> Dict[str, Any]:
+    return {
+        "id": "msg_standin",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": anthropic_blocks(reply),
+        "stop_reason": "tool_use" if reply["calls"] else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+
+
+def anthropic_events(reply: Reply) -> List[bytes]:
+    start = {**anthropic_message(reply), "content": [], "stop_reason": None}
+    out = [sse({"type": "message_start", "message": start}, "message_start")]
+    for index, block in enumerate(anthropic_blocks(reply)):
+        first: Dict[str, Any]
+        if block["type"] == "text":
+            first = {"type": "text", "text": ""}
+            text = block["text"]
+            deltas = [{"type": "text_delta", "text": text[i : i + 5]} for i in range(0, len(text), 5)]
+        else:
+            first = {**block, "input": {}}
+            args = json.dumps(block["input"])
+            half = len(args) // 2
+            deltas = [
+                {"type": "input_json_delta", "partial_json": args[:half]},
+                {"type": "input_json_delta", "partial_json": args[half:]},
+            ]
+        out.append(sse({"type": "content_block_start", "index": index, "content_block": first}, "content_block_start"))
+        for delta in deltas:
+            out.append(sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta"))
+        out.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    stop = "tool_use" if reply["calls"] else "end_turn"
+    out.append(
+        sse(
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}},
+            "message_delta",
+        )
+    )
+    out.append(sse({"type": "message_stop"}, "message_stop"))
+    return out

@@ -1,0 +1,290 @@
+"""`ctxlog gateway` with the official `openai` and `anthropic` SDKs as clients, unchanged but
+for `base_url` and `default_headers`, against the stand-in provider (standin.py), which checks
+every request it gets. After each test the ledger holds exactly what the client sent and
+received."""
+
+import json
+from typing import Any, Dict, List, Optional
+
+import anthropic
+import http.client
+import openai
+import pytest
+
+from conftest import WINDOW, Gateway
+from standin import StandIn, call_reply, text_reply
+
+SYSTEM = "You are a careful shell agent."
+STEPS = 12
+TOOLS_OPENAI: List[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "shell",
+            "description": "Run a shell command",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        },
+    }
+]
+TOOLS_ANTHROPIC: List[Any] = [
+    {
+        "name": "shell",
+        "description": "Run a shell command",
+        "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+    }
+]
+
+
+def output(step: int) -> str:
+    """An 8 KB tool output."""
+    line = f"step {step}: /dev/sda{step} 91% used /var/log/syslog.{step}\n"
+    return (line * (8192 // len(line) + 1))[:8192]
+
+
+def headers(conversation: str) -> Dict[str, str]:
+    return {"X-Ctxlog-Conversation": conversation, "X-Ctxlog-Max-Tokens": str(WINDOW)}
+
+
+def openai_client(gateway: Gateway, conversation: str, key: str = "sk-test-one") -> openai.OpenAI:
+    return openai.OpenAI(
+        api_key=key,
+        base_url=f"{gateway.url}/v1",
+        default_headers=headers(conversation),
+        max_retries=0,
+    )
+
+
+def anthropic_client(gateway: Gateway, conversation: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(
+        api_key="sk-ant-test",
+        base_url=gateway.url,
+        default_headers=headers(conversation),
+        max_retries=0,
+    )
+
+
+def openai_expected(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The events the ledger must hold for an OpenAI message list (the system prompt aside)."""
+    out: List[Dict[str, Any]] = []
+    tools: Dict[str, str] = {}
+    for m in messages:
+        if m["role"] == "user":
+            out.append({"kind": "user", "text": m["content"]})
+        elif m["role"] == "assistant":
+            if m.get("content"):
+                out.append({"kind": "assistant", "text": m["content"]})
+            for c in m.get("tool_calls") or []:
+                tools[c["id"]] = c["function"]["name"]
+                args = json.loads(c["function"]["arguments"])
+                out.append({"kind": "tool_call", "call_id": c["id"], "tool": c["function"]["name"], "arguments": args})
+        elif m["role"] == "tool":
+            out.append({"kind": "tool_result", "call_id": m["tool_call_id"], "tool": tools[m["tool_call_id"]], "text": m["content"]})
+    return out
+
+
+def anthropic_expected(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    tools: Dict[str, str] = {}
+    for m in messages:
+        content = m["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        results = [b for b in blocks if b["type"] == "tool_result"]
+        others = [b for b in blocks if b["type"] != "tool_result"]
+        for b in results + others:
+            if b["type"] == "text":
+                out.append({"kind": m["role"], "text": b["text"]})
+            elif b["type"] == "tool_use":
+                tools[b["id"]] = b["name"]
+                out.append({"kind": "tool_call", "call_id": b["id"], "tool": b["name"], "arguments": b["input"]})
+            elif b["type"] == "tool_result":
+                out.append({"kind": "tool_result", "call_id": b["tool_use_id"], "tool": tools[b["tool_use_id"]], "text": b["content"]})
+    return out
+
+
+def stored(gateway: Gateway, conversation: str) -> List[Dict[str, Any]]:
+    """The ledger's events in the comparison's shape."""
+    keys = ("kind", "text", "call_id", "tool", "arguments")
+    events = gateway.export(conversation)
+    out = []
+    for e in events:
+        event = {k: e[k] for k in keys if k in e}
+        if isinstance(event.get("arguments"), str):
+            event["arguments"] = json.loads(str(event["arguments"]))
+        out.append(event)
+    return out
+
+
+def openai_message(completion: openai.types.chat.ChatCompletion) -> Dict[str, Any]:
+    return completion.choices[0].message.model_dump(exclude_none=True)
+
+
+def openai_streamed(stream: openai.Stream[openai.types.chat.ChatCompletionChunk]) -> Dict[str, Any]:
+    """An assistant message rebuilt from a stream, as an application does."""
+    text: Optional[str] = None
+    calls: Dict[int, Dict[str, Any]] = {}
+    for chunk in stream:
+        delta = chunk.choices[0].delta
+        if delta.content:
+            text = (text or "") + delta.content
+        for c in delta.tool_calls or []:
+            call = calls.setdefault(c.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+            call["id"] += c.id or ""
+            if c.function:
+                call["function"]["name"] += c.function.name or ""
+                call["function"]["arguments"] += c.function.arguments or ""
+    message: Dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_openai_tool_loop_is_stored_once_and_fits_the_window(
+    gateway: Gateway, standin: StandIn, stream: bool
+) -> None:
+    client = openai_client(gateway, "loop")
+    messages: List[Dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Find what fills the disks."},
+    ]
+    for step in range(STEPS + 1):
+        last = step == STEPS
+        standin.replies.append(
+            text_reply("The logs fill the disks.") if last else call_reply(f"call_{step}", "shell", {"cmd": f"du -sh /var/{step}"})
+        )
+        sent: Any = messages
+        if stream:
+            chunks = client.chat.completions.create(
+                model="gpt-4o", messages=sent, tools=TOOLS_OPENAI, temperature=0.2, stream=True
+            )
+            message = openai_streamed(chunks)
+        else:
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o", messages=sent, tools=TOOLS_OPENAI, temperature=0.2
+            )
+            assert raw.headers["x-ctxlog-conversation"] == "loop"
+            # The seq of the reply: every event sent so far, and the reply's one.
+            assert int(raw.headers["x-ctxlog-seq"]) == len(openai_expected(messages)) + 1
+            message = openai_message(raw.parse())
+        messages.append(message)
+        if not last:
+            call = message["tool_calls"][0]
+            assert json.loads(call["function"]["arguments"]) == {"cmd": f"du -sh /var/{step}"}
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": output(step)})
+    assert messages[-1]["content"] == "The logs fill the disks."
+    assert stored(gateway, "loop") == openai_expected(messages)
+    # Every field the client set went upstream as given; the history was cut to the window.
+    assert all(r["temperature"] == 0.2 and r["tools"] == TOOLS_OPENAI for r in standin.requests)
+    assert all(r["messages"][0] == {"role": "system", "content": SYSTEM} for r in standin.requests)
+    # The whole loop is one open turn: the oldest outputs were clipped to fit.
+    assert len(json.dumps(standin.requests[-1])) < len(json.dumps(messages)) - 4 * 8192
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_anthropic_tool_loop_is_stored_once_and_fits_the_window(
+    gateway: Gateway, standin: StandIn, stream: bool
+) -> None:
+    client = anthropic_client(gateway, "loop")
+    messages: List[Dict[str, Any]] = [{"role": "user", "content": "Find what fills the disks."}]
+    for step in range(STEPS + 1):
+        last = step == STEPS
+        standin.replies.append(
+            text_reply("The logs fill the disks.") if last else call_reply(f"toolu_{step}", "shell", {"cmd": f"du -sh /var/{step}"})
+        )
+        args: Dict[str, Any] = dict(
+            model="claude-sonnet-4-5", max_tokens=1024, system=SYSTEM, messages=messages, tools=TOOLS_ANTHROPIC
+        )
+        if stream:
+            with client.messages.stream(**args) as events:
+                reply = events.get_final_message()
+        else:
+            reply = client.messages.create(**args)
+        content = [b.model_dump(exclude_none=True) for b in reply.content]
+        messages.append({"role": "assistant", "content": content})
+        if not last:
+            use = content[-1]
+            assert use["type"] == "tool_use" and use["input"] == {"cmd": f"du -sh /var/{step}"}
+            result = {"type": "tool_result", "tool_use_id": use["id"], "content": output(step)}
+            messages.append({"role": "user", "content": [result]})
+    assert messages[-1]["content"] == [{"type": "text", "text": "The logs fill the disks."}]
+    assert stored(gateway, "loop") == anthropic_expected(messages)
+    assert all(r["system"] == SYSTEM and r["max_tokens"] == 1024 for r in standin.requests)
+    assert len(json.dumps(standin.requests[-1])) < len(json.dumps(messages)) - 4 * 8192
+
+
+def test_provider_errors_reach_the_client_in_its_shape_and_store_no_reply(
+    gateway: Gateway, standin: StandIn
+) -> None:
+    client = openai_client(gateway, "errors")
+    error = {"error": {"message": "model overloaded: pick another", "type": "invalid_request_error", "param": None, "code": "bad_model"}}
+    standin.fail = (400, error)
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hello"}])
+    assert raised.value.status_code == 400
+    assert raised.value.body == error["error"]
+    assert raised.value.response.headers["x-ctxlog-conversation"] == "errors"
+    assert raised.value.response.headers["x-ctxlog-seq"] == "1"
+    # The input is stored, no reply; the retry continues the same conversation.
+    assert stored(gateway, "errors") == [{"kind": "user", "text": "hello"}]
+    standin.replies.append(text_reply("Hi."))
+    done = client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hello"}])
+    assert done.choices[0].message.content == "Hi."
+    assert stored(gateway, "errors") == [{"kind": "user", "text": "hello"}, {"kind": "assistant", "text": "Hi."}]
+    assert standin.requests[-1]["messages"] == [{"role": "user", "content": "hello"}]
+
+
+def test_an_unreachable_provider_is_a_502_in_the_provider_shape(
+    gateway: Gateway, standin: StandIn
+) -> None:
+    standin.close()
+    client = anthropic_client(gateway, "down")
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "hello"}])
+    assert raised.value.status_code == 502
+    body: Any = raised.value.body
+    assert body["type"] == "error" and "could not be reached" in body["error"]["message"]
+    assert stored(gateway, "down") == [{"kind": "user", "text": "hello"}]
+
+
+def test_a_client_that_leaves_mid_stream_gets_no_reply_stored(
+    gateway: Gateway, standin: StandIn
+) -> None:
+    standin.stream_pause = 0.2
+    standin.replies.append(text_reply("A long answer, streamed slowly, piece by piece."))
+    body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "Tell me."}]}
+    host, port = gateway.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port))
+    connection.request(
+        "POST", "/v1/chat/completions", json.dumps(body),
+        {**headers("left"), "Authorization": "Bearer sk-test-one", "Content-Type": "application/json"},
+    )
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.read1(64)
+    connection.close()
+    # The gateway cancels the upstream request: the stand-in's stream breaks off.
+    assert standin.cancelled.wait(timeout=30)
+    assert stored(gateway, "left") == [{"kind": "user", "text": "Tell me."}]
+
+
+def test_a_missing_conversation_header_or_key_is_refused_in_the_provider_shape(
+    gateway: Gateway, standin: StandIn
+) -> None:
+    client = openai.OpenAI(api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert "X-Ctxlog-Conversation".lower() in str(raised.value.body).lower()
+    assert standin.requests == []
+
+
+def test_keys_do_not_share_conversations(gateway: Gateway, standin: StandIn) -> None:
+    for key in ["sk-test-one", "sk-test-two"]:
+        standin.replies.append(text_reply("Hi."))
+        openai_client(gateway, "same", key).chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hello"}]
+        )
+    tenants = sorted((gateway.root / ".tenants").iterdir())
+    assert len(tenants) == 2
+    assert all((t / "same" / "ledger.log").exists() for t in tenants)
+    text = b"".join(p.read_bytes() for p in gateway.root.rglob("*") if p.is_file())
+    assert b"sk-test-one" not in text and b"sk-test-two" not in text

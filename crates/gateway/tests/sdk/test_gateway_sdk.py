@@ -288,3 +288,44 @@ def test_keys_do_not_share_conversations(gateway: Gateway, standin: StandIn) -> 
     assert all((t / "same" / "ledger.log").exists() for t in tenants)
     text = b"".join(p.read_bytes() for p in gateway.root.rglob("*") if p.is_file())
     assert b"sk-test-one" not in text and b"sk-test-two" not in text
+
+
+def png(width: int, height: int) -> bytes:
+    """A PNG's header as far as ctxlog reads it (signature, IHDR)."""
+    return (
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+        + width.to_bytes(4, "big")
+        + height.to_bytes(4, "big")
+        + bytes([8, 2, 0, 0, 0, 0, 0, 0, 0])
+    )
+
+
+def test_an_image_the_client_resends_is_stored_once_and_sent_upstream(
+    gateway: Gateway, standin: StandIn
+) -> None:
+    import base64
+
+    client = openai_client(gateway, "photo")
+    data = base64.b64encode(png(1024, 1024)).decode()
+    url = f"data:image/png;base64,{data}"
+    messages: List[Any] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is in this photo?"},
+                {"type": "image_url", "image_url": {"url": url, "detail": "high"}},
+            ],
+        }
+    ]
+    for question in ["And its colour?", "Thanks."]:
+        standin.replies.append(text_reply("A walrus."))
+        reply = client.chat.completions.create(model="gpt-4o", messages=messages)
+        messages.append(openai_message(reply))
+        messages.append({"role": "user", "content": question})
+    # The resent image was recognised (no conflict), stored once, and went upstream each time.
+    events = gateway.export("photo")
+    assert [e["kind"] for e in events] == ["user", "assistant", "user", "assistant"]
+    assert len(list((gateway.root / ".tenants").rglob("artifacts/sha256-*"))) == 1
+    for request in standin.requests:
+        parts = request["messages"][0]["content"]
+        assert {"type": "image_url", "image_url": {"url": url, "detail": "high"}} in parts, parts

@@ -47,21 +47,6 @@ fn erase(store: &Store, conv: &str, target: EraseTarget) -> ctxlog::Result<Erase
     })
 }
 
-/// Every event of `conv` as an export (JSON Lines).
-fn export(store: &Store, conv: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    store
-        .export(
-            &ExportRequest {
-                conversation: conv.into(),
-                salvage: false,
-            },
-            &mut out,
-        )
-        .unwrap();
-    out
-}
-
 // ---- the cases -------------------------------------------------------------------------
 
 fn commits_get_contiguous_seqs(e: &dyn Engine) {

@@ -16,10 +16,11 @@
 
 mod common;
 
+use common::engines::export;
 use common::pg::PgCluster;
 use ctxlog::ops::{
-    CommitRequest, EraseRequest, EraseTarget, ExportRequest, ImportRequest, LogRequest,
-    ProjectRequest, RecallRequest, RepairRequest, VerifyRequest,
+    CommitRequest, EraseRequest, EraseTarget, ImportRequest, LogRequest, ProjectRequest,
+    RecallRequest, RepairRequest, VerifyRequest,
 };
 use ctxlog::transfer::ImportFormat;
 use ctxlog::{ErrorClass, Store};
@@ -84,20 +85,6 @@ fn verify(store: &Store) -> ctxlog::Result<ctxlog::ops::VerifyResponse> {
     store.verify(&VerifyRequest {
         conversation: "c".into(),
     })
-}
-
-fn export(store: &Store, conv: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    store
-        .export(
-            &ExportRequest {
-                conversation: conv.into(),
-                salvage: false,
-            },
-            &mut out,
-        )
-        .unwrap();
-    out
 }
 
 /// After `repair --accept-loss` of a conversation whose lost seqs are `lost` (the commit

@@ -400,7 +400,7 @@ impl Ledger {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// ledger.commit(&NewCommit::new(vec![
-    ///     EventBody::User { text: "hi".into() },
+    ///     EventBody::User { text: "hi".into(), parts: vec![] },
     ///     EventBody::Assistant { text: "a reply to take back".into() },
     /// ]))?;
     /// let report = ledger.erase_reaching(2..=2, Reach::Tail, "retracted")?;

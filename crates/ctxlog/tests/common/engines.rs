@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ctxlog::backend::FileBackend;
 #[cfg(feature = "postgres")]
 use ctxlog::backend::{PgBackend, PgConfig};
-use ctxlog::ops::{CommitRequest, LogRequest};
+use ctxlog::ops::{CommitRequest, ExportRequest, LogRequest};
 use ctxlog::{EventBody, NewCommit, Options, Store, SyncMode, ToolStatus};
 
 #[cfg(feature = "postgres")]
@@ -253,6 +253,21 @@ pub fn log(store: &Store, conv: &str) -> ctxlog::Result<ctxlog::ops::LogResponse
         from: 1,
         limit: None,
     })
+}
+
+/// Every event of `conv` as an export (JSON Lines).
+pub fn export(store: &Store, conv: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    store
+        .export(
+            &ExportRequest {
+                conversation: conv.into(),
+                salvage: false,
+            },
+            &mut out,
+        )
+        .unwrap();
+    out
 }
 
 pub fn last_seq(store: &Store, conv: &str) -> u64 {

@@ -31,7 +31,10 @@ struct Acked {
 }
 
 fn shaped(shape: u8, n: usize) -> Vec<EventBody> {
-    let user = |t: String| EventBody::User { text: t };
+    let user = |t: String| EventBody::User {
+        text: t,
+        parts: Vec::new(),
+    };
     match shape % 4 {
         0 => vec![user(format!("q{n}")), EventBody::Assistant { text: format!("a{n}") }],
         1 => vec![
@@ -48,6 +51,7 @@ fn shaped(shape: u8, n: usize) -> Vec<EventBody> {
                 exit_code: Some(0),
                 text: "ok".repeat(n % 50),
                 artifact: None,
+                parts: Vec::new(),
             },
         ],
         2 => vec![EventBody::Note { text: format!("fact {n}"), pinned: n % 2 == 0, supersedes: None }],

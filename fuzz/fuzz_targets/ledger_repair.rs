@@ -24,7 +24,10 @@ fn options() -> Options {
 fn fixture(st: Arc<dyn Storage>) -> u64 {
     let (mut l, _) = Ledger::open_with(st, &options()).unwrap();
     for i in 0..6 {
-        let mut events = vec![EventBody::User { text: format!("q{i}") }];
+        let mut events = vec![EventBody::User {
+            text: format!("q{i}"),
+            parts: Vec::new(),
+        }];
         if i % 3 == 1 {
             events.push(EventBody::ToolCall {
                 call_id: "c".into(),
@@ -38,6 +41,7 @@ fn fixture(st: Arc<dyn Storage>) -> u64 {
                 exit_code: None,
                 text: format!("r{i}"),
                 artifact: None,
+                parts: Vec::new(),
             });
         }
         events.push(EventBody::Assistant { text: format!("a{i}") });
@@ -92,6 +96,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     assert!(covered[1..].iter().all(|c| *c == 1), "{covered:?}");
-    let next = l.commit(&NewCommit::new(vec![EventBody::User { text: "n".into() }]));
+    let next = l.commit(&NewCommit::new(vec![EventBody::User {
+        text: "n".into(),
+        parts: Vec::new(),
+    }]));
     assert_eq!(next.unwrap().first_seq, last + 1);
 });

@@ -45,7 +45,10 @@ fn history(turns: &[Turn]) -> Vec<Event> {
         out.push(Event { seq, ts_ms: 1_700_000_000_000 + seq as i64, body });
     };
     for (t, turn) in turns.iter().take(24).enumerate() {
-        push(EventBody::User { text: turn.user.clone() });
+        push(EventBody::User {
+            text: turn.user.clone(),
+            parts: Vec::new(),
+        });
         for (s, step) in turn.steps.iter().take(6).enumerate() {
             match step {
                 Step::Text(text) => push(EventBody::Assistant { text: text.clone() }),
@@ -69,6 +72,7 @@ fn history(turns: &[Turn]) -> Vec<Event> {
                         exit_code: exit.map(i64::from),
                         text: output.clone(),
                         artifact: None,
+                        parts: Vec::new(),
                     });
                 }
                 Step::Note { text, pinned } => push(EventBody::Note {

@@ -43,7 +43,10 @@ fn world() -> &'static Mutex<World> {
                 .map(|(i, t)| Event {
                     seq: i as u64 + 1,
                     ts_ms: 1_700_000_000_000,
-                    body: EventBody::User { text: (*t).into() },
+                    body: EventBody::User {
+                        text: (*t).into(),
+                        parts: Vec::new(),
+                    },
                 })
                 .collect(),
             artifacts: Default::default(),

@@ -16,11 +16,11 @@
 
 mod common;
 
-use common::engines::export;
+use common::engines::{export, log};
 use common::pg::PgCluster;
 use ctxlog::ops::{
-    CommitRequest, EraseRequest, EraseTarget, ImportRequest, LogRequest, ProjectRequest,
-    RecallRequest, RepairRequest, VerifyRequest,
+    CommitRequest, EraseRequest, EraseTarget, ImportRequest, ProjectRequest, RecallRequest,
+    RepairRequest, VerifyRequest,
 };
 use ctxlog::transfer::ImportFormat;
 use ctxlog::{ErrorClass, Store};
@@ -92,13 +92,7 @@ fn verify(store: &Store) -> ctxlog::Result<ctxlog::ops::VerifyResponse> {
 fn everything_reads_after(store: &Store, lost: (u64, u64), lost_id: &str) {
     let v = verify(store).unwrap();
     assert_eq!(v.ledger.lost, lost.1 - lost.0 + 1, "{v:?}");
-    let log = store
-        .log(&LogRequest {
-            conversation: "c".into(),
-            from: 1,
-            limit: None,
-        })
-        .unwrap();
+    let log = log(store, "c").unwrap();
     let text = serde_json::to_string(&log).unwrap();
     assert!(text.contains("\"loss\""), "{text}");
     let p = store

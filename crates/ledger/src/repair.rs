@@ -339,34 +339,19 @@ fn lost_artifact(
     if k.header.kind != EventKind::ToolResult {
         return Ok(None);
     }
+    let body = body_of(log, k)?;
     let EventBody::ToolResult {
-        call_id,
-        tool,
-        status,
-        exit_code,
-        text,
-        artifact: Some(r),
-        parts,
-    } = body_of(log, k)?
+        artifact: Some(r), ..
+    } = &body
     else {
         return Ok(None);
     };
+    let r = r.clone();
     let Err(e) = crate::artifact::read(st, &r) else {
         return Ok(None);
     };
     let why = e.without_path();
-    let body = crate::rules::artifact_lost(
-        EventBody::ToolResult {
-            call_id,
-            tool,
-            status,
-            exit_code,
-            text,
-            artifact: Some(r.clone()),
-            parts,
-        },
-        &why,
-    );
+    let body = crate::rules::artifact_lost(body, &why);
     let json = serde_json::to_vec(&body)
         .map_err(|e| Error::invalid(format!("tool result cannot be encoded: {e}")))?;
     Ok(Some((format!("{}: {why}", r.name), json)))

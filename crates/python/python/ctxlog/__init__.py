@@ -13,7 +13,7 @@ operations as the ``ctxlog`` command line::
         body, report = chat.project(input="What is my code?", max_bytes=8192)
 """
 
-from typing import Any, Dict, Literal, TypedDict, Union
+from typing import Any, Dict, List, Literal, TypedDict, Union
 
 from ._ctxlog import (
     RECALL_DEFAULT_LIMIT,
@@ -49,11 +49,18 @@ JsonDict = Dict[str, Any]
 ToolStatus = Literal["ok", "error", "interrupted"]
 
 
-class UserEvent(TypedDict):
-    """``{"kind": "user", "text"}``: opens a turn; the text must not be blank."""
-
+class _UserRequired(TypedDict):
     kind: Literal["user"]
     text: str
+
+
+class UserEvent(_UserRequired, total=False):
+    """``{"kind": "user", "text"[, "parts"]}``: opens a turn; the text must not be blank
+    unless the event carries ``parts``: ``{"type": "text", "text"}``, ``{"type": "image",
+    "url" | "data", "media_type", "detail"?}``, ``{"type": "document", "data", "media_type",
+    "name"?}`` (base64 ``data`` is stored once as an artifact; ``log()`` shows the reference)."""
+
+    parts: List[JsonDict]
 
 
 class AssistantEvent(TypedDict):
@@ -88,6 +95,7 @@ class ToolResultEvent(_ToolResultRequired, total=False):
 
     exit_code: int
     artifact: JsonDict
+    parts: List[JsonDict]
 
 
 class _NoteRequired(TypedDict):

@@ -59,9 +59,12 @@ PolicyName = Literal["auto", "turns", "agent"]
 JsonDict = Dict[str, Any]
 ToolStatus = Literal["ok", "error", "interrupted"]
 
-class UserEvent(TypedDict):
+class _UserRequired(TypedDict):
     kind: Literal["user"]
     text: str
+
+class UserEvent(_UserRequired, total=False):
+    parts: List[JsonDict]
 
 class AssistantEvent(TypedDict):
     kind: Literal["assistant"]
@@ -83,6 +86,7 @@ class _ToolResultRequired(TypedDict):
 class ToolResultEvent(_ToolResultRequired, total=False):
     exit_code: int
     artifact: JsonDict
+    parts: List[JsonDict]
 
 class _NoteRequired(TypedDict):
     kind: Literal["note"]

@@ -36,13 +36,14 @@ fn shaped(shape: u8, n: usize) -> Vec<EventBody> {
         parts: Vec::new(),
     };
     match shape % 4 {
-        0 => vec![user(format!("q{n}")), EventBody::Assistant { text: format!("a{n}") }],
+        0 => vec![user(format!("q{n}")), EventBody::Assistant { text: format!("a{n}"), provider_item: None }],
         1 => vec![
             user(format!("run {n}")),
             EventBody::ToolCall {
                 call_id: format!("k{n}"),
                 tool: "sh".into(),
                 arguments: serde_json::json!({}),
+                provider_item: None,
             },
             EventBody::ToolResult {
                 call_id: format!("k{n}"),

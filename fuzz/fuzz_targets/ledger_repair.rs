@@ -33,6 +33,7 @@ fn fixture(st: Arc<dyn Storage>) -> u64 {
                 call_id: "c".into(),
                 tool: "t".into(),
                 arguments: serde_json::json!({}),
+                provider_item: None,
             });
             events.push(EventBody::ToolResult {
                 call_id: "c".into(),
@@ -44,7 +45,7 @@ fn fixture(st: Arc<dyn Storage>) -> u64 {
                 parts: Vec::new(),
             });
         }
-        events.push(EventBody::Assistant { text: format!("a{i}") });
+        events.push(EventBody::Assistant { text: format!("a{i}"), provider_item: None });
         l.commit(&NewCommit::new(events).with_id(format!("id{i}"))).unwrap();
     }
     l.last_seq()

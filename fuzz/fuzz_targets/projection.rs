@@ -51,7 +51,7 @@ fn history(turns: &[Turn]) -> Vec<Event> {
         });
         for (s, step) in turn.steps.iter().take(6).enumerate() {
             match step {
-                Step::Text(text) => push(EventBody::Assistant { text: text.clone() }),
+                Step::Text(text) => push(EventBody::Assistant { text: text.clone(), provider_item: None }),
                 Step::Tool { name, output, status, exit } => {
                     let call_id = format!("c{t}-{s}");
                     let tool = format!("tool{}", name % 3);
@@ -59,6 +59,7 @@ fn history(turns: &[Turn]) -> Vec<Event> {
                         call_id: call_id.clone(),
                         tool: tool.clone(),
                         arguments: serde_json::json!({"n": s}),
+                        provider_item: None,
                     });
                     let status = match status % 3 {
                         0 => ToolStatus::Ok,
@@ -83,7 +84,7 @@ fn history(turns: &[Turn]) -> Vec<Event> {
             }
         }
         if let Some(reply) = &turn.reply {
-            push(EventBody::Assistant { text: reply.clone() });
+            push(EventBody::Assistant { text: reply.clone(), provider_item: None });
         }
     }
     out

@@ -136,7 +136,9 @@ pub struct OpenedWriter {
 pub struct ConversationInfo {
     /// The conversation's name.
     pub name: String,
-    /// The seq of its newest event (events ever written, erased ones included).
+    /// How many live events it holds: the events applications committed, not counting
+    /// erased or lost ones or ctxlog's own markers (tombstones and their placeholders, loss
+    /// records, import markers). Seqs are never reused, so this can be below the newest seq.
     pub events: u64,
     /// The size of its ledger in bytes.
     pub bytes: u64,

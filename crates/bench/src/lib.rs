@@ -91,7 +91,10 @@ pub fn conversation(turns: usize) -> Vec<Event> {
                 text: user,
                 parts: Vec::new(),
             },
-            EventBody::Assistant { text: assistant },
+            EventBody::Assistant {
+                text: assistant,
+                provider_item: None,
+            },
         ] {
             events.push(Event {
                 seq: events.len() as u64 + 1,

@@ -131,6 +131,8 @@ pub enum Command {
     Recall(RecallArgs),
     /// List the conversations in the store, newest activity first: name, events, bytes,
     /// last activity (with --json: {"conversations":[{"name","events","bytes","last_activity_ms"}]}).
+    /// Events counts the live ones: erased and lost events and ctxlog's own markers
+    /// (tombstones, loss records, import markers) are not counted.
     List,
     /// Write every event of a conversation to stdout as JSON Lines (see docs/export-import.md).
     ///

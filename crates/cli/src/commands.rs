@@ -123,6 +123,7 @@ fn log_line(event: &Event) -> String {
             call_id,
             tool,
             arguments,
+            ..
         } => preview(&format!("{tool}({arguments}) [{call_id}]")),
         EventBody::ToolResult {
             call_id,

@@ -97,6 +97,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
             },
             EventBody::Assistant {
                 text: "Noted: your project code is \"ZX-81\" ✅".into(),
+                provider_item: None,
             },
         ],
         vec![
@@ -108,6 +109,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
                 call_id: "call_1".into(),
                 tool: "shell".into(),
                 arguments: serde_json::json!({"cmd": "du -sh /srv/data/*"}),
+                provider_item: None,
             },
             EventBody::ToolResult {
                 call_id: "call_1".into(),
@@ -120,6 +122,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
             },
             EventBody::Assistant {
                 text: "900 shards, about 120 GB in all; the largest is 136 MB.".into(),
+                provider_item: None,
             },
         ],
         vec![
@@ -129,6 +132,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
             },
             EventBody::Assistant {
                 text: "Sunny, 25 °C — 天气晴朗 ☀️".into(),
+                provider_item: None,
             },
         ],
     ];

@@ -135,7 +135,10 @@ fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
         });
     }
     if let Some(text) = s.assistant {
-        events.push(EventBody::Assistant { text });
+        events.push(EventBody::Assistant {
+            text,
+            provider_item: None,
+        });
     }
     if events.is_empty() {
         return Err(Error::BadInput {

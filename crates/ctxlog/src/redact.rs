@@ -21,7 +21,9 @@
 //! never any of the secret's characters.
 //!
 //! Redaction applies to user and assistant text, notes, tool results (before a large one
-//! becomes an artifact), every string inside a tool call's arguments, and the reason an
+//! becomes an artifact), every string inside a tool call's arguments, every string of an
+//! assistant reply's or tool call's provider item but its identifiers (`type`, `role`,
+//! `status`, `id`, `call_id`, `name`), the readable text of an opaque item, and the reason an
 //! erasure, a retention run or an imported export's tombstone records. It runs before the
 //! idempotency check, so a replayed commit is compared in its redacted form; it is
 //! deterministic for a given configuration and environment.
@@ -33,6 +35,10 @@
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
+
+/// The keys of a provider item kept as given by redaction: identifiers, like a tool call's id
+/// and name.
+const PROVIDER_ITEM_IDENTIFIERS: [&str; 6] = ["type", "role", "status", "id", "call_id", "name"];
 
 use ctxlog_ledger::event::Part;
 use ctxlog_ledger::rules::Tombstone;
@@ -417,7 +423,7 @@ impl Redactor {
         let mut event = event.clone();
         match &mut event {
             EventBody::User { text, .. }
-            | EventBody::Assistant { text }
+            | EventBody::Assistant { text, .. }
             | EventBody::ToolResult { text, .. }
             | EventBody::Note { text, .. } => self.redact_in_place(text),
             EventBody::ToolCall { arguments, .. } => self.redact_json(arguments),
@@ -427,6 +433,16 @@ impl Redactor {
             // being stored.)
             EventBody::Opaque { item, .. } => self.redact_readable(item),
             EventBody::System { .. } => {}
+        }
+        // A provider item (a reply's or call's item as the provider sent it): every string in
+        // it, as in tool arguments, so no secret the event's fields lose survives in it; its
+        // identifiers (type, role, status, ids, the tool's name) are kept as given.
+        if let Some(given) = event.provider_item_mut() {
+            for (key, value) in given.item.iter_mut() {
+                if !PROVIDER_ITEM_IDENTIFIERS.contains(&key.as_str()) {
+                    self.redact_json(value);
+                }
+            }
         }
         // The words around media: text parts, a document's name, an image's URL (a signed URL
         // can carry a key). Never the bytes: a `data:` URL is base64, which no rule reads.
@@ -653,6 +669,7 @@ mod tests {
             call_id: "c".into(),
             tool: "t".into(),
             arguments: serde_json::json!({"env": [{"k": format!("x {key}")}], key: 1}),
+            provider_item: None,
         }]);
         let out = serde_json::to_string(&*r.redact_commit(&commit)).unwrap();
         assert!(!out.contains(key), "{out}");

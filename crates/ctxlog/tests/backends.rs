@@ -456,6 +456,61 @@ fn list_gives_the_newest_event_time_tombstones_included(e: &dyn Engine) {
     assert_eq!(listed(&store), tombstone, "{}", e.name());
     let other = e.store("activity", &options());
     assert_eq!(listed(&other), tombstone, "{}", e.name());
+    // The listed count is of live events: the erased turn's tombstone and placeholder are
+    // not events of the conversation any more.
+    let counted = other.list(&ListRequest {}).unwrap().conversations[0].events;
+    assert_eq!(counted, 4, "{}", e.name());
+}
+
+/// An assistant reply's and a tool call's provider items are kept as given, sent verbatim in
+/// their own format only, refused when they say something else than their event, and
+/// survive export and import.
+fn provider_items_are_kept_and_round_trip(e: &dyn Engine) {
+    let store = e.store("provider", &options());
+    let call = r#"{"arguments":"{\"a\":2}","call_id":"call_1","name":"add","type":"function_call","id":"fc_1","status":"completed"}"#;
+    let reply = r#"{"id":"msg_1","content":[{"annotations":[],"text":"It is 2.","type":"output_text","logprobs":[]}],"role":"assistant","status":"completed","type":"message"}"#;
+    let turn = format!(
+        r#"{{"events":[{{"kind":"user","text":"add"}},{{"kind":"tool_call","call_id":"call_1","tool":"add","arguments":"{{\"a\":2}}","provider_item":{{"format":"openai-responses","item":{call}}}}},{{"kind":"tool_result","call_id":"call_1","tool":"add","status":"ok","text":"2"}},{{"kind":"assistant","text":"It is 2.","provider_item":{{"format":"openai-responses","item":{reply}}}}}]}}"#
+    );
+    commit(&store, "pi", &turn, Some("t1")).unwrap();
+    let project = |format| {
+        let request = ctxlog::ops::ProjectRequest {
+            conversation: "pi".into(),
+            input: Some("next?".into()),
+            format,
+            policy: ctxlog::Policy::Turns,
+            ..Default::default()
+        };
+        String::from_utf8(store.project(&request).unwrap().body).unwrap()
+    };
+    let responses = project(ctxlog::WireFormat::OpenAiResponses);
+    assert!(
+        responses.contains(call) && responses.contains(reply),
+        "{}: {responses}",
+        e.name()
+    );
+    let chat = project(ctxlog::WireFormat::OpenAiChat);
+    assert!(
+        !chat.contains("msg_1") && chat.contains("It is 2."),
+        "{chat}"
+    );
+    let first = export(&store, "pi");
+    let request = ImportRequest {
+        conversation: Some("pi-copy".into()),
+        format: ImportFormat::Ctxlog,
+    };
+    store.import(&request, &first, &mut |_| {}).unwrap();
+    assert_eq!(export(&store, "pi-copy"), first, "{}", e.name());
+    let before = e.fingerprint("provider");
+    let lying = turn.replace(r#""text":"It is 2.","type""#, r#""text":"It is 3.","type""#);
+    let err = commit(&store, "pi", &lying, None).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::BadInput, "{err}");
+    assert!(
+        err.to_string().contains("text differs"),
+        "{}: {err}",
+        e.name()
+    );
+    assert_eq!(e.fingerprint("provider"), before, "{}", e.name());
 }
 
 /// docs/design.md#e4-export-and-import: an import of an export with erasures, interrupted before
@@ -978,6 +1033,7 @@ fn reordered_argument_keys_are_the_same_content(e: &dyn Engine) {
                 call_id: "c1".into(),
                 tool: "shell".into(),
                 arguments: serde_json::from_str(args).unwrap(),
+                provider_item: None,
             },
         ]
     };
@@ -1291,6 +1347,7 @@ fn invalid_commits() -> Vec<(&'static str, Vec<EventBody>)> {
         call_id: "c5".into(),
         tool: String::new(),
         arguments: serde_json::json!({}),
+        provider_item: None,
     };
     let import = EventBody::System {
         marker: SystemMarker::Import { source: "x".into() },
@@ -1480,6 +1537,10 @@ const CASES: &[Case] = &[
     (
         "a_retraction_takes_back_exactly_the_newest_events",
         a_retraction_takes_back_exactly_the_newest_events,
+    ),
+    (
+        "provider_items_are_kept_and_round_trip",
+        provider_items_are_kept_and_round_trip,
     ),
 ];
 

@@ -28,6 +28,7 @@ fn turn(conversation: &str, thread: usize, i: usize) -> CommitRequest {
                 },
                 EventBody::Assistant {
                     text: format!("ack {thread}/{i}"),
+                    provider_item: None,
                 },
             ],
             ..Default::default()

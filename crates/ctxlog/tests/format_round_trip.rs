@@ -140,7 +140,10 @@ fn events(turn: &Turn, next_call: &mut usize) -> Vec<EventBody> {
     }];
     for step in &turn.steps {
         match step {
-            Step::Say(text) => events.push(EventBody::Assistant { text: text.clone() }),
+            Step::Say(text) => events.push(EventBody::Assistant {
+                text: text.clone(),
+                provider_item: None,
+            }),
             Step::Calls { calls, reversed } => {
                 let mut results = Vec::new();
                 for (tool, arguments, outcome) in calls {
@@ -150,6 +153,7 @@ fn events(turn: &Turn, next_call: &mut usize) -> Vec<EventBody> {
                         call_id: call_id.clone(),
                         tool: tool.clone(),
                         arguments: arguments.clone(),
+                        provider_item: None,
                     });
                     if let Some(o) = outcome {
                         results.push(EventBody::ToolResult {
@@ -256,7 +260,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         if let Some(text) = greeting {
-            commit(&store, "orig", vec![EventBody::Assistant { text }]);
+            commit(&store, "orig", vec![EventBody::Assistant { text, provider_item: None }]);
         }
         let mut next_call = 0;
         for turn in &turns {

@@ -80,6 +80,7 @@ fn written(root: &Path, first: &str, t: i64) {
             },
             EventBody::Assistant {
                 text: "Noted.".into(),
+                provider_item: None,
             },
         ])
         .with_times(vec![Some(at), Some(at)])

@@ -35,6 +35,7 @@ fn tool_turn(output: String) -> NewCommit {
             call_id: "c1".into(),
             tool: "scan".into(),
             arguments: serde_json::json!({}),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: "c1".into(),
@@ -47,6 +48,7 @@ fn tool_turn(output: String) -> NewCommit {
         },
         EventBody::Assistant {
             text: "Scan done.".into(),
+            provider_item: None,
         },
     ])
 }

@@ -125,6 +125,7 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
                 call_id: call_id.clone(),
                 tool: "shell".into(),
                 arguments: serde_json::json!({"cmd": out, "n": i}),
+                provider_item: None,
             });
             events.push(EventBody::ToolResult {
                 call_id,
@@ -138,6 +139,7 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
         }
         events.push(EventBody::Assistant {
             text: t.reply.clone(),
+            provider_item: None,
         });
         ts += t.gap_ms;
         let times = events.iter().map(|_| Some(ts)).collect();
@@ -427,7 +429,8 @@ fn openai_chat_arrays_group_tool_calls_and_keep_a_greeting() {
         EventBody::ToolCall {
             call_id: "call_1".into(),
             tool: "shell".into(),
-            arguments: serde_json::json!({"cmd":"ls"})
+            arguments: serde_json::json!({"cmd":"ls"}),
+            provider_item: None,
         }
     );
 }
@@ -597,7 +600,8 @@ fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
     assert_eq!(
         log.events[2].body,
         EventBody::Assistant {
-            text: "Bob: The shed looks great now.".into()
+            text: "Bob: The shed looks great now.".into(),
+            provider_item: None,
         }
     );
     assert_eq!(
@@ -712,7 +716,8 @@ fn openai_responses_items_become_events_and_bad_items_are_refused() {
         EventBody::ToolCall {
             call_id: "call_1".into(),
             tool: "shell".into(),
-            arguments: serde_json::json!({"cmd":"ls"})
+            arguments: serde_json::json!({"cmd":"ls"}),
+            provider_item: None,
         }
     );
     // An output whose call is not in the input, and a message of no known role: refused,

@@ -20,6 +20,7 @@
 //! {"kind":"tool_call","call_id":"c1","tool":"shell","arguments":{"cmd":"ls"}}
 //! {"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","exit_code":0,"text":"a b"}
 //! {"kind":"assistant","text":"done"}
+//! {"kind":"assistant","text":"done","provider_item":{"format":"openai-responses","item":{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"done","annotations":[]}]}}}
 //! {"kind":"note","text":"never push to main","pinned":true}
 //! {"kind":"opaque","format":"openai-responses","item":{"type":"reasoning","encrypted_content":"…"}}
 //! ```
@@ -126,6 +127,10 @@ pub enum EventBody {
     Assistant {
         /// The reply text.
         text: String,
+        /// The provider's own item for this reply, as given (format version 2; see
+        /// [`ProviderItem`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_item: Option<ProviderItem>,
     },
     /// A tool call. Its result, if any, is a later `ToolResult` with the same `call_id` in the
     /// same turn.
@@ -137,6 +142,10 @@ pub enum EventBody {
         /// The call's arguments, as the model produced them.
         #[serde(default = "empty_object")]
         arguments: serde_json::Value,
+        /// The provider's own item for this call, as given (format version 2; see
+        /// [`ProviderItem`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_item: Option<ProviderItem>,
     },
     /// The result of a tool call.
     ToolResult {
@@ -222,6 +231,22 @@ pub fn opaque_text(item: &serde_json::Map<String, serde_json::Value>) -> String 
     out.join("\n")
 }
 
+/// A provider's own item for an assistant reply or a tool call, kept beside what ctxlog reads
+/// from it: an OpenAI Responses output `message` or `function_call` item with its `id`,
+/// `status`, `annotations` and any other key, or an Anthropic `text` or `tool_use` block. It
+/// is sent verbatim, in the event's place, in its own format only; every other format, recall
+/// and the notices read the event's own fields, which must agree with it (the ledger checks
+/// the type, the call's id, name and arguments, and the text).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderItem {
+    /// The wire format the item belongs to; it is never sent in another.
+    pub format: OpaqueFormat,
+    /// The item, keys in the order given.
+    #[serde(deserialize_with = "opaque_item")]
+    pub item: serde_json::Map<String, serde_json::Value>,
+}
+
 /// The wire formats an opaque item can belong to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum OpaqueFormat {
@@ -262,7 +287,7 @@ impl EventBody {
     pub fn text(&self) -> Option<&str> {
         match self {
             EventBody::User { text, .. }
-            | EventBody::Assistant { text }
+            | EventBody::Assistant { text, .. }
             | EventBody::ToolResult { text, .. }
             | EventBody::Note { text, .. } => Some(text),
             EventBody::ToolCall { .. } | EventBody::System { .. } | EventBody::Opaque { .. } => {
@@ -285,6 +310,24 @@ impl EventBody {
                 std::borrow::Cow::Owned(pieces.collect::<Vec<_>>().join("\n"))
             }
             body => std::borrow::Cow::Borrowed(body.text().unwrap_or_default()),
+        }
+    }
+
+    /// The provider's own item of an assistant reply or tool call, when one was given.
+    pub fn provider_item(&self) -> Option<&ProviderItem> {
+        match self {
+            EventBody::Assistant { provider_item, .. }
+            | EventBody::ToolCall { provider_item, .. } => provider_item.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The provider's own item, to change (`None` when there is none).
+    pub fn provider_item_mut(&mut self) -> Option<&mut ProviderItem> {
+        match self {
+            EventBody::Assistant { provider_item, .. }
+            | EventBody::ToolCall { provider_item, .. } => provider_item.as_mut(),
+            _ => None,
         }
     }
 

@@ -101,6 +101,7 @@ mod tests {
             call_id: "c1".into(),
             tool: "shell".into(),
             arguments: serde_json::from_str(args).unwrap(),
+            provider_item: None,
         };
         let a = call(r#"{"cmd":"ls","opts":{"all":true,"long":false}}"#);
         let b = call(r#"{"opts":{"long":false,"all":true},"cmd":"ls"}"#);

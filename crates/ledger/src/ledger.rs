@@ -148,7 +148,7 @@ impl Ledger {
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// let turn = NewCommit::new(vec![
     ///     EventBody::User { text: "hello".into(), parts: vec![] },
-    ///     EventBody::Assistant { text: "hi".into() },
+    ///     EventBody::Assistant { text: "hi".into(), provider_item: None },
     /// ]);
     /// let may_2023 = 1_683_554_160_000;
     /// ledger.commit(&turn.clone().with_times(vec![Some(may_2023), Some(may_2023 + 30_000)]))?;
@@ -364,7 +364,7 @@ impl Ledger {
     /// for text in ["keep this", "my password is hunter2", "keep this too"] {
     ///     ledger.commit(&NewCommit::new(vec![
     ///         EventBody::User { text: text.into(), parts: vec![] },
-    ///         EventBody::Assistant { text: "ok".into() },
+    ///         EventBody::Assistant { text: "ok".into(), provider_item: None },
     ///     ]))?;
     /// }
     /// // Seq 4 is asked for; its whole turn (3-4) is erased.
@@ -401,7 +401,7 @@ impl Ledger {
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// ledger.commit(&NewCommit::new(vec![
     ///     EventBody::User { text: "hi".into(), parts: vec![] },
-    ///     EventBody::Assistant { text: "a reply to take back".into() },
+    ///     EventBody::Assistant { text: "a reply to take back".into(), provider_item: None },
     /// ]))?;
     /// let report = ledger.erase_reaching(2..=2, Reach::Tail, "retracted")?;
     /// assert_eq!((report.from, report.to, report.events), (2, 2, 1));
@@ -478,7 +478,7 @@ impl Ledger {
     /// let turn = |text: &str| {
     ///     NewCommit::new(vec![
     ///         EventBody::User { text: text.into(), parts: vec![] },
-    ///         EventBody::Assistant { text: "ok".into() },
+    ///         EventBody::Assistant { text: "ok".into(), provider_item: None },
     ///     ])
     /// };
     /// let empty = NewCommit::new(vec![]);

@@ -13,7 +13,7 @@
 //! assert!(recovery.is_clean());
 //! let turn = NewCommit::new(vec![
 //!     EventBody::User { text: "My project code is ZX-81.".into(), parts: vec![] },
-//!     EventBody::Assistant { text: "Noted.".into() },
+//!     EventBody::Assistant { text: "Noted.".into(), provider_item: None },
 //! ])
 //! .with_id("turn-1");
 //! let receipt = ledger.commit(&turn)?;
@@ -25,7 +25,7 @@
 //! let reader = Reader::open(dir.path())?;
 //! assert_eq!(reader.user_seqs(), &[1]);
 //! assert_eq!(reader.note_seqs(), &[] as &[u64]);
-//! assert_eq!(reader.event(2)?.body, EventBody::Assistant { text: "Noted.".into() });
+//! assert_eq!(reader.event(2)?.body, EventBody::Assistant { text: "Noted.".into(), provider_item: None });
 //! assert!(ctxlog_ledger::verify(dir.path())?.is_clean());
 //! # Ok(()) }
 //! ```

@@ -107,6 +107,16 @@ impl Reader {
         self.state.catch_up()
     }
 
+    /// How many events are live: not a system marker (an erasure's tombstone and the
+    /// placeholders it covers, a loss record, an import or retention marker). Read from the
+    /// index in bounded chunks.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when an index entry is damaged and its record cannot be located.
+    pub fn live_events(&self) -> Result<u64> {
+        self.state.live_events()
+    }
+
     /// The time of the newest record in ms since the epoch (0 when empty): the last event's,
     /// or, when the last seqs are erased, the erasure's (their tombstone and placeholders
     /// carry its time). A conversation's last activity.

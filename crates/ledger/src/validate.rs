@@ -126,11 +126,11 @@ fn check_one(
         // An assistant message may open a conversation (a greeting,
         // docs/design.md#p11-the-agent-loop): it is stored in the preamble, and bodies that need a
         // user message first supply one.
-        EventBody::Assistant { text } => {
+        EventBody::Assistant { text, .. } => {
             if blank(text) {
                 Err("empty assistant text".into())
             } else {
-                Ok(())
+                check_provider_item(body)
             }
         }
         EventBody::ToolCall { call_id, tool, .. } => {
@@ -141,7 +141,7 @@ fn check_one(
             if state.calls.contains_key(call_id) {
                 return Err(format!("duplicate call_id {call_id:?} in this turn"));
             }
-            Ok(())
+            check_provider_item(body)
         }
         EventBody::ToolResult {
             call_id,
@@ -238,5 +238,109 @@ fn check_opaque(
             format.as_str()
         )),
         None => Ok(()),
+    }
+}
+
+/// An assistant reply's or tool call's provider item must be the item of that event in its
+/// format, saying what the event says: the model reads the item in its own format and the
+/// event's fields in every other (and recall and the notices read the fields). So the type,
+/// a reply's text (a Responses message's `output_text` and `refusal` parts joined by
+/// newlines, or its string content; an Anthropic text block's `text`) and a call's id, name
+/// and arguments (the same string, or the JSON it holds) must agree.
+fn check_provider_item(body: &EventBody) -> std::result::Result<(), String> {
+    use serde_json::Value;
+    let Some(given) = body.provider_item() else {
+        return Ok(());
+    };
+    let item = &given.item;
+    let format = given.format.as_str();
+    let field = |key: &str| item.get(key).unwrap_or(&Value::Null);
+    let want_type = match (given.format, body) {
+        (OpaqueFormat::OpenaiResponses, EventBody::Assistant { .. }) => "message",
+        (OpaqueFormat::OpenaiResponses, _) => "function_call",
+        (OpaqueFormat::AnthropicMessages, EventBody::Assistant { .. }) => "text",
+        (OpaqueFormat::AnthropicMessages, _) => "tool_use",
+    };
+    let kind = body.kind().as_str();
+    // A Responses message may leave its type out (an "easy" input message).
+    let typed = match field("type") {
+        Value::Null if want_type == "message" => Some("message"),
+        t => t.as_str(),
+    };
+    if typed != Some(want_type) {
+        return Err(format!(
+            "a {kind} event's {format} provider_item must be a {want_type:?} item, not {}",
+            field("type")
+        ));
+    }
+    let differs = |what: &str| {
+        Err(format!(
+            "the provider_item's {what} differs from the event's: store the item the provider \
+             sent for this {kind} event, unchanged"
+        ))
+    };
+    match body {
+        EventBody::Assistant { text, .. } => {
+            if given.format == OpaqueFormat::OpenaiResponses
+                && field("role").as_str() != Some("assistant")
+            {
+                return Err(format!(
+                    "an assistant event's {format} provider_item must have \"role\": \"assistant\""
+                ));
+            }
+            let said = match given.format {
+                OpaqueFormat::OpenaiResponses => responses_message_text(field("content")),
+                OpaqueFormat::AnthropicMessages => field("text").as_str().map(str::to_owned),
+            };
+            if said.as_deref() != Some(text.as_str()) {
+                return differs("text");
+            }
+        }
+        EventBody::ToolCall {
+            call_id,
+            tool,
+            arguments,
+            ..
+        } => {
+            let (id_key, args_key) = match given.format {
+                OpaqueFormat::OpenaiResponses => ("call_id", "arguments"),
+                OpaqueFormat::AnthropicMessages => ("id", "input"),
+            };
+            if field(id_key).as_str() != Some(call_id.as_str()) {
+                return differs(id_key);
+            }
+            if field("name").as_str() != Some(tool.as_str()) {
+                return differs("name");
+            }
+            let args = field(args_key);
+            let same = args == arguments
+                || matches!(args, Value::String(s) if serde_json::from_str::<Value>(s).is_ok_and(|v| v == *arguments))
+                || matches!(arguments, Value::String(s) if serde_json::from_str::<Value>(s).is_ok_and(|v| v == *args));
+            if !same {
+                return differs(args_key);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A Responses message's text as ctxlog reads it: a string content, or its `output_text`
+/// parts' `text` and `refusal` parts' `refusal`, joined by newlines.
+fn responses_message_text(content: &serde_json::Value) -> Option<String> {
+    match content {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| match p.get("type").and_then(|t| t.as_str()) {
+                    Some("output_text") => p.get("text").and_then(|t| t.as_str()),
+                    Some("refusal") => p.get("refusal").and_then(|t| t.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
     }
 }

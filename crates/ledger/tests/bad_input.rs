@@ -80,6 +80,7 @@ fn invalid_commits() -> Vec<(&'static str, NewCommit)> {
                 call_id: "c5".into(),
                 tool: String::new(),
                 arguments: serde_json::json!({}),
+                provider_item: None,
             }]),
         ),
         ("supersedes a user event", commit(vec![supersedes(1)])),

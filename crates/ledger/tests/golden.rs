@@ -584,6 +584,128 @@ fn the_v2_media_golden_ledger_reads_back_its_parts_as_artifacts() {
     assert!(ledger.commit(&v2_media_commits()[0]).unwrap().replayed);
 }
 
+// ---- version 2 with provider items --------------------------------------------------------
+
+/// The ledger in `tests/golden/v2-provider-items/`: version 2's provider items (an assistant
+/// reply and a tool call carrying the provider's own Responses items, with their ids, status
+/// and annotations), written by [`write_v2_provider_golden`].
+fn v2_provider_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v2-provider-items")
+}
+
+const PROVIDER_CALL: &str = r#"{"kind":"tool_call","call_id":"call_1","tool":"add","arguments":"{\"a\":2,\"b\":3}","provider_item":{"format":"openai-responses","item":{"arguments":"{\"a\":2,\"b\":3}","call_id":"call_1","name":"add","type":"function_call","id":"fc_1","status":"completed"}}}"#;
+const PROVIDER_REPLY: &str = r#"{"kind":"assistant","text":"2 + 3 = 5","provider_item":{"format":"openai-responses","item":{"id":"msg_1","content":[{"annotations":[],"text":"2 + 3 = 5","type":"output_text","logprobs":[]}],"role":"assistant","status":"completed","type":"message"}}}"#;
+
+fn v2_provider_commits() -> Vec<NewCommit> {
+    vec![NewCommit {
+        id: Some("provider-1".into()),
+        events: vec![
+            user("What is 2 + 3?"),
+            opaque(PROVIDER_CALL),
+            EventBody::ToolResult {
+                call_id: "call_1".into(),
+                tool: "add".into(),
+                status: ToolStatus::Ok,
+                exit_code: None,
+                text: "5".into(),
+                artifact: None,
+                parts: Vec::new(),
+            },
+            opaque(PROVIDER_REPLY),
+        ],
+        ..Default::default()
+    }]
+}
+
+/// Writes the provider-item golden ledger, like [`write_golden`].
+#[test]
+#[ignore]
+fn write_v2_provider_golden() {
+    if std::env::var("CTXLOG_WRITE_GOLDEN").is_err() {
+        return;
+    }
+    let dir = v2_provider_dir();
+    assert!(
+        !dir.join("ledger.log").exists(),
+        "golden files are frozen; add a new version instead"
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut ledger, _) = Ledger::open(&dir, &options()).unwrap();
+    for c in v2_provider_commits() {
+        ledger.commit(&c).unwrap();
+    }
+    std::fs::write(dir.join(LEDGER_ID_FILE), ledger.ledger_id()).unwrap();
+    drop(ledger);
+    std::fs::remove_file(dir.join("lock")).unwrap();
+}
+
+#[test]
+fn the_v2_provider_items_golden_ledger_reads_back_its_items_byte_for_byte() {
+    let dir = v2_provider_dir();
+    let before = snapshot_dir(&dir);
+    assert_eq!(header_version(&dir), 2);
+    assert_eq!(record_versions(&dir), vec![2; 4]);
+    let reader = Reader::open(&dir).unwrap();
+    let got = reader.events(1..=4).unwrap();
+    assert_eq!(serde_json::to_string(&got[1].body).unwrap(), PROVIDER_CALL);
+    assert_eq!(serde_json::to_string(&got[3].body).unwrap(), PROVIDER_REPLY);
+    let report = ctxlog_ledger::verify(&dir).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(snapshot_dir(&dir), before, "reading wrote nothing");
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&dir, tmp.path());
+    let (mut ledger, report) = Ledger::open(tmp.path(), &options()).unwrap();
+    assert!(report.is_clean());
+    assert!(ledger.commit(&v2_provider_commits()[0]).unwrap().replayed);
+}
+
+#[test]
+fn a_provider_item_that_says_something_else_is_refused_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    ledger.commit(&commit(vec![user("hi")])).unwrap();
+    let before = snapshot_dir(tmp.path());
+    for (bad, says) in [
+        (
+            PROVIDER_REPLY.replace(
+                r#""text":"2 + 3 = 5","type""#,
+                r#""text":"2 + 3 = 6","type""#,
+            ),
+            "text differs",
+        ),
+        (
+            PROVIDER_REPLY.replace(r#""type":"message""#, r#""type":"reasoning""#),
+            "must be a \"message\" item",
+        ),
+        (
+            PROVIDER_REPLY.replace(r#""role":"assistant""#, r#""role":"user""#),
+            "\"role\": \"assistant\"",
+        ),
+        (
+            PROVIDER_CALL.replace(r#""name":"add""#, r#""name":"sub""#),
+            "name differs",
+        ),
+        (
+            PROVIDER_CALL.replace(
+                r#""call_id":"call_1","name""#,
+                r#""call_id":"call_2","name""#,
+            ),
+            "call_id differs",
+        ),
+        (
+            PROVIDER_CALL.replace(r#"{\"a\":2,\"b\":3}","call_id""#, r#"{\"a\":2}","call_id""#),
+            "arguments differs",
+        ),
+    ] {
+        let err = ledger
+            .commit(&commit(vec![opaque(&bad)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    assert_eq!(snapshot_dir(tmp.path()), before);
+}
+
 /// Upgrade path: a version-1 log keeps its header and records until something is appended;
 /// the first append raises the header to version 2 (in place, synced first) and appends
 /// version-2 records after the version-1 ones, all of which still read and verify.

@@ -184,6 +184,7 @@ fn reordered_argument_keys_are_the_same_content() {
                     call_id: "c1".into(),
                     tool: "shell".into(),
                     arguments: serde_json::from_str(args).unwrap(),
+                    provider_item: None,
                 },
             ]),
         )

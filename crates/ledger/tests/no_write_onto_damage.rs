@@ -16,6 +16,7 @@ fn turn(user: &str, assistant: &str) -> NewCommit {
         },
         EventBody::Assistant {
             text: assistant.into(),
+            provider_item: None,
         },
     ])
 }

@@ -145,12 +145,18 @@ impl Backend for PgBackend {
         // Last activity: the time of the newest row, a tombstone's placeholder too (an
         // erasure's time), as the file store gives it; `last_ts_ms` is the floor of the next
         // event's time, which an erased tail does not move (event times never go backwards).
+        // Events: the live ones, as the file store counts them (not system markers:
+        // tombstones and their placeholders, loss records, import markers).
         let sql = format!(
-            "SELECT c.name, c.last_seq, c.bytes, coalesce(e.ts_ms, c.last_ts_ms)
+            "SELECT c.name,
+                    (SELECT count(*) FROM {s}.events l
+                     WHERE l.conversation = c.name AND l.kind <> {system}),
+                    c.bytes, coalesce(e.ts_ms, c.last_ts_ms)
              FROM {s}.conversations c
              LEFT JOIN {s}.events e ON e.conversation = c.name AND e.seq = c.last_seq
              WHERE c.last_seq > 0",
-            s = self.db.schema
+            s = self.db.schema,
+            system = ctxlog_ledger::EventKind::System.as_byte()
         );
         let rows = conn
             .client

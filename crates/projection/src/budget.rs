@@ -505,6 +505,7 @@ mod tests {
             id: id.into(),
             name: "shell".into(),
             arguments,
+            provider_item: None,
         }
     }
 
@@ -514,6 +515,7 @@ mod tests {
             Item::text(Role::User, "中文 😀 \"q\" \\ \u{1}"),
             Item::Calls {
                 text: Some("Running it.".into()),
+                reply: None,
                 calls: vec![
                     call(
                         "c1",
@@ -580,6 +582,7 @@ mod tests {
             for array in [false, true] {
                 let items = [Item::Calls {
                     text: None,
+                    reply: None,
                     calls: vec![call("c", nested(depth, array))],
                 }];
                 let msgs = render(WireFormat::AnthropicMessages, &items);

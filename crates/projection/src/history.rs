@@ -194,7 +194,13 @@ mod tests {
                     parts: Vec::new(),
                 },
             ),
-            ev(3, EventBody::Assistant { text: "b".into() }),
+            ev(
+                3,
+                EventBody::Assistant {
+                    text: "b".into(),
+                    provider_item: None,
+                },
+            ),
             ev(
                 4,
                 EventBody::User {

@@ -78,6 +78,11 @@
 //! message around it, in its place, for `anthropic-messages`. Any other format leaves it out
 //! and the report counts it (`opaque_left_out`).
 //!
+//! An assistant reply or tool call carrying a `provider_item` (the provider's own output
+//! `message` or `function_call` item, or `text` or `tool_use` block, with its `id`, `status`
+//! and any other key) is written the same way in the item's format, in place of the item
+//! ctxlog would build from the event; every other format gets the event as above.
+//!
 //! # Tool results and interrupted calls (every format)
 //!
 //! A result's content is its text, preceded by one line
@@ -88,7 +93,7 @@
 //! result whose call is not in its turn is sent as user text `[tool result without a call in this
 //! turn] …`. System markers (tombstones, retention, imports) are not sent.
 
-use ctxlog_event::{ArtifactRef, Event, EventBody, OpaqueFormat, Part, ToolStatus};
+use ctxlog_event::{ArtifactRef, Event, EventBody, OpaqueFormat, Part, ProviderItem, ToolStatus};
 use serde_json::Value;
 
 use crate::json::{value_to_string, write_str, write_u64, write_value};
@@ -122,6 +127,8 @@ pub(crate) struct Call {
     pub id: String,
     pub name: String,
     pub arguments: Value,
+    /// The provider's own item for the call, sent instead in its format.
+    pub provider_item: Option<ProviderItem>,
 }
 
 #[derive(Clone, Debug)]
@@ -143,7 +150,15 @@ pub(crate) enum Item {
     },
     Calls {
         text: Option<String>,
+        /// The provider's own item for `text`, sent instead in its format.
+        reply: Option<ProviderItem>,
         calls: Vec<Call>,
+    },
+    /// An assistant reply carrying the provider's own item: the item in its format, the text
+    /// in any other.
+    Reply {
+        text: String,
+        provider_item: ProviderItem,
     },
     Answers(Vec<Answer>),
     /// A user message with parts: its text (when not empty), then each part.
@@ -190,18 +205,28 @@ pub(crate) fn turn_items(events: &[Event]) -> Vec<Item> {
                 text: text.clone(),
                 parts: parts.clone(),
             }),
-            EventBody::Assistant { text } => {
+            EventBody::Assistant {
+                text,
+                provider_item,
+            } => {
                 if matches!(
                     events.get(i + 1).map(|e| &e.body),
                     Some(EventBody::ToolCall { .. })
                 ) {
-                    i = push_calls(events, i + 1, Some(text.clone()), &mut answered, &mut items);
+                    let reply = (Some(text.clone()), provider_item.clone());
+                    i = push_calls(events, i + 1, reply, &mut answered, &mut items);
                     continue;
                 }
-                items.push(Item::text(Role::Assistant, text.clone()));
+                items.push(match provider_item {
+                    Some(given) => Item::Reply {
+                        text: text.clone(),
+                        provider_item: given.clone(),
+                    },
+                    None => Item::text(Role::Assistant, text.clone()),
+                });
             }
             EventBody::ToolCall { .. } => {
-                i = push_calls(events, i, None, &mut answered, &mut items);
+                i = push_calls(events, i, (None, None), &mut answered, &mut items);
                 continue;
             }
             EventBody::ToolResult { .. } if answered[i] => {}
@@ -235,7 +260,7 @@ pub(crate) fn turn_items(events: &[Event]) -> Vec<Item> {
 fn push_calls(
     events: &[Event],
     start: usize,
-    text: Option<String>,
+    (text, reply): (Option<String>, Option<ProviderItem>),
     answered: &mut [bool],
     items: &mut Vec<Item>,
 ) -> usize {
@@ -245,12 +270,14 @@ fn push_calls(
         call_id,
         tool,
         arguments,
+        provider_item,
     }) = events.get(end).map(|e| &e.body)
     {
         calls.push(Call {
             id: call_id.clone(),
             name: tool.clone(),
             arguments: arguments.clone(),
+            provider_item: provider_item.clone(),
         });
         end += 1;
     }
@@ -258,7 +285,7 @@ fn push_calls(
         .iter()
         .map(|call| answer_for(events, end, &call.id, answered))
         .collect();
-    items.push(Item::Calls { text, calls });
+    items.push(Item::Calls { text, reply, calls });
     items.push(Item::Answers(answers));
     end
 }
@@ -540,6 +567,14 @@ fn merge_adjacent(msgs: Vec<Msg>) -> Vec<Msg> {
     out
 }
 
+/// A provider item, when it belongs to `format`: what is sent there instead of the event's
+/// own rendering.
+fn own_item(given: Option<&ProviderItem>, format: OpaqueFormat) -> Option<Value> {
+    given
+        .filter(|g| g.format == format)
+        .map(|g| Value::Object(g.item.clone()))
+}
+
 /// Calls as OpenAI sends them (arguments as a string).
 fn openai_calls(calls: &[Call]) -> Vec<OpenAiCall> {
     calls
@@ -558,7 +593,11 @@ fn openai_item(item: &Item, msgs: &mut Vec<Msg>) {
             role: *role,
             text: text.clone(),
         })),
-        Item::Calls { text, calls } => {
+        Item::Reply { text, .. } => msgs.push(Msg::OpenAi(OpenAiMsg::Text {
+            role: Role::Assistant,
+            text: text.clone(),
+        })),
+        Item::Calls { text, calls, .. } => {
             msgs.push(Msg::OpenAi(OpenAiMsg::Calls {
                 text: text.clone(),
                 calls: openai_calls(calls),
@@ -622,18 +661,35 @@ fn responses_item(item: &Item, msgs: &mut Vec<Msg>) {
             role: *role,
             text: text.clone(),
         })),
-        Item::Calls { text, calls } => {
-            if let Some(text) = text.as_ref().filter(|t| !t.is_empty()) {
+        Item::Reply {
+            text,
+            provider_item,
+        } => msgs.push(Msg::Responses(
+            match own_item(Some(provider_item), OpaqueFormat::OpenaiResponses) {
+                Some(item) => ResponsesItem::Opaque(item),
+                None => ResponsesItem::Message {
+                    role: Role::Assistant,
+                    text: text.clone(),
+                },
+            },
+        )),
+        Item::Calls { text, reply, calls } => {
+            if let Some(item) = own_item(reply.as_ref(), OpaqueFormat::OpenaiResponses) {
+                msgs.push(Msg::Responses(ResponsesItem::Opaque(item)));
+            } else if let Some(text) = text.as_ref().filter(|t| !t.is_empty()) {
                 msgs.push(Msg::Responses(ResponsesItem::Message {
                     role: Role::Assistant,
                     text: text.clone(),
                 }));
             }
-            msgs.extend(
-                openai_calls(calls)
-                    .into_iter()
-                    .map(|c| Msg::Responses(ResponsesItem::Call(c))),
-            );
+            msgs.extend(calls.iter().zip(openai_calls(calls)).map(|(call, sent)| {
+                Msg::Responses(
+                    match own_item(call.provider_item.as_ref(), OpaqueFormat::OpenaiResponses) {
+                        Some(item) => ResponsesItem::Opaque(item),
+                        None => ResponsesItem::Call(sent),
+                    },
+                )
+            }));
         }
         Item::Answers(answers) => msgs.extend(
             answers
@@ -742,16 +798,35 @@ fn anthropic_item(item: &Item, msgs: &mut Vec<Msg>) {
                 blocks: vec![Block::Text(text.clone())],
             });
         }
-        Item::Calls { text, calls } => {
-            let mut blocks: Vec<Block> = text
-                .iter()
-                .filter(|t| !is_blank(t))
-                .map(|t| Block::Text(t.clone()))
-                .collect();
-            blocks.extend(calls.iter().map(|call| Block::ToolUse {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                input: anthropic_input(&call.arguments),
+        Item::Reply {
+            text,
+            provider_item,
+        } => match own_item(Some(provider_item), OpaqueFormat::AnthropicMessages) {
+            Some(item) => msgs.push(Msg::Anthropic {
+                speaker: Speaker::Assistant,
+                blocks: vec![Block::Opaque(item)],
+            }),
+            None => anthropic_item(&Item::text(Role::Assistant, text.clone()), msgs),
+        },
+        Item::Calls { text, reply, calls } => {
+            let mut blocks: Vec<Block> =
+                match own_item(reply.as_ref(), OpaqueFormat::AnthropicMessages) {
+                    Some(item) => vec![Block::Opaque(item)],
+                    None => text
+                        .iter()
+                        .filter(|t| !is_blank(t))
+                        .map(|t| Block::Text(t.clone()))
+                        .collect(),
+                };
+            blocks.extend(calls.iter().map(|call| {
+                match own_item(call.provider_item.as_ref(), OpaqueFormat::AnthropicMessages) {
+                    Some(item) => Block::Opaque(item),
+                    None => Block::ToolUse {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        input: anthropic_input(&call.arguments),
+                    },
+                }
             }));
             msgs.push(Msg::Anthropic {
                 speaker: Speaker::Assistant,

@@ -27,6 +27,7 @@ fn fixture() -> Vec<Event> {
         },
         EventBody::Assistant {
             text: "Done: the project is set up.".into(),
+            provider_item: None,
         },
         EventBody::User {
             text: "Fix the failing build 构建 and report 😀".into(),
@@ -43,6 +44,7 @@ fn fixture() -> Vec<Event> {
             call_id: format!("call_{i}"),
             tool: "shell".into(),
             arguments: json!({"cmd": cmd}),
+            provider_item: None,
         });
         let long = i % 10 == 3;
         let text = if long {
@@ -249,6 +251,7 @@ fn a_token_budget_drops_no_more_than_it_needs() {
             call_id: format!("c{i}"),
             tool: "shell".into(),
             arguments: json!({"cmd": format!("ls {}", i % 4)}),
+            provider_item: None,
         });
         bodies.push(EventBody::ToolResult {
             call_id: format!("c{i}"),
@@ -261,6 +264,7 @@ fn a_token_budget_drops_no_more_than_it_needs() {
         });
         bodies.push(EventBody::Assistant {
             text: format!("step {i}:\n"),
+            provider_item: None,
         });
     }
     let events: Vec<Event> = common::numbered(bodies);

@@ -25,6 +25,7 @@ fn chat_turn(i: usize) -> Vec<EventBody> {
         },
         EventBody::Assistant {
             text: format!("answer {i}"),
+            provider_item: None,
         },
     ]
 }
@@ -40,6 +41,7 @@ fn tool_turn(i: usize, output_bytes: usize) -> Vec<EventBody> {
             call_id: id.clone(),
             tool: "shell".into(),
             arguments: json!({"cmd": format!("cat log{i}")}),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: id,
@@ -52,6 +54,7 @@ fn tool_turn(i: usize, output_bytes: usize) -> Vec<EventBody> {
         },
         EventBody::Assistant {
             text: format!("log {i} is fine"),
+            provider_item: None,
         },
     ]
 }
@@ -144,6 +147,7 @@ fn the_check_is_bounded_by_the_window_and_by_auto_turns() {
         let mut t = chat_turn(i);
         t[1] = EventBody::Assistant {
             text: "long answer ".repeat(40),
+            provider_item: None,
         };
         t
     }));

@@ -94,7 +94,10 @@ impl Builder {
     fn step(&mut self, step: &Step) {
         match step {
             Step::Reply(t) => {
-                self.push(EventBody::Assistant { text: t.clone() });
+                self.push(EventBody::Assistant {
+                    text: t.clone(),
+                    provider_item: None,
+                });
             }
             Step::Calls {
                 text,
@@ -103,7 +106,10 @@ impl Builder {
                 error,
             } => {
                 if let Some(t) = text {
-                    self.push(EventBody::Assistant { text: t.clone() });
+                    self.push(EventBody::Assistant {
+                        text: t.clone(),
+                        provider_item: None,
+                    });
                 }
                 let base = self.events.len();
                 for (i, _) in answered.iter().enumerate() {
@@ -111,6 +117,7 @@ impl Builder {
                         call_id: format!("c{base}_{i}"),
                         tool: "shell".into(),
                         arguments: json!({"cmd": out, "n": i}),
+                        provider_item: None,
                     });
                 }
                 for (i, a) in answered.iter().enumerate().rev() {

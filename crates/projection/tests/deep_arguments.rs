@@ -35,6 +35,7 @@ fn deeply_nested_arguments_are_counted_not_ignored() {
                 call_id: "c1".into(),
                 tool: "deep".into(),
                 arguments,
+                provider_item: None,
             },
         },
     ];

@@ -33,6 +33,7 @@ fn long_turn() -> Vec<ctxlog_event::Event> {
             call_id: format!("c{step}"),
             tool: "shell".into(),
             arguments: json!({"cmd": format!("df -h # host {step}")}),
+            provider_item: None,
         });
         bodies.push(EventBody::ToolResult {
             call_id: format!("c{step}"),

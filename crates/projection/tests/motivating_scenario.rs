@@ -26,12 +26,18 @@ fn events() -> Vec<Event> {
             text: U1.into(),
             parts: Vec::new(),
         },
-        EventBody::Assistant { text: A1.into() },
+        EventBody::Assistant {
+            text: A1.into(),
+            provider_item: None,
+        },
         EventBody::User {
             text: U2.into(),
             parts: Vec::new(),
         },
-        EventBody::Assistant { text: A2.into() },
+        EventBody::Assistant {
+            text: A2.into(),
+            provider_item: None,
+        },
     ];
     common::numbered(bodies)
 }

@@ -35,6 +35,7 @@ fn events(big: usize) -> Vec<Event> {
         opaque("openai-responses", REASONING),
         EventBody::Assistant {
             text: "old answer".into(),
+            provider_item: None,
         },
         EventBody::User {
             text: "list files".into(),
@@ -46,6 +47,7 @@ fn events(big: usize) -> Vec<Event> {
             call_id: "c1".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "ls"}),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: "c1".into(),
@@ -182,4 +184,95 @@ fn an_item_is_dropped_with_its_turn_and_counted_in_the_budget() {
         REASONING.len() as u64 + 1
     );
     assert!(whole.report.tokens > smaller.report.tokens);
+}
+
+const OUTPUT_MESSAGE: &str = r#"{"id":"msg_1","content":[{"annotations":[],"text":"Listing.","type":"output_text","logprobs":[]}],"role":"assistant","status":"completed","type":"message"}"#;
+const FUNCTION_CALL: &str = r#"{"arguments":"{\"cmd\":\"ls\"}","call_id":"c1","name":"shell","type":"function_call","id":"fc_1","status":"completed"}"#;
+const TOOL_USE: &str = r#"{"type":"tool_use","id":"c2","name":"shell","input":{"cmd":"pwd"},"caller":{"type":"direct"}}"#;
+
+/// A turn whose reply and calls carry the provider's own items: a Responses output message
+/// and function call, and an Anthropic `tool_use` block.
+fn with_provider_items() -> Vec<Event> {
+    let given = |format: &str, item: &str| {
+        serde_json::from_str(&format!(r#"{{"format":"{format}","item":{item}}}"#)).unwrap()
+    };
+    let result = |call_id: &str, text: &str| EventBody::ToolResult {
+        call_id: call_id.into(),
+        tool: "shell".into(),
+        status: ToolStatus::Ok,
+        exit_code: None,
+        text: text.into(),
+        artifact: None,
+        parts: Vec::new(),
+    };
+    common::numbered(vec![
+        EventBody::User {
+            text: "list files".into(),
+            parts: Vec::new(),
+        },
+        EventBody::Assistant {
+            text: "Listing.".into(),
+            provider_item: Some(given("openai-responses", OUTPUT_MESSAGE)),
+        },
+        EventBody::ToolCall {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            arguments: json!("{\"cmd\":\"ls\"}"),
+            provider_item: Some(given("openai-responses", FUNCTION_CALL)),
+        },
+        result("c1", "a.txt"),
+        EventBody::ToolCall {
+            call_id: "c2".into(),
+            tool: "shell".into(),
+            arguments: json!({"cmd": "pwd"}),
+            provider_item: Some(given("anthropic-messages", TOOL_USE)),
+        },
+        result("c2", "/w"),
+        EventBody::Assistant {
+            text: "Listing.".into(),
+            provider_item: Some(given("openai-responses", OUTPUT_MESSAGE)),
+        },
+    ])
+}
+
+#[test]
+fn a_reply_or_call_with_a_provider_item_is_sent_as_that_item_in_its_own_format_only() {
+    let events = with_provider_items();
+    let sent = |format: WireFormat, policy: Policy| {
+        let p = project(
+            &SliceHistory::new(&events),
+            &request(format, policy, Some("next?")),
+            &mut SizeCache::new(),
+        )
+        .unwrap();
+        let c = count(&p.body, format, Tokenizer::O200k).unwrap();
+        assert_eq!((c.bytes, c.tokens), (p.report.bytes, p.report.tokens));
+        String::from_utf8(p.body).unwrap()
+    };
+    let responses = sent(WireFormat::OpenAiResponses, Policy::Turns);
+    let want = format!(
+        r#"{OUTPUT_MESSAGE},{FUNCTION_CALL},{{"type":"function_call_output","call_id":"c1","output":"a.txt"}},{{"type":"function_call","call_id":"c2","name":"shell","arguments":"{{\"cmd\":\"pwd\"}}"}},{{"type":"function_call_output","call_id":"c2","output":"/w"}},{OUTPUT_MESSAGE}"#
+    );
+    assert!(responses.contains(&want), "{responses}");
+    assert!(!responses.contains("tool_use"), "{responses}");
+    let anthropic = sent(WireFormat::AnthropicMessages, Policy::Turns);
+    assert!(
+        anthropic.contains(&format!(
+            r#"{{"type":"tool_result","tool_use_id":"c1","content":"a.txt"}}]}},{{"role":"assistant","content":[{TOOL_USE}]}}"#
+        )),
+        "{anthropic}"
+    );
+    assert!(
+        !anthropic.contains("msg_1") && !anthropic.contains("fc_1"),
+        "{anthropic}"
+    );
+    let chat = sent(WireFormat::OpenAiChat, Policy::Turns);
+    assert!(
+        !chat.contains("msg_1") && !chat.contains("fc_1") && !chat.contains("caller"),
+        "{chat}"
+    );
+    assert!(
+        chat.contains(r#"{"role":"assistant","content":"Listing.","tool_calls":[{"id":"c1""#),
+        "{chat}"
+    );
 }

@@ -34,6 +34,7 @@ fn events() -> Vec<Event> {
             call_id: format!("c{i}"),
             tool: "shell".into(),
             arguments: serde_json::json!({ "cmd": format!("du -sh /cache/{i}") }),
+            provider_item: None,
         });
         bodies.push(EventBody::ToolResult {
             call_id: format!("c{i}"),
@@ -46,6 +47,7 @@ fn events() -> Vec<Event> {
         });
         bodies.push(EventBody::Assistant {
             text: format!("The cache {i} holds {}M.", 10 * i),
+            provider_item: None,
         });
     }
     common::numbered(bodies)

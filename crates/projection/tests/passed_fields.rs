@@ -37,6 +37,7 @@ fn history() -> Vec<ctxlog_event::Event> {
             },
             EventBody::Assistant {
                 text: format!("answer {i}"),
+                provider_item: None,
             },
         ]
     }))

@@ -45,6 +45,7 @@ fn call(id: &str, arguments: Value) -> EventBody {
         call_id: id.into(),
         tool: "shell".into(),
         arguments,
+        provider_item: None,
     }
 }
 
@@ -75,6 +76,7 @@ fn events() -> Vec<Event> {
         },
         EventBody::Assistant {
             text: "first answer ".repeat(40),
+            provider_item: None,
         },
         EventBody::User {
             text: "list files".into(),
@@ -83,6 +85,7 @@ fn events() -> Vec<Event> {
         reasoning("rs_1"),
         EventBody::Assistant {
             text: "Checking.".into(),
+            provider_item: None,
         },
         call("c1", json!({"cmd": "ls"})),
         call("c2", json!("{\"cmd\":\"du\"}")),
@@ -96,6 +99,7 @@ fn events() -> Vec<Event> {
         },
         EventBody::Assistant {
             text: "Done.".into(),
+            provider_item: None,
         },
         EventBody::User {
             text: "build it".into(),
@@ -209,6 +213,7 @@ fn bodies_with_images_and_documents_validate() {
         },
         EventBody::Assistant {
             text: "A cat.".into(),
+            provider_item: None,
         },
         EventBody::User {
             text: String::new(),
@@ -286,7 +291,10 @@ fn turn() -> impl Strategy<Value = Vec<EventBody>> {
                 };
                 out.push(result(&format!("k{i}"), status, &reply.repeat(i + 1)));
             }
-            out.push(EventBody::Assistant { text: reply });
+            out.push(EventBody::Assistant {
+                text: reply,
+                provider_item: None,
+            });
             out
         })
 }

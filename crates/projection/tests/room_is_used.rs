@@ -63,6 +63,7 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
         },
         EventBody::Assistant {
             text: "Looking.".into(),
+            provider_item: None,
         },
         EventBody::User {
             text: "List /var too.".into(),
@@ -72,6 +73,7 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
             call_id: "c1".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "ls -l /var"}),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: "c1".into(),
@@ -287,15 +289,18 @@ fn two_results(first: usize, second: usize) -> (Vec<Event>, HashMap<u64, String>
         },
         EventBody::Assistant {
             text: "Listing it.".into(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "ls -l /var"}),
+            provider_item: None,
         },
         result("c1", &outputs[0]),
         EventBody::Assistant {
             text: "Done: /var holds logs.".into(),
+            provider_item: None,
         },
         EventBody::User {
             text: "And /srv?".into(),
@@ -303,11 +308,13 @@ fn two_results(first: usize, second: usize) -> (Vec<Event>, HashMap<u64, String>
         },
         EventBody::Assistant {
             text: "Listing it.".into(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c2".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "ls -l /srv"}),
+            provider_item: None,
         },
         result("c2", &outputs[1]),
     ]);

@@ -23,6 +23,7 @@ fn events() -> Vec<ctxlog_event::Event> {
         });
         bodies.push(EventBody::Assistant {
             text: format!("answer {i} {}", "words ".repeat(40)),
+            provider_item: None,
         });
     }
     common::numbered(bodies)
@@ -62,6 +63,7 @@ fn clipped_body(policy: Policy, format: WireFormat, recall_tool: bool) -> String
             call_id: "c1".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "cat log"}),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: "c1".into(),
@@ -170,6 +172,7 @@ fn failed_step_body(format: WireFormat, recall_tool: bool) -> String {
             call_id: "c1".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "cargo check"}),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: "c1".into(),

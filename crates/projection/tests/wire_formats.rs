@@ -33,6 +33,7 @@ fn events() -> Vec<Event> {
         },
         EventBody::Assistant {
             text: "first answer".into(),
+            provider_item: None,
         },
         EventBody::User {
             text: "list files\nplease".into(),
@@ -40,21 +41,25 @@ fn events() -> Vec<Event> {
         },
         EventBody::Assistant {
             text: "Checking.".into(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "ls"}),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c2".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "du"}),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c3".into(),
             tool: "shell".into(),
             arguments: json!({"cmd": "rm x"}),
+            provider_item: None,
         },
         EventBody::Note {
             text: "user is in a hurry".into(),
@@ -87,6 +92,7 @@ fn events() -> Vec<Event> {
         },
         EventBody::Assistant {
             text: "Done.".into(),
+            provider_item: None,
         },
     ];
     common::numbered(bodies)
@@ -234,6 +240,7 @@ fn the_omission_notice_says_how_many_turns_which_seqs_and_how_to_recall() {
     // The dropped turn must be larger than the notice that replaces it.
     events[3].body = EventBody::Assistant {
         text: "first answer, at length. ".repeat(20),
+        provider_item: None,
     };
     let history = SliceHistory::new(&events);
     // The notice names the recall tool only when the request offers it
@@ -315,12 +322,18 @@ fn anthropic_leaves_out_whitespace_only_text_and_refuses_a_blank_input() {
             text: "hi".into(),
             parts: Vec::new(),
         },
-        EventBody::Assistant { text: " \n".into() },
+        EventBody::Assistant {
+            text: " \n".into(),
+            provider_item: None,
+        },
         EventBody::User {
             text: "\t".into(),
             parts: Vec::new(),
         },
-        EventBody::Assistant { text: "ok".into() },
+        EventBody::Assistant {
+            text: "ok".into(),
+            provider_item: None,
+        },
     ];
     let events: Vec<Event> = common::numbered(bodies);
     let mut b = ProjectionRequest::builder();
@@ -364,12 +377,18 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
             text: "a".into(),
             parts: Vec::new(),
         },
-        EventBody::Assistant { text: "b".into() },
+        EventBody::Assistant {
+            text: "b".into(),
+            provider_item: None,
+        },
         EventBody::User {
             text: "c".into(),
             parts: Vec::new(),
         },
-        EventBody::Assistant { text: "d".into() },
+        EventBody::Assistant {
+            text: "d".into(),
+            provider_item: None,
+        },
     ];
     let events: Vec<Event> = common::numbered(bodies);
     let history = SliceHistory::new(&events);
@@ -423,6 +442,7 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
             call_id: "c1".into(),
             tool: "shell".into(),
             arguments: json!("{\"cmd\":\"ls\"}"),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: "c1".into(),
@@ -437,6 +457,7 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
             call_id: "c2".into(),
             tool: "shell".into(),
             arguments: json!("not json"),
+            provider_item: None,
         },
     ];
     let events: Vec<Event> = common::numbered(bodies);

@@ -22,6 +22,7 @@ from agents import (  # noqa: E402
     set_tracing_disabled,
 )
 from agents.memory import Session  # noqa: E402
+from agents.models.openai_responses import Converter  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
 import ctxlog  # noqa: E402
@@ -182,17 +183,6 @@ async def drive(session: Any) -> ScriptedModel:
     return model
 
 
-def kept(item: Any) -> Any:
-    """An item as a ledger event keeps it: an output message as its role and text, a call
-    without the provider's item id and status."""
-    if item.get("type") == "message" and item.get("role") == "assistant":
-        text = "\n".join(p["text"] for p in item["content"] if p.get("type") == "output_text")
-        return {"role": "assistant", "content": text}
-    if item.get("type") == "function_call":
-        return {k: item[k] for k in ("type", "call_id", "name", "arguments")}
-    return item
-
-
 def test_a_runner_stores_what_sqlite_session_stores(store: ctxlog.Store, tmp_path: Path) -> None:
     async def scenario() -> None:
         reference = SQLiteSession("s1", str(tmp_path / "ref.sqlite"))
@@ -204,22 +194,38 @@ def test_a_runner_stores_what_sqlite_session_stores(store: ctxlog.Store, tmp_pat
         assert [i.get("type", i.get("role")) for i in want] == [
             "user", "function_call", "function_call_output", "message", "user", "message",
         ]
-        assert got == [kept(i) for i in want]
-        # Items in the form ctxlog writes back come back exactly as given.
-        for w, g in zip(want, got):
-            if w.get("type") in (None, "function_call_output"):
-                assert g == w
+        # Whole items: the same dicts (ids, status, annotations and all), in the same order.
+        assert got == want
+        assert [json.dumps(i, sort_keys=True) for i in got] == [
+            json.dumps(i, sort_keys=True) for i in want
+        ]
         # The model saw the same history on the second run.
-        second_ref, second_ours = ref_model.calls[-1].input, our_model.calls[-1].input
-        assert [kept(i) for i in second_ours] == [kept(i) for i in second_ref]
+        assert our_model.calls[-1].input == ref_model.calls[-1].input
         reference.close()
 
     run(scenario())
     conv = store.conversation("s1")
-    kinds = [e["kind"] for e in conv.log()]
+    log = conv.log()
+    kinds = [e["kind"] for e in log]
     assert kinds == ["user", "tool_call", "tool_result", "assistant", "user", "assistant"]
+    # The provider's items are kept beside what ctxlog reads: sent verbatim in their own
+    # format, never in another.
+    assert log[3]["provider_item"]["item"]["id"] == "msg_1"
     body, report = conv.project_dict(input="and now?", format="openai-responses")
     assert json.dumps(body).count("2 + 3 = 5") == 1
+    whole, _ = conv.project_dict(input="and now?", format="openai-responses", policy="turns")
+    assert whole["input"][3] == log[3]["provider_item"]["item"]
+    chat, _ = conv.project_dict(input="and now?", format="openai-chat", policy="turns")
+    assert "msg_1" not in json.dumps(chat) and "2 + 3 = 5" in json.dumps(chat)
+    # An export carries them and an import rebuilds them.
+    copy = store.conversation("s1-copy")
+    copy.import_(conv.export())
+    assert [e.get("provider_item") for e in copy.log()] == [e.get("provider_item") for e in log]
+
+    async def read_copy() -> Any:
+        return await CtxlogSession("s1-copy", store=store).get_items()
+
+    assert run(read_copy()) == run(CtxlogSession("s1", store=store).get_items())
 
 
 @function_tool
@@ -251,7 +257,14 @@ def test_a_long_agent_run_never_gives_the_model_more_than_the_budget(
     assert len(model.calls) == 2 * runs
     most = 0
     for call in model.calls:
-        body = {"model": "gpt-4o", "instructions": call.system_instructions, "input": call.input}
+        # The whole request the model is sent: its tool definitions count too.
+        tools = Converter.convert_tools(call.tools, call.handoffs).tools
+        body = {
+            "model": "gpt-4o",
+            "instructions": call.system_instructions,
+            "input": call.input,
+            "tools": tools,
+        }
         tokens = store.count(json.dumps(body, ensure_ascii=False), format="openai-responses")
         assert tokens["tokens"] <= budget, tokens
         most = max(most, tokens["tokens"])

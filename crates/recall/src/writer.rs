@@ -152,7 +152,7 @@ impl<'a> Writer<'a> {
             // With parts: the text, the parts' text and a marker per image or document
             // (`[image]`, `[document NAME]`), never base64.
             body @ EventBody::User { .. } => Some(body.readable_text().into_owned()),
-            EventBody::Assistant { text } => Some(text.clone()),
+            EventBody::Assistant { text, .. } => Some(text.clone()),
             EventBody::Note { text, .. } => Some(text.clone()),
             EventBody::ToolResult { tool, .. } if tool == TOOL_NAME => None,
             body @ EventBody::ToolResult { text, artifact, .. } => {

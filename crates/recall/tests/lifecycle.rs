@@ -346,6 +346,7 @@ fn an_update_ending_mid_turn_continues_to_the_same_rows() {
                 call_id: format!("c{t}"),
                 tool: "sh".into(),
                 arguments: serde_json::json!({}),
+                provider_item: None,
             },
         ));
         events.push(tool_result(s + 3, "sh", &big, None));

@@ -176,6 +176,7 @@ fn recall_output_and_markers_are_never_indexed() {
                 call_id: "c".into(),
                 tool: "recall".into(),
                 arguments: serde_json::json!({"query": "wombat platypus"}),
+                provider_item: None,
             },
         ),
         tool_result(3, "recall", "platypus page recalled", None),

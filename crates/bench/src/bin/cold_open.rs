@@ -35,6 +35,7 @@ fn turn(i: u64, filler: &str) -> NewCommit {
             call_id: id.clone(),
             tool: "shell".into(),
             arguments: serde_json::json!({"cmd": "ls"}),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: id,
@@ -45,7 +46,10 @@ fn turn(i: u64, filler: &str) -> NewCommit {
             artifact: None,
             parts: Vec::new(),
         },
-        EventBody::Assistant { text: "ok".into() },
+        EventBody::Assistant {
+            text: "ok".into(),
+            provider_item: None,
+        },
     ])
 }
 

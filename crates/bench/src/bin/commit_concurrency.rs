@@ -34,6 +34,7 @@ fn turn(i: usize) -> NewCommit {
         },
         EventBody::Assistant {
             text: format!("Answer {i}: Tuesday 02:00-04:00 UTC, rollback by 04:30 at the latest."),
+            provider_item: None,
         },
     ])
 }

@@ -43,7 +43,10 @@ fn turn(i: usize) -> NewCommit {
             text: user,
             parts: Vec::new(),
         },
-        EventBody::Assistant { text: assistant },
+        EventBody::Assistant {
+            text: assistant,
+            provider_item: None,
+        },
     ])
 }
 
@@ -127,7 +130,7 @@ impl SqliteWal {
             for e in &c.events {
                 let (kind, text) = match e {
                     EventBody::User { text, .. } => ("user", text.as_str()),
-                    EventBody::Assistant { text } => ("assistant", text.as_str()),
+                    EventBody::Assistant { text, .. } => ("assistant", text.as_str()),
                     _ => anyhow::bail!("the benchmark turn holds only user and assistant events"),
                 };
                 ins.execute(rusqlite::params![kind, text])?;

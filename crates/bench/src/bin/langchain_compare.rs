@@ -43,7 +43,10 @@ fn events(sample: &Value) -> Vec<Event> {
                     parts: Vec::new(),
                 }
             } else {
-                EventBody::Assistant { text }
+                EventBody::Assistant {
+                    text,
+                    provider_item: None,
+                }
             };
             out.push(Event {
                 seq: out.len() as u64 + 1,

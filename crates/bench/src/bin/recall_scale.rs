@@ -300,6 +300,7 @@ impl Generator {
                     call_id: call_id.clone(),
                     tool: tool.clone(),
                     arguments: json!({}),
+                    provider_item: None,
                 },
                 seq,
                 ts_ms,
@@ -323,7 +324,14 @@ impl Generator {
                 ts_ms,
             );
         }
-        push(EventBody::Assistant { text: self.chat() }, seq, ts_ms);
+        push(
+            EventBody::Assistant {
+                text: self.chat(),
+                provider_item: None,
+            },
+            seq,
+            ts_ms,
+        );
     }
 }
 
@@ -331,7 +339,7 @@ impl Generator {
 fn page_facts(event: &Event) -> (u64, u64) {
     match &event.body {
         EventBody::User { text, .. }
-        | EventBody::Assistant { text }
+        | EventBody::Assistant { text, .. }
         | EventBody::ToolResult { text, .. } => pages(text)
             .iter()
             .fold((0, 0), |(n, b), p| (n + 1, b + p.text.len() as u64)),

@@ -119,7 +119,10 @@ fn events(chat: &Value) -> anyhow::Result<Vec<Event>> {
                     text,
                     parts: Vec::new(),
                 },
-                _ => EventBody::Assistant { text },
+                _ => EventBody::Assistant {
+                    text,
+                    provider_item: None,
+                },
             };
             out.push(Event {
                 seq,

@@ -158,7 +158,10 @@ fn events(conv: &Conversation) -> Vec<Event> {
                     parts: Vec::new(),
                 }
             } else {
-                EventBody::Assistant { text }
+                EventBody::Assistant {
+                    text,
+                    provider_item: None,
+                }
             };
             Event {
                 seq: i as u64 + 1,

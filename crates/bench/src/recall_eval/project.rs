@@ -179,7 +179,10 @@ impl Chat {
                 text: user,
                 parts: Vec::new(),
             },
-            EventBody::Assistant { text: answer },
+            EventBody::Assistant {
+                text: answer,
+                provider_item: None,
+            },
         ] {
             let n = self.events.len() as i64;
             self.events.push(Event {

@@ -19,7 +19,7 @@ use ctxlog_backend::{
 };
 use ctxlog_ledger::format::names;
 use ctxlog_ledger::{
-    DirStorage, Ledger, LedgerRead, Options, Reader, Storage, VerifyReport, storage::OpenMode,
+    DirStorage, Ledger, Options, Reader, Storage, VerifyReport, storage::OpenMode,
 };
 
 /// Directories being erased are renamed to this prefix first; it is not a valid conversation
@@ -140,7 +140,6 @@ impl FileBackend {
 
     fn info(&self, name: &str) -> Result<ConversationInfo> {
         let reader = Reader::open_with(self.scoped(name))?;
-        let last_seq = reader.last_seq();
         let last_activity_ms = reader.newest_ms()?;
         let log = format!("{name}/{}", names::LOG);
         let bytes = match self
@@ -153,7 +152,7 @@ impl FileBackend {
         };
         Ok(ConversationInfo {
             name: name.to_string(),
-            events: last_seq,
+            events: reader.live_events()?,
             bytes,
             last_activity_ms,
             damage: None,

@@ -129,7 +129,13 @@ fn block(
         (Role::Assistant, Block::Image { .. } | Block::Document { .. }) => events.skipped += 1,
         (Role::Assistant, Block::Text { text, extra }) => {
             events.unused(&extra);
-            events.push(EventBody::Assistant { text }, ts);
+            events.push(
+                EventBody::Assistant {
+                    text,
+                    provider_item: None,
+                },
+                ts,
+            );
         }
         (
             Role::Assistant,

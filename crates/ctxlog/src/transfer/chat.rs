@@ -186,6 +186,7 @@ impl Events {
             call_id,
             tool,
             arguments,
+            provider_item: None,
         };
         self.push(body, ts);
     }

@@ -160,7 +160,10 @@ fn session_turns(
                 parts: Vec::new(),
             }
         } else if t.speaker == conv.speaker_b {
-            EventBody::Assistant { text }
+            EventBody::Assistant {
+                text,
+                provider_item: None,
+            }
         } else {
             return Err(at(format!(
                 "speaker {:?} is neither {:?} nor {:?}",

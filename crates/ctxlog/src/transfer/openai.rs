@@ -83,7 +83,13 @@ fn assistant(
     let text = text(events, m.content);
     let calls = m.tool_calls.unwrap_or_default();
     if !text.trim().is_empty() {
-        events.push(EventBody::Assistant { text }, ts);
+        events.push(
+            EventBody::Assistant {
+                text,
+                provider_item: None,
+            },
+            ts,
+        );
     } else if calls.is_empty() {
         events.notes.push(format!(
             "message {i} (assistant) has no text and no tool calls: skipped"

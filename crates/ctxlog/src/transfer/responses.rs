@@ -104,7 +104,13 @@ fn message(
         "assistant" if text.is_empty() => events
             .notes
             .push(format!("item {i} (assistant message) has no text: skipped")),
-        "assistant" => events.push(EventBody::Assistant { text }, ts),
+        "assistant" => events.push(
+            EventBody::Assistant {
+                text,
+                provider_item: None,
+            },
+            ts,
+        ),
         "system" | "developer" if text.trim().is_empty() => events
             .notes
             .push(format!("item {i} ({} message) is empty: skipped", m.role)),

@@ -42,6 +42,45 @@ impl LedgerState {
         }
     }
 
+    /// How many seqs hold something other than a system marker (a tombstone and the
+    /// placeholders it covers, a loss record and its placeholders, an import or retention
+    /// marker): the events an application committed that are still there. From the index,
+    /// read in chunks of 4096 entries (memory stays bounded; no record is read unless its
+    /// entry is damaged).
+    pub(crate) fn live_events(&self) -> Result<u64> {
+        const CHUNK: u64 = 4096;
+        let mut live = 0;
+        let mut seq = 1;
+        while seq <= self.last_seq {
+            let end = if seq <= self.indexed() {
+                (seq + CHUNK - 1).min(self.indexed())
+            } else {
+                self.last_seq
+            };
+            let mut buf = vec![0u8; ((end - seq + 1) as usize) * EVENT_ENTRY_LEN];
+            let stored = seq <= self.indexed()
+                && self.idx.as_ref().is_some_and(|idx| {
+                    idx.read_at(sidecar::event_entry_offset(seq), &mut buf)
+                        .is_ok()
+                });
+            for (i, s) in (seq..=end).enumerate() {
+                let entry = buf[i * EVENT_ENTRY_LEN..(i + 1) * EVENT_ENTRY_LEN]
+                    .try_into()
+                    .ok()
+                    .filter(|_| stored)
+                    .and_then(|b: [u8; EVENT_ENTRY_LEN]| format::EventEntry::decode(&b))
+                    .filter(|e| self.plausible(e));
+                let kind = match entry {
+                    Some(e) => e.kind,
+                    None => self.entry(s)?.kind,
+                };
+                live += u64::from(kind != EventKind::System);
+            }
+            seq = end + 1;
+        }
+        Ok(live)
+    }
+
     /// Locates `seq` without its (damaged) index entry: from the nearest earlier valid entry,
     /// step over record headers in the log. The record's own CRC is checked when it is read.
     fn entry_from_log(&self, seq: u64) -> Result<format::EventEntry> {

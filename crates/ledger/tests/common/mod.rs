@@ -15,7 +15,10 @@ pub fn user(text: &str) -> EventBody {
 }
 
 pub fn assistant(text: &str) -> EventBody {
-    EventBody::Assistant { text: text.into() }
+    EventBody::Assistant {
+        text: text.into(),
+        provider_item: None,
+    }
 }
 
 pub fn call(id: &str) -> EventBody {
@@ -23,6 +26,7 @@ pub fn call(id: &str) -> EventBody {
         call_id: id.into(),
         tool: "shell".into(),
         arguments: serde_json::json!({"cmd": "ls"}),
+        provider_item: None,
     }
 }
 

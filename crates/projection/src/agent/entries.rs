@@ -167,14 +167,14 @@ impl<'a> EntryBuilder<'a> {
                 Tier::UserRequests,
                 format!("[seq {seq}] user request: {text}"),
             ),
-            EventBody::Assistant { text } if Some(i) == self.last_assistant => Entry::new(
+            EventBody::Assistant { text, .. } if Some(i) == self.last_assistant => Entry::new(
                 seq,
                 Tier::PreviousReply,
                 format!(
                     "[seq {seq}] previous assistant reply (conversation, not evidence): {text}"
                 ),
             ),
-            EventBody::Assistant { text } => Entry::new(
+            EventBody::Assistant { text, .. } => Entry::new(
                 seq,
                 Tier::Activity,
                 format!(
@@ -186,6 +186,7 @@ impl<'a> EntryBuilder<'a> {
                 call_id,
                 tool,
                 arguments,
+                ..
             } => self.call_entry(i, seq, call_id, tool, arguments),
             EventBody::ToolResult { call_id, tool, .. } => {
                 let tier = if Some(i) == self.last_result {

@@ -63,21 +63,39 @@ class UserEvent(_UserRequired, total=False):
     parts: List[JsonDict]
 
 
-class AssistantEvent(TypedDict):
-    """``{"kind": "assistant", "text"}``: a reply; the text must not be blank."""
+class ProviderItem(TypedDict):
+    """``{"format", "item"}``: the provider's own item for a reply or call (a Responses output
+    ``message`` or ``function_call``, an Anthropic ``text`` or ``tool_use`` block), kept whole
+    and sent verbatim in its own format only; it must say what the event says."""
 
+    format: Literal["openai-responses", "anthropic-messages"]
+    item: JsonDict
+
+
+class _AssistantRequired(TypedDict):
     kind: Literal["assistant"]
     text: str
 
 
-class ToolCallEvent(TypedDict):
-    """``{"kind": "tool_call", "call_id", "tool", "arguments"}``: ``call_id`` unique in its
-    turn; ``arguments`` any JSON (a string is sent as given)."""
+class AssistantEvent(_AssistantRequired, total=False):
+    """``{"kind": "assistant", "text"[, "provider_item"]}``: a reply; the text must not be
+    blank."""
 
+    provider_item: ProviderItem
+
+
+class _ToolCallRequired(TypedDict):
     kind: Literal["tool_call"]
     call_id: str
     tool: str
     arguments: Any
+
+
+class ToolCallEvent(_ToolCallRequired, total=False):
+    """``{"kind": "tool_call", "call_id", "tool", "arguments"[, "provider_item"]}``:
+    ``call_id`` unique in its turn; ``arguments`` any JSON (a string is sent as given)."""
+
+    provider_item: ProviderItem
 
 
 class _ToolResultRequired(TypedDict):
@@ -128,6 +146,7 @@ __all__ = [
     "Event",
     "NoteEvent",
     "OpaqueEvent",
+    "ProviderItem",
     "ToolCallEvent",
     "ToolResultEvent",
     "ToolStatus",

@@ -22,6 +22,7 @@ __all__ = [
     "Event",
     "NoteEvent",
     "OpaqueEvent",
+    "ProviderItem",
     "ToolCallEvent",
     "ToolResultEvent",
     "ToolStatus",
@@ -66,15 +67,25 @@ class _UserRequired(TypedDict):
 class UserEvent(_UserRequired, total=False):
     parts: List[JsonDict]
 
-class AssistantEvent(TypedDict):
+class ProviderItem(TypedDict):
+    format: Literal["openai-responses", "anthropic-messages"]
+    item: JsonDict
+
+class _AssistantRequired(TypedDict):
     kind: Literal["assistant"]
     text: str
 
-class ToolCallEvent(TypedDict):
+class AssistantEvent(_AssistantRequired, total=False):
+    provider_item: ProviderItem
+
+class _ToolCallRequired(TypedDict):
     kind: Literal["tool_call"]
     call_id: str
     tool: str
     arguments: Any
+
+class ToolCallEvent(_ToolCallRequired, total=False):
+    provider_item: ProviderItem
 
 class _ToolResultRequired(TypedDict):
     kind: Literal["tool_result"]

@@ -26,13 +26,16 @@ item                                          event
 any other item (``reasoning``, …)             ``opaque`` (``openai-responses``), as given
 ============================================  ==========================================
 
-``get_items`` gives the items back in order. An item in the form ctxlog writes back
-(``{"role": "user", "content": "..."}``, ``{"type": "function_call", "call_id", "name",
-"arguments"}``, ``{"type": "function_call_output", "call_id", "output"}``, every opaque item)
-comes back exactly as given. A model's output message or call comes back in that form: its
-provider ``id``, ``status``, ``annotations`` and ``logprobs`` are not kept, since a ledger event
-has no field for them (``assistant_message`` items come back as
-``{"role": "assistant", "content": TEXT}``).
+``get_items`` gives the items back in order, as the SDK's own ``SQLiteSession`` does: a
+model's output ``message`` or ``function_call`` (with its ``id``, ``status``, ``annotations``,
+``logprobs`` and any other key) is kept whole as the event's ``provider_item`` and comes back
+exactly as given, and sent back verbatim when a projection is in the ``openai-responses``
+format (any other format gets the event's text and call); items in the form ctxlog writes
+back (``{"role": "user", "content": "..."}``, ``{"type": "function_call_output", "call_id",
+"output"}``) and every opaque item come back exactly as given too. A user or system message
+whose content is a list of parts comes back as ``{"role": ROLE, "content": TEXT}``. With
+redaction on, items come back equal up to the redaction markers (a provider item's strings
+are redacted like tool arguments; its ids and names are kept).
 """
 
 from __future__ import annotations
@@ -57,6 +60,14 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 Item = Dict[str, Any]
 RESPONSES = "openai-responses"
+
+
+def _with_provider_item(event: Item, item: Mapping[str, Any]) -> Item:
+    """`event` keeping `item` whole as its provider item, unless the event already gives
+    `item` back exactly (then nothing more is stored)."""
+    if event_to_item(event) != item:
+        event["provider_item"] = {"format": RESPONSES, "item": dict(item)}
+    return event
 
 
 def _text_of(content: Any, part_types: Sequence[str]) -> Optional[str]:
@@ -84,11 +95,14 @@ def item_to_event(item: Mapping[str, Any], tools: Mapping[str, str]) -> Item:
         text = _text_of(item.get("content"), parts)
         if text is not None:
             event_kind = {"user": "user", "assistant": "assistant"}.get(str(role), "note")
+            if event_kind == "assistant":
+                return _with_provider_item({"kind": "assistant", "text": text}, item)
             return {"kind": event_kind, "text": text}
     if kind == "function_call":
         call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
         if isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, str):
-            return {"kind": "tool_call", "call_id": call_id, "tool": name, "arguments": arguments}
+            call = {"kind": "tool_call", "call_id": call_id, "tool": name, "arguments": arguments}
+            return _with_provider_item(call, item)
     if kind == "function_call_output":
         call_id, output = item.get("call_id"), item.get("output")
         if isinstance(call_id, str) and call_id in tools:
@@ -109,8 +123,11 @@ def item_to_event(item: Mapping[str, Any], tools: Mapping[str, str]) -> Item:
 
 def event_to_item(event: Mapping[str, Any]) -> Optional[Item]:
     """The Responses input item an event of a session stands for (None for ctxlog's own
-    markers: tombstones)."""
+    markers: tombstones): its provider item when it has one of this format."""
     kind = event.get("kind")
+    given = event.get("provider_item")
+    if isinstance(given, Mapping) and given.get("format") == RESPONSES:
+        return dict(given["item"])
     if kind in ("user", "assistant"):
         return {"role": kind, "content": event["text"]}
     if kind == "note":
@@ -241,6 +258,18 @@ def kept_form(item: Mapping[str, Any]) -> Optional[Item]:
     return event_to_item(item_to_event(item, _AnyCall()))
 
 
+def agent_tool_definitions(agent: Any) -> List[Item]:
+    """`agent`'s tools and handoffs as the Responses API receives them, by the SDK's own
+    converter (every tool the agent lists, enabled or not: counting one the model is not sent
+    only leaves room unused)."""
+    from agents.handoffs import Handoff, handoff
+    from agents.models.openai_responses import Converter
+
+    handoffs = [h if isinstance(h, Handoff) else handoff(h) for h in getattr(agent, "handoffs", [])]
+    converted = Converter.convert_tools(list(getattr(agent, "tools", [])), handoffs)
+    return [dict(t) for t in converted.tools]
+
+
 def budget_filter(
     *,
     session: CtxlogSession,
@@ -254,7 +283,8 @@ def budget_filter(
 ) -> Callable[[CallModelData[Any]], Awaitable[ModelInputData]]:
     """A ``RunConfig(call_model_input_filter=...)`` that replaces each model input with
     ctxlog's projection of ``session`` within ``max_tokens`` and/or ``max_bytes`` (the
-    ``openai-responses`` body: instructions and input; tool definitions are not counted):
+    ``openai-responses`` body: instructions, input and the agent's tool definitions, counted as
+    the SDK sends them, so the whole request stays within the budget):
     the instructions and the current turn are kept, older turns are kept whole, newest first,
     tool calls with their results, as the budget allows (``policy``, ``recall`` and
     ``notice`` as for :meth:`ctxlog.Conversation.project`). Items of the current run the
@@ -288,6 +318,7 @@ def budget_filter(
             "model": model,
             "recall": recall,
             "notice": notice,
+            "tools": agent_tool_definitions(data.agent),
         }
         if tokenizer is not None:
             options["tokenizer"] = tokenizer

@@ -22,7 +22,13 @@ pub fn user(seq: u64, text: &str) -> Event {
 }
 
 pub fn assistant(seq: u64, text: &str) -> Event {
-    ev(seq, EventBody::Assistant { text: text.into() })
+    ev(
+        seq,
+        EventBody::Assistant {
+            text: text.into(),
+            provider_item: None,
+        },
+    )
 }
 
 pub fn note(seq: u64, text: &str) -> Event {

@@ -11,8 +11,9 @@ use crate::tokens::Counter;
 /// Sizes of rendered history units (a turn, or the preamble), kept by the caller between
 /// projections so that each unit is serialized and tokenized once.
 ///
-/// An entry is keyed by the unit's seq range, the wire format and the tokenizer (or that no
-/// tokens were counted), and holds the unit's exact byte length and token count as rendered
+/// An entry is keyed by the unit's seq range, the wire format, the tokenizer (or that no
+/// tokens were counted) and whether the recall tool is offered (a result's header names it
+/// only then), and holds the unit's exact byte length and token count as rendered
 /// in a body. Selection uses only these
 /// figures: with a warm cache a projection loads and renders just the turns that go into the
 /// body, so its cost is proportional to the window, not to the history.
@@ -40,6 +41,7 @@ struct Key {
     seqs: SeqRange,
     format: WireFormat,
     counter: Counter,
+    recall_tool: bool,
 }
 
 impl SizeCache {
@@ -79,6 +81,7 @@ impl SizeCache {
         seqs: SeqRange,
         format: WireFormat,
         counter: Counter,
+        recall_tool: bool,
     ) -> Option<Cost> {
         let found = self
             .entries
@@ -86,6 +89,7 @@ impl SizeCache {
                 seqs,
                 format,
                 counter,
+                recall_tool,
             })
             .copied();
         if found.is_some() {
@@ -101,6 +105,7 @@ impl SizeCache {
         seqs: SeqRange,
         format: WireFormat,
         counter: Counter,
+        recall_tool: bool,
         cost: Cost,
     ) {
         self.entries.insert(
@@ -108,6 +113,7 @@ impl SizeCache {
                 seqs,
                 format,
                 counter,
+                recall_tool,
             },
             cost,
         );

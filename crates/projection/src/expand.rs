@@ -98,7 +98,8 @@ pub(crate) fn expand_results<H: History + ?Sized>(
                     if let EventBody::ToolResult { text, .. } = &mut events[e].body {
                         *text = candidate.to_owned();
                     }
-                    let (msgs, cost) = budget.render(&turn_items(&events));
+                    let (msgs, cost) =
+                        budget.render(&turn_items(&events, budget.req.offers_recall_tool()));
                     let mut costs: Vec<Cost> = pieces.iter().map(|q| q.cost).collect();
                     costs[p] = cost;
                     let fits = budget.fits(total(&costs));

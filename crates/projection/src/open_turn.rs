@@ -119,7 +119,7 @@ pub(crate) fn fit_open_turn(
     events: Vec<Event>,
     total: &dyn Fn(Cost) -> Size,
 ) -> Result<OpenTurn> {
-    let (msgs, cost) = budget.render(&turn_items(&events));
+    let (msgs, cost) = budget.render(&turn_items(&events, budget.req.offers_recall_tool()));
     if budget.fits_all(total(cost)) {
         return Ok(OpenTurn {
             events,
@@ -129,7 +129,7 @@ pub(crate) fn fit_open_turn(
         });
     }
     let (events, stored) = clip_results(events, budget.req.offers_recall_tool());
-    let (msgs, cost) = budget.render(&turn_items(&events));
+    let (msgs, cost) = budget.render(&turn_items(&events, budget.req.offers_recall_tool()));
     let clipped = total(cost);
     if !budget.fits_all(clipped) {
         budget.check_mandatory(clipped)?;
@@ -179,7 +179,7 @@ fn fitting(
     total: &dyn Fn(Cost) -> Size,
     events: &[Event],
 ) -> Option<(Vec<Msg>, Cost)> {
-    let (msgs, cost) = budget.render(&turn_items(events));
+    let (msgs, cost) = budget.render(&turn_items(events, budget.req.offers_recall_tool()));
     budget.fits_all(total(cost)).then_some((msgs, cost))
 }
 

@@ -26,7 +26,7 @@ pub(crate) fn system_items(req: &ProjectionRequest) -> Vec<Item> {
 pub(crate) fn input_items(req: &ProjectionRequest, open: Option<&[Event]>) -> Vec<Item> {
     match (&req.input, open) {
         (Some(input), _) => vec![Item::text(Role::User, input.clone())],
-        (None, Some(events)) => turn_items(events),
+        (None, Some(events)) => turn_items(events, req.offers_recall_tool()),
         (None, None) => Vec::new(),
     }
 }

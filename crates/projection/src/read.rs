@@ -565,19 +565,22 @@ fn result_header(content: &str) -> Option<ToolResultText<'_>> {
             _ => return None,
         }
     }
-    let written = crate::wire::result_content(&Event {
-        seq: 0,
-        ts_ms: 0,
-        body: EventBody::ToolResult {
-            call_id: String::new(),
-            tool: String::new(),
-            status: read.status,
-            exit_code: read.exit_code,
-            text: text.to_owned(),
-            artifact: None,
-            parts: Vec::new(),
+    let written = crate::wire::result_content(
+        &Event {
+            seq: 0,
+            ts_ms: 0,
+            body: EventBody::ToolResult {
+                call_id: String::new(),
+                tool: String::new(),
+                status: read.status,
+                exit_code: read.exit_code,
+                text: text.to_owned(),
+                artifact: None,
+                parts: Vec::new(),
+            },
         },
-    });
+        false,
+    );
     (written == content).then_some(read)
 }
 

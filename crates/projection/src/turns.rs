@@ -272,7 +272,12 @@ fn next_unit<H: History + ?Sized>(
     if k < turn_count {
         let unit = HistoryUnit::Turn(turn_count - 1 - k);
         let seqs = read(history.turn_seqs(turn_count - 1 - k))?;
-        if let Some(cost) = cache.get(seqs, budget.format, budget.counter) {
+        if let Some(cost) = cache.get(
+            seqs,
+            budget.format,
+            budget.counter,
+            budget.req.offers_recall_tool(),
+        ) {
             return Ok(Some(MeasuredUnit {
                 unit,
                 seqs,
@@ -300,8 +305,9 @@ fn measure(
     events: &[Event],
 ) -> MeasuredUnit {
     let seqs = SeqRange::of(events).unwrap_or(SeqRange::new(0, 0));
-    let (msgs, cost) = budget.render(&turn_items(events));
-    cache.insert(seqs, budget.format, budget.counter, cost);
+    let (msgs, cost) = budget.render(&turn_items(events, budget.req.offers_recall_tool()));
+    let tool = budget.req.offers_recall_tool();
+    cache.insert(seqs, budget.format, budget.counter, tool, cost);
     MeasuredUnit {
         unit,
         seqs,
@@ -328,7 +334,10 @@ pub(crate) fn unit_msgs<H: History + ?Sized>(
         HistoryUnit::Turn(i) => read(history.turn(i))?,
         HistoryUnit::Preamble => read(history.preamble())?,
     };
-    Ok(render(budget.format, &turn_items(&events)))
+    Ok(render(
+        budget.format,
+        &turn_items(&events, budget.req.offers_recall_tool()),
+    ))
 }
 
 /// Turns a settled walk into the body and its report: the kept units' results (and the open
@@ -449,7 +458,10 @@ fn kept_pieces<H: History + ?Sized>(
         let events = unit_events(history, measured.unit)?;
         let msgs = match measured.msgs.take() {
             Some(m) => m,
-            None => render(budget.format, &turn_items(&events)),
+            None => render(
+                budget.format,
+                &turn_items(&events, budget.req.offers_recall_tool()),
+            ),
         };
         pieces.push(Piece {
             events,

@@ -87,7 +87,8 @@
 //!
 //! A result's content is its text, preceded by one line
 //! `[status=S exit_code=N artifact=NAME bytes=B recall seq=Q]` listing what applies when the
-//! status is not `ok`, the exit code is not 0, or the output is stored as an artifact. A tool
+//! status is not `ok`, the exit code is not 0, or the output is stored as an artifact
+//! (`recall seq=Q` only when the request offers the recall tool). A tool
 //! call with no result in its turn is answered with the content `interrupted: effects unknown`
 //! (and `is_error` for Anthropic): a call is never sent unpaired (docs/design.md#p5-whole-turns). A
 //! result whose call is not in its turn is sent as user text `[tool result without a call in this
@@ -191,7 +192,9 @@ pub(crate) fn note_text(text: &str) -> String {
 
 /// Turns the events of one turn (or the preamble) into items. Pinned notes are skipped: they
 /// are sent in the pinned block of every projection. System markers are skipped.
-pub(crate) fn turn_items(events: &[Event]) -> Vec<Item> {
+/// `recall_tool`: whether the request offers the recall tool, which a result's header then
+/// names (docs/design.md#p13-true-words).
+pub(crate) fn turn_items(events: &[Event], recall_tool: bool) -> Vec<Item> {
     let mut items = Vec::new();
     let mut answered = vec![false; events.len()];
     let mut i = 0;
@@ -214,7 +217,7 @@ pub(crate) fn turn_items(events: &[Event]) -> Vec<Item> {
                     Some(EventBody::ToolCall { .. })
                 ) {
                     let reply = (Some(text.clone()), provider_item.clone());
-                    i = push_calls(events, i + 1, reply, &mut answered, &mut items);
+                    i = push_calls(events, i + 1, reply, recall_tool, &mut answered, &mut items);
                     continue;
                 }
                 items.push(match provider_item {
@@ -226,14 +229,21 @@ pub(crate) fn turn_items(events: &[Event]) -> Vec<Item> {
                 });
             }
             EventBody::ToolCall { .. } => {
-                i = push_calls(events, i, (None, None), &mut answered, &mut items);
+                i = push_calls(
+                    events,
+                    i,
+                    (None, None),
+                    recall_tool,
+                    &mut answered,
+                    &mut items,
+                );
                 continue;
             }
             EventBody::ToolResult { .. } if answered[i] => {}
             EventBody::ToolResult { .. } => {
                 let text = format!(
                     "[tool result without a call in this turn] {}",
-                    result_content(&events[i])
+                    result_content(&events[i], recall_tool)
                 );
                 items.push(Item::text(Role::User, text));
             }
@@ -261,6 +271,7 @@ fn push_calls(
     events: &[Event],
     start: usize,
     (text, reply): (Option<String>, Option<ProviderItem>),
+    recall_tool: bool,
     answered: &mut [bool],
     items: &mut Vec<Item>,
 ) -> usize {
@@ -283,14 +294,20 @@ fn push_calls(
     }
     let answers = calls
         .iter()
-        .map(|call| answer_for(events, end, &call.id, answered))
+        .map(|call| answer_for(events, end, &call.id, recall_tool, answered))
         .collect();
     items.push(Item::Calls { text, reply, calls });
     items.push(Item::Answers(answers));
     end
 }
 
-fn answer_for(events: &[Event], from: usize, call_id: &str, answered: &mut [bool]) -> Answer {
+fn answer_for(
+    events: &[Event],
+    from: usize,
+    call_id: &str,
+    recall_tool: bool,
+    answered: &mut [bool],
+) -> Answer {
     let found = (from..events.len()).find(|&j| {
         !answered[j]
             && matches!(&events[j].body, EventBody::ToolResult { call_id: c, .. } if c == call_id)
@@ -304,7 +321,7 @@ fn answer_for(events: &[Event], from: usize, call_id: &str, answered: &mut [bool
             );
             Answer {
                 call_id: call_id.to_owned(),
-                content: result_content(&events[j]),
+                content: result_content(&events[j], recall_tool),
                 is_error,
                 parts: events[j].body.parts().to_vec(),
             }
@@ -319,8 +336,9 @@ fn answer_for(events: &[Event], from: usize, call_id: &str, answered: &mut [bool
 }
 
 /// The content a tool result is sent with: its text, after a header line when the status is
-/// not `ok`, the exit code is not 0, or there is an artifact.
-pub(crate) fn result_content(event: &Event) -> String {
+/// not `ok`, the exit code is not 0, or there is an artifact (whose seq the header gives as
+/// the recall tool's argument only when the request offers the tool).
+pub(crate) fn result_content(event: &Event, recall_tool: bool) -> String {
     let EventBody::ToolResult {
         status,
         exit_code,
@@ -331,7 +349,13 @@ pub(crate) fn result_content(event: &Event) -> String {
     else {
         return String::new();
     };
-    match result_header(event.seq, *status, *exit_code, artifact.as_ref()) {
+    match result_header(
+        event.seq,
+        *status,
+        *exit_code,
+        artifact.as_ref(),
+        recall_tool,
+    ) {
         Some(header) => format!("{header}\n{text}"),
         None => text.clone(),
     }
@@ -342,6 +366,7 @@ fn result_header(
     status: ToolStatus,
     exit_code: Option<i64>,
     artifact: Option<&ArtifactRef>,
+    recall_tool: bool,
 ) -> Option<String> {
     let mut parts = Vec::new();
     if status != ToolStatus::Ok {
@@ -351,12 +376,20 @@ fn result_header(
         parts.push(format!("exit_code={code}"));
     }
     if let Some(a) = artifact {
-        parts.push(format!(
-            "artifact={} bytes={} recall seq={seq}",
-            a.name, a.bytes
-        ));
+        parts.push(artifact_note(a, seq, recall_tool));
     }
     (!parts.is_empty()).then(|| format!("[{}]", parts.join(" ")))
+}
+
+/// How a result's header names its stored output: `artifact=NAME bytes=B`, then `recall
+/// seq=Q` (the recall tool's argument) when the request offers the tool. Without the tool
+/// nothing in the body tells the model to call one.
+pub(crate) fn artifact_note(a: &ArtifactRef, seq: u64, recall_tool: bool) -> String {
+    if recall_tool {
+        format!("artifact={} bytes={} recall seq={seq}", a.name, a.bytes)
+    } else {
+        format!("artifact={} bytes={}", a.name, a.bytes)
+    }
 }
 
 /// Which neighbours a message merges with: OpenAI messages never merge; an Anthropic message

@@ -153,7 +153,8 @@ fn check(size: usize, max_bytes: u64, max_tokens: Option<u64>, format: WireForma
     }
     let body: Value = serde_json::from_slice(&p.body).unwrap();
     let content = result_content(&body);
-    let header = "[artifact=sha256-00 bytes=".to_string() + &size.to_string() + " recall seq=5]\n";
+    // No recall tool is offered: the header names none.
+    let header = "[artifact=sha256-00 bytes=".to_string() + &size.to_string() + "]\n";
     assert!(content.starts_with(&header), "{content}");
     let sent = &content[header.len()..];
     // Whether `body` would fit the budget with the result's content replaced by `content`.

@@ -133,7 +133,7 @@ const OPENAI: &str = concat!(
     r#"{"id":"c2","type":"function","function":{"name":"shell","arguments":"{\"cmd\":\"du\"}"}},"#,
     r#"{"id":"c3","type":"function","function":{"name":"shell","arguments":"{\"cmd\":\"rm x\"}"}}]},"#,
     r#"{"role":"tool","tool_call_id":"c1","content":"a.txt 😀"},"#,
-    r#"{"role":"tool","tool_call_id":"c2","content":"[status=error exit_code=1 artifact=sha256-ab bytes=10 recall seq=11]\ndu: denied"},"#,
+    r#"{"role":"tool","tool_call_id":"c2","content":"[status=error exit_code=1 artifact=sha256-ab bytes=10]\ndu: denied"},"#,
     r#"{"role":"tool","tool_call_id":"c3","content":"interrupted: effects unknown"},"#,
     r#"{"role":"system","content":"Note: user is in a hurry"},"#,
     r#"{"role":"assistant","content":"Done."},"#,
@@ -150,7 +150,7 @@ const ANTHROPIC: &str = concat!(
     r#"{"type":"tool_use","id":"c2","name":"shell","input":{"cmd":"du"}},"#,
     r#"{"type":"tool_use","id":"c3","name":"shell","input":{"cmd":"rm x"}}]},"#,
     r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"a.txt 😀"},"#,
-    r#"{"type":"tool_result","tool_use_id":"c2","content":"[status=error exit_code=1 artifact=sha256-ab bytes=10 recall seq=11]\ndu: denied","is_error":true},"#,
+    r#"{"type":"tool_result","tool_use_id":"c2","content":"[status=error exit_code=1 artifact=sha256-ab bytes=10]\ndu: denied","is_error":true},"#,
     r#"{"type":"tool_result","tool_use_id":"c3","content":"interrupted: effects unknown","is_error":true},"#,
     r#"{"type":"text","text":"Note: user is in a hurry"}]},"#,
     r#"{"role":"assistant","content":[{"type":"text","text":"Done."}]},"#,
@@ -168,7 +168,7 @@ const RESPONSES: &str = concat!(
     r#"{"type":"function_call","call_id":"c2","name":"shell","arguments":"{\"cmd\":\"du\"}"},"#,
     r#"{"type":"function_call","call_id":"c3","name":"shell","arguments":"{\"cmd\":\"rm x\"}"},"#,
     r#"{"type":"function_call_output","call_id":"c1","output":"a.txt 😀"},"#,
-    r#"{"type":"function_call_output","call_id":"c2","output":"[status=error exit_code=1 artifact=sha256-ab bytes=10 recall seq=11]\ndu: denied"},"#,
+    r#"{"type":"function_call_output","call_id":"c2","output":"[status=error exit_code=1 artifact=sha256-ab bytes=10]\ndu: denied"},"#,
     r#"{"type":"function_call_output","call_id":"c3","output":"interrupted: effects unknown"},"#,
     r#"{"type":"message","role":"system","content":[{"type":"input_text","text":"Note: user is in a hurry"}]},"#,
     r#"{"type":"message","role":"assistant","content":"Done."},"#,
@@ -559,5 +559,37 @@ fn extreme_budget_numbers_are_refused_or_met_without_panicking() {
                 .unwrap()
                 .contains(&(u64::MAX / 2).to_string())
         );
+    }
+}
+
+/// A result stored as an artifact names the recall tool in its header (`recall seq=Q`) only
+/// when the request offers the tool: every word the model reads is true (P13), in every
+/// format and both policies.
+#[test]
+fn a_results_header_names_the_recall_tool_only_when_it_is_offered() {
+    for format in WireFormat::ALL {
+        let recall = match format {
+            WireFormat::OpenAiResponses => {
+                json!({"type":"function","name":"recall","parameters":{"type":"object"}})
+            }
+            _ => json!({"type":"function","function":{"name":"recall"}}),
+        };
+        for policy in [Policy::Turns, Policy::Agent] {
+            let mut plain = request(format);
+            plain.policy(policy);
+            let without = body(format, &plain);
+            assert!(without.contains("artifact=sha256-ab bytes=10"), "{without}");
+            assert!(
+                !without.contains("recall seq="),
+                "{format:?} {policy:?}: {without}"
+            );
+            let mut offered = request(format);
+            offered.policy(policy).tools(vec![recall.clone()]);
+            let with = body(format, &offered);
+            assert!(
+                with.contains("artifact=sha256-ab bytes=10 recall seq=11"),
+                "{format:?} {policy:?}: {with}"
+            );
+        }
     }
 }

@@ -41,6 +41,9 @@ pub(super) struct Entry {
     /// (grown into the room left by [`super::grow`], or the latest result's stored text where
     /// other projections read its artifact): such a text is counted afresh.
     pub uncached: bool,
+    /// Whether the request offers the recall tool, which a result's identity line and clip
+    /// marker then name: part of the token-cache key.
+    pub recall_tool: bool,
 }
 
 impl Entry {
@@ -54,6 +57,7 @@ impl Entry {
             source: None,
             interrupted: false,
             uncached: false,
+            recall_tool: false,
         }
     }
 
@@ -81,7 +85,8 @@ impl Entry {
         }
         let variant = (self.tier as u8) << 2
             | u8::from(self.form == Form::Clipped) << 1
-            | u8::from(self.interrupted);
+            | u8::from(self.interrupted)
+            | u8::from(self.recall_tool) << 7;
         counter.count(|tokenizer| {
             cache.entry_tokens((self.seq, variant, tokenizer), || {
                 text_tokens(tokenizer, text)
@@ -122,6 +127,9 @@ pub(super) fn build_entries(events: &[Event], open: &[Event], recall_tool: bool)
         .collect();
     let seen: Vec<&Event> = events.iter().chain(open).collect();
     entries.push(Entry::new(0, Tier::Status, status_text(&seen, recall_tool)));
+    for e in &mut entries {
+        e.recall_tool = recall_tool;
+    }
     entries
 }
 
@@ -257,7 +265,7 @@ fn marker_text(marker: &SystemMarker) -> String {
     }
 }
 
-pub(super) fn result_identity(event: &Event) -> String {
+pub(super) fn result_identity(event: &Event, recall_tool: bool) -> String {
     let EventBody::ToolResult {
         call_id,
         tool,
@@ -278,16 +286,14 @@ pub(super) fn result_identity(event: &Event) -> String {
         line.push_str(&format!(" exit_code={code}"));
     }
     if let Some(a) = artifact {
-        line.push_str(&format!(
-            " artifact={} bytes={} recall seq={}",
-            a.name, a.bytes, event.seq
-        ));
+        line.push(' ');
+        line.push_str(&crate::wire::artifact_note(a, event.seq, recall_tool));
     }
     line
 }
 
 fn result_entry(event: &Event, tier: Tier, recall_tool: bool) -> Entry {
-    let identity = result_identity(event);
+    let identity = result_identity(event, recall_tool);
     let text = event.body.text().unwrap_or_default();
     let mut entry = Entry::new(event.seq, tier, format!("{identity}:\n{text}"));
     let chars = text.chars().count();
@@ -315,7 +321,7 @@ fn status_text(events: &[&Event], recall_tool: bool) -> String {
             let how = if recall_tool { "recall " } else { "" };
             format!(
                 "{} ({how}seq={})",
-                result_identity(e).trim_start_matches(&format!("[seq {}] ", e.seq)),
+                result_identity(e, recall_tool).trim_start_matches(&format!("[seq {}] ", e.seq)),
                 e.seq
             )
         },

@@ -99,7 +99,7 @@ impl Growth<'_, '_, '_> {
         };
         let current = entries[i].text().unwrap_or_default().to_owned();
         let bytes = entries[i].bytes() as u64;
-        let identity = result_identity(event);
+        let identity = result_identity(event, self.layout.budget.req.offers_recall_tool());
         if let Some(a) = artifact
             && self.cannot_fit_unread(&identity, a.bytes, bytes)
         {

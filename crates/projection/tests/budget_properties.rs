@@ -15,6 +15,12 @@
 //! * the body is valid JSON in the provider's shape (tool calls answered in order; Anthropic
 //!   roles alternate);
 //! * a warm `SizeCache` gives the same bodies without rendering any unit again.
+//!
+//! Media keep these seconds, not minutes: the images are a few pixels (what costs is their
+//! base64 and their tokens, not pixels), the 40-case properties carry images only, and the
+//! properties with a document (3000 tokens a page, so thousands of token budgets) run 5 cases,
+//! comparing with the naive rule wherever the body changes and at every 53rd budget; each
+//! distinct body is counted once.
 
 use ctxlog_event::{Event, EventBody, EventKind, SystemMarker, ToolStatus};
 mod common;
@@ -25,6 +31,7 @@ use ctxlog_projection::{
     SliceHistory, Tokenizer, WireFormat, count, project,
 };
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
 
 #[derive(Clone, Debug)]
@@ -188,7 +195,22 @@ impl Builder {
     }
 }
 
-fn build_events(preamble: &[Step], turns: &[Turn]) -> Vec<Event> {
+/// A PDF of one page, as far as ctxlog reads one.
+const ONE_PAGE_PDF: &[u8] = b"%PDF-1.4\n1 0 obj <</Type /Page>> endobj\n";
+
+/// Which media the turns carry (a third of them, chosen by the text's length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Media {
+    /// Images (by bytes and by URL) and a one-page PDF: a document is charged 3000 tokens a
+    /// page, so the token budgets across such a turn are thousands of projections. The
+    /// byte-budget properties use it, and the media-heavy token properties with fewer cases.
+    Heavy,
+    /// Images only, a few pixels each (tokens by the formats' rules; what makes an image
+    /// costly in bytes is its base64, not its pixels).
+    Light,
+}
+
+fn build_events(preamble: &[Step], turns: &[Turn], media: Media) -> Vec<Event> {
     let mut b = Builder {
         events: Vec::new(),
         notes: Vec::new(),
@@ -199,10 +221,20 @@ fn build_events(preamble: &[Step], turns: &[Turn]) -> Vec<Event> {
     for (user, steps) in turns {
         // A third of the turns carry media (an image by bytes and by URL, a PDF), chosen by
         // the text's length so every strategy keeps its shape.
-        let parts = if user.len() % 3 == 1 {
-            common::media_parts(640 + user.len() as u32, 480)
-        } else {
-            Vec::new()
+        let parts = match media {
+            _ if user.len() % 3 != 1 => Vec::new(),
+            Media::Heavy => common::media_parts(64 + user.len() as u32, 48)
+                .into_iter()
+                .map(|p| match p {
+                    // One page: 3000 tokens, not 6000 (the page count has tests of its own).
+                    ctxlog_event::Part::Document { .. } => p.with_data(ONE_PAGE_PDF),
+                    p => p,
+                })
+                .collect(),
+            Media::Light => common::media_parts(64 + user.len() as u32, 48)
+                .into_iter()
+                .filter(|p| !matches!(p, ctxlog_event::Part::Document { .. }))
+                .collect(),
         };
         b.push(EventBody::User {
             text: user.clone(),
@@ -412,6 +444,132 @@ fn check_responses_shape(body: &Value) {
     assert!(open.is_empty(), "a call left unanswered");
 }
 
+/// Every token budget from just below the mandatory size to just above the full size: the
+/// projection fits (its reported tokens are the body's count) and equals the naive rule's, or
+/// is refused exactly when the mandatory part does not fit. The naive rule is compared at
+/// every `stride`-th budget and at every budget where the body changes and the one below it
+/// (`stride` 1: at every budget).
+fn check_every_token_budget(
+    events: &[Event],
+    shape: &Shape,
+    stride: u64,
+) -> Result<(), TestCaseError> {
+    let history = SliceHistory::new(events);
+    let full = project(
+        &history,
+        &request(shape, events, None, None),
+        &mut SizeCache::new(),
+    )
+    .unwrap();
+    let mandatory = full.report.mandatory.tokens;
+    let mut cache = SizeCache::new();
+    // The body's count, kept while consecutive budgets give the same body (most do: a turn
+    // with media spans thousands of tokens), so each distinct body is counted once.
+    let mut counted: Option<(Vec<u8>, u64)> = None;
+    for budget in mandatory.saturating_sub(2).max(1)..=full.report.tokens + 2 {
+        let req = request(shape, events, None, Some(budget));
+        match project(&history, &req, &mut cache) {
+            Ok(p) => {
+                let (tokens, changed) = match &counted {
+                    Some((body, tokens)) if *body == p.body => (*tokens, false),
+                    _ => (
+                        count(&p.body, shape.format, shape.tokenizer)
+                            .unwrap()
+                            .tokens,
+                        true,
+                    ),
+                };
+                prop_assert_eq!(p.report.tokens, tokens);
+                prop_assert!(tokens <= budget);
+                if let Some((before, _)) = counted.as_ref().filter(|_| changed && stride > 1) {
+                    let below = request(shape, events, None, Some(budget - 1));
+                    prop_assert_eq!(before, &project_naive(&history, &below).unwrap());
+                }
+                if changed || budget % stride == 0 {
+                    let naive = project_naive(&history, &req).unwrap();
+                    prop_assert_eq!(&p.body, &naive);
+                }
+                counted = Some((p.body, tokens));
+            }
+            Err(Error::MandatoryExceedsBudget { needed_tokens, .. }) => {
+                prop_assert!(budget < mandatory);
+                prop_assert_eq!(needed_tokens, mandatory);
+            }
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// The agent policy at every byte and every token budget: it fits, reports what it sends,
+/// keeps the provider's shape, or is refused exactly when its mandatory part does not fit.
+fn check_agent_budgets(events: &[Event], shape: &Shape) -> Result<(), TestCaseError> {
+    let history = SliceHistory::new(events);
+    let mut req = request(shape, events, None, None);
+    let agent = |req: &ProjectionRequest, max: Option<u64>| {
+        let mut b = ProjectionRequest::builder();
+        b.format(req.format())
+            .tokenizer(req.tokenizer())
+            .model(req.model())
+            .input(req.input().unwrap())
+            .policy(Policy::Agent)
+            .recalled(req.recalled().to_vec())
+            .recall_k(2)
+            .notice(shape.notice);
+        if let Some(m) = max {
+            b.max_bytes(m);
+        }
+        b.build().unwrap()
+    };
+    req = agent(&req, None);
+    let full = project(&history, &req, &mut SizeCache::new()).unwrap();
+    let mandatory = full.report.mandatory.bytes;
+    for budget in mandatory.saturating_sub(2).max(1)..=full.report.bytes + 2 {
+        match project(&history, &agent(&req, Some(budget)), &mut SizeCache::new()) {
+            Ok(p) => {
+                prop_assert!(p.body.len() as u64 <= budget);
+                prop_assert_eq!(p.report.bytes, p.body.len() as u64);
+                let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
+                prop_assert_eq!(p.report.tokens, c.tokens);
+                check_shape(shape.format, &p.body);
+                check_tier_sums(&p.report);
+            }
+            Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
+                prop_assert!(budget < mandatory);
+                prop_assert_eq!(needed_bytes, mandatory);
+            }
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+    }
+    // Token budgets (input tokens, with a reservation of 7 on top).
+    let mandatory_tokens = full.report.mandatory.tokens;
+    let mut cache = SizeCache::new();
+    for budget in mandatory_tokens.saturating_sub(2).max(1)..=full.report.tokens + 2 {
+        let mut b = ProjectionRequest::builder();
+        b.format(req.format())
+            .tokenizer(req.tokenizer())
+            .model(req.model())
+            .input(req.input().unwrap())
+            .policy(Policy::Agent)
+            .max_tokens(budget + 7)
+            .reserve_output(7)
+            .notice(shape.notice);
+        match project(&history, &b.build().unwrap(), &mut cache) {
+            Ok(p) => {
+                let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
+                prop_assert_eq!(p.report.tokens, c.tokens);
+                prop_assert!(c.tokens <= budget);
+            }
+            Err(Error::MandatoryExceedsBudget { needed_tokens, .. }) => {
+                prop_assert!(budget < mandatory_tokens);
+                prop_assert_eq!(needed_tokens, mandatory_tokens);
+            }
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -421,7 +579,7 @@ proptest! {
         shape in shape(),
         stride in 7u64..60,
     ) {
-        let events = build_events(&preamble, &turns);
+        let events = build_events(&preamble, &turns, Media::Heavy);
         let history = SliceHistory::new(&events);
         let full = project(&history, &request(&shape, &events, None, None), &mut SizeCache::new()).unwrap();
         let mandatory = full.report.mandatory.bytes;
@@ -474,28 +632,7 @@ proptest! {
         (preamble, turns) in conversation(),
         shape in shape(),
     ) {
-        let events = build_events(&preamble, &turns);
-        let history = SliceHistory::new(&events);
-        let full = project(&history, &request(&shape, &events, None, None), &mut SizeCache::new()).unwrap();
-        let mandatory = full.report.mandatory.tokens;
-        let mut cache = SizeCache::new();
-        for budget in mandatory.saturating_sub(2).max(1)..=full.report.tokens + 2 {
-            let req = request(&shape, &events, None, Some(budget));
-            match project(&history, &req, &mut cache) {
-                Ok(p) => {
-                    let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
-                    prop_assert_eq!(p.report.tokens, c.tokens);
-                    prop_assert!(c.tokens <= budget);
-                    let naive = project_naive(&history, &req).unwrap();
-                    prop_assert_eq!(p.body, naive);
-                }
-                Err(Error::MandatoryExceedsBudget { needed_tokens, .. }) => {
-                    prop_assert!(budget < mandatory);
-                    prop_assert_eq!(needed_tokens, mandatory);
-                }
-                Err(e) => prop_assert!(false, "unexpected error {e}"),
-            }
-        }
+        check_every_token_budget(&build_events(&preamble, &turns, Media::Light), &shape, 1)?;
     }
 
     #[test]
@@ -503,56 +640,7 @@ proptest! {
         (preamble, turns) in conversation(),
         shape in shape(),
     ) {
-        let events = build_events(&preamble, &turns);
-        let history = SliceHistory::new(&events);
-        let mut req = request(&shape, &events, None, None);
-        let agent = |req: &ProjectionRequest, max: Option<u64>| {
-            let mut b = ProjectionRequest::builder();
-            b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input().unwrap())
-                .policy(Policy::Agent).recalled(req.recalled().to_vec()).recall_k(2).notice(shape.notice);
-            if let Some(m) = max { b.max_bytes(m); }
-            b.build().unwrap()
-        };
-        req = agent(&req, None);
-        let full = project(&history, &req, &mut SizeCache::new()).unwrap();
-        let mandatory = full.report.mandatory.bytes;
-        for budget in mandatory.saturating_sub(2).max(1)..=full.report.bytes + 2 {
-            match project(&history, &agent(&req, Some(budget)), &mut SizeCache::new()) {
-                Ok(p) => {
-                    prop_assert!(p.body.len() as u64 <= budget);
-                    prop_assert_eq!(p.report.bytes, p.body.len() as u64);
-                    let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
-                    prop_assert_eq!(p.report.tokens, c.tokens);
-                    check_shape(shape.format, &p.body);
-                    check_tier_sums(&p.report);
-                }
-                Err(Error::MandatoryExceedsBudget { needed_bytes, .. }) => {
-                    prop_assert!(budget < mandatory);
-                    prop_assert_eq!(needed_bytes, mandatory);
-                }
-                Err(e) => prop_assert!(false, "unexpected error {e}"),
-            }
-        }
-        // Token budgets (input tokens, with a reservation of 7 on top).
-        let mandatory_tokens = full.report.mandatory.tokens;
-        let mut cache = SizeCache::new();
-        for budget in mandatory_tokens.saturating_sub(2).max(1)..=full.report.tokens + 2 {
-            let mut b = ProjectionRequest::builder();
-            b.format(req.format()).tokenizer(req.tokenizer()).model(req.model()).input(req.input().unwrap())
-                .policy(Policy::Agent).max_tokens(budget + 7).reserve_output(7).notice(shape.notice);
-            match project(&history, &b.build().unwrap(), &mut cache) {
-                Ok(p) => {
-                    let c = count(&p.body, shape.format, shape.tokenizer).unwrap();
-                    prop_assert_eq!(p.report.tokens, c.tokens);
-                    prop_assert!(c.tokens <= budget);
-                }
-                Err(Error::MandatoryExceedsBudget { needed_tokens, .. }) => {
-                    prop_assert!(budget < mandatory_tokens);
-                    prop_assert_eq!(needed_tokens, mandatory_tokens);
-                }
-                Err(e) => prop_assert!(false, "unexpected error {e}"),
-            }
-        }
+        check_agent_budgets(&build_events(&preamble, &turns, Media::Light), &shape)?;
     }
 
     /// A caller that does not read token figures (`token_figures(false)`: the CLI without
@@ -566,7 +654,7 @@ proptest! {
         agent in any::<bool>(),
         stride in 3u64..40,
     ) {
-        let events = build_events(&preamble, &turns);
+        let events = build_events(&preamble, &turns, Media::Heavy);
         let history = SliceHistory::new(&events);
         let policy = if agent { Policy::Agent } else { Policy::Turns };
         let full = project(&history, &request(&shape, &events, None, None), &mut SizeCache::new()).unwrap();
@@ -604,5 +692,43 @@ proptest! {
                 prop_assert_eq!(format!("{again:?}"), format!("{expected:?}"));
             }
         }
+    }
+}
+
+/// A conversation with at least one turn, the first of which carries media.
+fn conversation_with_media() -> impl Strategy<Value = (Vec<Step>, Vec<Turn>)> {
+    (
+        proptest::collection::vec(step(), 0..2),
+        proptest::collection::vec((text(), proptest::collection::vec(step(), 0..4)), 1..4),
+    )
+        .prop_map(|(preamble, mut turns)| {
+            // A text of length 1 mod 3 carries media (see `build_events`).
+            while turns[0].0.len() % 3 != 1 {
+                turns[0].0.push('x');
+            }
+            (preamble, turns)
+        })
+}
+
+// The same guarantees with documents (3000 tokens a page): every token budget across such a
+// turn is a projection, so these run fewer cases, each sure to carry media, and compare with
+// the naive rule where the body changes (and at every 53rd budget) rather than everywhere.
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5, ..ProptestConfig::default() })]
+
+    #[test]
+    fn with_documents_every_token_budget_fits_or_is_refused_and_equals_the_naive_rule(
+        (preamble, turns) in conversation_with_media(),
+        shape in shape(),
+    ) {
+        check_every_token_budget(&build_events(&preamble, &turns, Media::Heavy), &shape, 53)?;
+    }
+
+    #[test]
+    fn with_documents_the_agent_policy_fits_every_byte_and_token_budget(
+        (preamble, turns) in conversation_with_media(),
+        shape in shape(),
+    ) {
+        check_agent_budgets(&build_events(&preamble, &turns, Media::Heavy), &shape)?;
     }
 }

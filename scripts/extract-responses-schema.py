@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Extracts the schemas an OpenAI Responses create request needs from OpenAI's published
-OpenAPI document into the projection crate's test fixture.
+"""Extracts the schemas an OpenAI Responses create request (or, with ROOT, another request
+such as `CreateChatCompletionRequest`) needs from OpenAI's published OpenAPI document into
+the projection crate's test fixtures.
 
-Usage: scripts/extract-responses-schema.py OPENAPI_JSON OUT_JSON
+Usage: scripts/extract-responses-schema.py OPENAPI_JSON OUT_JSON [ROOT]
 
-Takes `CreateResponse` and every schema it references, rewrites `#/components/schemas/X` to
+Takes ROOT (default `CreateResponse`) and every schema it references, rewrites `#/components/schemas/X` to
 `#/$defs/X`, drops what does not constrain a body (descriptions, titles, examples, `x-*`
 annotations, `discriminator`), reads `oneOf` as `anyOf` and a 2019-09 `$recursiveRef` as a
 `$ref` to its schema (see the fixture's README).
@@ -52,10 +53,11 @@ def clean(node, name, in_properties=False):
 
 def main():
     source, target = sys.argv[1], sys.argv[2]
+    root = sys.argv[3] if len(sys.argv) > 3 else "CreateResponse"
     with open(source, encoding="utf-8") as f:
         document = json.load(f)
     schemas = document["components"]["schemas"]
-    seen, stack = set(), ["CreateResponse"]
+    seen, stack = set(), [root]
     while stack:
         name = stack.pop()
         if name in seen:
@@ -69,7 +71,7 @@ def main():
         "$comment": "Extracted from OpenAI's OpenAPI document, version "
         + document["info"]["version"]
         + " (MIT). See README.md beside this file.",
-        "$ref": "#/$defs/CreateResponse",
+        "$ref": "#/$defs/" + root,
         "$defs": {name: clean(schemas[name], name) for name in sorted(seen)},
     }
     with open(target, "w", encoding="utf-8") as f:

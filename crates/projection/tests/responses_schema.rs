@@ -8,7 +8,10 @@
 //! items sent back and an Anthropic block left out) and every
 //! body of random conversations under random budgets validates against
 //! `tests/fixtures/openai-responses/create-response.schema.json`, and bodies the API rejects do
-//! not.
+//! not. Bodies with images and documents validate likewise in `openai-chat`, against
+//! `tests/fixtures/openai-chat/create-chat-completion.schema.json` (the same published
+//! document's Chat Completions create request), and a reply or call sent as its provider item
+//! (with its id, status and annotations) validates in `openai-responses`.
 
 mod common;
 
@@ -21,7 +24,19 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 fn validator() -> jsonschema::Validator {
-    let text = include_str!("fixtures/openai-responses/create-response.schema.json");
+    schema_validator(include_str!(
+        "fixtures/openai-responses/create-response.schema.json"
+    ))
+}
+
+/// The Chat Completions create request's schema, from the same published document.
+fn chat_validator() -> jsonschema::Validator {
+    schema_validator(include_str!(
+        "fixtures/openai-chat/create-chat-completion.schema.json"
+    ))
+}
+
+fn schema_validator(text: &str) -> jsonschema::Validator {
     let schema: Value = serde_json::from_str(text).unwrap();
     jsonschema::draft202012::new(&schema).unwrap()
 }
@@ -199,14 +214,14 @@ fn bodies_the_api_rejects_do_not_validate() {
     }
 }
 
-#[test]
-fn bodies_with_images_and_documents_validate() {
-    let validator = validator();
+/// A conversation with images (by bytes and by URL) and documents in user messages and in a
+/// tool result.
+fn media_events() -> Vec<Event> {
     let mut with_media = result("c1", ToolStatus::Ok, "screenshot taken");
     if let EventBody::ToolResult { parts, .. } = &mut with_media {
         *parts = common::media_parts(800, 600);
     }
-    let events = common::numbered(vec![
+    common::numbered(vec![
         EventBody::User {
             text: "What is on these?".into(),
             parts: common::media_parts(1024, 1024),
@@ -221,7 +236,13 @@ fn bodies_with_images_and_documents_validate() {
         },
         call("c1", json!({"cmd": "screenshot"})),
         with_media,
-    ]);
+    ])
+}
+
+#[test]
+fn bodies_with_images_and_documents_validate() {
+    let validator = validator();
+    let events = media_events();
     let history = SliceHistory::new(&events);
     let mut validated = 0;
     for b in corpus() {
@@ -328,4 +349,94 @@ proptest! {
         prop_assert!(p.body.len() as u64 <= max_bytes);
         check(&validator, &p.body);
     }
+}
+
+#[test]
+fn chat_bodies_with_images_and_documents_validate_against_the_published_chat_schema() {
+    let validator = chat_validator();
+    let events = media_events();
+    let history = SliceHistory::new(&events);
+    let recall = json!({"type":"function","function":{"name":"recall","description":"Recall.","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}});
+    let mut validated = 0;
+    for b in corpus() {
+        let mut b = b.clone();
+        b.format(WireFormat::OpenAiChat);
+        if b.clone().build().unwrap().offers_recall_tool() {
+            b.tools(vec![recall.clone()]);
+        }
+        match project(&history, &b.build().unwrap(), &mut SizeCache::new()) {
+            Ok(p) => {
+                check(&validator, &p.body);
+                validated += 1;
+            }
+            Err(ctxlog_projection::Error::MandatoryExceedsBudget { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(validated >= corpus().len() / 2, "{validated}");
+    let request = ProjectionRequest::builder()
+        .format(WireFormat::OpenAiChat)
+        .model("gpt-4o")
+        .policy(Policy::Turns)
+        .build()
+        .unwrap();
+    let p = project(&history, &request, &mut SizeCache::new()).unwrap();
+    let body = String::from_utf8(p.body.clone()).unwrap();
+    assert!(
+        body.contains(r#"{"type":"image_url","image_url":{"url":"data:image/png;base64,"#),
+        "{body}"
+    );
+    assert!(body.contains(r#"{"type":"file","file":{"#), "{body}");
+    check(&validator, &p.body);
+    // The schema constrains what matters: the Responses part shapes are not chat parts.
+    let ok = json!({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"low"}}]}]});
+    assert!(validator.is_valid(&ok));
+    for bad in [
+        json!({"model":"m","messages":[{"role":"user","content":[{"type":"input_image","image_url":"https://example.com/a.png"}]}]}),
+        json!({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x","detail":"medium"}}]}]}),
+    ] {
+        assert!(!validator.is_valid(&bad), "{bad}");
+    }
+}
+
+#[test]
+fn a_reply_and_a_call_sent_as_their_provider_items_validate() {
+    let validator = validator();
+    let given = |item: Value| {
+        Some(serde_json::from_value(json!({"format":"openai-responses","item":item})).unwrap())
+    };
+    let events = common::numbered(vec![
+        EventBody::User {
+            text: "add 2 and 3".into(),
+            parts: Vec::new(),
+        },
+        EventBody::ToolCall {
+            call_id: "call_1".into(),
+            tool: "add".into(),
+            arguments: json!("{\"a\":2,\"b\":3}"),
+            provider_item: given(
+                json!({"arguments":"{\"a\":2,\"b\":3}","call_id":"call_1","name":"add","type":"function_call","id":"fc_1","status":"completed"}),
+            ),
+        },
+        result("call_1", ToolStatus::Ok, "5"),
+        EventBody::Assistant {
+            text: "2 + 3 = 5".into(),
+            provider_item: given(
+                json!({"id":"msg_1","content":[{"annotations":[],"text":"2 + 3 = 5","type":"output_text","logprobs":[]}],"role":"assistant","status":"completed","type":"message"}),
+            ),
+        },
+    ]);
+    let history = SliceHistory::new(&events);
+    let mut sent = 0;
+    for b in corpus() {
+        let request = b.build().unwrap();
+        if request.input().is_none() {
+            continue; // the turn is closed: a body needs a new input
+        }
+        let p = project(&history, &request, &mut SizeCache::new()).unwrap();
+        check(&validator, &p.body);
+        let body = String::from_utf8(p.body).unwrap();
+        sent += usize::from(body.contains(r#""id":"msg_1""#) && body.contains(r#""id":"fc_1""#));
+    }
+    assert!(sent > 0, "no body carried the provider items");
 }

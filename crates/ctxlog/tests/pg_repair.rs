@@ -326,3 +326,70 @@ fn intact_seqs_of_a_damaged_conversation_can_be_erased() {
     assert_eq!(err.class(), ErrorClass::Corrupt, "{err}");
     assert!(err.to_string().contains("repair"), "{err}");
 }
+
+/// Media artifacts: an image whose artifact row was deleted is recorded as a lost artifact
+/// (its part becomes a text part saying so, and projection reads it), while an intact image
+/// of another kept row stays where it is, never saved aside as unreferenced.
+#[test]
+fn a_lost_image_is_recorded_and_an_intact_one_is_kept() {
+    let Some(pg) = Pg::start() else {
+        return;
+    };
+    const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+    const PDF_B64: &str = "JVBERi0xLjQKMSAwIG9iaiA8PC9UeXBlIC9QYWdlPj4gZW5kb2JqCg==";
+    let store = pg.store("media");
+    for (id, part) in [
+        (
+            "m1",
+            format!(r#"{{"type":"image","data":"{PNG_B64}","media_type":"image/png"}}"#),
+        ),
+        (
+            "m2",
+            format!(
+                r#"{{"type":"document","data":"{PDF_B64}","media_type":"application/pdf","name":"q3.pdf"}}"#
+            ),
+        ),
+    ] {
+        let turn = format!(
+            r#"{{"events":[{{"kind":"user","text":"what is this?","parts":[{part}]}},{{"kind":"assistant","text":"a chart"}}]}}"#
+        );
+        commit(&store, &turn, Some(id)).unwrap();
+    }
+    let png = log(&store, "c").unwrap().events[0].body.parts()[0]
+        .artifact()
+        .unwrap()
+        .name
+        .clone();
+    pg.sql(
+        "media",
+        &format!("DELETE FROM {{s}}.artifacts WHERE conversation = 'c' AND name = '{png}'"),
+    );
+    let plan = repair(&store, false).unwrap();
+    assert_eq!(plan.artifacts_lost.len(), 1, "{plan:?}");
+    assert!(
+        plan.artifacts_lost[0].starts_with(&format!("{png}: ")),
+        "{plan:?}"
+    );
+    assert!(plan.artifacts_saved_aside.is_empty(), "{plan:?}");
+    repair(&store, true).unwrap();
+    verify(&store).unwrap();
+    let events = log(&store, "c").unwrap().events;
+    assert!(
+        matches!(&events[0].body.parts()[0], ctxlog::ledger::event::Part::Text { text }
+            if text.starts_with(&format!("[artifact lost: image {png}: "))),
+        "{:?}",
+        events[0]
+    );
+    assert!(events[2].body.parts()[0].artifact().is_some());
+    let body = store
+        .project(&ProjectRequest {
+            conversation: "c".into(),
+            input: Some("and now?".into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .body;
+    let body = String::from_utf8(body).unwrap();
+    assert!(body.contains("[artifact lost: image"), "{body}");
+    assert!(body.contains("data:application/pdf;base64,"), "{body}");
+}

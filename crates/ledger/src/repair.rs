@@ -280,7 +280,7 @@ fn plan(st: &dyn Storage, log: &dyn StorageFile) -> Result<(RepairReport, Vec<It
     for &(k, index, ends) in &kept {
         items.push(match (lost_artifact(st, log, &k)?, index) {
             (Some((lost, body)), _) => {
-                report.artifacts_lost.push(lost);
+                report.artifacts_lost.extend(lost);
                 Item::Rebody(k, index.map(|i| (i, ends)), body)
             }
             (None, Some(i)) => Item::Reframe(k, i, ends),
@@ -329,32 +329,27 @@ fn plan(st: &dyn Storage, log: &dyn StorageFile) -> Result<(RepairReport, Vec<It
     Ok((report, items))
 }
 
-/// When the intact record `k` is a tool result whose artifact is missing or altered: what is
-/// wrong (`"<name>: <why>"`) and its new body (the excerpt, a note of the loss, no reference).
+/// When the intact record `k` references an artifact that is missing or altered (a tool
+/// result's output, an image or document part of a user message or tool result): what is
+/// wrong (`"<name>: <why>"` each) and its new body ([`crate::rules::artifacts_lost`]).
 fn lost_artifact(
     st: &dyn Storage,
     log: &dyn StorageFile,
     k: &KeptRecord,
-) -> Result<Option<(String, Vec<u8>)>> {
-    if k.header.kind != EventKind::ToolResult {
+) -> Result<Option<(Vec<String>, Vec<u8>)>> {
+    if !matches!(k.header.kind, EventKind::ToolResult | EventKind::User) {
         return Ok(None);
     }
     let body = body_of(log, k)?;
-    let EventBody::ToolResult {
-        artifact: Some(r), ..
-    } = &body
-    else {
+    let lost = crate::rules::artifacts_lost(&body, |r| {
+        crate::artifact::read(st, r).err().map(|e| e.without_path())
+    });
+    let Some((body, notes)) = lost else {
         return Ok(None);
     };
-    let r = r.clone();
-    let Err(e) = crate::artifact::read(st, &r) else {
-        return Ok(None);
-    };
-    let why = e.without_path();
-    let body = crate::rules::artifact_lost(body, &why);
     let json = serde_json::to_vec(&body)
-        .map_err(|e| Error::invalid(format!("tool result cannot be encoded: {e}")))?;
-    Ok(Some((format!("{}: {why}", r.name), json)))
+        .map_err(|e| Error::invalid(format!("event cannot be encoded: {e}")))?;
+    Ok(Some((notes, json)))
 }
 
 /// The artifacts (temporary files aside) no kept record references (a lost artifact's file,

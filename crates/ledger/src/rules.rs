@@ -506,6 +506,46 @@ pub fn seq_runs(seqs: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
     out
 }
 
+/// An event whose artifacts are lost, as a repair keeps it, with `"NAME: why"` for each lost
+/// one; `None` when none is. `lost` answers why a referenced artifact is lost (missing or
+/// altered), `None` when it reads back intact. A tool result's lost output leaves its
+/// excerpt and a note of the loss ([`artifact_lost`]); a lost image or document part (of a
+/// user message or a tool result) becomes a text part `[artifact lost: image NAME: why]` in
+/// its place. No reference to a lost artifact remains, so projection and export read the
+/// event and say what was lost.
+pub fn artifacts_lost(
+    body: &EventBody,
+    mut lost: impl FnMut(&ArtifactRef) -> Option<String>,
+) -> Option<(EventBody, Vec<String>)> {
+    let mut notes = Vec::new();
+    let mut body = body.clone();
+    if let EventBody::ToolResult {
+        artifact: Some(r), ..
+    } = &body
+        && let Some(why) = lost(r)
+    {
+        notes.push(format!("{}: {why}", r.name));
+        body = artifact_lost(body, &why);
+    }
+    for part in body.parts_mut().into_iter().flatten() {
+        let Some(r) = part.artifact() else {
+            continue;
+        };
+        let Some(why) = lost(r) else {
+            continue;
+        };
+        let what = match part {
+            crate::event::Part::Document { .. } => "document",
+            _ => "image",
+        };
+        notes.push(format!("{}: {why}", r.name));
+        *part = crate::event::Part::Text {
+            text: format!("[artifact lost: {what} {}: {why}]", r.name),
+        };
+    }
+    (!notes.is_empty()).then_some((body, notes))
+}
+
 /// A tool result whose artifact is lost (missing or altered: `why`), as a repair keeps it:
 /// its excerpt, a note of the loss, no artifact reference, so projection and export read it.
 /// Any other body is returned as it is.

@@ -311,3 +311,69 @@ fn a_missing_artifact_is_recorded_as_lost_and_its_event_keeps_its_excerpt() {
         "the commit is whole: its id replays"
     );
 }
+
+/// A user message's image whose artifact is missing, and a tool result's image whose artifact
+/// was altered: verify names both, the repair records both as lost artifacts, each part
+/// becomes a text part saying so, and everything reads and verifies after.
+#[test]
+fn a_lost_media_artifact_is_recorded_and_its_part_says_so() {
+    const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+    const PDF_B64: &str = "JVBERi0xLjQKMSAwIG9iaiA8PC9UeXBlIC9QYWdlPj4gZW5kb2JqCg==";
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options::default();
+    let (mut l, _) = Ledger::open(dir.path(), &o).unwrap();
+    let body = |json: String| -> EventBody { serde_json::from_str(&json).unwrap() };
+    let t1 = commit(vec![
+        body(format!(
+            r#"{{"kind":"user","text":"what is this?","parts":[{{"type":"image","data":"{PNG_B64}","media_type":"image/png"}}]}}"#
+        )),
+        call("c1"),
+        body(format!(
+            r#"{{"kind":"tool_result","call_id":"c1","tool":"shell","status":"ok","text":"the report","parts":[{{"type":"document","data":"{PDF_B64}","media_type":"application/pdf","name":"q3.pdf"}}]}}"#
+        )),
+        assistant("a chart"),
+    ])
+    .with_id("t1");
+    l.commit(&t1).unwrap();
+    drop(l);
+    let stored = events(dir.path());
+    let (png, pdf) = (
+        stored[0].body.parts()[0].artifact().unwrap().name.clone(),
+        stored[2].body.parts()[0].artifact().unwrap().name.clone(),
+    );
+    let artifacts = dir.path().join("artifacts");
+    std::fs::remove_file(artifacts.join(&png)).unwrap();
+    std::fs::write(artifacts.join(&pdf), b"%PDF-1.4 altered").unwrap();
+    assert_eq!(
+        ctxlog_ledger::verify(dir.path())
+            .unwrap()
+            .artifact_problems
+            .len(),
+        2
+    );
+    let plan = repair_with(storage(dir.path()), false, &o).unwrap();
+    assert!(plan.needed && plan.lost.is_empty(), "{plan:?}");
+    assert_eq!(plan.artifacts_lost.len(), 2, "{plan:?}");
+    assert!(
+        plan.artifacts_lost[0].starts_with(&format!("{png}: ")),
+        "{plan:?}"
+    );
+    repair_with(storage(dir.path()), true, &o).unwrap();
+    assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
+    let after = events(dir.path());
+    let lost_text = |e: &ctxlog_ledger::Event| match &e.body.parts()[0] {
+        ctxlog_ledger::event::Part::Text { text } => text.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        lost_text(&after[0]).starts_with(&format!("[artifact lost: image {png}: ")),
+        "{:?}",
+        after[0]
+    );
+    assert!(
+        lost_text(&after[2]).starts_with(&format!("[artifact lost: document {pdf}: ")),
+        "{:?}",
+        after[2]
+    );
+    assert!(after.iter().all(|e| e.body.artifact_refs().is_empty()));
+}

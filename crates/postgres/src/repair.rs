@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ctxlog_ledger::rules::{self, Tombstone};
 use ctxlog_ledger::{
-    AffectedCommit, ArtifactRef, DamagedRange, EventBody, EventKind, LostRun, RepairReport, Result,
-    SavedAside, SavedTo,
+    AffectedCommit, DamagedRange, EventBody, EventKind, LostRun, RepairReport, Result, SavedAside,
+    SavedTo,
 };
 use postgres::GenericClient;
 
@@ -39,8 +39,9 @@ struct Intact {
     record_len: u64,
     /// The body of a tool call or result (what pairing looks at).
     tool: Option<EventBody>,
-    /// The artifact a tool result references and holds intact.
-    artifact: Option<String>,
+    /// The artifacts the event references and holds intact (a tool result's output, its
+    /// and a user message's image and document parts).
+    artifacts: Vec<String>,
 }
 
 /// The plan: the report, and what applying it changes.
@@ -117,9 +118,12 @@ fn plan<C: GenericClient>(q: &mut Q<'_, C>, name: &str, last: u64) -> Result<Pla
                 Ok(event) => {
                     let mut kept = keep(q, name, event.body, row.get::<_, i32>(5) as u64)?;
                     if let Some((lost, payload)) = kept.1 {
-                        artifacts_lost.push(lost);
+                        // The lost artifacts are no longer referenced; the intact ones are.
+                        kept.0
+                            .artifacts
+                            .retain(|a| !lost.iter().any(|l| l.starts_with(&format!("{a}: "))));
+                        artifacts_lost.extend(lost);
                         rebody.push((seq, ts_ms, payload));
-                        kept.0.artifact = None;
                     }
                     intact.insert(seq, kept.0);
                 }
@@ -195,31 +199,31 @@ fn plan<C: GenericClient>(q: &mut Q<'_, C>, name: &str, last: u64) -> Result<Pla
     })
 }
 
-/// What the plan keeps of the intact row `body` (stored size `record_len`), and, for a tool
-/// result whose artifact is missing or altered, what is wrong and its new payload.
+/// What the plan keeps of the intact row `body` (stored size `record_len`), and, for an
+/// event referencing an artifact that is missing or altered (a tool result's output, an image
+/// or document part), what is wrong (`"<name>: <why>"` each) and its new payload.
 #[allow(clippy::type_complexity)]
 fn keep<C: GenericClient>(
     q: &mut Q<'_, C>,
     name: &str,
     body: EventBody,
     record_len: u64,
-) -> Result<(Intact, Option<(String, Vec<u8>)>)> {
+) -> Result<(Intact, Option<(Vec<String>, Vec<u8>)>)> {
     let kind = body.kind();
-    let r: Option<ArtifactRef> = match &body {
-        EventBody::ToolResult { artifact, .. } => artifact.clone(),
-        _ => None,
-    };
+    let artifacts = body
+        .artifact_refs()
+        .iter()
+        .map(|r| r.name.clone())
+        .collect();
     let mut lost = None;
-    if let Some(r) = &r
-        && let Err(e) = q.artifact(name, r)
-    {
-        let why = e.without_path();
-        let body = rules::artifact_lost(body.clone(), &why);
+    if let Some((body, notes)) = rules::artifacts_lost(&body, |r| {
+        q.artifact(name, r).err().map(|e| e.without_path())
+    }) {
         let payload =
             serde_json::to_vec(&body).map_err(|e| ctxlog_ledger::Error::InvalidCommit {
-                reason: format!("tool result cannot be encoded: {e}"),
+                reason: format!("event cannot be encoded: {e}"),
             })?;
-        lost = Some((format!("{}: {why}", r.name), payload));
+        lost = Some((notes, payload));
     }
     let tool = matches!(kind, EventKind::ToolCall | EventKind::ToolResult).then_some(body);
     Ok((
@@ -227,7 +231,7 @@ fn keep<C: GenericClient>(
             kind,
             record_len,
             tool,
-            artifact: r.map(|r| r.name),
+            artifacts,
         },
         lost,
     ))
@@ -348,7 +352,7 @@ fn unreferenced<C: GenericClient>(
 ) -> Result<Vec<String>> {
     let referenced: BTreeSet<&str> = intact
         .values()
-        .filter_map(|i| i.artifact.as_deref())
+        .flat_map(|i| i.artifacts.iter().map(String::as_str))
         .collect();
     let rows = q.query(
         "SELECT name FROM {s}.artifacts WHERE conversation = $1 ORDER BY name",
@@ -414,13 +418,25 @@ fn apply<C: GenericClient>(q: &mut Q<'_, C>, name: &str, plan: &mut Plan) -> Res
         insert_run(q, name, &loss)?;
     }
     for (seq, ts_ms, payload) in &plan.rebody {
-        let kind = EventKind::ToolResult.as_byte();
+        // The new body: a tool result or a user message whose lost artifacts it no longer
+        // references (the `artifact` column is a tool result's output that is still intact).
+        let body: EventBody =
+            serde_json::from_slice(payload).map_err(|e| ctxlog_ledger::Error::InvalidCommit {
+                reason: format!("repaired event cannot be read back: {e}"),
+            })?;
+        let artifact = match &body {
+            EventBody::ToolResult {
+                artifact: Some(r), ..
+            } => Some(r.name.clone()),
+            _ => None,
+        };
+        let kind = body.kind().as_byte();
         let crc = row_crc(*seq, kind, *ts_ms, payload) as i32;
         let len = (rules::RECORD_HEADER_LEN + payload.len()) as i32;
         q.exec(
-            "UPDATE {s}.events SET payload = $3, crc = $4, record_len = $5, artifact = NULL
+            "UPDATE {s}.events SET payload = $3, crc = $4, record_len = $5, artifact = $6
              WHERE conversation = $1 AND seq = $2",
-            &[&name, &(*seq as i64), payload, &crc, &len],
+            &[&name, &(*seq as i64), payload, &crc, &len, &artifact],
         )?;
     }
     let ledger_id = rules::new_ledger_id();

@@ -677,6 +677,42 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_items_strings_are_redacted_and_its_identifiers_kept() {
+        let r = plain();
+        let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";
+        let text = format!("the key is {key}");
+        let item = serde_json::json!({"id": "msg_1", "type": "message", "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": [{"url": format!("https://x.test/?k={key}")}]}]});
+        let commit = NewCommit::new(vec![EventBody::Assistant {
+            text,
+            provider_item: Some(
+                serde_json::from_value(
+                    serde_json::json!({"format": "openai-responses", "item": item}),
+                )
+                .unwrap(),
+            ),
+        }]);
+        let out = r.redact_commit(&commit);
+        let json = serde_json::to_string(&*out).unwrap();
+        assert!(!json.contains(key), "{json}");
+        let EventBody::Assistant {
+            text,
+            provider_item: Some(given),
+        } = &out.events[0]
+        else {
+            panic!("{json}");
+        };
+        // The reply's text and the item's text redact alike, so they still agree.
+        assert_eq!(
+            given.item["content"][0]["text"].as_str(),
+            Some(text.as_str())
+        );
+        assert_eq!(given.item["id"], "msg_1");
+        assert_eq!(given.item["status"], "completed");
+    }
+
+    #[test]
     fn the_words_around_media_are_redacted_and_the_bytes_kept() {
         let r = plain();
         let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";

@@ -153,6 +153,7 @@ fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
         id: s.id,
         events,
         times,
+        after: None,
     })
 }
 

@@ -148,7 +148,7 @@ impl Gateway {
 
     fn upstream_url(&self, provider: Provider) -> String {
         let base = match provider {
-            Provider::OpenAiChat => &self.inner.openai_upstream,
+            Provider::OpenAiChat | Provider::OpenAiResponses => &self.inner.openai_upstream,
             Provider::Anthropic => &self.inner.anthropic_upstream,
         };
         format!("{base}{}", provider.upstream_path())
@@ -162,6 +162,7 @@ pub fn app(gateway: Gateway) -> Router {
     let router = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/v1/chat/completions", post(relay::openai_chat))
+        .route("/v1/responses", post(relay::openai_responses))
         .route("/v1/messages", post(relay::anthropic))
         .with_state(gateway)
         .layer(DefaultBodyLimit::max(limit));

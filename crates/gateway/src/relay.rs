@@ -35,6 +35,14 @@ pub(crate) async fn openai_chat(
     relay(gateway, Provider::OpenAiChat, headers, body).await
 }
 
+pub(crate) async fn openai_responses(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    relay(gateway, Provider::OpenAiResponses, headers, body).await
+}
+
 pub(crate) async fn anthropic(
     State(gateway): State<Gateway>,
     headers: HeaderMap,
@@ -48,6 +56,8 @@ struct Refusal {
     provider: Provider,
     status: StatusCode,
     message: String,
+    /// A body of the provider's own for this refusal, instead of the one made of `message`.
+    body: Option<serde_json::Value>,
 }
 
 impl Refusal {
@@ -56,6 +66,21 @@ impl Refusal {
             provider,
             status,
             message: message.into(),
+            body: None,
+        }
+    }
+
+    /// OpenAI's own answer to a `previous_response_id` it does not know.
+    fn unknown_response(id: &str) -> Refusal {
+        let message = format!("Previous response with id '{id}' not found.");
+        Refusal {
+            provider: Provider::OpenAiResponses,
+            status: StatusCode::BAD_REQUEST,
+            body: Some(serde_json::json!({"error": {
+                "message": message, "type": "invalid_request_error",
+                "param": "previous_response_id", "code": "previous_response_not_found"
+            }})),
+            message,
         }
     }
 
@@ -67,23 +92,25 @@ impl Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let body = self
-            .provider
-            .error_body(self.status.as_u16(), &self.message);
+        let body = self.body.unwrap_or_else(|| {
+            self.provider
+                .error_body(self.status.as_u16(), &self.message)
+        });
         (self.status, axum::Json(body)).into_response()
     }
 }
 
 async fn relay(gateway: Gateway, provider: Provider, headers: HeaderMap, body: Bytes) -> Response {
-    let conversation = headers
+    let mut conversation = headers
         .get(CONVERSATION_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let mut response = match relay_named(&gateway, provider, &headers, body, &conversation).await {
-        Ok(response) => response,
-        Err(refusal) => refusal.into_response(),
-    };
+    let mut response =
+        match relay_named(&gateway, provider, &headers, body, &mut conversation).await {
+            Ok(response) => response,
+            Err(refusal) => refusal.into_response(),
+        };
     if let Ok(value) = HeaderValue::from_str(&conversation) {
         response.headers_mut().insert(CONVERSATION_HEADER, value);
     }
@@ -95,9 +122,14 @@ async fn relay_named(
     provider: Provider,
     headers: &HeaderMap,
     body: Bytes,
-    conversation: &str,
+    conversation: &mut String,
 ) -> Result<Response, Refusal> {
     let refuse = |status, message: String| Refusal::new(provider, status, message);
+    let (tenant, store) = tenant_store(gateway, provider, headers)?;
+    let previous = match provider {
+        Provider::OpenAiResponses => previous_response(gateway, &tenant, &body, conversation)?,
+        _ => None,
+    };
     if conversation.is_empty() {
         return Err(refuse(
             StatusCode::BAD_REQUEST,
@@ -107,7 +139,7 @@ async fn relay_named(
             ),
         ));
     }
-    let store = tenant_store(gateway, provider, headers)?;
+    let conversation = conversation.as_str();
     let window = match headers.get(MAX_TOKENS_HEADER) {
         None => None,
         Some(value) => Some(
@@ -129,12 +161,20 @@ async fn relay_named(
         format: provider.format(),
         body: body.to_vec(),
         window,
+        previous,
     };
     let prepared = blocking(provider, {
         let store = store.clone();
         move || store.prepare_call(&request)
     })
-    .await?;
+    .await
+    .map_err(|refusal| match (previous, &refusal.status) {
+        // A response that was never stored: the provider's own answer.
+        (Some(_), &StatusCode::BAD_REQUEST) => {
+            Refusal::unknown_response(&previous_id(&body).unwrap_or_default())
+        }
+        _ => refusal,
+    })?;
     tracing::debug!(
         conversation,
         recognised = prepared.recognised,
@@ -144,12 +184,19 @@ async fn relay_named(
         "input committed; calling the provider"
     );
     let upstream = call_upstream(gateway, provider, headers, &prepared).await?;
+    let response_id = (provider == Provider::OpenAiResponses).then(|| {
+        gateway
+            .inner
+            .tenants
+            .response_id(&tenant, conversation, prepared.last_seq)
+    });
     let call = Call {
         store,
         provider,
         conversation: conversation.to_owned(),
         input_seq: prepared.last_seq,
         timeout: gateway.inner.upstream_timeout,
+        response_id,
     };
     if prepared.stream && upstream.status().is_success() {
         Ok(call.stream(upstream))
@@ -158,12 +205,54 @@ async fn relay_named(
     }
 }
 
-/// The store of the request's tenant: its gateway token (with `--tokens`) and its API key.
+/// The `previous_response_id` of a Responses body, if it has one.
+fn previous_id(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Previous {
+        previous_response_id: Option<String>,
+    }
+    serde_json::from_slice::<Previous>(body)
+        .ok()?
+        .previous_response_id
+}
+
+/// The seq a Responses call's `previous_response_id` continues from, naming the
+/// conversation: an id this gateway gave the tenant, of the conversation the header names
+/// (if it names one). An unknown id is the provider's own 400.
+fn previous_response(
+    gateway: &Gateway,
+    tenant: &str,
+    body: &[u8],
+    conversation: &mut String,
+) -> Result<Option<u64>, Refusal> {
+    let Some(id) = previous_id(body) else {
+        return Ok(None);
+    };
+    let (named, seq) = gateway
+        .inner
+        .tenants
+        .read_response_id(tenant, &id)
+        .ok_or_else(|| Refusal::unknown_response(&id))?;
+    if !conversation.is_empty() && *conversation != named {
+        return Err(Refusal::new(
+            Provider::OpenAiResponses,
+            StatusCode::BAD_REQUEST,
+            format!(
+                "previous_response_id is a response of conversation {named}, not of the \
+                 {CONVERSATION_HEADER} {conversation}: leave the header out to continue it"
+            ),
+        ));
+    }
+    *conversation = named;
+    Ok(Some(seq))
+}
+
+/// The request's tenant (its gateway token with `--tokens`, and its API key) and its store.
 fn tenant_store(
     gateway: &Gateway,
     provider: Provider,
     headers: &HeaderMap,
-) -> Result<Arc<Store>, Refusal> {
+) -> Result<(String, Arc<Store>), Refusal> {
     let unauthorized = |m: &str| Refusal::new(provider, StatusCode::UNAUTHORIZED, m);
     let token_tenant = match &gateway.inner.tokens {
         None => "",
@@ -308,6 +397,8 @@ struct Call {
     conversation: String,
     input_seq: u64,
     timeout: std::time::Duration,
+    /// A Responses call's response id: it replaces the provider's in what the client gets.
+    response_id: Option<String>,
 }
 
 impl Call {
@@ -356,6 +447,10 @@ impl Call {
             .is_success()
             .then(|| self.provider.reply_of(&body))
             .flatten();
+        let body = match &self.response_id {
+            Some(id) if status.is_success() => with_response_id(&body, id, false),
+            _ => body,
+        };
         if let Some(message) = reply
             && let Some(seq) = self.commit(message).await
             && let Some(h) = head.headers_mut()
@@ -379,6 +474,7 @@ impl Call {
             conversation: self.conversation.clone(),
             format: self.provider.format(),
             message,
+            after: Some(self.input_seq),
         };
         match blocking(self.provider, move || store.commit_reply(&request)).await {
             Ok(receipt) => Some(receipt.last_seq),
@@ -411,6 +507,7 @@ impl Call {
         tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     ) {
         let mut assembler = self.provider.assembler();
+        let mut ids = self.response_id.as_deref().map(IdRewriter::new);
         let mut chunks = upstream.bytes_stream();
         loop {
             let next = tokio::select! {
@@ -431,7 +528,10 @@ impl Call {
             };
             let was_complete = assembler.is_complete();
             assembler.feed(&chunk);
-            let mut out = chunk.to_vec();
+            let mut out = match &mut ids {
+                Some(ids) => ids.feed(&chunk),
+                None => chunk.to_vec(),
+            };
             if !was_complete
                 && let Some(message) = assembler.message()
                 && let Some(seq) = self.commit(message).await
@@ -452,4 +552,63 @@ fn tokio_stream_from(
     futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     })
+}
+
+/// A Responses body (or, with `event`, one SSE event's JSON) with the response's id replaced
+/// by the gateway's: the provider's id names provider state the gateway does not use.
+fn with_response_id(json: &[u8], id: &str, event: bool) -> Bytes {
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(json) else {
+        return Bytes::copy_from_slice(json);
+    };
+    let response = if event {
+        value.get_mut("response")
+    } else {
+        Some(&mut value)
+    };
+    match response.and_then(serde_json::Value::as_object_mut) {
+        Some(object) if object.contains_key("id") => {
+            object.insert("id".into(), id.into());
+            Bytes::from(serde_json::to_vec(&value).unwrap_or_else(|_| json.to_vec()))
+        }
+        _ => Bytes::copy_from_slice(json),
+    }
+}
+
+/// Rewrites the response id in a Responses stream's events (`response.created`,
+/// `response.completed`, …), passing each event on once it is whole.
+struct IdRewriter<'a> {
+    id: &'a str,
+    pending: Vec<u8>,
+}
+
+impl<'a> IdRewriter<'a> {
+    fn new(id: &'a str) -> IdRewriter<'a> {
+        IdRewriter {
+            id,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The whole events `chunk` completes, rewritten.
+    fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some((end, len)) = crate::provider::event_end(&self.pending) {
+            let event: Vec<u8> = self.pending.drain(..end + len).collect();
+            for line in event[..end].split(|b| *b == b'\n') {
+                match line.strip_prefix(b"data:") {
+                    Some(data) if data.windows(11).any(|w| w == b"\"response\":") => {
+                        out.extend_from_slice(b"data: ");
+                        let data = data.strip_prefix(b" ").unwrap_or(data);
+                        let data = data.strip_suffix(b"\r").unwrap_or(data);
+                        out.extend_from_slice(&with_response_id(data, self.id, true));
+                    }
+                    _ => out.extend_from_slice(line),
+                }
+                out.push(b'\n');
+            }
+            out.push(b'\n');
+        }
+        out
+    }
 }

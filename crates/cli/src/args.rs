@@ -209,8 +209,10 @@ pub enum Command {
     ///
     /// Anthropic(base_url="http://127.0.0.1:7475", default_headers={"X-Ctxlog-Conversation": "chat-1"})
     ///
-    /// Routes: POST /v1/chat/completions, POST /v1/messages (plain and "stream": true), GET
-    /// /healthz. Each call commits the client's new messages, sends the provider the
+    /// Routes: POST /v1/chat/completions, POST /v1/responses, POST /v1/messages (plain and
+    /// "stream": true), GET /healthz. A Responses call with previous_response_id needs no
+    /// header: the gateway's response ids name the conversation, and the chain is sent
+    /// upstream whole. Each call commits the client's new messages, sends the provider the
     /// conversation projected within the model's context window (X-Ctxlog-Max-Tokens
     /// overrides it) with every other field as given, relays the answer as it arrives and
     /// commits the reply; responses carry X-Ctxlog-Conversation and X-Ctxlog-Seq. The API key
@@ -270,7 +272,7 @@ pub struct GatewayArgs {
     /// tokens, every address the host resolves to must be loopback
     #[arg(long, default_value = "127.0.0.1:7475")]
     pub addr: String,
-    /// The OpenAI base URL calls to /v1/chat/completions go to
+    /// The OpenAI base URL calls to /v1/chat/completions and /v1/responses go to
     #[arg(long, value_name = "URL", default_value = ctxlog_gateway::OPENAI_UPSTREAM)]
     pub openai_upstream: String,
     /// The Anthropic base URL calls to /v1/messages go to

@@ -144,6 +144,7 @@ fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 struct Gateway {
     child: Child,
     _stderr: ChildStderr,
+    stdout: Option<std::process::ChildStdout>,
     addr: String,
 }
 
@@ -164,8 +165,10 @@ impl Gateway {
         if let Some(tokens) = tokens {
             cmd.env("CTXLOG_TOKENS", tokens);
         }
-        let (child, stderr, addr) = common::spawn_server(cmd);
+        cmd.stdout(std::process::Stdio::piped());
+        let (mut child, stderr, addr) = common::spawn_server(cmd);
         Gateway {
+            stdout: child.stdout.take(),
             child,
             _stderr: stderr.into_inner(),
             addr,
@@ -203,6 +206,32 @@ impl Gateway {
     fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    /// `GET path`: the status and the body as text.
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(GUARD)).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let (head, body) = read_message(&mut stream).expect("an answer");
+        (
+            head[9..12].parse().unwrap(),
+            String::from_utf8(body).unwrap(),
+        )
+    }
+
+    /// Stops the gateway and returns what it wrote on stdout.
+    fn stop(mut self) -> String {
+        let mut stdout = self.stdout.take().unwrap();
+        self.kill();
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).unwrap();
+        out
     }
 }
 
@@ -615,4 +644,60 @@ fn one_client_per_conversation_at_once_stores_every_turn_in_order() {
             .collect();
         assert_eq!(texts, expected);
     }
+}
+
+/// `GET /metrics` counts the calls in the Prometheus text format, and `--log-format json`
+/// writes one access line per request on stdout: route, status, conversation and seq, never
+/// the messages or the key.
+#[test]
+fn metrics_and_the_json_access_log_count_calls_without_content_or_keys() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::Echo);
+    let gateway = Gateway::start(&env, &upstream, &["--log-format", "json"], None);
+    let key = ("authorization", "Bearer sk-metrics-secret");
+    let (status, _, _) = gateway.post(
+        "/v1/chat/completions",
+        &[key, ("x-ctxlog-conversation", "counted")],
+        &json!({"model": "gpt-4o", "messages": [user("a private question")]}),
+    );
+    assert_eq!(status, 200);
+    let (status, _, _) = gateway.post(
+        "/v1/chat/completions",
+        &[key, ("x-ctxlog-conversation", "counted")],
+        &json!({"model": "gpt-4o", "messages": [user("another start")]}),
+    );
+    assert_eq!(status, 409);
+    let (status, metrics) = gateway.get("/metrics");
+    assert_eq!(status, 200);
+    for line in [
+        "ctxlog_gateway_requests_total{route=\"chat\",status=\"200\"} 1",
+        "ctxlog_gateway_requests_total{route=\"chat\",status=\"409\"} 1",
+        "ctxlog_gateway_refused_total{route=\"chat\"} 1",
+        "ctxlog_gateway_added_seconds_count{route=\"chat\"} 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} not in\n{metrics}"
+        );
+    }
+    let sent = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ctxlog_gateway_upstream_input_tokens_total{route=\"chat\"} "))
+        .unwrap();
+    assert!(sent.parse::<u64>().unwrap() > 0, "{metrics}");
+    let log = gateway.stop();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert_eq!(lines[0]["route"], "/v1/chat/completions");
+    assert_eq!(lines[0]["status"], 200);
+    assert_eq!(lines[0]["conversation"], "counted");
+    assert_eq!(lines[0]["seq"], 2);
+    assert_eq!(lines[1]["status"], 409);
+    assert!(
+        !log.contains("private") && !log.contains("sk-metrics"),
+        "{log}"
+    );
 }

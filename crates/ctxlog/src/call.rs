@@ -21,6 +21,15 @@
 //!   client's full output by its SHA-256; stored text is compared after the store's redaction.
 //!   Events that do not continue the stored ones (an edited message, a regenerated reply) are
 //!   refused as a conflict: nothing is rewritten or merged.
+//! * **Without a name.** A call that names no conversation is recognised by its
+//!   transcript: the fingerprint of the client's first event names the conversation it
+//!   starts ([`root_name`]); when its events leave that conversation at event `k` (an edited
+//!   message, or a regenerated reply: the client resends less than is stored), the call
+//!   continues in the first fork of that point (named by the fingerprint of the client's
+//!   events before `k`, [`fork_name`]) that its events continue, or creates the next one,
+//!   holding the client's events. Names are a function of the events, so a restarted
+//!   gateway and every replica find the same conversation; two chats that share no first
+//!   event never meet, and two that share a start split at their first difference.
 //! * **The budget.** The window is the model table's context window
 //!   ([`ctxlog_projection::media::MODELS`]) or the caller's override, in tokens, input plus
 //!   output. Where ctxlog's token count is not the provider's ([`WireFormat::tokens_exact`]:
@@ -42,7 +51,8 @@ pub const INEXACT_WINDOW_SHARE: u64 = 80;
 /// One model call a client asked the gateway for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRequest {
-    /// The conversation (named by the client's `X-Ctxlog-Conversation`).
+    /// The conversation (named by the client's `X-Ctxlog-Conversation`); empty: the one the
+    /// client's transcript continues (see the module's rules).
     pub conversation: String,
     /// The route's wire format.
     pub format: WireFormat,
@@ -61,6 +71,8 @@ pub struct CallRequest {
 /// What [`crate::Store::prepare_call`] did, and the body to send upstream.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreparedCall {
+    /// The conversation: the request's, or the one its transcript was recognised in.
+    pub conversation: String,
     /// The upstream body: the projection of the conversation, the passed-through fields
     /// written after the projector's own.
     pub body: Vec<u8>,
@@ -95,6 +107,10 @@ pub struct ReplyRequest {
     /// refused (class conflict) and nothing is written [default: none, no check].
     pub after: Option<u64>,
 }
+
+/// How the refusal of a `previous_response_id` that names no stored response starts: a
+/// gateway answers it with the provider's own "not found".
+pub const NO_STORED_RESPONSE: &str = "previous_response_id names no stored response";
 
 /// A client's request body, split.
 #[derive(Debug)]
@@ -240,6 +256,41 @@ fn text_of(value: &Value) -> String {
             .join("\n"),
         _ => String::new(),
     }
+}
+
+/// The fingerprint of each prefix of a client's events, from the digests of the events as
+/// sent: `chain[i]` = SHA-256(`chain[i-1]` ‖ `sent[i]`), `chain[0]` = SHA-256(`sent[0]`).
+pub(crate) fn fingerprints(sent: &[Digest]) -> Vec<Digest> {
+    let mut out: Vec<Digest> = Vec::with_capacity(sent.len());
+    for digest in sent {
+        let mut h = Sha256::new();
+        if let Some(previous) = out.last() {
+            h.update(previous);
+        }
+        h.update(digest);
+        out.push(h.finalize().into());
+    }
+    out
+}
+
+/// The conversation a transcript starting with the fingerprint `first` is recognised in:
+/// `auto-` and 24 hex digits of it.
+pub(crate) fn root_name(first: &Digest) -> String {
+    format!("auto-{}", hex24(first))
+}
+
+/// The `n`th fork (from 0) of a transcript whose common part ends with fingerprint
+/// `common`: `auto-` and 24 hex digits of SHA-256(`common` ‖ "fork" ‖ n).
+pub(crate) fn fork_name(common: &Digest, n: u64) -> String {
+    let mut h = Sha256::new();
+    h.update(common);
+    h.update(b"fork");
+    h.update(n.to_le_bytes());
+    format!("auto-{}", hex24(&h.finalize().into()))
+}
+
+fn hex24(digest: &Digest) -> String {
+    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
 }
 
 /// A digest of one event, as recognition compares events (SHA-256).

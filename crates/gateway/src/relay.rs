@@ -22,8 +22,10 @@ use ctxlog::Store;
 use ctxlog::call::{CallRequest, PreparedCall, ReplyRequest};
 use ctxlog_server::AppError;
 use futures_util::StreamExt;
+use std::time::Instant;
 use tokio::sync::mpsc;
 
+use crate::metrics::UpstreamError;
 use crate::provider::Provider;
 use crate::{CONVERSATION_HEADER, Gateway, MAX_TOKENS_HEADER, SEQ_HEADER, TOKEN_HEADER};
 
@@ -101,17 +103,35 @@ impl IntoResponse for Refusal {
 }
 
 async fn relay(gateway: Gateway, provider: Provider, headers: HeaderMap, body: Bytes) -> Response {
+    let arrived = Instant::now();
     let mut conversation = headers
         .get(CONVERSATION_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let mut response =
-        match relay_named(&gateway, provider, &headers, body, &mut conversation).await {
-            Ok(response) => response,
-            Err(refusal) => refusal.into_response(),
-        };
-    if let Ok(value) = HeaderValue::from_str(&conversation) {
+    let call = relay_named(
+        &gateway,
+        provider,
+        &headers,
+        body,
+        &mut conversation,
+        arrived,
+    );
+    let (mut response, refused) = match call.await {
+        Ok(response) => (response, false),
+        Err(refusal) => {
+            let refused = refusal.status.is_client_error();
+            (refusal.into_response(), refused)
+        }
+    };
+    let status = response.status().as_u16();
+    gateway.inner.metrics.answered(provider, status, refused);
+    if gateway.inner.log_json {
+        access_log(provider, status, &conversation, &response, arrived);
+    }
+    if let Ok(value) = HeaderValue::from_str(&conversation)
+        && !conversation.is_empty()
+    {
         response.headers_mut().insert(CONVERSATION_HEADER, value);
     }
     response
@@ -123,6 +143,7 @@ async fn relay_named(
     headers: &HeaderMap,
     body: Bytes,
     conversation: &mut String,
+    arrived: Instant,
 ) -> Result<Response, Refusal> {
     let refuse = |status, message: String| Refusal::new(provider, status, message);
     let (tenant, store) = tenant_store(gateway, provider, headers)?;
@@ -130,16 +151,7 @@ async fn relay_named(
         Provider::OpenAiResponses => previous_response(gateway, &tenant, &body, conversation)?,
         _ => None,
     };
-    if conversation.is_empty() {
-        return Err(refuse(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "name the conversation in the {CONVERSATION_HEADER} header (1-64 characters \
-                 from A-Z a-z 0-9 _ -), e.g. the SDK's default_headers"
-            ),
-        ));
-    }
-    let conversation = conversation.as_str();
+
     let window = match headers.get(MAX_TOKENS_HEADER) {
         None => None,
         Some(value) => Some(
@@ -157,7 +169,8 @@ async fn relay_named(
         ),
     };
     let request = CallRequest {
-        conversation: conversation.to_owned(),
+        // Empty: recognised from the transcript.
+        conversation: conversation.clone(),
         format: provider.format(),
         body: body.to_vec(),
         window,
@@ -168,13 +181,16 @@ async fn relay_named(
         move || store.prepare_call(&request)
     })
     .await
-    .map_err(|refusal| match (previous, &refusal.status) {
+    .map_err(|refusal| {
         // A response that was never stored: the provider's own answer.
-        (Some(_), &StatusCode::BAD_REQUEST) => {
+        if previous.is_some() && refusal.message.contains(ctxlog::call::NO_STORED_RESPONSE) {
             Refusal::unknown_response(&previous_id(&body).unwrap_or_default())
+        } else {
+            refusal
         }
-        _ => refusal,
     })?;
+    *conversation = prepared.conversation.clone();
+    let conversation = conversation.as_str();
     tracing::debug!(
         conversation,
         recognised = prepared.recognised,
@@ -183,6 +199,9 @@ async fn relay_named(
         budget = ?prepared.budget,
         "input committed; calling the provider"
     );
+    let metrics = &gateway.inner.metrics;
+    metrics.sent(provider, body.len(), prepared.body.len(), prepared.tokens);
+    let added = arrived.elapsed();
     let upstream = call_upstream(gateway, provider, headers, &prepared).await?;
     let response_id = (provider == Provider::OpenAiResponses).then(|| {
         gateway
@@ -191,6 +210,8 @@ async fn relay_named(
             .response_id(&tenant, conversation, prepared.last_seq)
     });
     let call = Call {
+        gateway: gateway.clone(),
+        added,
         store,
         provider,
         conversation: conversation.to_owned(),
@@ -344,10 +365,23 @@ async fn call_upstream(
         request = request.header(name.as_str(), value.as_bytes());
     }
     let timeout = gateway.inner.upstream_timeout;
+    let metrics = &gateway.inner.metrics;
     match tokio::time::timeout(timeout, request.send()).await {
-        Ok(Ok(response)) => Ok(response),
-        Ok(Err(e)) if e.is_timeout() => Err(upstream_timeout(provider, timeout)),
+        Ok(Ok(response)) => {
+            let status = response.status();
+            if status.is_client_error() {
+                metrics.upstream_error(provider, UpstreamError::Status4xx);
+            } else if status.is_server_error() {
+                metrics.upstream_error(provider, UpstreamError::Status5xx);
+            }
+            Ok(response)
+        }
+        Ok(Err(e)) if e.is_timeout() => {
+            metrics.upstream_error(provider, UpstreamError::Timeout);
+            Err(upstream_timeout(provider, timeout))
+        }
         Ok(Err(e)) => {
+            metrics.upstream_error(provider, UpstreamError::Unreachable);
             tracing::warn!(error = %without_url(&e), "the provider could not be reached");
             Err(Refusal::new(
                 provider,
@@ -359,7 +393,10 @@ async fn call_upstream(
                 ),
             ))
         }
-        Err(_) => Err(upstream_timeout(provider, timeout)),
+        Err(_) => {
+            metrics.upstream_error(provider, UpstreamError::Timeout);
+            Err(upstream_timeout(provider, timeout))
+        }
     }
 }
 
@@ -392,6 +429,9 @@ fn without_url(e: &reqwest::Error) -> String {
 
 /// A call whose input is committed, awaiting the provider's answer.
 struct Call {
+    gateway: Gateway,
+    /// The time the gateway took before calling the provider.
+    added: std::time::Duration,
     store: Arc<Store>,
     provider: Provider,
     conversation: String,
@@ -425,17 +465,23 @@ impl Call {
     async fn whole(self, upstream: reqwest::Response) -> Result<Response, Refusal> {
         let status = upstream.status();
         let mut head = self.head(&upstream, self.input_seq);
+        let metrics = &self.gateway.inner.metrics;
         let body = match tokio::time::timeout(self.timeout, upstream.bytes()).await {
             Ok(Ok(body)) => body,
             Ok(Err(e)) => {
+                metrics.upstream_error(self.provider, UpstreamError::Broken);
                 return Err(Refusal::new(
                     self.provider,
                     StatusCode::BAD_GATEWAY,
                     format!("the provider's answer broke off ({})", without_url(&e)),
                 ));
             }
-            Err(_) => return Err(upstream_timeout(self.provider, self.timeout)),
+            Err(_) => {
+                metrics.upstream_error(self.provider, UpstreamError::Timeout);
+                return Err(upstream_timeout(self.provider, self.timeout));
+            }
         };
+        let answered = Instant::now();
         if body.is_empty() {
             return Err(Refusal::new(
                 self.provider,
@@ -451,6 +497,7 @@ impl Call {
             Some(id) if status.is_success() => with_response_id(&body, id, false),
             _ => body,
         };
+        metrics.added(self.provider, self.added + answered.elapsed());
         if let Some(message) = reply
             && let Some(seq) = self.commit(message).await
             && let Some(h) = head.headers_mut()
@@ -491,6 +538,8 @@ impl Call {
 
     /// A streamed answer, relayed chunk by chunk.
     fn stream(self, upstream: reqwest::Response) -> Response {
+        // The first byte is forwarded as it comes: what the gateway adds is its preparation.
+        self.gateway.inner.metrics.added(self.provider, self.added);
         let head = self.head(&upstream, self.input_seq);
         let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
         tokio::spawn(self.pump(upstream, tx));
@@ -518,10 +567,14 @@ impl Call {
                 Ok(Some(Ok(chunk))) => chunk,
                 Ok(None) => return,
                 Ok(Some(Err(e))) => {
+                    let metrics = &self.gateway.inner.metrics;
+                    metrics.upstream_error(self.provider, UpstreamError::Broken);
                     tracing::warn!(error = %without_url(&e), "the provider's stream broke off");
                     return;
                 }
                 Err(_) => {
+                    let metrics = &self.gateway.inner.metrics;
+                    metrics.upstream_error(self.provider, UpstreamError::Timeout);
                     tracing::warn!("the provider's stream stalled past the upstream timeout");
                     return;
                 }
@@ -611,4 +664,37 @@ impl<'a> IdRewriter<'a> {
         }
         out
     }
+}
+
+/// One access log line on stdout (`--log-format json`): when, which route, the status, the
+/// conversation, the seq committed and the time since the request arrived (for a stream:
+/// until its head). Never message content, never a key.
+fn access_log(
+    provider: Provider,
+    status: u16,
+    conversation: &str,
+    response: &Response,
+    arrived: Instant,
+) {
+    let seq = response
+        .headers()
+        .get(SEQ_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let ts_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let line = serde_json::json!({
+        "ts_ms": ts_ms,
+        "route": match provider {
+            Provider::OpenAiChat => "/v1/chat/completions",
+            Provider::OpenAiResponses => "/v1/responses",
+            Provider::Anthropic => "/v1/messages",
+        },
+        "status": status,
+        "conversation": (!conversation.is_empty()).then_some(conversation),
+        "seq": seq,
+        "ms": arrived.elapsed().as_secs_f64() * 1e3,
+    });
+    println!("{line}");
 }

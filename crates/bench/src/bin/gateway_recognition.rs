@@ -24,11 +24,17 @@ use serde_json::{Value, json};
 const CALLS: usize = 20;
 
 fn user_text(i: usize) -> String {
-    format!("Question {i}: what did the deploy log say about shard {i}? {}", "x".repeat(80))
+    format!(
+        "Question {i}: what did the deploy log say about shard {i}? {}",
+        "x".repeat(80)
+    )
 }
 
 fn reply_text(i: usize) -> String {
-    format!("Answer {i}: shard {i} restarted cleanly. {}", "y".repeat(240))
+    format!(
+        "Answer {i}: shard {i} restarted cleanly. {}",
+        "y".repeat(240)
+    )
 }
 
 fn main() -> Result<()> {

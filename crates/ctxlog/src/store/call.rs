@@ -117,11 +117,72 @@ impl Store {
     pub fn prepare_call(&self, request: &CallRequest) -> Result<PreparedCall> {
         let mut attempt = 0;
         loop {
-            match self.prepare_once(request) {
+            let result = if request.conversation.is_empty() {
+                self.prepare_unnamed(request)
+            } else {
+                self.prepare_once(request)
+            };
+            match result {
                 Err(e) if is_moved(&e) && attempt < MOVED_RETRIES => attempt += 1,
                 result => return result,
             }
         }
+    }
+
+    /// A call without a conversation name: the conversation is the one the client's
+    /// transcript continues, found by the fingerprints of its events
+    /// ([`call::root_name`], [`call::fork_name`]); a transcript that diverges from it forks
+    /// a new conversation holding the client's events.
+    fn prepare_unnamed(&self, request: &CallRequest) -> Result<PreparedCall> {
+        let client = call::read_call(request.format, &request.body, &[])?;
+        let sent: Vec<Digest> = client.events.iter().map(call::sent_digest).collect();
+        let chain = call::fingerprints(&sent);
+        let Some(root) = chain.first() else {
+            return Err(Error::BadInput {
+                reason: "the request holds no message to recognise a conversation by".into(),
+            });
+        };
+        let mut name = call::root_name(root);
+        // Each hop moves to a fork that shares more of the client's events.
+        for _ in 0..=client.events.len() {
+            let Some(at) = self.divergence(&name, &client.events, &sent)? else {
+                break;
+            };
+            let mut fork = 0;
+            name = loop {
+                let candidate = call::fork_name(&chain[at - 1], fork);
+                match self.divergence(&candidate, &client.events, &sent)? {
+                    // A sibling branch from the same point: the next one.
+                    Some(other) if other == at => fork += 1,
+                    _ => break candidate,
+                }
+            };
+        }
+        let named = CallRequest {
+            conversation: name,
+            ..request.clone()
+        };
+        self.prepare_once(&named)
+    }
+
+    /// Where the client's events leave conversation `name`: `None` when they continue it
+    /// (or it does not exist); else the index of the first event that differs (the length
+    /// of the client's events when they are a shorter part of it: a regenerated reply).
+    fn divergence(
+        &self,
+        name: &str,
+        events: &[EventBody],
+        sent: &[Digest],
+    ) -> Result<Option<usize>> {
+        let transcript = self.transcript(name);
+        let mut t = lock(&transcript);
+        t.refresh(self, name)?;
+        let stored = t.stored.len();
+        let mut same = self.matcher(&t, events, sent);
+        let at = (0..stored.min(events.len()))
+            .find(|&i| !same(i, i))
+            .unwrap_or(stored.min(events.len()));
+        Ok((at < stored).then_some(at.max(1)))
     }
 
     fn prepare_once(&self, request: &CallRequest) -> Result<PreparedCall> {
@@ -185,6 +246,7 @@ impl Store {
             lock(&transcript).matched(at + before.len(), &sent[known + before.len()..]);
         }
         Ok(PreparedCall {
+            conversation: request.conversation.clone(),
             body: projection.body,
             stream: client.stream,
             recognised: known as u64,
@@ -204,8 +266,18 @@ impl Store {
         events: &[EventBody],
         sent: &[Digest],
     ) -> Result<(usize, usize)> {
+        call::recognised(t.stored.len(), events.len(), self.matcher(t, events, sent))
+    }
+
+    /// Whether stored event `s` of `t` is the client's event `c` ([`Store::recognise`]).
+    fn matcher<'a>(
+        &'a self,
+        t: &'a Transcript,
+        events: &'a [EventBody],
+        sent: &'a [Digest],
+    ) -> impl FnMut(usize, usize) -> bool + 'a {
         let mut as_stored: Vec<Option<Digest>> = vec![None; events.len()];
-        call::recognised(t.stored.len(), events.len(), |s, c| {
+        move |s, c| {
             if t.sent[s] == Some(sent[c]) {
                 return true;
             }
@@ -222,7 +294,7 @@ impl Store {
                     .map_or([0; 32], |e| call::stored_digest(&e))
             });
             t.stored[s] == digest
-        })
+        }
     }
 
     /// The stored response to the input that ends at seq `input` of `conversation`: the
@@ -235,8 +307,9 @@ impl Store {
     fn response_after(&self, conversation: &str, input: u64) -> Result<StoredResponse> {
         let not_found = || Error::InvalidRequest {
             reason: format!(
-                "previous_response_id names no stored response (conversation {conversation}, \
-                 after seq {input}): the call it names failed or was never answered"
+                "{} (conversation {conversation}, after seq {input}): the call it names failed \
+                 or was never answered",
+                call::NO_STORED_RESPONSE
             ),
         };
         let log = match self.log(&LogRequest {

@@ -334,14 +334,59 @@ def test_a_client_that_leaves_mid_stream_gets_no_reply_stored(
     assert stored(gateway, "left") == [{"kind": "user", "text": "Tell me."}]
 
 
-def test_a_missing_conversation_header_or_key_is_refused_in_the_provider_shape(
+def test_without_the_header_chats_are_recognised_and_a_diverged_history_forks(
     gateway: Gateway, standin: StandIn
 ) -> None:
-    client = openai.OpenAI(api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0)
-    with pytest.raises(openai.BadRequestError) as raised:
-        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
-    assert "X-Ctxlog-Conversation".lower() in str(raised.value.body).lower()
-    assert standin.requests == []
+    client = openai.OpenAI(
+        api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0,
+        default_headers={"X-Ctxlog-Max-Tokens": str(WINDOW)},
+    )
+
+    def ask(messages: List[Dict[str, Any]], answer: str) -> tuple[str, Dict[str, Any]]:
+        standin.replies.append(text_reply(answer))
+        sent: Any = messages
+        raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=sent)
+        return raw.headers["x-ctxlog-conversation"], openai_message(raw.parse())
+
+    def texts(conversation: str) -> List[Any]:
+        return [e["text"] for e in gateway.export(conversation)]
+
+    oslo: List[Dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Oslo."}]
+    rome: List[Dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Rome."}]
+    name, reply = ask(oslo, "Oslo plan.")
+    oslo.append(reply)
+    other, reply = ask(rome, "Rome plan.")
+    rome.append(reply)
+    # Two chats, two conversations; each continues in its own.
+    assert name != other
+    oslo.append({"role": "user", "content": "And the budget?"})
+    again, reply = ask(oslo, "Oslo budget.")
+    assert again == name
+    oslo.append(reply)
+    # A regenerated reply (the history resent without it) forks: the original stays.
+    fork, reply = ask(oslo[:-1], "A cheaper Oslo budget.")
+    assert fork not in (name, other)
+    branch = oslo[:-1] + [reply, {"role": "user", "content": "Thanks."}]
+    assert ask(branch, "You are welcome.")[0] == fork
+    # An edited earlier message forks from where it differs.
+    edited = [oslo[0], oslo[1], {"role": "user", "content": "And the weather?"}]
+    weather, _ = ask(edited, "Cold.")
+    assert weather not in (name, other, fork)
+    assert texts(name) == ["Plan a trip to Oslo.", "Oslo plan.", "And the budget?", "Oslo budget."]
+    assert texts(other) == ["Plan a trip to Rome.", "Rome plan."]
+    assert texts(fork) == [
+        "Plan a trip to Oslo.", "Oslo plan.", "And the budget?", "A cheaper Oslo budget.",
+        "Thanks.", "You are welcome.",
+    ]
+    assert texts(weather) == ["Plan a trip to Oslo.", "Oslo plan.", "And the weather?", "Cold."]
+    # A restarted gateway recognises the same conversations (the names are the transcript's).
+    gateway.restart()
+    client = openai.OpenAI(
+        api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0,
+        default_headers={"X-Ctxlog-Max-Tokens": str(WINDOW)},
+    )
+    oslo.append({"role": "user", "content": "Pack what?"})
+    assert ask(oslo, "Wool.")[0] == name
 
 
 def test_keys_do_not_share_conversations(gateway: Gateway, standin: StandIn) -> None:

@@ -205,14 +205,18 @@ pub enum Command {
     /// Relay OpenAI and Anthropic SDK calls to the provider, keeping each conversation in the
     /// ledger and sending ctxlog's projection of it (see docs/gateway.md).
     ///
-    /// An application changes only its SDK's base URL and names the conversation in a header:
+    /// An application changes only its SDK's base URL and names the conversation in a header
+    /// (without it, the conversation is recognised from the history the client resends, and a
+    /// diverged history forks a new one):
     ///
     /// OpenAI(base_url="http://127.0.0.1:7475/v1", default_headers={"X-Ctxlog-Conversation": "chat-1"})
     ///
     /// Anthropic(base_url="http://127.0.0.1:7475", default_headers={"X-Ctxlog-Conversation": "chat-1"})
     ///
-    /// Routes: POST /v1/chat/completions, POST /v1/messages (plain and "stream": true), GET
-    /// /healthz. Each call commits the client's new messages, sends the provider the
+    /// Routes: POST /v1/chat/completions, POST /v1/responses, POST /v1/messages (plain and
+    /// "stream": true), GET /healthz, GET /metrics (Prometheus text). A Responses call with previous_response_id needs no
+    /// header: the gateway's response ids name the conversation, and the chain is sent
+    /// upstream whole. Each call commits the client's new messages, sends the provider the
     /// conversation projected within the model's context window (X-Ctxlog-Max-Tokens
     /// overrides it) with every other field as given, relays the answer as it arrives and
     /// commits the reply; responses carry X-Ctxlog-Conversation and X-Ctxlog-Seq. The API key
@@ -272,7 +276,7 @@ pub struct GatewayArgs {
     /// tokens, every address the host resolves to must be loopback
     #[arg(long, default_value = "127.0.0.1:7475")]
     pub addr: String,
-    /// The OpenAI base URL calls to /v1/chat/completions go to
+    /// The OpenAI base URL calls to /v1/chat/completions and /v1/responses go to
     #[arg(long, value_name = "URL", default_value = ctxlog_gateway::OPENAI_UPSTREAM)]
     pub openai_upstream: String,
     /// The Anthropic base URL calls to /v1/messages go to
@@ -293,6 +297,11 @@ pub struct GatewayArgs {
     /// The largest request body accepted, in MiB (larger ones get 413)
     #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub body_limit_mib: u64,
+    /// `json`: an access log on stdout, one JSON object per request (time, route, status,
+    /// conversation, seq, milliseconds; never message content or keys); `text`: none
+    /// (diagnostics go to stderr either way)
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
 }
 
 /// What to erase: exactly one of --turn, --seqs and --all (checked by the operation).

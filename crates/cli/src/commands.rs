@@ -628,6 +628,7 @@ fn gateway(
     config.connect_timeout = std::time::Duration::from_secs(args.connect_timeout);
     config.upstream_timeout = std::time::Duration::from_secs(args.upstream_timeout);
     config.body_limit = usize::try_from(args.body_limit_mib << 20).unwrap_or(usize::MAX);
+    config.log_json = args.log_format == "json";
     ctxlog_gateway::serve(ctxlog_gateway::GatewayOptions {
         addr: args.addr,
         tokens_file: args.tokens,

@@ -144,6 +144,7 @@ fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 struct Gateway {
     child: Child,
     _stderr: ChildStderr,
+    stdout: Option<std::process::ChildStdout>,
     addr: String,
 }
 
@@ -164,8 +165,10 @@ impl Gateway {
         if let Some(tokens) = tokens {
             cmd.env("CTXLOG_TOKENS", tokens);
         }
-        let (child, stderr, addr) = common::spawn_server(cmd);
+        cmd.stdout(std::process::Stdio::piped());
+        let (mut child, stderr, addr) = common::spawn_server(cmd);
         Gateway {
+            stdout: child.stdout.take(),
             child,
             _stderr: stderr.into_inner(),
             addr,
@@ -203,6 +206,32 @@ impl Gateway {
     fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    /// `GET path`: the status and the body as text.
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(GUARD)).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let (head, body) = read_message(&mut stream).expect("an answer");
+        (
+            head[9..12].parse().unwrap(),
+            String::from_utf8(body).unwrap(),
+        )
+    }
+
+    /// Stops the gateway and returns what it wrote on stdout.
+    fn stop(mut self) -> String {
+        let mut stdout = self.stdout.take().unwrap();
+        self.kill();
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).unwrap();
+        out
     }
 }
 
@@ -440,34 +469,50 @@ fn a_gateway_killed_mid_stream_keeps_the_input_and_no_partial_reply() {
     assert_eq!(texts, ["Favourite colour?", ANSWER, "Why?", ANSWER]);
 }
 
-/// Several clients at once on several conversations. What is promised: conversations are
-/// independent; on one conversation calls are not serialised, so clients whose messages
-/// start with the same stored history and each add a different new message all commit
-/// theirs (in arrival order) unless the history moved on first (409, nothing stored). Either
-/// way each accepted message and each reply is stored exactly once, and a refused one not at
-/// all.
+/// 64 clients at once on 16 conversations (four on each), each sending up to three turns
+/// with the whole history it has. What is promised: calls on one conversation are
+/// serialised by the store (each commit follows the seq its call read), so the first call
+/// to commit continues the conversation and a call whose history the conversation has moved
+/// past is refused (409) with nothing stored. Every conversation then holds each accepted
+/// message exactly once, each followed by its own reply, every client's accepted messages
+/// in the order it sent them, and no refused message.
 #[test]
-fn concurrent_clients_store_each_accepted_message_once() {
+fn concurrent_clients_store_every_message_once_in_order() {
     let env = Env::new();
     let (upstream, _received) = standin(|_| Behaviour::Echo);
     let gateway = Gateway::start(&env, &upstream, &[], None);
-    let outcomes: Vec<(String, String, u16)> = std::thread::scope(|scope| {
+    let outcomes: Vec<(String, Vec<String>, Vec<String>)> = std::thread::scope(|scope| {
         let gateway = &gateway;
-        let handles: Vec<_> = (0..16)
+        let handles: Vec<_> = (0..64)
             .map(|i| {
                 scope.spawn(move || {
-                    let conversation = format!("conv-{}", i % 4);
-                    let text = format!("message from client {i}");
-                    let (status, _, body) = gateway.post(
-                        "/v1/chat/completions",
-                        &[
-                            ("authorization", "Bearer sk-many"),
-                            ("x-ctxlog-conversation", &conversation),
-                        ],
-                        &json!({"model": "gpt-4o", "messages": [user(&text)]}),
-                    );
-                    assert!(status == 200 || status == 409, "{status}: {body}");
-                    (conversation, text, status)
+                    let conversation = format!("conv-{}", i % 16);
+                    let (mut messages, mut accepted, mut refused) =
+                        (Vec::new(), Vec::new(), Vec::new());
+                    for turn in 0..3 {
+                        let text = format!("client {i} turn {turn}");
+                        messages.push(user(&text));
+                        let (status, _, body) = gateway.post(
+                            "/v1/chat/completions",
+                            &[
+                                ("authorization", "Bearer sk-many"),
+                                ("x-ctxlog-conversation", &conversation),
+                            ],
+                            &json!({"model": "gpt-4o", "messages": messages}),
+                        );
+                        assert!(status == 200 || status == 409, "{status}: {body}");
+                        if status == 409 {
+                            refused.push(text);
+                            break;
+                        }
+                        assert_eq!(
+                            body["choices"][0]["message"]["content"],
+                            format!("re: {text}")
+                        );
+                        messages.push(body["choices"][0]["message"].clone());
+                        accepted.push(text);
+                    }
+                    (conversation, accepted, refused)
                 })
             })
             .collect();
@@ -477,34 +522,50 @@ fn concurrent_clients_store_each_accepted_message_once() {
 
     let tenants = tenants(env.root());
     assert_eq!(tenants.len(), 1);
-    for c in 0..4 {
+    for c in 0..16 {
         let conversation = format!("conv-{c}");
-        let texts: Vec<String> = log(&tenants[0], &conversation)
-            .into_iter()
-            .map(|e| e.1)
-            .collect();
-        let mine = outcomes.iter().filter(|o| o.0 == conversation);
-        assert!(mine.clone().any(|o| o.2 == 200), "{texts:?}");
-        for (_, text, status) in mine {
-            let stored = |t: &str| texts.iter().filter(|s| *s == t).count();
-            let expected = usize::from(*status == 200);
-            assert_eq!(stored(text), expected, "{text} ({status}) in {texts:?}");
-            assert_eq!(stored(&format!("re: {text}")), expected, "{texts:?}");
+        let events = log(&tenants[0], &conversation);
+        // Each message followed by its own reply, nothing else.
+        assert_eq!(events.len() % 2, 0, "{events:?}");
+        for pair in events.chunks(2) {
+            assert_eq!(pair[0].0, "user", "{events:?}");
+            assert_eq!(
+                pair[1],
+                ("assistant".to_owned(), format!("re: {}", pair[0].1))
+            );
         }
-        assert_eq!(
-            texts.len(),
-            2 * outcomes
+        let stored: Vec<&String> = events.iter().step_by(2).map(|e| &e.1).collect();
+        let mine: Vec<_> = outcomes.iter().filter(|o| o.0 == conversation).collect();
+        assert!(mine.iter().any(|o| !o.1.is_empty()), "{events:?}");
+        let accepted: usize = mine.iter().map(|o| o.1.len()).sum();
+        assert_eq!(stored.len(), accepted, "{events:?}");
+        for (_, accepted, refused) in &mine {
+            let at: Vec<usize> = accepted
                 .iter()
-                .filter(|o| o.0 == conversation && o.2 == 200)
-                .count()
-        );
+                .map(|t| {
+                    assert_eq!(
+                        stored.iter().filter(|s| **s == t).count(),
+                        1,
+                        "{t} in {events:?}"
+                    );
+                    stored.iter().position(|s| *s == t).unwrap()
+                })
+                .collect();
+            assert!(
+                at.windows(2).all(|w| w[0] < w[1]),
+                "{accepted:?} in {events:?}"
+            );
+            for t in refused {
+                assert!(!stored.contains(&t), "{t} refused but stored: {events:?}");
+            }
+        }
     }
 }
 
 /// The same call sent four times at once (a client retrying while its first call waits: the
-/// provider answers none before all four reached it) stores its input once; each call is
-/// answered. (Each answer is committed too: the
-/// conversation ends in several replies to one message, a documented limit.)
+/// provider answers none before all four reached it) stores its input once and one reply:
+/// each call is answered, and the replies after the first find the conversation moved on
+/// and are relayed without being stored.
 #[test]
 fn the_same_call_sent_at_once_stores_its_input_once() {
     let env = Env::new();
@@ -531,8 +592,13 @@ fn the_same_call_sent_at_once_stores_its_input_once() {
     let events = log(&tenants(env.root())[0], "same");
     let users: Vec<_> = events.iter().filter(|e| e.0 == "user").collect();
     assert_eq!(users.len(), 1, "{events:?}");
-    assert_eq!(events[0], ("user".to_owned(), "Once only".to_owned()));
-    assert!(events[1..].iter().all(|e| e.0 == "assistant"), "{events:?}");
+    assert_eq!(
+        events,
+        [
+            ("user".to_owned(), "Once only".to_owned()),
+            ("assistant".to_owned(), "re: Once only".to_owned())
+        ]
+    );
 }
 
 /// Conversations are independent: a client per conversation, all at once, each sending its
@@ -578,4 +644,60 @@ fn one_client_per_conversation_at_once_stores_every_turn_in_order() {
             .collect();
         assert_eq!(texts, expected);
     }
+}
+
+/// `GET /metrics` counts the calls in the Prometheus text format, and `--log-format json`
+/// writes one access line per request on stdout: route, status, conversation and seq, never
+/// the messages or the key.
+#[test]
+fn metrics_and_the_json_access_log_count_calls_without_content_or_keys() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::Echo);
+    let gateway = Gateway::start(&env, &upstream, &["--log-format", "json"], None);
+    let key = ("authorization", "Bearer sk-metrics-secret");
+    let (status, _, _) = gateway.post(
+        "/v1/chat/completions",
+        &[key, ("x-ctxlog-conversation", "counted")],
+        &json!({"model": "gpt-4o", "messages": [user("a private question")]}),
+    );
+    assert_eq!(status, 200);
+    let (status, _, _) = gateway.post(
+        "/v1/chat/completions",
+        &[key, ("x-ctxlog-conversation", "counted")],
+        &json!({"model": "gpt-4o", "messages": [user("another start")]}),
+    );
+    assert_eq!(status, 409);
+    let (status, metrics) = gateway.get("/metrics");
+    assert_eq!(status, 200);
+    for line in [
+        "ctxlog_gateway_requests_total{route=\"chat\",status=\"200\"} 1",
+        "ctxlog_gateway_requests_total{route=\"chat\",status=\"409\"} 1",
+        "ctxlog_gateway_refused_total{route=\"chat\"} 1",
+        "ctxlog_gateway_added_seconds_count{route=\"chat\"} 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} not in\n{metrics}"
+        );
+    }
+    let sent = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ctxlog_gateway_upstream_input_tokens_total{route=\"chat\"} "))
+        .unwrap();
+    assert!(sent.parse::<u64>().unwrap() > 0, "{metrics}");
+    let log = gateway.stop();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert_eq!(lines[0]["route"], "/v1/chat/completions");
+    assert_eq!(lines[0]["status"], 200);
+    assert_eq!(lines[0]["conversation"], "counted");
+    assert_eq!(lines[0]["seq"], 2);
+    assert_eq!(lines[1]["status"], 409);
+    assert!(
+        !log.contains("private") && !log.contains("sk-metrics"),
+        "{log}"
+    );
 }

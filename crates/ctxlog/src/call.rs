@@ -21,15 +21,25 @@
 //!   client's full output by its SHA-256; stored text is compared after the store's redaction.
 //!   Events that do not continue the stored ones (an edited message, a regenerated reply) are
 //!   refused as a conflict: nothing is rewritten or merged.
+//! * **Without a name.** A call that names no conversation is recognised by its
+//!   transcript: the fingerprint of the client's first event names the conversation it
+//!   starts ([`root_name`]); when its events leave that conversation at event `k` (an edited
+//!   message, or a regenerated reply: the client resends less than is stored), the call
+//!   continues in the first fork of that point (named by the fingerprint of the client's
+//!   events before `k`, [`fork_name`]) that its events continue, or creates the next one,
+//!   holding the client's events. Names are a function of the events, so a restarted
+//!   gateway and every replica find the same conversation; two chats that share no first
+//!   event never meet, and two that share a start split at their first difference.
 //! * **The budget.** The window is the model table's context window
 //!   ([`ctxlog_projection::media::MODELS`]) or the caller's override, in tokens, input plus
 //!   output. Where ctxlog's token count is not the provider's ([`WireFormat::tokens_exact`]:
 //!   Anthropic), only [`INEXACT_WINDOW_SHARE`] of it is used. The client's output reservation
 //!   is taken off it. A model in no row, without an override, is projected without a budget.
 
-use ctxlog_ledger::{ArtifactRef, Event, EventBody, artifact_name};
+use ctxlog_ledger::{ArtifactRef, EventBody, artifact_name};
 use ctxlog_projection::WireFormat;
 use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
 
 use crate::{Error, Result};
 
@@ -41,7 +51,8 @@ pub const INEXACT_WINDOW_SHARE: u64 = 80;
 /// One model call a client asked the gateway for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRequest {
-    /// The conversation (named by the client's `X-Ctxlog-Conversation`).
+    /// The conversation (named by the client's `X-Ctxlog-Conversation`); empty: the one the
+    /// client's transcript continues (see the module's rules).
     pub conversation: String,
     /// The route's wire format.
     pub format: WireFormat,
@@ -50,11 +61,18 @@ pub struct CallRequest {
     /// The window to fit, in tokens (input plus output), instead of the model table's
     /// [default: the model's row; none for a model in no row].
     pub window: Option<u64>,
+    /// For a Responses call with `previous_response_id`: the seq of the input the named
+    /// response answered (the gateway maps the id back to it). The client's items then
+    /// continue the conversation right after that response, and are all new
+    /// [default: none: the client sends its whole history].
+    pub previous: Option<u64>,
 }
 
 /// What [`crate::Store::prepare_call`] did, and the body to send upstream.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreparedCall {
+    /// The conversation: the request's, or the one its transcript was recognised in.
+    pub conversation: String,
     /// The upstream body: the projection of the conversation, the passed-through fields
     /// written after the projector's own.
     pub body: Vec<u8>,
@@ -84,7 +102,15 @@ pub struct ReplyRequest {
     /// (`{"role":"assistant","content":…,"tool_calls":[…]}`), Anthropic's
     /// `{"role":"assistant","content":[blocks…]}`.
     pub message: Value,
+    /// The seq the reply must follow: the call's [`PreparedCall::last_seq`]. When the
+    /// conversation has moved on since (another call on it committed first), the reply is
+    /// refused (class conflict) and nothing is written [default: none, no check].
+    pub after: Option<u64>,
 }
+
+/// How the refusal of a `previous_response_id` that names no stored response starts: a
+/// gateway answers it with the provider's own "not found".
+pub const NO_STORED_RESPONSE: &str = "previous_response_id names no stored response";
 
 /// A client's request body, split.
 #[derive(Debug)]
@@ -111,14 +137,29 @@ fn bad(reason: impl Into<String>) -> Error {
 /// [`Error::BadInput`] for a body that is not a JSON object with a `model` and a non-empty
 /// `messages` array, a system message after the first other message, a message the import
 /// parser refuses.
-pub(crate) fn read_call(format: WireFormat, body: &[u8]) -> Result<ClientCall> {
-    if format == WireFormat::OpenAiResponses {
-        return Err(Error::InvalidRequest {
-            reason: "the gateway relays openai-chat and anthropic-messages calls".into(),
-        });
-    }
+pub(crate) fn read_call(
+    format: WireFormat,
+    body: &[u8],
+    calls: &[(String, String)],
+) -> Result<ClientCall> {
     let mut object: Map<String, Value> = crate::json::from_slice(body)
         .map_err(|e| bad(format!("the request body is not a JSON object: {e}")))?;
+    if format == WireFormat::OpenAiResponses {
+        // Served from the ledger: never sent upstream.
+        object.remove("previous_response_id");
+        let input = match object.remove("input") {
+            Some(Value::String(text)) => {
+                Value::Array(vec![serde_json::json!({"role": "user", "content": text})])
+            }
+            Some(items @ Value::Array(_)) => items,
+            _ => {
+                return Err(bad(
+                    "the request body needs \"input\" (a string or an array of items)",
+                ));
+            }
+        };
+        object.insert("messages".into(), input);
+    }
     let model = match object.remove("model") {
         Some(Value::String(m)) if !m.is_empty() => m,
         _ => {
@@ -137,10 +178,19 @@ pub(crate) fn read_call(format: WireFormat, body: &[u8]) -> Result<ClientCall> {
     };
     let system = match format {
         WireFormat::AnthropicMessages => object.remove("system").map(|s| text_of(&s)),
+        WireFormat::OpenAiResponses => {
+            let instructions = object.remove("instructions").map(|s| text_of(&s));
+            let leading = leading_system(&mut messages)?;
+            match (instructions, leading) {
+                (Some(a), Some(b)) => Some(format!("{a}\n\n{b}")),
+                (a, b) => a.or(b),
+            }
+        }
         _ => leading_system(&mut messages)?,
     };
     let reserve = match format {
         WireFormat::AnthropicMessages => object.remove("max_tokens"),
+        WireFormat::OpenAiResponses => object.remove("max_output_tokens"),
         _ => object
             .get("max_completion_tokens")
             .or_else(|| object.get("max_tokens"))
@@ -159,7 +209,12 @@ pub(crate) fn read_call(format: WireFormat, body: &[u8]) -> Result<ClientCall> {
         Some(_) => return Err(bad("\"tools\" must be an array of tool definitions")),
     };
     let stream = object.get("stream").and_then(Value::as_bool) == Some(true);
-    let events = crate::transfer::message_events(format, Value::Array(messages))?;
+    if messages.is_empty() {
+        return Err(bad(
+            "the request holds no message besides the system prompt",
+        ));
+    }
+    let events = crate::transfer::message_events(format, Value::Array(messages), calls)?;
     Ok(ClientCall {
         model,
         system,
@@ -203,95 +258,124 @@ fn text_of(value: &Value) -> String {
     }
 }
 
-/// The stored events recognition compares: what a client sends back (notes and system
-/// markers are ctxlog's own).
-pub(crate) fn comparable(events: Vec<Event>) -> Vec<EventBody> {
-    events
-        .into_iter()
-        .map(|e| e.body)
-        .filter(|b| !matches!(b, EventBody::Note { .. } | EventBody::System { .. }))
-        .collect()
+/// The fingerprint of each prefix of a client's events, from the digests of the events as
+/// sent: `chain[i]` = SHA-256(`chain[i-1]` ‖ `sent[i]`), `chain[0]` = SHA-256(`sent[0]`).
+pub(crate) fn fingerprints(sent: &[Digest]) -> Vec<Digest> {
+    let mut out: Vec<Digest> = Vec::with_capacity(sent.len());
+    for digest in sent {
+        let mut h = Sha256::new();
+        if let Some(previous) = out.last() {
+            h.update(previous);
+        }
+        h.update(digest);
+        out.push(h.finalize().into());
+    }
+    out
 }
 
-/// How many of `client`'s events the stored ones already hold: all of them when the client
-/// resends the whole history (the stored events are a prefix of its); else, for a client that
-/// dropped its oldest messages (its first differs from the stored first), the longest suffix
-/// of `stored` that `client` starts with. 0 for an empty `stored`.
+/// The conversation a transcript starting with the fingerprint `first` is recognised in:
+/// `auto-` and 24 hex digits of it.
+pub(crate) fn root_name(first: &Digest) -> String {
+    format!("auto-{}", hex24(first))
+}
+
+/// The `n`th fork (from 0) of a transcript whose common part ends with fingerprint
+/// `common`: `auto-` and 24 hex digits of SHA-256(`common` ‖ "fork" ‖ n).
+pub(crate) fn fork_name(common: &Digest, n: u64) -> String {
+    let mut h = Sha256::new();
+    h.update(common);
+    h.update(b"fork");
+    h.update(n.to_le_bytes());
+    format!("auto-{}", hex24(&h.finalize().into()))
+}
+
+fn hex24(digest: &Digest) -> String {
+    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A digest of one event, as recognition compares events (SHA-256).
+pub(crate) type Digest = [u8; 32];
+
+/// The events recognition compares: what a client sends back (notes and system markers are
+/// ctxlog's own).
+pub(crate) fn comparable(body: &EventBody) -> bool {
+    !matches!(body, EventBody::Note { .. } | EventBody::System { .. })
+}
+
+/// The digest of an event as the ledger stores it, the same for the client's event once
+/// redacted and its media given as stored ([`parts_as_stored`]): a tool result's output is
+/// taken by its artifact name (a stored output that became an artifact matches the client's
+/// full output by its SHA-256).
+pub(crate) fn stored_digest(body: &EventBody) -> Digest {
+    match body {
+        EventBody::ToolResult { text, artifact, .. } => {
+            let name = match artifact {
+                Some(artifact) => artifact.name.clone(),
+                None => artifact_name(text.as_bytes()),
+            };
+            let mut body = body.clone();
+            if let EventBody::ToolResult { text, artifact, .. } = &mut body {
+                *text = name;
+                *artifact = None;
+            }
+            digest_of(&body)
+        }
+        _ => digest_of(body),
+    }
+}
+
+/// The digest of an event as a client sent it (before redaction and media checks): how a
+/// resent event is recognised without reading it again.
+pub(crate) fn sent_digest(body: &EventBody) -> Digest {
+    digest_of(body)
+}
+
+fn digest_of(body: &EventBody) -> Digest {
+    let mut digest = Sha256::new();
+    digest.update(serde_json::to_vec(body).unwrap_or_default());
+    digest.finalize().into()
+}
+
+/// How many of a client's `sent` events the `stored` ones (of which `stored` holds the
+/// count) already hold: all of them when the client resends the whole history (the stored
+/// events are a prefix of its); else, for a client that dropped its oldest messages (its
+/// first differs from the stored first), the longest suffix of the stored events that the
+/// client's start with. 0 for no stored events. `same(s, c)` says whether stored event `s`
+/// is the client's event `c`. Returns the count and where in `stored` the match starts.
 ///
 /// # Errors
 /// [`Error::Diverged`]: the client's events do not continue the stored ones.
-pub(crate) fn recognised(stored: &[EventBody], client: &[EventBody]) -> Result<usize> {
-    let starts_with = |tail: &[EventBody]| {
-        tail.len() <= client.len() && tail.iter().zip(client).all(|(s, c)| same(s, c))
+pub(crate) fn recognised(
+    stored: usize,
+    sent: usize,
+    mut same: impl FnMut(usize, usize) -> bool,
+) -> Result<(usize, usize)> {
+    let starts_at = |start: usize, same: &mut dyn FnMut(usize, usize) -> bool| {
+        stored - start <= sent && (start..stored).all(|s| same(s, s - start))
     };
-    if starts_with(stored) {
-        return Ok(stored.len());
+    if starts_at(0, &mut same) {
+        return Ok((stored, 0));
     }
-    if client
-        .first()
-        .zip(stored.first())
-        .is_some_and(|(c, s)| same(s, c))
-    {
-        return Err(diverged(stored, client));
+    if stored > 0 && sent > 0 && same(0, 0) {
+        return Err(diverged(stored, sent, &mut same));
     }
-    (1..stored.len())
-        .map(|start| &stored[start..])
-        .find(|tail| starts_with(tail))
-        .map(<[EventBody]>::len)
-        .ok_or_else(|| diverged(stored, client))
+    (1..stored)
+        .find(|&start| same(start, 0) && starts_at(start, &mut same))
+        .map(|start| (stored - start, start))
+        .ok_or_else(|| diverged(stored, sent, &mut same))
 }
 
-fn diverged(stored: &[EventBody], client: &[EventBody]) -> Error {
-    let at = stored
-        .iter()
-        .zip(client)
-        .position(|(s, c)| !same(s, c))
-        .unwrap_or(stored.len().min(client.len()));
+fn diverged(stored: usize, sent: usize, same: &mut dyn FnMut(usize, usize) -> bool) -> Error {
+    let at = (0..stored.min(sent))
+        .position(|i| !same(i, i))
+        .unwrap_or(stored.min(sent));
     Error::Diverged {
         reason: format!(
-            "the messages sent do not continue the stored conversation ({} stored events, \
-             {} sent, first difference at message event {at}): the gateway never rewrites \
+            "the messages sent do not continue the stored conversation ({stored} stored events, \
+             {sent} sent, first difference at message event {at}): the gateway never rewrites \
              history. Send the whole history as the gateway returned it, or name a new \
-             conversation in X-Ctxlog-Conversation",
-            stored.len(),
-            client.len()
+             conversation in X-Ctxlog-Conversation"
         ),
-    }
-}
-
-/// Whether a stored event is the client's event: equal, but a tool result stored as an
-/// artifact matches the client's full output by its digest (its media parts compare as
-/// stored, [`parts_as_stored`]).
-fn same(stored: &EventBody, client: &EventBody) -> bool {
-    match (stored, client) {
-        (
-            EventBody::ToolResult {
-                call_id,
-                tool,
-                status,
-                exit_code,
-                artifact: Some(artifact),
-                parts,
-                ..
-            },
-            EventBody::ToolResult {
-                call_id: c_id,
-                tool: c_tool,
-                status: c_status,
-                exit_code: c_exit,
-                text,
-                artifact: None,
-                parts: c_parts,
-            },
-        ) => {
-            call_id == c_id
-                && tool == c_tool
-                && status == c_status
-                && exit_code == c_exit
-                && parts == c_parts
-                && artifact.name == artifact_name(text.as_bytes())
-        }
-        _ => stored == client,
     }
 }
 
@@ -331,8 +415,9 @@ pub(crate) fn budget(
         window * INEXACT_WINDOW_SHARE / 100
     };
     let reserved = match format {
-        // Anthropic's max_tokens is the projector's own field: it subtracts it itself.
-        WireFormat::AnthropicMessages => 0,
+        // Anthropic's max_tokens and Responses' max_output_tokens are the projector's own
+        // fields: it subtracts them itself.
+        WireFormat::AnthropicMessages | WireFormat::OpenAiResponses => 0,
         _ => reserve.unwrap_or(0),
     };
     match window.checked_sub(reserved).filter(|n| *n > 0) {
@@ -357,6 +442,15 @@ mod tests {
     use ctxlog_ledger::{ArtifactRef, ToolStatus};
 
     use super::*;
+
+    /// Recognition of `client` against `stored` by their digests as stored.
+    fn recognised(stored: &[EventBody], client: &[EventBody]) -> Result<usize> {
+        let (s, c): (Vec<_>, Vec<_>) = (
+            stored.iter().map(stored_digest).collect(),
+            client.iter().map(stored_digest).collect(),
+        );
+        super::recognised(s.len(), c.len(), |i, j| s[i] == c[j]).map(|(n, _)| n)
+    }
 
     fn user(text: &str) -> EventBody {
         EventBody::User {
@@ -465,12 +559,12 @@ mod tests {
     #[test]
     fn leading_system_messages_are_the_prompt_and_later_ones_are_refused() {
         let body = br#"{"model":"m","temperature":0,"messages":[{"role":"system","content":"S"},{"role":"developer","content":[{"type":"text","text":"D"}]},{"role":"user","content":"hi"}]}"#;
-        let call = read_call(WireFormat::OpenAiChat, body).unwrap();
+        let call = read_call(WireFormat::OpenAiChat, body, &[]).unwrap();
         assert_eq!(call.system.as_deref(), Some("S\n\nD"));
         assert_eq!(call.events, [user("hi")]);
         assert_eq!(call.fields.keys().collect::<Vec<_>>(), ["temperature"]);
         let late = br#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"system","content":"S"}]}"#;
-        let err = read_call(WireFormat::OpenAiChat, late).unwrap_err();
+        let err = read_call(WireFormat::OpenAiChat, late, &[]).unwrap_err();
         assert!(err.to_string().contains("message 1"), "{err}");
     }
 }

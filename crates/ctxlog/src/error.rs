@@ -345,7 +345,7 @@ fn ledger_class(e: &ctxlog_ledger::Error) -> ErrorClass {
         L::Corrupt { .. } | L::ArtifactMismatch { .. } | L::ArtifactMissing { .. } => {
             ErrorClass::Corrupt
         }
-        L::Conflict { .. } => ErrorClass::Conflict,
+        L::Conflict { .. } | L::Moved { .. } => ErrorClass::Conflict,
         L::Lost { .. } => ErrorClass::Lost,
         L::BadRange { .. } => ErrorClass::Usage,
         L::InvalidCommit { .. } | L::TooLarge { .. } | L::BadArtifactRef { .. } => {

@@ -156,6 +156,7 @@ fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
         id: s.id,
         events,
         times,
+        after: None,
     })
 }
 

@@ -416,6 +416,7 @@ impl Redactor {
             id: commit.id.clone(),
             events,
             times: commit.times.clone(),
+            after: commit.after,
         })
     }
 

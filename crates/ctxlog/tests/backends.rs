@@ -19,11 +19,11 @@ mod common;
 use common::engines::*;
 use ctxlog::ledger::{Error as LedgerError, artifact_name};
 use ctxlog::ops::{
-    EraseRequest, EraseResponse, EraseTarget, ExportRequest, ImportRequest, ListRequest,
-    LogRequest, RecallRequest, VerifyRequest,
+    CommitRequest, EraseRequest, EraseResponse, EraseTarget, ExportRequest, ImportRequest,
+    ListRequest, LogRequest, RecallRequest, VerifyRequest,
 };
 use ctxlog::transfer::ImportFormat;
-use ctxlog::{ArtifactRef, ErrorClass, EventBody, Store, SystemMarker, ToolStatus};
+use ctxlog::{ArtifactRef, ErrorClass, EventBody, NewCommit, Store, SystemMarker, ToolStatus};
 
 fn recall_hits(store: &Store, conv: &str, query: &str) -> usize {
     store
@@ -1024,6 +1024,41 @@ fn replays_and_conflicts_write_nothing(e: &dyn Engine) {
     assert_eq!(e.fingerprint("replays"), before);
 }
 
+/// A commit that names the seq it must follow is written only right after it: one that
+/// finds the conversation moved on is refused (class conflict) and writes nothing; a
+/// repeated id is answered first.
+fn a_commit_after_a_seq_is_refused_once_the_conversation_moved_on(e: &dyn Engine) {
+    let store = e.store("after", &options());
+    let after = |events: Vec<EventBody>, id: Option<&str>, seq: u64| {
+        let mut commit = NewCommit::new(events).with_after(seq);
+        commit.id = id.map(str::to_string);
+        store.commit(&CommitRequest {
+            conversation: "c".into(),
+            commit,
+        })
+    };
+    let first = after(vec![user("q1")], Some("one"), 0).unwrap();
+    assert_eq!(first.last_seq, 1);
+    let before = e.fingerprint("after");
+    let err = after(vec![user("q2")], None, 0).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Conflict, "{err}");
+    assert!(
+        matches!(
+            cause(&err),
+            LedgerError::Moved {
+                after: 0,
+                last_seq: 1
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(e.fingerprint("after"), before);
+    // The same commit again is its original receipt, though the conversation moved on.
+    assert!(after(vec![user("q1")], Some("one"), 0).unwrap().replayed);
+    assert_eq!(after(vec![assistant("a1")], None, 1).unwrap().last_seq, 2);
+    assert_eq!(last_seq(&store, "c"), 2);
+}
+
 fn reordered_argument_keys_are_the_same_content(e: &dyn Engine) {
     let store = e.store("keys", &options());
     let with_args = |args: &str| {
@@ -1465,6 +1500,10 @@ const CASES: &[Case] = &[
         a_salvage_gives_every_intact_event,
     ),
     ("ids_replay_or_conflict", ids_replay_or_conflict),
+    (
+        "a_commit_after_a_seq_is_refused_once_the_conversation_moved_on",
+        a_commit_after_a_seq_is_refused_once_the_conversation_moved_on,
+    ),
     (
         "replays_and_conflicts_write_nothing",
         replays_and_conflicts_write_nothing,

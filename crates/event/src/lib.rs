@@ -491,6 +491,13 @@ pub struct NewCommit {
     /// its time as `"ts"`, and the facade's parser moves it here.
     #[serde(skip)]
     pub times: Vec<Option<i64>>,
+    /// The seq this commit must follow: when set, the commit is written only if the
+    /// conversation's last seq is exactly this one (0: an empty conversation), and is
+    /// refused otherwise with nothing written (an optimistic check, for a writer that read
+    /// the conversation and decided what to add from what it read). A repeated idempotency
+    /// id is answered before the check. Not part of the serde form.
+    #[serde(skip)]
+    pub after: Option<u64>,
 }
 
 impl NewCommit {
@@ -513,6 +520,13 @@ impl NewCommit {
     #[must_use]
     pub fn with_times(mut self, times: Vec<Option<i64>>) -> NewCommit {
         self.times = times;
+        self
+    }
+
+    /// This commit, to be written only right after seq `seq` (see [`NewCommit::after`]).
+    #[must_use]
+    pub fn with_after(mut self, seq: u64) -> NewCommit {
+        self.after = Some(seq);
         self
     }
 }

@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+mod metrics;
 mod provider;
 mod relay;
 mod tenant;
@@ -80,6 +81,9 @@ pub struct Config {
     pub body_limit: usize,
     /// The connection cap and the timeouts on reading a request.
     pub connections: ConnectionLimits,
+    /// Write an access log line per request on stdout, as JSON
+    /// ([default: false]: no access log).
+    pub log_json: bool,
 }
 
 impl Config {
@@ -95,6 +99,7 @@ impl Config {
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
             body_limit: ctxlog_server::DEFAULT_BODY_LIMIT,
             connections: ConnectionLimits::default(),
+            log_json: false,
         }
     }
 }
@@ -115,6 +120,8 @@ struct Inner {
     upstream_timeout: Duration,
     body_limit: usize,
     policy: HttpPolicy,
+    metrics: metrics::Metrics,
+    log_json: bool,
 }
 
 impl Gateway {
@@ -142,13 +149,15 @@ impl Gateway {
                 upstream_timeout: config.upstream_timeout,
                 body_limit: config.body_limit,
                 policy,
+                metrics: metrics::Metrics::default(),
+                log_json: config.log_json,
             }),
         })
     }
 
     fn upstream_url(&self, provider: Provider) -> String {
         let base = match provider {
-            Provider::OpenAiChat => &self.inner.openai_upstream,
+            Provider::OpenAiChat | Provider::OpenAiResponses => &self.inner.openai_upstream,
             Provider::Anthropic => &self.inner.anthropic_upstream,
         };
         format!("{base}{}", provider.upstream_path())
@@ -161,11 +170,26 @@ pub fn app(gateway: Gateway) -> Router {
     let policy = gateway.inner.policy.clone();
     let router = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics_text))
         .route("/v1/chat/completions", post(relay::openai_chat))
+        .route("/v1/responses", post(relay::openai_responses))
         .route("/v1/messages", post(relay::anthropic))
         .with_state(gateway)
         .layer(DefaultBodyLimit::max(limit));
     policy.apply(router)
+}
+
+/// `GET /metrics`: the Prometheus text format (see the metrics module's format).
+async fn metrics_text(
+    axum::extract::State(gateway): axum::extract::State<Gateway>,
+) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        gateway.inner.metrics.render(),
+    )
 }
 
 /// What `ctxlog gateway` was asked for.

@@ -14,12 +14,13 @@
 //!
 //! A reply is committed as the message a client sends back on its next call: OpenAI chat's
 //! `{"role":"assistant","content":S|null,"tool_calls":[…]}`, Anthropic's
-//! `{"role":"assistant","content":[BLOCK,…]}`. From a stream: OpenAI's `delta.content` pieces
+//! `{"role":"assistant","content":[BLOCK,…]}`, Responses' `output` items. From a stream: OpenAI's `delta.content` pieces
 //! joined, each `delta.tool_calls[i]` by its `index` (id, name, the `arguments` pieces
 //! joined), complete at `data: [DONE]`; Anthropic's `content_block_start` blocks with their
 //! deltas applied (`text_delta`, `input_json_delta`'s `partial_json` joined and parsed as the
 //! `input`, `thinking_delta`, `signature_delta`, `citations_delta`), complete at
-//! `message_stop`. A stream that ends before that is not a reply.
+//! `message_stop`; Responses' `response.completed` event, whose `response.output` is the
+//! reply. A stream that ends before that is not a reply.
 
 use ctxlog::WireFormat;
 use serde_json::{Map, Value, json};
@@ -31,6 +32,8 @@ pub enum Provider {
     OpenAiChat,
     /// `POST /v1/messages`, to `<anthropic upstream>/v1/messages`.
     Anthropic,
+    /// `POST /v1/responses`, to `<openai upstream>/responses`.
+    OpenAiResponses,
 }
 
 impl Provider {
@@ -39,6 +42,7 @@ impl Provider {
         match self {
             Provider::OpenAiChat => WireFormat::OpenAiChat,
             Provider::Anthropic => WireFormat::AnthropicMessages,
+            Provider::OpenAiResponses => WireFormat::OpenAiResponses,
         }
     }
 
@@ -47,6 +51,7 @@ impl Provider {
         match self {
             Provider::OpenAiChat => "/chat/completions",
             Provider::Anthropic => "/v1/messages",
+            Provider::OpenAiResponses => "/responses",
         }
     }
 
@@ -54,7 +59,7 @@ impl Provider {
     pub fn error_body(self, status: u16, message: &str) -> Value {
         let kind = error_type(self, status);
         match self {
-            Provider::OpenAiChat => json!({"error": {
+            Provider::OpenAiChat | Provider::OpenAiResponses => json!({"error": {
                 "message": message, "type": kind, "param": null, "code": null
             }}),
             Provider::Anthropic => json!({"type": "error", "error": {
@@ -72,6 +77,7 @@ impl Provider {
             calls: Vec::new(),
             blocks: Vec::new(),
             partial_json: Vec::new(),
+            output: None,
             complete: false,
         }
     }
@@ -95,6 +101,7 @@ impl Provider {
                 let content = body.get("content").filter(|c| c.is_array())?;
                 Some(json!({"role": "assistant", "content": content}))
             }
+            Provider::OpenAiResponses => response_output(&body),
         }
     }
 }
@@ -110,13 +117,23 @@ fn error_type(provider: Provider, status: u16) -> &'static str {
         (Provider::Anthropic, 503) => "overloaded_error",
         (Provider::Anthropic, 400..=499) => "invalid_request_error",
         (Provider::Anthropic, _) => "api_error",
-        (Provider::OpenAiChat, 401) => "authentication_error",
-        (Provider::OpenAiChat, 403) => "permission_error",
-        (Provider::OpenAiChat, 404) => "not_found_error",
-        (Provider::OpenAiChat, 429) => "rate_limit_error",
-        (Provider::OpenAiChat, 400..=499) => "invalid_request_error",
-        (Provider::OpenAiChat, _) => "server_error",
+        (_, 401) => "authentication_error",
+        (_, 403) => "permission_error",
+        (_, 404) => "not_found_error",
+        (_, 429) => "rate_limit_error",
+        (_, 400..=499) => "invalid_request_error",
+        (_, _) => "server_error",
     }
+}
+
+/// A completed Responses response's reply: its `output` items (none for a response that
+/// did not complete).
+fn response_output(response: &Value) -> Option<Value> {
+    let completed = response["status"].as_str().is_none_or(|s| s == "completed");
+    response
+        .get("output")
+        .filter(|o| completed && o.as_array().is_some_and(|o| !o.is_empty()))
+        .cloned()
 }
 
 /// One OpenAI tool call being assembled.
@@ -138,6 +155,8 @@ pub struct Assembler {
     blocks: Vec<Value>,
     /// Per Anthropic block: the `input_json_delta` pieces.
     partial_json: Vec<String>,
+    /// A Responses stream's output items, from its `response.completed` event.
+    output: Option<Value>,
     complete: bool,
 }
 
@@ -179,6 +198,7 @@ impl Assembler {
                 Value::Object(reply)
             }
             Provider::Anthropic => json!({"role": "assistant", "content": self.blocks}),
+            Provider::OpenAiResponses => self.output.clone()?,
         })
     }
 
@@ -204,6 +224,12 @@ impl Assembler {
         match self.provider {
             Provider::OpenAiChat => self.openai_chunk(&value),
             Provider::Anthropic => self.anthropic_event(&value),
+            Provider::OpenAiResponses => {
+                if value["type"] == "response.completed" {
+                    self.output = response_output(&value["response"]);
+                    self.complete = self.output.is_some();
+                }
+            }
         }
     }
 
@@ -294,7 +320,7 @@ impl Assembler {
 }
 
 /// Where the first event in `bytes` ends: the blank line's offset and length.
-fn event_end(bytes: &[u8]) -> Option<(usize, usize)> {
+pub(crate) fn event_end(bytes: &[u8]) -> Option<(usize, usize)> {
     let lf = bytes.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
     let crlf = bytes
         .windows(4)

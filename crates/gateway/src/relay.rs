@@ -22,8 +22,10 @@ use ctxlog::Store;
 use ctxlog::call::{CallRequest, PreparedCall, ReplyRequest};
 use ctxlog_server::AppError;
 use futures_util::StreamExt;
+use std::time::Instant;
 use tokio::sync::mpsc;
 
+use crate::metrics::UpstreamError;
 use crate::provider::Provider;
 use crate::{CONVERSATION_HEADER, Gateway, MAX_TOKENS_HEADER, SEQ_HEADER, TOKEN_HEADER};
 
@@ -33,6 +35,14 @@ pub(crate) async fn openai_chat(
     body: Bytes,
 ) -> Response {
     relay(gateway, Provider::OpenAiChat, headers, body).await
+}
+
+pub(crate) async fn openai_responses(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    relay(gateway, Provider::OpenAiResponses, headers, body).await
 }
 
 pub(crate) async fn anthropic(
@@ -48,6 +58,8 @@ struct Refusal {
     provider: Provider,
     status: StatusCode,
     message: String,
+    /// A body of the provider's own for this refusal, instead of the one made of `message`.
+    body: Option<serde_json::Value>,
 }
 
 impl Refusal {
@@ -56,6 +68,21 @@ impl Refusal {
             provider,
             status,
             message: message.into(),
+            body: None,
+        }
+    }
+
+    /// OpenAI's own answer to a `previous_response_id` it does not know.
+    fn unknown_response(id: &str) -> Refusal {
+        let message = format!("Previous response with id '{id}' not found.");
+        Refusal {
+            provider: Provider::OpenAiResponses,
+            status: StatusCode::BAD_REQUEST,
+            body: Some(serde_json::json!({"error": {
+                "message": message, "type": "invalid_request_error",
+                "param": "previous_response_id", "code": "previous_response_not_found"
+            }})),
+            message,
         }
     }
 
@@ -67,24 +94,44 @@ impl Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let body = self
-            .provider
-            .error_body(self.status.as_u16(), &self.message);
+        let body = self.body.unwrap_or_else(|| {
+            self.provider
+                .error_body(self.status.as_u16(), &self.message)
+        });
         (self.status, axum::Json(body)).into_response()
     }
 }
 
 async fn relay(gateway: Gateway, provider: Provider, headers: HeaderMap, body: Bytes) -> Response {
-    let conversation = headers
+    let arrived = Instant::now();
+    let mut conversation = headers
         .get(CONVERSATION_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let mut response = match relay_named(&gateway, provider, &headers, body, &conversation).await {
-        Ok(response) => response,
-        Err(refusal) => refusal.into_response(),
+    let call = relay_named(
+        &gateway,
+        provider,
+        &headers,
+        body,
+        &mut conversation,
+        arrived,
+    );
+    let (mut response, refused) = match call.await {
+        Ok(response) => (response, false),
+        Err(refusal) => {
+            let refused = refusal.status.is_client_error();
+            (refusal.into_response(), refused)
+        }
     };
-    if let Ok(value) = HeaderValue::from_str(&conversation) {
+    let status = response.status().as_u16();
+    gateway.inner.metrics.answered(provider, status, refused);
+    if gateway.inner.log_json {
+        access_log(provider, status, &conversation, &response, arrived);
+    }
+    if let Ok(value) = HeaderValue::from_str(&conversation)
+        && !conversation.is_empty()
+    {
         response.headers_mut().insert(CONVERSATION_HEADER, value);
     }
     response
@@ -95,19 +142,16 @@ async fn relay_named(
     provider: Provider,
     headers: &HeaderMap,
     body: Bytes,
-    conversation: &str,
+    conversation: &mut String,
+    arrived: Instant,
 ) -> Result<Response, Refusal> {
     let refuse = |status, message: String| Refusal::new(provider, status, message);
-    if conversation.is_empty() {
-        return Err(refuse(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "name the conversation in the {CONVERSATION_HEADER} header (1-64 characters \
-                 from A-Z a-z 0-9 _ -), e.g. the SDK's default_headers"
-            ),
-        ));
-    }
-    let store = tenant_store(gateway, provider, headers)?;
+    let (tenant, store) = tenant_store(gateway, provider, headers)?;
+    let previous = match provider {
+        Provider::OpenAiResponses => previous_response(gateway, &tenant, &body, conversation)?,
+        _ => None,
+    };
+
     let window = match headers.get(MAX_TOKENS_HEADER) {
         None => None,
         Some(value) => Some(
@@ -125,16 +169,28 @@ async fn relay_named(
         ),
     };
     let request = CallRequest {
-        conversation: conversation.to_owned(),
+        // Empty: recognised from the transcript.
+        conversation: conversation.clone(),
         format: provider.format(),
         body: body.to_vec(),
         window,
+        previous,
     };
     let prepared = blocking(provider, {
         let store = store.clone();
         move || store.prepare_call(&request)
     })
-    .await?;
+    .await
+    .map_err(|refusal| {
+        // A response that was never stored: the provider's own answer.
+        if previous.is_some() && refusal.message.contains(ctxlog::call::NO_STORED_RESPONSE) {
+            Refusal::unknown_response(&previous_id(&body).unwrap_or_default())
+        } else {
+            refusal
+        }
+    })?;
+    *conversation = prepared.conversation.clone();
+    let conversation = conversation.as_str();
     tracing::debug!(
         conversation,
         recognised = prepared.recognised,
@@ -143,13 +199,25 @@ async fn relay_named(
         budget = ?prepared.budget,
         "input committed; calling the provider"
     );
+    let metrics = &gateway.inner.metrics;
+    metrics.sent(provider, body.len(), prepared.body.len(), prepared.tokens);
+    let added = arrived.elapsed();
     let upstream = call_upstream(gateway, provider, headers, &prepared).await?;
+    let response_id = (provider == Provider::OpenAiResponses).then(|| {
+        gateway
+            .inner
+            .tenants
+            .response_id(&tenant, conversation, prepared.last_seq)
+    });
     let call = Call {
+        gateway: gateway.clone(),
+        added,
         store,
         provider,
         conversation: conversation.to_owned(),
         input_seq: prepared.last_seq,
         timeout: gateway.inner.upstream_timeout,
+        response_id,
     };
     if prepared.stream && upstream.status().is_success() {
         Ok(call.stream(upstream))
@@ -158,12 +226,54 @@ async fn relay_named(
     }
 }
 
-/// The store of the request's tenant: its gateway token (with `--tokens`) and its API key.
+/// The `previous_response_id` of a Responses body, if it has one.
+fn previous_id(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Previous {
+        previous_response_id: Option<String>,
+    }
+    serde_json::from_slice::<Previous>(body)
+        .ok()?
+        .previous_response_id
+}
+
+/// The seq a Responses call's `previous_response_id` continues from, naming the
+/// conversation: an id this gateway gave the tenant, of the conversation the header names
+/// (if it names one). An unknown id is the provider's own 400.
+fn previous_response(
+    gateway: &Gateway,
+    tenant: &str,
+    body: &[u8],
+    conversation: &mut String,
+) -> Result<Option<u64>, Refusal> {
+    let Some(id) = previous_id(body) else {
+        return Ok(None);
+    };
+    let (named, seq) = gateway
+        .inner
+        .tenants
+        .read_response_id(tenant, &id)
+        .ok_or_else(|| Refusal::unknown_response(&id))?;
+    if !conversation.is_empty() && *conversation != named {
+        return Err(Refusal::new(
+            Provider::OpenAiResponses,
+            StatusCode::BAD_REQUEST,
+            format!(
+                "previous_response_id is a response of conversation {named}, not of the \
+                 {CONVERSATION_HEADER} {conversation}: leave the header out to continue it"
+            ),
+        ));
+    }
+    *conversation = named;
+    Ok(Some(seq))
+}
+
+/// The request's tenant (its gateway token with `--tokens`, and its API key) and its store.
 fn tenant_store(
     gateway: &Gateway,
     provider: Provider,
     headers: &HeaderMap,
-) -> Result<Arc<Store>, Refusal> {
+) -> Result<(String, Arc<Store>), Refusal> {
     let unauthorized = |m: &str| Refusal::new(provider, StatusCode::UNAUTHORIZED, m);
     let token_tenant = match &gateway.inner.tokens {
         None => "",
@@ -255,10 +365,23 @@ async fn call_upstream(
         request = request.header(name.as_str(), value.as_bytes());
     }
     let timeout = gateway.inner.upstream_timeout;
+    let metrics = &gateway.inner.metrics;
     match tokio::time::timeout(timeout, request.send()).await {
-        Ok(Ok(response)) => Ok(response),
-        Ok(Err(e)) if e.is_timeout() => Err(upstream_timeout(provider, timeout)),
+        Ok(Ok(response)) => {
+            let status = response.status();
+            if status.is_client_error() {
+                metrics.upstream_error(provider, UpstreamError::Status4xx);
+            } else if status.is_server_error() {
+                metrics.upstream_error(provider, UpstreamError::Status5xx);
+            }
+            Ok(response)
+        }
+        Ok(Err(e)) if e.is_timeout() => {
+            metrics.upstream_error(provider, UpstreamError::Timeout);
+            Err(upstream_timeout(provider, timeout))
+        }
         Ok(Err(e)) => {
+            metrics.upstream_error(provider, UpstreamError::Unreachable);
             tracing::warn!(error = %without_url(&e), "the provider could not be reached");
             Err(Refusal::new(
                 provider,
@@ -270,7 +393,10 @@ async fn call_upstream(
                 ),
             ))
         }
-        Err(_) => Err(upstream_timeout(provider, timeout)),
+        Err(_) => {
+            metrics.upstream_error(provider, UpstreamError::Timeout);
+            Err(upstream_timeout(provider, timeout))
+        }
     }
 }
 
@@ -303,11 +429,16 @@ fn without_url(e: &reqwest::Error) -> String {
 
 /// A call whose input is committed, awaiting the provider's answer.
 struct Call {
+    gateway: Gateway,
+    /// The time the gateway took before calling the provider.
+    added: std::time::Duration,
     store: Arc<Store>,
     provider: Provider,
     conversation: String,
     input_seq: u64,
     timeout: std::time::Duration,
+    /// A Responses call's response id: it replaces the provider's in what the client gets.
+    response_id: Option<String>,
 }
 
 impl Call {
@@ -334,17 +465,23 @@ impl Call {
     async fn whole(self, upstream: reqwest::Response) -> Result<Response, Refusal> {
         let status = upstream.status();
         let mut head = self.head(&upstream, self.input_seq);
+        let metrics = &self.gateway.inner.metrics;
         let body = match tokio::time::timeout(self.timeout, upstream.bytes()).await {
             Ok(Ok(body)) => body,
             Ok(Err(e)) => {
+                metrics.upstream_error(self.provider, UpstreamError::Broken);
                 return Err(Refusal::new(
                     self.provider,
                     StatusCode::BAD_GATEWAY,
                     format!("the provider's answer broke off ({})", without_url(&e)),
                 ));
             }
-            Err(_) => return Err(upstream_timeout(self.provider, self.timeout)),
+            Err(_) => {
+                metrics.upstream_error(self.provider, UpstreamError::Timeout);
+                return Err(upstream_timeout(self.provider, self.timeout));
+            }
         };
+        let answered = Instant::now();
         if body.is_empty() {
             return Err(Refusal::new(
                 self.provider,
@@ -356,6 +493,11 @@ impl Call {
             .is_success()
             .then(|| self.provider.reply_of(&body))
             .flatten();
+        let body = match &self.response_id {
+            Some(id) if status.is_success() => with_response_id(&body, id, false),
+            _ => body,
+        };
+        metrics.added(self.provider, self.added + answered.elapsed());
         if let Some(message) = reply
             && let Some(seq) = self.commit(message).await
             && let Some(h) = head.headers_mut()
@@ -379,6 +521,7 @@ impl Call {
             conversation: self.conversation.clone(),
             format: self.provider.format(),
             message,
+            after: Some(self.input_seq),
         };
         match blocking(self.provider, move || store.commit_reply(&request)).await {
             Ok(receipt) => Some(receipt.last_seq),
@@ -395,6 +538,8 @@ impl Call {
 
     /// A streamed answer, relayed chunk by chunk.
     fn stream(self, upstream: reqwest::Response) -> Response {
+        // The first byte is forwarded as it comes: what the gateway adds is its preparation.
+        self.gateway.inner.metrics.added(self.provider, self.added);
         let head = self.head(&upstream, self.input_seq);
         let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
         tokio::spawn(self.pump(upstream, tx));
@@ -411,6 +556,7 @@ impl Call {
         tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     ) {
         let mut assembler = self.provider.assembler();
+        let mut ids = self.response_id.as_deref().map(IdRewriter::new);
         let mut chunks = upstream.bytes_stream();
         loop {
             let next = tokio::select! {
@@ -421,17 +567,24 @@ impl Call {
                 Ok(Some(Ok(chunk))) => chunk,
                 Ok(None) => return,
                 Ok(Some(Err(e))) => {
+                    let metrics = &self.gateway.inner.metrics;
+                    metrics.upstream_error(self.provider, UpstreamError::Broken);
                     tracing::warn!(error = %without_url(&e), "the provider's stream broke off");
                     return;
                 }
                 Err(_) => {
+                    let metrics = &self.gateway.inner.metrics;
+                    metrics.upstream_error(self.provider, UpstreamError::Timeout);
                     tracing::warn!("the provider's stream stalled past the upstream timeout");
                     return;
                 }
             };
             let was_complete = assembler.is_complete();
             assembler.feed(&chunk);
-            let mut out = chunk.to_vec();
+            let mut out = match &mut ids {
+                Some(ids) => ids.feed(&chunk),
+                None => chunk.to_vec(),
+            };
             if !was_complete
                 && let Some(message) = assembler.message()
                 && let Some(seq) = self.commit(message).await
@@ -452,4 +605,96 @@ fn tokio_stream_from(
     futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     })
+}
+
+/// A Responses body (or, with `event`, one SSE event's JSON) with the response's id replaced
+/// by the gateway's: the provider's id names provider state the gateway does not use.
+fn with_response_id(json: &[u8], id: &str, event: bool) -> Bytes {
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(json) else {
+        return Bytes::copy_from_slice(json);
+    };
+    let response = if event {
+        value.get_mut("response")
+    } else {
+        Some(&mut value)
+    };
+    match response.and_then(serde_json::Value::as_object_mut) {
+        Some(object) if object.contains_key("id") => {
+            object.insert("id".into(), id.into());
+            Bytes::from(serde_json::to_vec(&value).unwrap_or_else(|_| json.to_vec()))
+        }
+        _ => Bytes::copy_from_slice(json),
+    }
+}
+
+/// Rewrites the response id in a Responses stream's events (`response.created`,
+/// `response.completed`, …), passing each event on once it is whole.
+struct IdRewriter<'a> {
+    id: &'a str,
+    pending: Vec<u8>,
+}
+
+impl<'a> IdRewriter<'a> {
+    fn new(id: &'a str) -> IdRewriter<'a> {
+        IdRewriter {
+            id,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The whole events `chunk` completes, rewritten.
+    fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some((end, len)) = crate::provider::event_end(&self.pending) {
+            let event: Vec<u8> = self.pending.drain(..end + len).collect();
+            for line in event[..end].split(|b| *b == b'\n') {
+                match line.strip_prefix(b"data:") {
+                    Some(data) if data.windows(11).any(|w| w == b"\"response\":") => {
+                        out.extend_from_slice(b"data: ");
+                        let data = data.strip_prefix(b" ").unwrap_or(data);
+                        let data = data.strip_suffix(b"\r").unwrap_or(data);
+                        out.extend_from_slice(&with_response_id(data, self.id, true));
+                    }
+                    _ => out.extend_from_slice(line),
+                }
+                out.push(b'\n');
+            }
+            out.push(b'\n');
+        }
+        out
+    }
+}
+
+/// One access log line on stdout (`--log-format json`): when, which route, the status, the
+/// conversation, the seq committed and the time since the request arrived (for a stream:
+/// until its head). Never message content, never a key.
+fn access_log(
+    provider: Provider,
+    status: u16,
+    conversation: &str,
+    response: &Response,
+    arrived: Instant,
+) {
+    let seq = response
+        .headers()
+        .get(SEQ_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let ts_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let line = serde_json::json!({
+        "ts_ms": ts_ms,
+        "route": match provider {
+            Provider::OpenAiChat => "/v1/chat/completions",
+            Provider::OpenAiResponses => "/v1/responses",
+            Provider::Anthropic => "/v1/messages",
+        },
+        "status": status,
+        "conversation": (!conversation.is_empty()).then_some(conversation),
+        "seq": seq,
+        "ms": arrived.elapsed().as_secs_f64() * 1e3,
+    });
+    println!("{line}");
 }

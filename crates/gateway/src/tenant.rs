@@ -11,6 +11,12 @@
 //! (empty without tokens) and KEY the API key as sent; its store is `<root>/.tenants/<tenant>/`.
 //! Rotating the secret (deleting the file) starts every key on a new, empty tenant; the old
 //! tenant directories stay until removed.
+//!
+//! A Responses response id is `resp_ctxlog.CONVERSATION.SEQ.MAC`: the conversation, the
+//! seq of the input the response answered, and the first 32 hex digits of
+//! HMAC-SHA256(secret, "response" NUL TENANT NUL CONVERSATION NUL SEQ), TENANT being the
+//! tenant's name (`gw-…`). An id is read back only by a gateway on the same store (or a
+//! replica with the same secret), for the tenant it was given to.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -64,10 +70,37 @@ impl Tenants {
         })
     }
 
-    /// The store of the tenant `token_tenant` (the `--tokens` tenant, "" without tokens) and
-    /// API key `key`.
-    pub(crate) fn store(&self, token_tenant: &str, key: &[u8]) -> ctxlog::Result<Arc<Store>> {
+    /// The tenant of `token_tenant` (the `--tokens` tenant, "" without tokens) and API key
+    /// `key`, and its store.
+    pub(crate) fn store(
+        &self,
+        token_tenant: &str,
+        key: &[u8],
+    ) -> ctxlog::Result<(String, Arc<Store>)> {
         let name = tenant_name(&self.secret, token_tenant, key);
+        self.store_of(&name).map(|store| (name, store))
+    }
+
+    /// The Responses id of the response to the input ending at seq `seq` of `conversation`
+    /// in `tenant` (see the module's format).
+    pub(crate) fn response_id(&self, tenant: &str, conversation: &str, seq: u64) -> String {
+        let mac = response_mac(&self.secret, tenant, conversation, seq);
+        format!("{RESPONSE_ID_PREFIX}{conversation}.{seq}.{mac}")
+    }
+
+    /// The conversation and seq a Responses id of `tenant` names; `None` for an id this
+    /// gateway's store did not give that tenant.
+    pub(crate) fn read_response_id(&self, tenant: &str, id: &str) -> Option<(String, u64)> {
+        let mut parts = id.strip_prefix(RESPONSE_ID_PREFIX)?.split('.');
+        let (conversation, seq, mac) = (parts.next()?, parts.next()?, parts.next()?);
+        let seq: u64 = seq.parse().ok()?;
+        let expected = response_mac(&self.secret, tenant, conversation, seq);
+        (parts.next().is_none() && expected.as_bytes().ct_eq(mac.as_bytes()))
+            .then(|| (conversation.to_owned(), seq))
+    }
+
+    fn store_of(&self, name: &str) -> ctxlog::Result<Arc<Store>> {
+        let name = name.to_owned();
         let mut stores = self.stores.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(store) = stores.get(&name) {
             return Ok(store.clone());
@@ -81,17 +114,44 @@ impl Tenants {
     }
 }
 
+/// How a gateway response id starts.
+pub(crate) const RESPONSE_ID_PREFIX: &str = "resp_ctxlog.";
+
+/// The check of a response id: the first 16 bytes (hex) of HMAC-SHA256(secret,
+/// "response" NUL TENANT NUL CONVERSATION NUL SEQ).
+fn response_mac(secret: &[u8; 32], tenant: &str, conversation: &str, seq: u64) -> String {
+    let message = format!("response\0{tenant}\0{conversation}\0{seq}");
+    let mac = hmac_sha256(secret, message.as_bytes());
+    mac.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// HMAC-SHA256 under the store's secret.
+fn hmac_sha256(secret: &[u8; 32], message: &[u8]) -> Vec<u8> {
+    // HMAC pads a key shorter than the hash's 64-byte block with zeros (RFC 2104): given so.
+    let mut key = [0u8; 64];
+    key[..32].copy_from_slice(secret);
+    let mut mac = <Hmac<Sha256> as KeyInit>::new(&key.into());
+    mac.update(message);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Equality in time independent of where the bytes differ.
+trait CtEq {
+    fn ct_eq(&self, other: &Self) -> bool;
+}
+
+impl CtEq for [u8] {
+    fn ct_eq(&self, other: &[u8]) -> bool {
+        self.len() == other.len() && self.iter().zip(other).fold(0, |d, (a, b)| d | (a ^ b)) == 0
+    }
+}
+
 /// The tenant name of a key (see the module's format).
 pub(crate) fn tenant_name(secret: &[u8; 32], token_tenant: &str, key: &[u8]) -> String {
     let mut message = token_tenant.as_bytes().to_vec();
     message.push(0);
     message.extend_from_slice(key);
-    // HMAC pads a key shorter than the hash's 64-byte block with zeros (RFC 2104): given so.
-    let mut key = [0u8; 64];
-    key[..32].copy_from_slice(secret);
-    let mut mac = <Hmac<Sha256> as KeyInit>::new(&key.into());
-    mac.update(&message);
-    let mac = mac.finalize().into_bytes();
+    let mac = hmac_sha256(secret, &message);
     let hex: String = mac.iter().take(16).map(|b| format!("{b:02x}")).collect();
     format!("gw-{hex}")
 }
@@ -179,6 +239,23 @@ mod tests {
         assert_ne!(a, tenant_name(&secret, "team", b"sk-a"));
         assert_ne!(a, tenant_name(&[8u8; 32], "", b"sk-a"));
         assert!(ctxlog::ConversationName::new(&a).is_ok());
+    }
+
+    #[test]
+    fn a_response_id_reads_back_only_in_its_tenant() {
+        let dir = tempfile::tempdir().unwrap();
+        let tenants =
+            Tenants::open(StoreLocation::dir(dir.path()), StoreConfig::default()).unwrap();
+        let id = tenants.response_id("gw-a", "chat-1", 42);
+        assert!(id.starts_with(RESPONSE_ID_PREFIX), "{id}");
+        assert_eq!(
+            tenants.read_response_id("gw-a", &id),
+            Some(("chat-1".to_owned(), 42))
+        );
+        assert_eq!(tenants.read_response_id("gw-b", &id), None);
+        let forged = id.replace(".42.", ".43.");
+        assert_eq!(tenants.read_response_id("gw-a", &forged), None);
+        assert_eq!(tenants.read_response_id("gw-a", "resp_123"), None);
     }
 
     #[test]

@@ -34,6 +34,19 @@ pub enum Error {
         /// The commit id.
         id: String,
     },
+    /// The commit was to follow seq `after` ([`crate::NewCommit::after`]) but the
+    /// conversation has moved on to `last_seq`: another writer committed first. Nothing was
+    /// written (class conflict, CLI exit 6).
+    #[error(
+        "the conversation moved on: this commit was to follow seq {after}, but its last seq \
+         is {last_seq} (another writer committed first); read it again and decide anew"
+    )]
+    Moved {
+        /// The seq the commit was to follow.
+        after: u64,
+        /// The conversation's last seq.
+        last_seq: u64,
+    },
     /// The commit id names a commit whose records were lost to damage and given up by a
     /// repair (docs/design.md#l11-repair): its seqs are covered by a loss record and are
     /// never handed out again (CLI exit 7). Nothing was written.
@@ -145,6 +158,10 @@ impl Error {
                 reason: reason.clone(),
             },
             Error::Conflict { id } => Error::Conflict { id: id.clone() },
+            Error::Moved { after, last_seq } => Error::Moved {
+                after: *after,
+                last_seq: *last_seq,
+            },
             Error::Lost { id, from, to } => Error::Lost {
                 id: id.clone(),
                 from: *from,

@@ -539,6 +539,7 @@ impl Ledger {
                 artifacts: Vec::new(),
             });
         }
+        rules::check_after(commit, self.state.last_seq())?;
         let state = self.turn_state()?.clone();
         let last_ms = self.last_ms()?;
         let times = rules::resolve_times(commit.events.len(), &commit.times, last_ms, now_ms())?;

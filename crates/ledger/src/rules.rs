@@ -86,6 +86,18 @@ pub fn replay(
     })
 }
 
+/// Checks a commit's expected position ([`NewCommit::after`]) against the conversation's
+/// `last_seq`.
+///
+/// # Errors
+/// [`Error::Moved`] when the commit was to follow another seq.
+pub fn check_after(commit: &NewCommit, last_seq: u64) -> Result<()> {
+    match commit.after {
+        Some(after) if after != last_seq => Err(Error::Moved { after, last_seq }),
+        _ => Ok(()),
+    }
+}
+
 /// The hash an idempotency id is stored and looked up under: SHA-256 of its bytes.
 pub fn commit_id_hash(id: &str) -> [u8; 32] {
     crate::hex::sha256(id.as_bytes())

@@ -456,6 +456,7 @@ impl PgLedger {
             }
             return rules::replay(id, digest, &stored, seqs);
         }
+        rules::check_after(commit, index.last_seq())?;
         let next = index.last_seq() + 1;
         let rows = self.checked_rows(&mut q, &index, commit, next)?;
         let stamps =

@@ -1,16 +1,98 @@
 //! The two operations of a relayed model call ([`crate::call`] has the rules): the client's
 //! new messages committed and the upstream body projected, then the provider's reply
 //! committed.
+//!
+//! Recognition is bounded: the store keeps, per conversation, the digest of each stored
+//! event ([`Transcript`]) and reads only the events committed since it last looked; a resent
+//! event the client sent before is matched by the digest of its bytes as sent, without
+//! redacting or decoding it again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use ctxlog_ledger::{CommitReceipt, EventBody, NewCommit};
 use ctxlog_projection::{Policy, WireFormat};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
-use super::Store;
-use crate::call::{self, CallRequest, ClientCall, PreparedCall, ReplyRequest};
+use super::{Store, lock};
+use crate::call::{self, CallRequest, ClientCall, Digest, PreparedCall, ReplyRequest};
 use crate::ops::{CommitRequest, LogRequest, ProjectRequest};
 use crate::{Error, Result};
+
+/// How often a call reads the conversation again when another call on it committed between
+/// its read and its commit ([`NewCommit::after`]), before it gives up with the conflict.
+const MOVED_RETRIES: usize = 3;
+
+/// What recognition keeps of one conversation between calls: the digests of its stored
+/// events (those a client sends back), read up to `last_seq`.
+#[derive(Debug, Default)]
+pub(crate) struct Transcript {
+    /// The last seq read.
+    last_seq: u64,
+    /// Per stored event a client sends back, in order: its digest as stored
+    /// ([`call::stored_digest`]).
+    stored: Vec<Digest>,
+    /// Per such event (and past the end, for events committed but not read back yet): the
+    /// digest of the client's event it was matched with or committed from
+    /// ([`call::sent_digest`]).
+    sent: Vec<Option<Digest>>,
+    /// Whether the last of them awaits a reply (a user message or tool results).
+    awaits_reply: bool,
+}
+
+/// The transcripts of a store's conversations.
+pub(crate) type Transcripts = Mutex<HashMap<String, Arc<Mutex<Transcript>>>>;
+
+impl Transcript {
+    /// Reads what was committed since `last_seq`; everything again when the conversation
+    /// is not the one read (a system marker: an erasure, retention or repair rewrote it; or
+    /// it is shorter: erased whole).
+    fn refresh(&mut self, store: &Store, conversation: &str) -> Result<()> {
+        let tail = match store.log(&LogRequest {
+            conversation: conversation.to_owned(),
+            from: self.last_seq + 1,
+            limit: None,
+        }) {
+            Ok(log) => log,
+            Err(Error::NotFound { .. }) => {
+                *self = Transcript::default();
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let rewritten = tail.last_seq < self.last_seq
+            || tail
+                .events
+                .iter()
+                .any(|e| matches!(e.body, EventBody::System { .. }));
+        if rewritten && self.last_seq > 0 {
+            *self = Transcript::default();
+            return self.refresh(store, conversation);
+        }
+        for event in tail.events.iter().filter(|e| call::comparable(&e.body)) {
+            self.stored.push(call::stored_digest(&event.body));
+            self.awaits_reply = matches!(
+                event.body,
+                EventBody::User { .. } | EventBody::ToolResult { .. }
+            );
+        }
+        self.sent
+            .resize(self.sent.len().max(self.stored.len()), None);
+        self.last_seq = tail.last_seq;
+        Ok(())
+    }
+
+    /// Records that stored events from `at` on are the client's `sent` ones.
+    fn matched(&mut self, at: usize, sent: &[Digest]) {
+        if self.sent.len() < at + sent.len() {
+            self.sent.resize(at + sent.len(), None);
+        }
+        for (slot, digest) in self.sent[at..].iter_mut().zip(sent) {
+            *slot = Some(*digest);
+        }
+    }
+}
 
 impl Store {
     /// Prepares a relayed call: recognises the client's messages the conversation already
@@ -21,8 +103,11 @@ impl Store {
     /// nothing new while the conversation awaits a reply (a retry after a failed upstream
     /// call) projects the stored input again and commits nothing.
     ///
-    /// Each commit's id derives from the seq it follows and its events, so a client's
-    /// identical request sent twice at once commits once.
+    /// Each commit follows the seq recognition read ([`NewCommit::after`]): a call on the
+    /// same conversation that committed in between makes this one read it again (its
+    /// messages then either are stored already or do not continue it). Each commit's id
+    /// derives from the seq it follows and its events, so a client's identical request sent
+    /// twice at once commits once.
     ///
     /// # Errors
     /// [`Error::BadInput`] for a body that is not a request of the format, or whose new
@@ -30,21 +115,100 @@ impl Store {
     /// [`Error::Diverged`] for messages that do not continue the stored ones; projection
     /// errors (class over budget when the mandatory part does not fit); ledger errors.
     pub fn prepare_call(&self, request: &CallRequest) -> Result<PreparedCall> {
-        let client = call::read_call(request.format, &request.body)?;
-        let stored = match self.log(&LogRequest::page(request.conversation.clone(), None, None)?) {
-            Ok(log) => (log.last_seq, call::comparable(log.events)),
-            Err(Error::NotFound { .. }) => (0, Vec::new()),
-            Err(e) => return Err(e),
+        let mut attempt = 0;
+        loop {
+            let result = if request.conversation.is_empty() {
+                self.prepare_unnamed(request)
+            } else {
+                self.prepare_once(request)
+            };
+            match result {
+                Err(e) if is_moved(&e) && attempt < MOVED_RETRIES => attempt += 1,
+                result => return result,
+            }
+        }
+    }
+
+    /// A call without a conversation name: the conversation is the one the client's
+    /// transcript continues, found by the fingerprints of its events
+    /// ([`call::root_name`], [`call::fork_name`]); a transcript that diverges from it forks
+    /// a new conversation holding the client's events.
+    fn prepare_unnamed(&self, request: &CallRequest) -> Result<PreparedCall> {
+        let client = call::read_call(request.format, &request.body, &[])?;
+        let sent: Vec<Digest> = client.events.iter().map(call::sent_digest).collect();
+        let chain = call::fingerprints(&sent);
+        let Some(root) = chain.first() else {
+            return Err(Error::BadInput {
+                reason: "the request holds no message to recognise a conversation by".into(),
+            });
         };
-        let redacted: Vec<EventBody> = self
-            .redactor()
-            .redact_commit(&NewCommit::new(client.events.clone()))
-            .into_owned()
-            .events
-            .into_iter()
-            .map(call::parts_as_stored)
-            .collect();
-        let known = call::recognised(&stored.1, &redacted)?;
+        let mut name = call::root_name(root);
+        // Each hop moves to a fork that shares more of the client's events.
+        for _ in 0..=client.events.len() {
+            let Some(at) = self.divergence(&name, &client.events, &sent)? else {
+                break;
+            };
+            let mut fork = 0;
+            name = loop {
+                let candidate = call::fork_name(&chain[at - 1], fork);
+                match self.divergence(&candidate, &client.events, &sent)? {
+                    // A sibling branch from the same point: the next one.
+                    Some(other) if other == at => fork += 1,
+                    _ => break candidate,
+                }
+            };
+        }
+        let named = CallRequest {
+            conversation: name,
+            ..request.clone()
+        };
+        self.prepare_once(&named)
+    }
+
+    /// Where the client's events leave conversation `name`: `None` when they continue it
+    /// (or it does not exist); else the index of the first event that differs (the length
+    /// of the client's events when they are a shorter part of it: a regenerated reply).
+    fn divergence(
+        &self,
+        name: &str,
+        events: &[EventBody],
+        sent: &[Digest],
+    ) -> Result<Option<usize>> {
+        let transcript = self.transcript(name);
+        let mut t = lock(&transcript);
+        t.refresh(self, name)?;
+        let stored = t.stored.len();
+        let mut same = self.matcher(&t, events, sent);
+        let at = (0..stored.min(events.len()))
+            .find(|&i| !same(i, i))
+            .unwrap_or(stored.min(events.len()));
+        Ok((at < stored).then_some(at.max(1)))
+    }
+
+    fn prepare_once(&self, request: &CallRequest) -> Result<PreparedCall> {
+        let transcript = self.transcript(&request.conversation);
+        let previous = match request.previous {
+            Some(seq) => Some(self.response_after(&request.conversation, seq)?),
+            None => None,
+        };
+        let calls = previous.as_ref().map_or(&[][..], |p| p.calls.as_slice());
+        let client = call::read_call(request.format, &request.body, calls)?;
+        let client = &client;
+        let sent: Vec<Digest> = client.events.iter().map(call::sent_digest).collect();
+        let sent = sent.as_slice();
+        let (known, start, stored_seq, awaits_reply) = {
+            let mut t = lock(&transcript);
+            t.refresh(self, &request.conversation)?;
+            match &previous {
+                // The client's items continue the named response: all of them are new.
+                Some(p) => (0, t.stored.len(), p.last_seq, false),
+                None => {
+                    let (known, start) = self.recognise(&t, &client.events, sent)?;
+                    t.matched(start, &sent[..known]);
+                    (known, start, t.last_seq, t.awaits_reply)
+                }
+            }
+        };
         let new = &client.events[known..];
         let (before, input) = match new.last() {
             Some(EventBody::User { text, parts }) if parts.is_empty() => {
@@ -53,13 +217,7 @@ impl Store {
             // A message with media is committed first and projected as the stored input.
             Some(EventBody::User { .. } | EventBody::ToolResult { .. }) => (new, None),
             // A retry of a call whose input is stored and not answered yet.
-            None if matches!(
-                stored.1.last(),
-                Some(EventBody::User { .. } | EventBody::ToolResult { .. })
-            ) =>
-            {
-                (new, None)
-            }
+            None if awaits_reply => (new, None),
             _ => {
                 return Err(Error::BadInput {
                     reason: "the messages sent end with nothing new for the model to answer: \
@@ -69,9 +227,11 @@ impl Store {
                 });
             }
         };
-        let mut last_seq = stored.0;
+        let mut last_seq = stored_seq;
+        let at = start + known;
         if !before.is_empty() {
             last_seq = self.commit_events(&request.conversation, last_seq, before)?;
+            lock(&transcript).matched(at, &sent[known..known + before.len()]);
         }
         let budget = call::budget(
             request.format,
@@ -80,11 +240,13 @@ impl Store {
             client.reserve,
         )?;
         let trailing = &new[before.len()..];
-        let projection = self.project(&project_request(request, &client, input, budget))?;
+        let projection = self.project(&project_request(request, client, input, budget))?;
         if !trailing.is_empty() {
             last_seq = self.commit_events(&request.conversation, last_seq, trailing)?;
+            lock(&transcript).matched(at + before.len(), &sent[known + before.len()..]);
         }
         Ok(PreparedCall {
+            conversation: request.conversation.clone(),
             body: projection.body,
             stream: client.stream,
             recognised: known as u64,
@@ -95,29 +257,155 @@ impl Store {
         })
     }
 
-    /// Commits a provider's reply to a relayed call, read by the import parser of its format
-    /// (so that the same message resent by the client is recognised).
+    /// How many of the client's events `t` holds, and where in it they start
+    /// ([`call::recognised`]): an event matches by the digest of its bytes as sent, else
+    /// (redacted, its media as stored) by its digest as stored.
+    fn recognise(
+        &self,
+        t: &Transcript,
+        events: &[EventBody],
+        sent: &[Digest],
+    ) -> Result<(usize, usize)> {
+        call::recognised(t.stored.len(), events.len(), self.matcher(t, events, sent))
+    }
+
+    /// Whether stored event `s` of `t` is the client's event `c` ([`Store::recognise`]).
+    fn matcher<'a>(
+        &'a self,
+        t: &'a Transcript,
+        events: &'a [EventBody],
+        sent: &'a [Digest],
+    ) -> impl FnMut(usize, usize) -> bool + 'a {
+        let mut as_stored: Vec<Option<Digest>> = vec![None; events.len()];
+        move |s, c| {
+            if t.sent[s] == Some(sent[c]) {
+                return true;
+            }
+            let digest = *as_stored[c].get_or_insert_with(|| {
+                let redacted = self
+                    .redactor()
+                    .redact_commit(&NewCommit::new(vec![events[c].clone()]))
+                    .into_owned()
+                    .events;
+                redacted
+                    .into_iter()
+                    .next()
+                    .map(call::parts_as_stored)
+                    .map_or([0; 32], |e| call::stored_digest(&e))
+            });
+            t.stored[s] == digest
+        }
+    }
+
+    /// The stored response to the input that ends at seq `input` of `conversation`: the
+    /// events after it, all of them the model's (a reply), none of them an input.
     ///
     /// # Errors
-    /// [`Error::BadInput`] for a message the parser refuses or that holds nothing; ledger
-    /// errors.
+    /// [`Error::InvalidRequest`] when no reply follows `input` (the call failed, or the seq
+    /// is past the end); [`Error::Diverged`] when the conversation continued after that
+    /// response (continuing from an earlier response would fork it).
+    fn response_after(&self, conversation: &str, input: u64) -> Result<StoredResponse> {
+        let not_found = || Error::InvalidRequest {
+            reason: format!(
+                "{} (conversation {conversation}, after seq {input}): the call it names failed \
+                 or was never answered",
+                call::NO_STORED_RESPONSE
+            ),
+        };
+        let log = match self.log(&LogRequest {
+            conversation: conversation.to_owned(),
+            from: input + 1,
+            limit: None,
+        }) {
+            Ok(log) => log,
+            Err(Error::NotFound { .. }) => return Err(not_found()),
+            Err(e) => return Err(e),
+        };
+        let reply: Vec<&EventBody> = log
+            .events
+            .iter()
+            .map(|e| &e.body)
+            .filter(|b| call::comparable(b))
+            .collect();
+        if reply.is_empty() || input > log.last_seq {
+            return Err(not_found());
+        }
+        if reply
+            .iter()
+            .any(|b| matches!(b, EventBody::User { .. } | EventBody::ToolResult { .. }))
+        {
+            return Err(Error::Diverged {
+                reason: format!(
+                    "the conversation {conversation} continued after the response \
+                     previous_response_id names: continuing from an earlier response \
+                     (a fork) is not supported yet; continue from the latest response"
+                ),
+            });
+        }
+        let calls = reply
+            .iter()
+            .filter_map(|b| match b {
+                EventBody::ToolCall { call_id, tool, .. } => Some((call_id.clone(), tool.clone())),
+                _ => None,
+            })
+            .collect();
+        Ok(StoredResponse {
+            last_seq: log.last_seq,
+            calls,
+        })
+    }
+
+    /// The recognition state of `conversation` (empty until first read).
+    fn transcript(&self, conversation: &str) -> Arc<Mutex<Transcript>> {
+        lock(&self.transcripts)
+            .entry(conversation.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Commits a provider's reply to a relayed call, read by the import parser of its format
+    /// (so that the same message resent by the client is recognised), right after
+    /// `request.after` when given.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for a message the parser refuses or that holds nothing;
+    /// [`ctxlog_ledger::Error::Moved`] (class conflict) when the conversation moved on past
+    /// `request.after`; ledger errors.
     pub fn commit_reply(&self, request: &ReplyRequest) -> Result<CommitReceipt> {
-        let events = crate::transfer::message_events(
-            request.format,
-            Value::Array(vec![request.message.clone()]),
-        )?;
+        // A Responses reply is its list of output items; the others, one message.
+        let messages = match &request.message {
+            Value::Array(items) if request.format == WireFormat::OpenAiResponses => {
+                Value::Array(items.clone())
+            }
+            message => Value::Array(vec![message.clone()]),
+        };
+        let events = crate::transfer::message_events(request.format, messages, &[])?;
         if events.is_empty() {
             return Err(Error::BadInput {
                 reason: "the reply holds no text and no tool call".into(),
             });
         }
-        self.commit(&CommitRequest {
+        let sent: Vec<Digest> = events.iter().map(call::sent_digest).collect();
+        let mut commit = NewCommit::new(events);
+        if let Some(after) = request.after {
+            commit = commit.with_after(after);
+        }
+        let receipt = self.commit(&CommitRequest {
             conversation: request.conversation.clone(),
-            commit: NewCommit::new(events),
-        })
+            commit,
+        })?;
+        // The reply as the client will resend it: recognised by its digest as sent.
+        let transcript = self.transcript(&request.conversation);
+        let mut t = lock(&transcript);
+        if t.refresh(self, &request.conversation).is_ok() && t.last_seq == receipt.last_seq {
+            let at = t.stored.len().saturating_sub(sent.len());
+            t.matched(at, &sent);
+        }
+        Ok(receipt)
     }
 
-    /// Commits `events` after seq `after`, under an id derived from both; the new last seq.
+    /// Commits `events` right after seq `after`, under an id derived from both; the new last
+    /// seq.
     fn commit_events(&self, conversation: &str, after: u64, events: &[EventBody]) -> Result<u64> {
         let mut digest = Sha256::new();
         digest.update(after.to_le_bytes());
@@ -133,12 +421,27 @@ impl Store {
             .collect();
         let receipt = self.commit(&CommitRequest {
             conversation: conversation.to_owned(),
-            commit: NewCommit::new(events.to_vec()).with_id(format!("call-{id}")),
+            commit: NewCommit::new(events.to_vec())
+                .with_id(format!("call-{id}"))
+                .with_after(after),
         })?;
         Ok(receipt.last_seq)
     }
 }
 
+/// A stored response a Responses client continues ([`Store::prepare_call`] with
+/// `previous`).
+struct StoredResponse {
+    /// The conversation's last seq: the response's end.
+    last_seq: u64,
+    /// The tool calls it made (call id, tool), which the client's items may answer.
+    calls: Vec<(String, String)>,
+}
+
+/// Whether `e` is a commit refused because the conversation moved on.
+fn is_moved(e: &Error) -> bool {
+    matches!(e.ledger_cause(), Some(ctxlog_ledger::Error::Moved { .. }))
+}
 /// The projection of a relayed call: whole turns, no recall pages or notices (nothing the
 /// client did not send), the client's system prompt, tools and fields.
 fn project_request(
@@ -147,7 +450,11 @@ fn project_request(
     input: Option<String>,
     budget: Option<u64>,
 ) -> ProjectRequest {
-    let anthropic = request.format == WireFormat::AnthropicMessages;
+    // Anthropic's max_tokens and Responses' max_output_tokens are the projector's own.
+    let anthropic = matches!(
+        request.format,
+        WireFormat::AnthropicMessages | WireFormat::OpenAiResponses
+    );
     ProjectRequest {
         conversation: request.conversation.clone(),
         input,

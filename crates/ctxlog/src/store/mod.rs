@@ -66,6 +66,8 @@ pub struct Store {
     /// (docs/design.md#e2-retention).
     retention: RetentionPolicy,
     retain_on_open: bool,
+    /// What relayed calls recognise of each conversation ([`call::Transcript`]).
+    transcripts: call::Transcripts,
 }
 
 impl std::fmt::Debug for Store {
@@ -124,6 +126,7 @@ impl Store {
             redactor: Arc::new(Redactor::new(&config.redaction)?),
             retention,
             retain_on_open: config.retention.on_open,
+            transcripts: Default::default(),
         })
     }
 

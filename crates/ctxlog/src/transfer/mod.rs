@@ -245,15 +245,20 @@ pub(crate) fn parse(
 ///
 /// # Errors
 /// [`Error::BadInput`] naming the index of the first bad message.
+///
+/// `calls` are the tool calls already stored that the messages may answer (call id, tool):
+/// a Responses client that continues a stored response sends the outputs of its calls
+/// without the calls.
 pub(crate) fn message_events(
     format: ctxlog_projection::WireFormat,
     messages: serde_json::Value,
+    calls: &[(String, String)],
 ) -> Result<Vec<EventBody>> {
     use ctxlog_projection::WireFormat;
     let (events, _notes) = match format {
         WireFormat::OpenAiChat => openai::parse(messages)?,
         WireFormat::AnthropicMessages => anthropic::parse(messages)?,
-        WireFormat::OpenAiResponses => responses::parse(messages)?,
+        WireFormat::OpenAiResponses => responses::parse_after(messages, calls)?,
     };
     Ok(events.into_iter().map(|e| e.body).collect())
 }

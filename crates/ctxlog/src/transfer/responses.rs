@@ -14,8 +14,18 @@ const WHAT: &str = "an OpenAI Responses input item list: a JSON array of items (
                     {\"input\":[…]})";
 
 pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
+    parse_after(value, &[])
+}
+
+/// [`parse`], after the stored tool calls `calls` (call id, tool), which its
+/// `function_call_output` items may answer.
+pub(crate) fn parse_after(
+    value: Value,
+    calls: &[(String, String)],
+) -> Result<(Vec<Incoming>, Vec<String>)> {
     let (instructions, items) = envelope(value)?;
     let mut events = Events::default();
+    events.calls.extend(calls.iter().cloned());
     if let Some(text) = instructions.filter(|t| !t.trim().is_empty()) {
         events
             .notes

@@ -238,6 +238,7 @@ pub fn commit_events(
             id: id.map(str::to_string),
             events,
             times: times.to_vec(),
+            after: None,
         },
     })
 }

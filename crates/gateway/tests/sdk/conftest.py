@@ -45,9 +45,13 @@ class Gateway:
 
     def __init__(self, root: Path, upstream_port: int) -> None:
         self.root = root
-        base = f"http://127.0.0.1:{upstream_port}"
+        self.upstream_port = upstream_port
+        self.start()
+
+    def start(self) -> None:
+        base = f"http://127.0.0.1:{self.upstream_port}"
         self.process = subprocess.Popen(
-            [str(ctxlog_bin()), "--root", str(root), "gateway", "--addr", "127.0.0.1:0",
+            [str(ctxlog_bin()), "--root", str(self.root), "gateway", "--addr", "127.0.0.1:0",
              "--openai-upstream", f"{base}/v1", "--anthropic-upstream", base,
              "--upstream-timeout", "5"],
             stderr=subprocess.PIPE,
@@ -62,6 +66,11 @@ class Gateway:
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
+
+    def restart(self) -> None:
+        """A new gateway process on the same store (on a new port)."""
+        self.close()
+        self.start()
 
     def export(self, conversation: str) -> list[dict[str, object]]:
         """The conversation's events (artifacts inlined) in the only tenant of the store."""

@@ -1,8 +1,9 @@
 """A stand-in provider on loopback for the gateway's tests: it serves OpenAI's
-`/v1/chat/completions` and Anthropic's `/v1/messages`, plain and streaming, answering each
-call with the reply a test scripted, and it checks every request it receives: the body is a
-valid request by the SDKs' own request types, it fits the window the test gave the gateway
-(counted by `ctxlog count`), and it carries the client's API key."""
+`/v1/chat/completions` and `/v1/responses` and Anthropic's `/v1/messages`, plain and
+streaming, answering each call with the reply a test scripted, and it checks every request
+it receives: the body is a valid request by the SDKs' own request types (a Responses body
+also by the published Responses schema the repository keeps), it fits the window the test
+gave the gateway (counted by `ctxlog count`), and it carries the client's API key."""
 
 import json
 import socket
@@ -22,6 +23,10 @@ from openai.types.chat.completion_create_params import (
     CompletionCreateParamsNonStreaming,
     CompletionCreateParamsStreaming,
 )
+from openai.types.responses.response_create_params import (
+    ResponseCreateParamsNonStreaming,
+    ResponseCreateParamsStreaming,
+)
 
 OPENAI_PLAIN: "pydantic.TypeAdapter[CompletionCreateParamsNonStreaming]" = pydantic.TypeAdapter(
     CompletionCreateParamsNonStreaming
@@ -34,6 +39,20 @@ ANTHROPIC_PLAIN: "pydantic.TypeAdapter[MessageCreateParamsNonStreaming]" = pydan
 )
 ANTHROPIC_STREAM: "pydantic.TypeAdapter[MessageCreateParamsStreaming]" = pydantic.TypeAdapter(
     MessageCreateParamsStreaming
+)
+
+RESPONSES_PLAIN: "pydantic.TypeAdapter[ResponseCreateParamsNonStreaming]" = pydantic.TypeAdapter(
+    ResponseCreateParamsNonStreaming
+)
+RESPONSES_STREAM: "pydantic.TypeAdapter[ResponseCreateParamsStreaming]" = pydantic.TypeAdapter(
+    ResponseCreateParamsStreaming
+)
+#: OpenAI's published schema of a Responses request body (crates/projection/tests/fixtures).
+RESPONSES_SCHEMA: Dict[str, Any] = json.loads(
+    (
+        Path(__file__).resolve().parents[3]
+        / "projection/tests/fixtures/openai-responses/create-response.schema.json"
+    ).read_text()
 )
 
 Reply = Dict[str, Any]
@@ -78,6 +97,9 @@ class StandIn:
         try:
             if path == "/v1/chat/completions":
                 (OPENAI_STREAM if stream else OPENAI_PLAIN).validate_python(body)
+            elif path == "/v1/responses":
+                (RESPONSES_STREAM if stream else RESPONSES_PLAIN).validate_python(body)
+                self.check_schema(body)
             else:
                 (ANTHROPIC_STREAM if stream else ANTHROPIC_PLAIN).validate_python(body)
         except pydantic.ValidationError as e:
@@ -86,7 +108,9 @@ class StandIn:
             self.problems.append("the client's API key was not forwarded")
         if any(k.startswith("x-ctxlog-") for k in headers):
             self.problems.append("a ctxlog header reached the provider")
-        fmt = "openai-chat" if path == "/v1/chat/completions" else "anthropic-messages"
+        fmt = {"/v1/chat/completions": "openai-chat", "/v1/responses": "openai-responses"}.get(
+            path, "anthropic-messages"
+        )
         counted = subprocess.run(
             [str(self.ctxlog_bin), "count", "--format", fmt, "--json", "-"],
             input=json.dumps(body, ensure_ascii=False).encode(),
@@ -94,9 +118,18 @@ class StandIn:
             check=True,
         )
         tokens = int(json.loads(counted.stdout)["tokens"])
-        output = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        output = int(
+            body.get("max_tokens") or body.get("max_completion_tokens") or body.get("max_output_tokens") or 0
+        )
         if tokens + output > self.window:
             self.problems.append(f"{tokens} + {output} tokens exceed the window {self.window}")
+
+    def check_schema(self, body: Dict[str, Any]) -> None:
+        """A Responses body against the published schema."""
+        import jsonschema  # type: ignore[import-untyped]
+
+        for error in jsonschema.Draft202012Validator(RESPONSES_SCHEMA).iter_errors(body):
+            self.problems.append(f"not a valid Responses request: {error.message}")
 
     def handler(self) -> type:
         standin = self
@@ -125,7 +158,12 @@ class StandIn:
                     return
                 reply = standin.replies.pop(0) if standin.replies else text_reply("(none)")
                 anthropic = self.path == "/v1/messages"
-                if body.get("stream") is True:
+                if self.path == "/v1/responses":
+                    if body.get("stream") is True:
+                        self.send_stream(responses_events(reply))
+                    else:
+                        self.send_json(200, responses_object(reply))
+                elif body.get("stream") is True:
                     events = anthropic_events(reply) if anthropic else openai_chunks(reply)
                     self.send_stream(events)
                 else:
@@ -264,4 +302,57 @@ def anthropic_events(reply: Reply) -> List[bytes]:
         )
     )
     out.append(sse({"type": "message_stop"}, "message_stop"))
+    return out
+
+
+def responses_items(reply: Reply) -> List[Dict[str, Any]]:
+    items: List[Dict[str, Any]] = []
+    if reply["text"]:
+        part = {"type": "output_text", "text": reply["text"], "annotations": []}
+        items.append({"type": "message", "id": "msg_standin", "status": "completed", "role": "assistant", "content": [part]})
+    for index, (call_id, name, arguments) in enumerate(reply["calls"]):
+        items.append(
+            {"type": "function_call", "id": f"fc_{index}", "call_id": call_id, "name": name,
+             "arguments": json.dumps(arguments), "status": "completed"}
+        )
+    return items
+
+
+def responses_object(reply: Reply, status: str = "completed") -> Dict[str, Any]:
+    return {
+        "id": "resp_standin",
+        "object": "response",
+        "created_at": 1,
+        "status": status,
+        "model": "gpt-4o",
+        "output": responses_items(reply) if status == "completed" else [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+    }
+
+
+def responses_events(reply: Reply) -> List[bytes]:
+    seq = iter(range(1000))
+
+    def event(kind: str, value: Dict[str, Any]) -> bytes:
+        return sse({"type": kind, "sequence_number": next(seq), **value}, kind)
+
+    out = [event("response.created", {"response": responses_object(reply, "in_progress")})]
+    for index, item in enumerate(responses_items(reply)):
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            out.append(event("response.output_item.added", {"output_index": index, "item": {**item, "content": [], "status": "in_progress"}}))
+            for i in range(0, len(text), 5):
+                out.append(event("response.output_text.delta", {"item_id": item["id"], "output_index": index, "content_index": 0, "delta": text[i : i + 5], "logprobs": []}))
+        else:
+            out.append(event("response.output_item.added", {"output_index": index, "item": {**item, "arguments": "", "status": "in_progress"}}))
+            args = item["arguments"]
+            half = len(args) // 2
+            for piece in (args[:half], args[half:]):
+                out.append(event("response.function_call_arguments.delta", {"item_id": item["id"], "output_index": index, "delta": piece}))
+        out.append(event("response.output_item.done", {"output_index": index, "item": item}))
+    out.append(event("response.completed", {"response": responses_object(reply)}))
     return out

@@ -212,6 +212,73 @@ def test_an_anthropic_tool_loop_is_stored_once_and_fits_the_window(
     assert len(json.dumps(standin.requests[-1])) < len(json.dumps(messages)) - 4 * 8192
 
 
+TOOLS_RESPONSES: List[Any] = [
+    {
+        "type": "function",
+        "name": "shell",
+        "description": "Run a shell command",
+        "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        "strict": False,
+    }
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_responses_tool_loop_chained_by_previous_response_id_is_served_from_the_ledger(
+    gateway: Gateway, standin: StandIn, stream: bool
+) -> None:
+    client = openai_client(gateway, "rloop")
+    items: Any = "Find what fills the disks."
+    previous: Optional[str] = None
+    expected: List[Dict[str, Any]] = [{"kind": "user", "text": items}]
+    final: Any = None
+    for step in range(STEPS + 1):
+        last = step == STEPS
+        standin.replies.append(
+            text_reply("The logs fill the disks.") if last else call_reply(f"call_{step}", "shell", {"cmd": f"du -sh /var/{step}"})
+        )
+        args: Dict[str, Any] = dict(
+            model="gpt-4o", instructions=SYSTEM, input=items, tools=TOOLS_RESPONSES,
+            temperature=0.2, max_output_tokens=512, store=False,
+        )
+        if previous is not None:
+            args["previous_response_id"] = previous
+        if stream:
+            final = None
+            for event in client.responses.create(stream=True, **args):
+                if event.type == "response.completed":
+                    final = event.response
+            assert final is not None
+        else:
+            final = client.responses.create(**args)
+        assert final.id.startswith("resp_ctxlog.rloop."), final.id
+        previous = final.id
+        if not last:
+            call = [o for o in final.output if o.type == "function_call"][0]
+            assert json.loads(call.arguments) == {"cmd": f"du -sh /var/{step}"}
+            expected.append({"kind": "tool_call", "call_id": call.call_id, "tool": "shell", "arguments": {"cmd": f"du -sh /var/{step}"}})
+            expected.append({"kind": "tool_result", "call_id": call.call_id, "tool": "shell", "text": output(step)})
+            items = [{"type": "function_call_output", "call_id": call.call_id, "output": output(step)}]
+    assert final.output_text == "The logs fill the disks."
+    expected.append({"kind": "assistant", "text": "The logs fill the disks."})
+    assert stored(gateway, "rloop") == expected
+    # The provider got the whole chain, stateless: never previous_response_id; the client's
+    # fields as given; the oldest outputs clipped to fit the window.
+    assert len(standin.requests) == STEPS + 1
+    for r in standin.requests:
+        assert "previous_response_id" not in r
+        assert r["instructions"] == SYSTEM and r["temperature"] == 0.2 and r["store"] is False
+        assert r["tools"] == TOOLS_RESPONSES and r["max_output_tokens"] == 512
+    whole = sum(len(json.dumps(e)) for e in expected)
+    assert len(json.dumps(standin.requests[-1])) < whole - 4 * 8192
+    # An id the gateway did not give is OpenAI's own 400, and nothing is stored.
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.responses.create(model="gpt-4o", input="Again?", previous_response_id="resp_unknown")
+    body: Any = raised.value.body
+    assert body["code"] == "previous_response_not_found" and body["param"] == "previous_response_id"
+    assert stored(gateway, "rloop") == expected
+
+
 def test_provider_errors_reach_the_client_in_its_shape_and_store_no_reply(
     gateway: Gateway, standin: StandIn
 ) -> None:
@@ -267,14 +334,59 @@ def test_a_client_that_leaves_mid_stream_gets_no_reply_stored(
     assert stored(gateway, "left") == [{"kind": "user", "text": "Tell me."}]
 
 
-def test_a_missing_conversation_header_or_key_is_refused_in_the_provider_shape(
+def test_without_the_header_chats_are_recognised_and_a_diverged_history_forks(
     gateway: Gateway, standin: StandIn
 ) -> None:
-    client = openai.OpenAI(api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0)
-    with pytest.raises(openai.BadRequestError) as raised:
-        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
-    assert "X-Ctxlog-Conversation".lower() in str(raised.value.body).lower()
-    assert standin.requests == []
+    client = openai.OpenAI(
+        api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0,
+        default_headers={"X-Ctxlog-Max-Tokens": str(WINDOW)},
+    )
+
+    def ask(messages: List[Dict[str, Any]], answer: str) -> tuple[str, Dict[str, Any]]:
+        standin.replies.append(text_reply(answer))
+        sent: Any = messages
+        raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=sent)
+        return raw.headers["x-ctxlog-conversation"], openai_message(raw.parse())
+
+    def texts(conversation: str) -> List[Any]:
+        return [e["text"] for e in gateway.export(conversation)]
+
+    oslo: List[Dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Oslo."}]
+    rome: List[Dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Rome."}]
+    name, reply = ask(oslo, "Oslo plan.")
+    oslo.append(reply)
+    other, reply = ask(rome, "Rome plan.")
+    rome.append(reply)
+    # Two chats, two conversations; each continues in its own.
+    assert name != other
+    oslo.append({"role": "user", "content": "And the budget?"})
+    again, reply = ask(oslo, "Oslo budget.")
+    assert again == name
+    oslo.append(reply)
+    # A regenerated reply (the history resent without it) forks: the original stays.
+    fork, reply = ask(oslo[:-1], "A cheaper Oslo budget.")
+    assert fork not in (name, other)
+    branch = oslo[:-1] + [reply, {"role": "user", "content": "Thanks."}]
+    assert ask(branch, "You are welcome.")[0] == fork
+    # An edited earlier message forks from where it differs.
+    edited = [oslo[0], oslo[1], {"role": "user", "content": "And the weather?"}]
+    weather, _ = ask(edited, "Cold.")
+    assert weather not in (name, other, fork)
+    assert texts(name) == ["Plan a trip to Oslo.", "Oslo plan.", "And the budget?", "Oslo budget."]
+    assert texts(other) == ["Plan a trip to Rome.", "Rome plan."]
+    assert texts(fork) == [
+        "Plan a trip to Oslo.", "Oslo plan.", "And the budget?", "A cheaper Oslo budget.",
+        "Thanks.", "You are welcome.",
+    ]
+    assert texts(weather) == ["Plan a trip to Oslo.", "Oslo plan.", "And the weather?", "Cold."]
+    # A restarted gateway recognises the same conversations (the names are the transcript's).
+    gateway.restart()
+    client = openai.OpenAI(
+        api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0,
+        default_headers={"X-Ctxlog-Max-Tokens": str(WINDOW)},
+    )
+    oslo.append({"role": "user", "content": "Pack what?"})
+    assert ask(oslo, "Wool.")[0] == name
 
 
 def test_keys_do_not_share_conversations(gateway: Gateway, standin: StandIn) -> None:

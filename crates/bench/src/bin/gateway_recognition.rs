@@ -80,6 +80,7 @@ fn measure(turns: usize) -> Result<(Duration, Duration, Duration, Duration)> {
                 });
                 events.push(EventBody::Assistant {
                     text: reply_text(i),
+                    provider_item: None,
                 });
                 messages.push(json!({"role": "user", "content": user_text(i)}));
                 messages.push(json!({"role": "assistant", "content": reply_text(i)}));

@@ -161,6 +161,7 @@ impl<'r> Budget<'r> {
             erased: Vec::new(),
             lost: Vec::new(),
             media: None,
+            stable_prefix: None,
         }
     }
 

@@ -9,7 +9,7 @@
 
 use ctxlog_event::Event;
 
-use crate::budget::{Budget, Cost, TierSums};
+use crate::budget::{Budget, Cost, TierSums, history_breakpoint, mark_breakpoint};
 use crate::cache::SizeCache;
 use crate::error::Result;
 use crate::expand::{Piece, expand_results};
@@ -378,20 +378,25 @@ fn assemble<H: History + ?Sized>(
     let mut msgs = std::mem::take(&mut fixed.prefix_msgs);
     let (notice_text, notice_msgs) = walk.notice.map(|(text, m, _)| (text, m)).unzip();
     let mut stable_head = None;
+    let notice_msgs = notice_msgs.into_iter().flatten();
+    let input_msgs = std::mem::take(&mut fixed.input_msgs);
     match budget.req.window() {
         Window::Sliding => {
-            msgs.extend(notice_msgs.into_iter().flatten());
+            msgs.extend(notice_msgs);
             msgs.extend(pages.msgs);
             msgs.extend(kept.msgs);
+            msgs.extend(input_msgs);
         }
         Window::Stable => {
             msgs.extend(kept.msgs);
+            let mut tail: Vec<Msg> = notice_msgs.chain(pages.msgs).chain(input_msgs).collect();
+            if history_breakpoint(budget.req) {
+                mark_breakpoint(&mut msgs, &mut tail);
+            }
             stable_head = Some(budget.envelope.write_iter(msgs.iter()));
-            msgs.extend(notice_msgs.into_iter().flatten());
-            msgs.extend(pages.msgs);
+            msgs.extend(tail);
         }
     }
-    msgs.extend(std::mem::take(&mut fixed.input_msgs));
     let total = budget.total(pages.chain);
     let body = budget.write_checked(msgs, total, "assembled")?;
     let stable_prefix = stable_head.map(|head| StablePrefix {

@@ -223,3 +223,58 @@ fn low_water_outside_zero_one_is_refused() {
     let err = "fixed".parse::<Window>().unwrap_err().to_string();
     assert!(err.contains("sliding, stable"), "{err}");
 }
+
+/// Cache hints: Anthropic breakpoints on the system prompt and at the end of the stable
+/// prefix (at most 4), OpenAI's `prompt_cache_key`; both inside the budget, which every byte
+/// budget from the mandatory part up holds exactly.
+#[test]
+fn cache_hints_mark_the_stable_prefix_within_the_budget() {
+    let sizes: Vec<(usize, usize)> = (0..40).map(|i| (20 + i % 7 * 5, 30 + i % 5 * 10)).collect();
+    let events = conversation(&sizes);
+    let history = SliceHistory::new(&events);
+    let marker = r#""cache_control":{"type":"ephemeral"}"#;
+    for format in WireFormat::ALL {
+        for max in (1_000..6_000).step_by(250) {
+            let mut b = ProjectionRequest::builder();
+            b.format(format)
+                .model("m")
+                .system("Be brief.")
+                .input(INPUT)
+                .policy(Policy::Turns)
+                .notice(true)
+                .window(Window::Stable)
+                .cache_hints(true)
+                .cache_key("ctxlog-k")
+                .max_bytes(max);
+            let req = b.build().unwrap();
+            let p = match project(&history, &req, &mut SizeCache::new()) {
+                Err(Error::MandatoryExceedsBudget { .. }) => continue,
+                r => r.unwrap(),
+            };
+            assert!(p.report.bytes <= max && p.report.bytes == p.body.len() as u64);
+            let counted = count(&p.body, format, req.tokenizer()).unwrap();
+            assert_eq!(p.report.tokens, counted.tokens);
+            let text = String::from_utf8(p.body.clone()).unwrap();
+            let sp = p.report.stable_prefix.unwrap();
+            match format {
+                WireFormat::AnthropicMessages => {
+                    assert_eq!(text.matches(marker).count(), 2, "{text}");
+                    assert!(text.starts_with(
+                        r#"{"model":"m","max_tokens":4096,"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}]"#
+                    ));
+                    let head = &text[..sp.bytes as usize];
+                    // The breakpoint closes the stable prefix's last block (then its message).
+                    let end = head.rfind(marker).map(|at| &head[at + marker.len()..]);
+                    assert_eq!(end, Some("}]}"), "{text}");
+                }
+                _ => {
+                    assert!(
+                        text.ends_with(r#","prompt_cache_key":"ctxlog-k"}"#),
+                        "{text}"
+                    );
+                    assert!(!text.contains("cache_control"));
+                }
+            }
+        }
+    }
+}

@@ -72,8 +72,26 @@ fn bad_window_values_are_refused_and_change_nothing() {
     let before = snapshot(&env.conv_dir("chat"));
     for args in [
         vec!["project", "chat", "--input", "x", "--window", "fixed"],
-        vec!["project", "chat", "--input", "x", "--window", "stable", "--low-water", "1.2"],
-        vec!["project", "chat", "--input", "x", "--window", "stable", "--low-water", "0"],
+        vec![
+            "project",
+            "chat",
+            "--input",
+            "x",
+            "--window",
+            "stable",
+            "--low-water",
+            "1.2",
+        ],
+        vec![
+            "project",
+            "chat",
+            "--input",
+            "x",
+            "--window",
+            "stable",
+            "--low-water",
+            "0",
+        ],
     ] {
         let out = env.run(&args, b"");
         assert_eq!(code(&out), 2, "{}", stderr(&out));

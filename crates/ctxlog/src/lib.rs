@@ -70,7 +70,7 @@ pub use ctxlog_ledger::{
 };
 pub use ctxlog_projection::{
     Count, DEFAULT_LOW_WATER, DEFAULT_RECALL_RESERVE, Policy, Projection, RecallReserve, Report,
-    Tokenizer, WireFormat, Window,
+    Tokenizer, Window, WireFormat,
 };
 pub use ctxlog_recall::{DEFAULT_LIMIT as RECALL_DEFAULT_LIMIT, MAX_LIMIT as RECALL_MAX_LIMIT};
 pub use ctxlog_recall::{Hit, Progress, RecallResult, ToolOutput};

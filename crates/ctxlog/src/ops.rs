@@ -27,7 +27,7 @@
 
 use ctxlog_ledger::{CommitReceipt, DEFAULT_ERASE_REASON, ErasureReport, Event, NewCommit};
 use ctxlog_projection::{
-    Count, Policy, Projection, ProjectionRequest, RecallReserve, Tokenizer, WireFormat, Window,
+    Count, Policy, Projection, ProjectionRequest, RecallReserve, Tokenizer, Window, WireFormat,
 };
 use ctxlog_recall::RecallResult;
 use serde::{Deserialize, Serialize};

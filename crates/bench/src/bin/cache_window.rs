@@ -27,7 +27,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_ledger::event::{Event, EventBody, ToolStatus};
 use ctxlog_projection::{Policy, ProjectionRequest, SizeCache, SliceHistory, Window, project};
 use serde_json::Value;
 
@@ -38,6 +38,72 @@ struct Sample {
     events: Vec<Event>,
     dia: Vec<String>,
     evidence: Vec<Vec<String>>,
+}
+
+/// An agent loop: `turns` tasks, each a user request, two tool calls with outputs of 300 to
+/// 2,300 bytes (a seeded generator) and a reply. No questions: evidence is not measured.
+fn agent_loop(turns: usize) -> Sample {
+    let mut seed: u64 = 0x5eed_cace_2026;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    let mut events: Vec<Event> = Vec::new();
+    let push = |events: &mut Vec<Event>, body| {
+        let seq = events.len() as u64 + 1;
+        events.push(Event {
+            seq,
+            ts_ms: 0,
+            body,
+        });
+    };
+    for t in 0..turns {
+        push(
+            &mut events,
+            EventBody::User {
+                text: format!("Task {t}: check service {} and fix what fails.", next(40)),
+                parts: Vec::new(),
+            },
+        );
+        for c in 0..2 {
+            let id = format!("call_{t}_{c}");
+            push(
+                &mut events,
+                EventBody::ToolCall {
+                    call_id: id.clone(),
+                    tool: "shell".into(),
+                    arguments: serde_json::json!({"cmd": format!("systemctl status svc-{}", next(40))}),
+                },
+            );
+            let line = "May 02 10:11:12 host svc[812]: request handled in 12 ms, status ok\n";
+            let size = 300 + next(2_000) as usize;
+            push(
+                &mut events,
+                EventBody::ToolResult {
+                    call_id: id,
+                    tool: "shell".into(),
+                    status: ToolStatus::Ok,
+                    exit_code: Some(0),
+                    text: line.repeat(size / line.len() + 1)[..size].to_owned(),
+                    artifact: None,
+                    parts: Vec::new(),
+                },
+            );
+        }
+        push(
+            &mut events,
+            EventBody::Assistant {
+                text: format!("Service checked; {} warnings handled.", next(5)),
+            },
+        );
+    }
+    Sample {
+        dia: vec![String::new(); events.len()],
+        events,
+        evidence: Vec::new(),
+    }
 }
 
 fn sample(v: &Value) -> Sample {
@@ -241,46 +307,55 @@ fn main() -> Result<()> {
         samples.len(),
         samples.iter().map(|s| s.events.len()).sum::<usize>()
     );
-    for budget in [8_000u64, 32_000] {
-        let mut totals = vec![Totals::default(); policies.len()];
-        for s in &samples {
-            let sliding = replay(s, budget, Window::Sliding, 0.8)?;
-            // Steady state: from the first call whose sliding window leaves history out.
-            let from = sliding
-                .iter()
-                .position(|(_, c)| c.full)
-                .unwrap_or(sliding.len());
-            for (i, (_, window, low)) in policies.iter().enumerate() {
-                let calls = match i {
-                    0 => sliding.iter().map(|(t, c)| (*t, c.clone())).collect(),
-                    _ => replay(s, budget, *window, *low)?,
-                };
-                add(&mut totals[i], s, &calls, from, system_bytes);
+    let agent = [agent_loop(400)];
+    for (set, samples) in [("LoCoMo", &samples[..]), ("agent loop", &agent[..])] {
+        for budget in [8_000u64, 32_000] {
+            let mut totals = vec![Totals::default(); policies.len()];
+            for s in samples {
+                let sliding = replay(s, budget, Window::Sliding, 0.8)?;
+                // Steady state: from the first call whose sliding window leaves history out.
+                let from = sliding
+                    .iter()
+                    .position(|(_, c)| c.full)
+                    .unwrap_or(sliding.len());
+                for (i, (_, window, low)) in policies.iter().enumerate() {
+                    let calls = match i {
+                        0 => sliding.iter().map(|(t, c)| (*t, c.clone())).collect(),
+                        _ => replay(s, budget, *window, *low)?,
+                    };
+                    add(&mut totals[i], s, &calls, from, system_bytes);
+                }
             }
-        }
-        let base = totals[0];
-        println!();
-        println!("budget {budget} tokens: {} steady-state calls", base.calls);
-        println!(
-            "| policy | prefix share | turns kept / call | kept vs sliding | cost @10 % cached | cost @50 % cached | cost Anthropic 0.1×/1.25× | evidence in window |"
-        );
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-        let openai = |t: &Totals, p: f64| t.tokens - t.openai_cached * (1.0 - p);
-        for ((name, _, _), t) in policies.iter().zip(&totals) {
-            if t.calls == 0 {
-                println!("| {name} | - | - | - | - | - | - | - |");
-                continue;
-            }
+            let base = totals[0];
+            println!();
             println!(
-                "| {name} | {:.3} | {:.1} | {:.2}× | {:.2}× | {:.2}× | {:.2}× | {:.3} |",
-                t.shared_bytes as f64 / t.bytes as f64,
-                t.turns as f64 / t.calls as f64,
-                t.turns as f64 / base.turns as f64,
-                openai(t, 0.1) / openai(&base, 0.1),
-                openai(t, 0.5) / openai(&base, 0.5),
-                t.anthropic / base.anthropic,
-                t.evidence_in as f64 / t.evidence_asked.max(1) as f64,
+                "{set}, budget {budget} tokens: {} steady-state calls",
+                base.calls
             );
+            println!(
+                "| policy | prefix share | turns kept / call | kept vs sliding | cost @10 % cached | cost @50 % cached | cost Anthropic 0.1×/1.25× | evidence in window |"
+            );
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+            let openai = |t: &Totals, p: f64| t.tokens - t.openai_cached * (1.0 - p);
+            for ((name, _, _), t) in policies.iter().zip(&totals) {
+                if t.calls == 0 {
+                    println!("| {name} | - | - | - | - | - | - | - |");
+                    continue;
+                }
+                println!(
+                    "| {name} | {:.3} | {:.1} | {:.2}× | {:.2}× | {:.2}× | {:.2}× | {} |",
+                    t.shared_bytes as f64 / t.bytes as f64,
+                    t.turns as f64 / t.calls as f64,
+                    t.turns as f64 / base.turns as f64,
+                    openai(t, 0.1) / openai(&base, 0.1),
+                    openai(t, 0.5) / openai(&base, 0.5),
+                    t.anthropic / base.anthropic,
+                    match t.evidence_asked {
+                        0 => "-".to_owned(),
+                        n => format!("{:.3}", t.evidence_in as f64 / n as f64),
+                    },
+                );
+            }
         }
     }
     Ok(())

@@ -237,13 +237,15 @@ fn envelope_of(req: &ProjectionRequest) -> Envelope {
 fn anthropic_cached_tools(req: &ProjectionRequest) -> Vec<Value> {
     let mut tools = req.tools.clone();
     let has_system = req.system.as_deref().is_some_and(|s| !is_blank(s));
-    if req.cache_hints && req.format == WireFormat::AnthropicMessages && !has_system {
-        if let Some(Value::Object(last)) = tools.last_mut() {
-            last.insert(
-                "cache_control".into(),
-                serde_json::json!({"type": "ephemeral"}),
-            );
-        }
+    let hints = req.cache_hints && req.format == WireFormat::AnthropicMessages;
+    if hints
+        && !has_system
+        && let Some(Value::Object(last)) = tools.last_mut()
+    {
+        last.insert(
+            "cache_control".into(),
+            serde_json::json!({"type": "ephemeral"}),
+        );
     }
     tools
 }

@@ -480,6 +480,22 @@ pub struct ProjectArgs {
     /// Add a short notice saying which turns were left out and how to recall them
     #[arg(long)]
     pub notice: bool,
+    /// sliding: the newest turns that fit (the first kept turn moves on every call once the
+    /// budget is full); stable: the first kept turn stays fixed while the suffix from it fits,
+    /// then moves forward by a block, so consecutive bodies share their prefix for the
+    /// provider's prompt cache (input, pages and notice go after it; the report's
+    /// stable_prefix says where it ends)
+    #[arg(long, default_value = "sliding")]
+    pub window: ctxlog::Window,
+    /// With --window stable: the share of the budget, strictly between 0 and 1, the body
+    /// drops to when the window moves (a block is the rest) [default: 0.8]
+    #[arg(long, value_name = "F")]
+    pub low_water: Option<f64>,
+    /// Write provider cache hints where the prefix is stable, counted in the budget:
+    /// Anthropic cache_control breakpoints; OpenAI's prompt_cache_key (a hash of the
+    /// conversation's ledger id)
+    #[arg(long)]
+    pub cache_hints: bool,
     /// Write the projection report (JSON) to this file
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,

@@ -74,6 +74,17 @@ impl<L: LedgerRead + ?Sized> History for LedgerHistory<'_, L> {
         Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
     }
 
+    /// The record offset of the turn's first event, from the ledger's index (no read). Past the
+    /// last turn: the end of the last record.
+    fn turn_offset(&self, index: usize) -> Result<u64, Self::Error> {
+        let seq = self.0.user_seqs().get(index).copied();
+        let last = self.0.last_seq();
+        Ok(match seq.and_then(|s| self.0.record_offset(s)) {
+            Some(offset) => offset,
+            None => self.0.record_offset(last).unwrap_or(0) + self.0.record_len(last).unwrap_or(0),
+        })
+    }
+
     /// Note seqs come from the ledger's note index, so only the notes themselves are read.
     fn notes(&self) -> Result<Vec<Event>, Self::Error> {
         self.0

@@ -340,6 +340,14 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     pub fn project(&mut self, request: &ProjectionRequest) -> Result<Projection> {
         self.catch_up()?;
         let indexed_from = self.ledger.ledger_id().to_string();
+        let keyed;
+        let request = match request.cache_hints() && request.cache_key().is_none() {
+            true => {
+                keyed = request.with_cache_key(cache_key(&indexed_from));
+                &keyed
+            }
+            false => request,
+        };
         let mut pages = IndexPages {
             ledger: &*self.ledger,
             recall: &mut self.recall,
@@ -487,6 +495,16 @@ impl<L: LedgerView + ?Sized> Handle<L> {
 /// its seq no longer holds an event, or one of another kind or time. Reading each hit's record
 /// also means a damaged one fails closed ([`ctxlog_ledger::Error::Corrupt`]) instead of being
 /// served from the index. Costs one record read per hit (at most the search limit).
+/// A stable, non-secret key of a conversation for a provider's prompt cache (OpenAI's
+/// `prompt_cache_key`): `ctxlog-` and the first 32 hex digits of the SHA-256 of its ledger id,
+/// so it names the conversation without carrying its id or its name.
+fn cache_key(ledger_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(ledger_id.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("ctxlog-{hex}")
+}
+
 fn hits_match<L: LedgerView + ?Sized>(
     ledger: &L,
     hits: &[(u64, EventKind, i64)],

@@ -69,7 +69,8 @@ pub use ctxlog_ledger::{
     MAX_ERASE_REASON_BYTES, NewCommit, Options, SyncMode, SystemMarker, ToolStatus, VerifyReport,
 };
 pub use ctxlog_projection::{
-    Count, DEFAULT_RECALL_RESERVE, Policy, Projection, RecallReserve, Report, Tokenizer, WireFormat,
+    Count, DEFAULT_LOW_WATER, DEFAULT_RECALL_RESERVE, Policy, Projection, RecallReserve, Report,
+    Tokenizer, Window, WireFormat,
 };
 pub use ctxlog_recall::{DEFAULT_LIMIT as RECALL_DEFAULT_LIMIT, MAX_LIMIT as RECALL_MAX_LIMIT};
 pub use ctxlog_recall::{Hit, Progress, RecallResult, ToolOutput};

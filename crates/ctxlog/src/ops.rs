@@ -27,7 +27,7 @@
 
 use ctxlog_ledger::{CommitReceipt, DEFAULT_ERASE_REASON, ErasureReport, Event, NewCommit};
 use ctxlog_projection::{
-    Count, Policy, Projection, ProjectionRequest, RecallReserve, Tokenizer, WireFormat,
+    Count, Policy, Projection, ProjectionRequest, RecallReserve, Tokenizer, Window, WireFormat,
 };
 use ctxlog_recall::RecallResult;
 use serde::{Deserialize, Serialize};
@@ -309,6 +309,19 @@ pub struct ProjectRequest {
     pub recall_reserve: Option<RecallReserve>,
     /// Add a notice saying which turns were left out and how to recall them [default: false].
     pub notice: bool,
+    /// Where the kept history starts: `sliding` (the newest turns that fit) or `stable` (the
+    /// first kept turn stays fixed while the suffix from it fits, then moves forward by a
+    /// block, so consecutive bodies share their prefix for a provider's prompt cache; what
+    /// varies per call goes last) [default: `sliding`].
+    pub window: Window,
+    /// With `window: stable`, the share of the budget, strictly between 0 and 1, the body
+    /// drops to when the window moves; a block is the rest [default:
+    /// [`ctxlog_projection::DEFAULT_LOW_WATER`], 0.8].
+    pub low_water: Option<f64>,
+    /// Write provider cache hints where the prefix is stable: Anthropic `cache_control`
+    /// breakpoints, OpenAI's `prompt_cache_key` (a hash of the conversation's ledger id), both
+    /// counted in the budget [default: false].
+    pub cache_hints: bool,
     /// Tool definitions to send, in the format's own shape, counted in the budget.
     pub tools: Vec<serde_json::Value>,
     /// Also offer ctxlog's recall tool ([`recall_tool_definition`]) [default: false].
@@ -348,7 +361,12 @@ impl ProjectRequest {
             .model(self.model.as_deref().unwrap_or(default_model(self.format)))
             .tokenizer(self.tokenizer)
             .policy(self.policy)
-            .notice(self.notice);
+            .notice(self.notice)
+            .window(self.window)
+            .cache_hints(self.cache_hints);
+        if let Some(share) = self.low_water {
+            request.low_water(share);
+        }
         if let Some(input) = self.given_input() {
             request.input(input);
         }

@@ -727,6 +727,61 @@ fn opaque_items_are_stored_as_given_and_round_trip(e: &dyn Engine) {
 /// tombstone, not widened to the turn; recall, log and export show the tombstone; the turn
 /// stays open for the next commit; a second retraction steps over the first tombstone; too
 /// many, zero, or a conversation that does not exist are refused with nothing changed.
+/// `window: stable` anchors its blocks on the engine's record offsets (the file store's log
+/// offsets, PostgreSQL's running sum of `record_len`): the same request gives the same body
+/// from a second projection, and the window moves by blocks, far less often than the sliding
+/// window's first kept turn.
+fn a_stable_window_moves_by_blocks(e: &dyn Engine) {
+    let store = e.store("stable", &options());
+    let (mut stable_cuts, mut sliding_cuts) = (Vec::new(), Vec::new());
+    for i in 0..50 {
+        commit_events(
+            &store,
+            "s",
+            vec![
+                user(&format!(
+                    "question {i} about the harbour walk and the weather"
+                )),
+                assistant(&format!(
+                    "answer {i}: the harbour was calm and the sun was out"
+                )),
+            ],
+            None,
+            &[],
+        )
+        .unwrap();
+        for (window, cuts) in [
+            (ctxlog::Window::Stable, &mut stable_cuts),
+            (ctxlog::Window::Sliding, &mut sliding_cuts),
+        ] {
+            let request = ctxlog::ops::ProjectRequest {
+                conversation: "s".into(),
+                input: Some("and now?".into()),
+                max_bytes: Some(2_500),
+                window,
+                ..Default::default()
+            };
+            let p = store.project(&request).unwrap();
+            assert_eq!(
+                store.project(&request).unwrap().body,
+                p.body,
+                "{}",
+                e.name()
+            );
+            assert!(p.body.len() <= 2_500);
+            let first = p.report.kept.first().map_or(0, |r| r.first);
+            if cuts.last() != Some(&first) {
+                cuts.push(first);
+            }
+        }
+    }
+    assert!(
+        stable_cuts.len() * 2 < sliding_cuts.len(),
+        "{}: stable {stable_cuts:?}, sliding {sliding_cuts:?}",
+        e.name()
+    );
+}
+
 fn a_retraction_takes_back_exactly_the_newest_events(e: &dyn Engine) {
     let store = e.store("retract", &options());
     let events = vec![
@@ -1580,6 +1635,10 @@ const CASES: &[Case] = &[
     (
         "provider_items_are_kept_and_round_trip",
         provider_items_are_kept_and_round_trip,
+    ),
+    (
+        "a_stable_window_moves_by_blocks",
+        a_stable_window_moves_by_blocks,
     ),
 ];
 

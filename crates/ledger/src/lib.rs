@@ -79,6 +79,9 @@ macro_rules! delegate_ledger_read {
             fn record_len(&self, seq: u64) -> Option<u64> {
                 self.state.record_len(seq)
             }
+            fn record_offset(&self, seq: u64) -> Option<u64> {
+                self.state.record_offset(seq)
+            }
             fn events(
                 &self,
                 range: std::ops::RangeInclusive<u64>,

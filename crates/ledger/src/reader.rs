@@ -31,6 +31,10 @@ pub trait LedgerRead {
     fn note_seqs(&self) -> &[u64];
     /// The stored size in bytes of event `seq`'s record (header + payload).
     fn record_len(&self, seq: u64) -> Option<u64>;
+    /// The stored size in bytes of every record before event `seq`'s (a running sum of
+    /// [`record_len`](Self::record_len), kept in the index: no read). Non-decreasing with
+    /// `seq` and unchanged by appends; `None` outside `1..=last_seq`.
+    fn record_offset(&self, seq: u64) -> Option<u64>;
     /// One event. Fails with [`Error::NoSuchSeq`] outside the ledger or for an erased seq
     /// covered by a tombstone (see [`crate::Ledger::erase`]), [`Error::Corrupt`] if its record
     /// does not check out.

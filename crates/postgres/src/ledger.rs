@@ -1076,6 +1076,9 @@ impl LedgerRead for PgLedger {
             .get((seq as usize).wrapping_sub(1))
             .map(|&l| u64::from(l))
     }
+    fn record_offset(&self, seq: u64) -> Option<u64> {
+        self.index.offset_of(seq)
+    }
     fn events(&self, range: RangeInclusive<u64>) -> Result<Vec<Event>> {
         let (from, to) = (*range.start(), (*range.end()).min(self.last_seq()));
         if from > to {

@@ -16,6 +16,8 @@ pub(super) struct Index {
     pub(super) last_ts_ms: i64,
     pub(super) kinds: Vec<EventKind>,
     pub(super) lens: Vec<u32>,
+    /// The running sum of `lens`: the stored size of every record up to each seq.
+    pub(super) ends: Vec<u64>,
     pub(super) user_seqs: Vec<u64>,
     pub(super) note_seqs: Vec<u64>,
 }
@@ -31,9 +33,23 @@ impl Index {
         len.map_or(0, |&l| u64::from(l))
     }
 
+    /// The stored size of every record before `seq` (`None` outside `1..=last_seq`).
+    pub(super) fn offset_of(&self, seq: u64) -> Option<u64> {
+        match seq {
+            0 => None,
+            1 => self.ends.first().map(|_| 0),
+            _ => self
+                .ends
+                .get(seq as usize - 1)
+                .and(self.ends.get(seq as usize - 2).copied()),
+        }
+    }
+
     pub(super) fn push(&mut self, seq: u64, kind: EventKind, len: u32) {
         self.kinds.push(kind);
         self.lens.push(len);
+        self.ends
+            .push(self.ends.last().copied().unwrap_or(0) + u64::from(len));
         match kind {
             EventKind::User => self.user_seqs.push(seq),
             EventKind::Note => self.note_seqs.push(seq),

@@ -22,8 +22,8 @@ use crate::tokens::{
     system_prompt_tokens, text_tokens, tool_use_tokens, tools_tokens,
 };
 use crate::wire::{
-    Block, Envelope, Item, MergesWith, Msg, OpenAiMsg, ResponsesItem, Speaker, is_blank,
-    merge_saving, render,
+    Block, CACHE_CONTROL, Envelope, Item, MergesWith, Msg, OpenAiMsg, ResponsesItem, Speaker,
+    is_blank, merge_saving, render,
 };
 
 /// A request's budget, with the envelope its body is written in and that envelope's size.
@@ -43,7 +43,12 @@ impl<'r> Budget<'r> {
     pub fn new(req: &'r ProjectionRequest) -> Budget<'r> {
         let envelope = envelope_of(req);
         let counter = Counter::of(req);
-        let envelope_size = envelope_cost(&envelope, counter);
+        let mut envelope_size = envelope_cost(&envelope, counter);
+        // The history breakpoint is always written once (`cache_breakpoint`): it is counted
+        // with the envelope, before anything is fitted.
+        if history_breakpoint(req) {
+            envelope_size.bytes += CACHE_CONTROL.len() as i64;
+        }
         Budget {
             req,
             format: req.format,
@@ -161,6 +166,7 @@ impl<'r> Budget<'r> {
             erased: Vec::new(),
             lost: Vec::new(),
             media: None,
+            stable_prefix: None,
         }
     }
 
@@ -178,6 +184,35 @@ impl<'r> Budget<'r> {
     }
 }
 
+/// Whether a body for `req` carries an Anthropic cache breakpoint at the end of its stable
+/// prefix: with cache hints, `window: stable` and the turns policy (docs/projection.md,
+/// "Cache hints").
+pub(crate) fn history_breakpoint(req: &ProjectionRequest) -> bool {
+    req.cache_hints
+        && req.format == WireFormat::AnthropicMessages
+        && req.window == crate::options::Window::Stable
+        && req.policy == crate::options::Policy::Turns
+}
+
+/// Marks the end of the stable prefix with an Anthropic cache breakpoint: on the last block
+/// of the last of `msgs` (the stable prefix) that can carry one, else on the last block of
+/// `tail` (the whole body is then cached). Exactly one breakpoint is written, as
+/// [`history_breakpoint`] counted.
+pub(crate) fn mark_breakpoint(msgs: &mut [Msg], tail: &mut [Msg]) {
+    let markable = |m: &Msg| match m {
+        Msg::Anthropic { blocks, .. } => !matches!(
+            blocks.last(),
+            None | Some(Block::Opaque(_) | Block::CacheBreak)
+        ),
+        _ => false,
+    };
+    let at = msgs.iter_mut().rev().find(|m| markable(m));
+    let at = at.or_else(|| tail.iter_mut().rev().find(|m| markable(m)));
+    if let Some(Msg::Anthropic { blocks, .. }) = at {
+        blocks.push(Block::CacheBreak);
+    }
+}
+
 /// The envelope `req` asks for.
 fn envelope_of(req: &ProjectionRequest) -> Envelope {
     let system = match req.format {
@@ -191,9 +226,41 @@ fn envelope_of(req: &ProjectionRequest) -> Envelope {
         model: req.model.clone(),
         output_limit: req.output_limit(),
         system,
-        tools: req.tools.clone(),
-        fields: req.fields.clone(),
+        tools: anthropic_cached_tools(req),
+        fields: fields_with_cache_key(req),
+        cache_system: req.cache_hints && req.format == WireFormat::AnthropicMessages,
     }
+}
+
+/// The tool definitions; with Anthropic cache hints and no system prompt, the last one
+/// carries the breakpoint that caches the tools.
+fn anthropic_cached_tools(req: &ProjectionRequest) -> Vec<Value> {
+    let mut tools = req.tools.clone();
+    let has_system = req.system.as_deref().is_some_and(|s| !is_blank(s));
+    let hints = req.cache_hints && req.format == WireFormat::AnthropicMessages;
+    if hints
+        && !has_system
+        && let Some(Value::Object(last)) = tools.last_mut()
+    {
+        last.insert(
+            "cache_control".into(),
+            serde_json::json!({"type": "ephemeral"}),
+        );
+    }
+    tools
+}
+
+/// The passed-through fields; with OpenAI cache hints and a cache key, `prompt_cache_key`
+/// after them (unless the caller gave one).
+fn fields_with_cache_key(req: &ProjectionRequest) -> serde_json::Map<String, Value> {
+    let mut fields = req.fields.clone();
+    let openai = req.format != WireFormat::AnthropicMessages;
+    if let (true, true, Some(key)) = (req.cache_hints, openai, &req.cache_key) {
+        fields
+            .entry("prompt_cache_key")
+            .or_insert_with(|| Value::String(key.clone()));
+    }
+    fields
 }
 
 /// The envelope alone (an empty messages array), including reply priming, the Anthropic
@@ -378,6 +445,8 @@ fn block_tokens(tokenizer: Tokenizer, image: ImageRule, block: &Block) -> u64 {
             let image = crate::media::ImageRule::Area;
             crate::tokens::block_tokens(WireFormat::AnthropicMessages, tokenizer, image, item)
         }
+        // Metadata, not prompt text (as `count` reads a block's `cache_control`).
+        Block::CacheBreak => 0,
     }
 }
 

@@ -76,6 +76,21 @@ pub trait History {
         Ok(None)
     }
 
+    /// Where turn `index` starts in the history's own measure of stored bytes: the stored size
+    /// of every event before its first one (a ledger's record offset). Non-decreasing with
+    /// `index` and unchanged by appends, so a grid over it is a pure function of the history;
+    /// `window: stable` anchors its blocks on it (docs/projection.md, "Windows").
+    ///
+    /// The default adds up the JSON length of every event before the turn, reading the whole
+    /// history before it; implementations that keep record offsets should override it.
+    fn turn_offset(&self, index: usize) -> Result<u64, Self::Error> {
+        let mut bytes = json_len(&self.preamble()?);
+        for i in 0..index.min(self.turn_count()?) {
+            bytes += json_len(&self.turn(i)?);
+        }
+        Ok(bytes)
+    }
+
     /// Every `note` event of the conversation, in seq order. Used to find pinned notes and
     /// explicit supersessions, which are mandatory wherever they were written
     /// (docs/design.md#p4-mandatory-input, docs/design.md#p6-agent-tiers).
@@ -100,6 +115,16 @@ pub struct SliceHistory<'a> {
     events: &'a [Event],
     starts: Vec<usize>,
     notes: Vec<usize>,
+    /// The JSON length of the events before each turn, computed on first use.
+    offsets: std::sync::OnceLock<Vec<u64>>,
+}
+
+/// The JSON length of `events` added up: the stored-size measure of histories without a ledger.
+fn json_len(events: &[Event]) -> u64 {
+    events
+        .iter()
+        .map(|e| serde_json::to_vec(e).map_or(0, |v| v.len() as u64))
+        .sum()
 }
 
 impl<'a> SliceHistory<'a> {
@@ -111,6 +136,7 @@ impl<'a> SliceHistory<'a> {
             notes: (0..events.len())
                 .filter(|&i| matches!(events[i].body, EventBody::Note { .. }))
                 .collect(),
+            offsets: std::sync::OnceLock::new(),
         }
     }
 
@@ -154,6 +180,24 @@ impl History for SliceHistory<'_> {
 
     fn notes(&self) -> Result<Vec<Event>, Infallible> {
         Ok(self.notes.iter().map(|&i| self.events[i].clone()).collect())
+    }
+
+    fn turn_offset(&self, index: usize) -> Result<u64, Infallible> {
+        let offsets = self.offsets.get_or_init(|| {
+            let mut at = 0;
+            let mut offsets = Vec::with_capacity(self.starts.len());
+            let mut next = 0;
+            for &start in &self.starts {
+                at += json_len(&self.events[next..start]);
+                next = start;
+                offsets.push(at);
+            }
+            offsets
+        });
+        Ok(offsets
+            .get(index)
+            .copied()
+            .unwrap_or_else(|| offsets.last().copied().unwrap_or(0)))
     }
 }
 

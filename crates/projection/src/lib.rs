@@ -72,6 +72,7 @@ mod parts;
 pub mod read;
 mod report;
 mod request;
+mod stable;
 pub mod tokens;
 mod turns;
 pub mod wire;
@@ -81,14 +82,14 @@ pub use auto::AUTO_TURNS;
 pub use cache::SizeCache;
 pub use error::{Error, Result};
 pub use history::{History, SeqRange, SliceHistory};
-pub use options::{Policy, Tokenizer, UnknownName, WireFormat};
+pub use options::{Policy, Tokenizer, UnknownName, Window, WireFormat};
 pub use pages::{CANDIDATES_PER_PAGE, PageSource, PageSourceError, StaticPages};
 pub use report::{
     BudgetReport, Clip, Drop, MediaReport, OpaqueCounts, PageRef, Projection, RecallReport, Report,
-    Size, SkippedPage, Tier, TierSize, TurnCounts,
+    Size, SkippedPage, StablePrefix, Tier, TierSize, TurnCounts,
 };
 pub use request::{
-    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_RECALL_RESERVE, ProjectionRequest,
+    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_LOW_WATER, DEFAULT_RECALL_RESERVE, ProjectionRequest,
     ProjectionRequestBuilder, RECALL_TOOL_NAME, RecallReserve, RecalledPage,
     default_anthropic_max_tokens,
 };
@@ -223,6 +224,11 @@ fn project_reserved<H: History + ?Sized>(
         Some(p) => Some(&mut **p),
         None => None,
     };
+    // A stable window fits history to the budget less the reserve on every call: choosing
+    // between the two bodies call by call would move its cut back and forth.
+    if request.window() == Window::Stable {
+        return project_once(history, request, cache, first);
+    }
     let plain = project_once(history, &request.without_recall_reserve(), cache, first)?;
     // Pages left out for want of room while history took it all: hold the reserve back for
     // them (docs/design.md#p13-true-words), and keep that body if it does include more pages.

@@ -138,6 +138,33 @@ impl Policy {
     }
 }
 
+/// Where the kept history starts (docs/projection.md, "Windows").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum Window {
+    /// The newest turns that fit: the first kept turn moves on every call once the budget is
+    /// full (docs/design.md#p5-whole-turns).
+    #[default]
+    Sliding,
+    /// The first kept turn stays fixed while the suffix from it fits, and moves forward by a
+    /// block when it no longer does, so consecutive bodies share their prefix for a provider's
+    /// prompt cache; what varies per call goes after it.
+    Stable,
+}
+
+impl Window {
+    /// All windows.
+    pub const ALL: [Window; 2] = [Window::Sliding, Window::Stable];
+
+    /// The name used on the command line and in requests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Window::Sliding => "sliding",
+            Window::Stable => "stable",
+        }
+    }
+}
+
 /// A name that is not one of the valid values of an option.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} {given:?}; valid values: {}", valid.join(", "))]
@@ -185,6 +212,13 @@ impl FromStr for Tokenizer {
     }
 }
 
+impl FromStr for Window {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        parse_name("window", s, &Window::ALL, Window::as_str)
+    }
+}
+
 impl FromStr for Policy {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, UnknownName> {
@@ -201,7 +235,7 @@ macro_rules! display_as_str {
         }
     )*};
 }
-display_as_str!(WireFormat, Tokenizer, Policy);
+display_as_str!(WireFormat, Tokenizer, Policy, Window);
 
 #[cfg(test)]
 mod tests {
@@ -256,4 +290,4 @@ macro_rules! from_string {
         }
     )*};
 }
-from_string!(WireFormat, Tokenizer, Policy);
+from_string!(WireFormat, Tokenizer, Policy, Window);

@@ -105,6 +105,23 @@ pub struct Report {
     /// (absent when it carries none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<MediaReport>,
+    /// With `window: stable`, where the part of the body that stays the same from call to call
+    /// ends, and the block the window starts at; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_prefix: Option<StablePrefix>,
+}
+
+/// The stable prefix of a `window: stable` body (docs/projection.md, "Windows").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StablePrefix {
+    /// The body's first `bytes` bytes are the stable prefix: the envelope's head, the system
+    /// prompt, pinned notes and the kept history; what follows varies per call.
+    pub bytes: u64,
+    /// The tokens of a body holding the stable prefix's messages alone.
+    pub tokens: u64,
+    /// The block the window starts at: the kept history starts at the first turn whose
+    /// stored offset is at or after `block` × the block size (0 when it starts at the first).
+    pub block: u64,
 }
 
 /// The images and documents of a body (docs/projection.md, "Images and documents").

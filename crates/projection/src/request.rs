@@ -4,7 +4,7 @@ use ctxlog_event::EventKind;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::options::{Policy, Tokenizer, WireFormat};
+use crate::options::{Policy, Tokenizer, Window, WireFormat};
 use crate::wire::is_blank;
 
 /// The `max_tokens` written into an `anthropic-messages` body when the request gives no
@@ -19,6 +19,10 @@ pub const RECALL_TOOL_NAME: &str = "recall";
 /// The share of a budget a request with recalled pages holds back for them when the caller
 /// does not say ([`ProjectionRequestBuilder::recall_reserve`]): a quarter.
 pub const DEFAULT_RECALL_RESERVE: f64 = 0.25;
+
+/// The share of the budget a [`Window::Stable`] body drops to when its window moves: a block is
+/// `1 - low_water` of the budget ([`ProjectionRequestBuilder::low_water`]).
+pub const DEFAULT_LOW_WATER: f64 = 0.8;
 
 /// Room held back for recalled pages (docs/design.md#p13-true-words), so that recent history cannot
 /// take the whole budget and starve recall. When a page was left out for want of room, the body is
@@ -115,6 +119,10 @@ pub struct ProjectionRequest {
     pub(crate) recall_unavailable: Option<String>,
     pub(crate) recall_reserve: Option<RecallReserve>,
     pub(crate) token_figures: bool,
+    pub(crate) window: Window,
+    pub(crate) low_water: f64,
+    pub(crate) cache_hints: bool,
+    pub(crate) cache_key: Option<String>,
 }
 
 impl ProjectionRequest {
@@ -180,6 +188,22 @@ impl ProjectionRequest {
     pub fn recall_unavailable(&self) -> Option<&str> {
         self.recall_unavailable.as_deref()
     }
+    /// Where the kept history starts.
+    pub fn window(&self) -> Window {
+        self.window
+    }
+    /// The share of the budget a [`Window::Stable`] body drops to when its window moves.
+    pub fn low_water(&self) -> f64 {
+        self.low_water
+    }
+    /// Whether provider cache hints are written (docs/projection.md, "Cache hints").
+    pub fn cache_hints(&self) -> bool {
+        self.cache_hints
+    }
+    /// The conversation's cache key written as OpenAI's `prompt_cache_key` with cache hints.
+    pub fn cache_key(&self) -> Option<&str> {
+        self.cache_key.as_deref()
+    }
 
     /// The room held back for recalled pages as given (`None`: the default, a
     /// [`DEFAULT_RECALL_RESERVE`] share when `recall_k > 0`, else none).
@@ -223,6 +247,15 @@ impl ProjectionRequest {
 
     /// This request with `policy` (a concrete one) in place of [`Policy::Auto`], and that
     /// policy's default `recall_k` unless one was given.
+    /// The same request with `key` as the conversation's cache key
+    /// ([`ProjectionRequestBuilder::cache_key`]).
+    pub fn with_cache_key(&self, key: impl Into<String>) -> ProjectionRequest {
+        ProjectionRequest {
+            cache_key: Some(key.into()),
+            ..self.clone()
+        }
+    }
+
     pub(crate) fn with_policy(&self, policy: Policy) -> ProjectionRequest {
         let mut r = self.clone();
         r.policy = policy;
@@ -320,9 +353,41 @@ pub struct ProjectionRequestBuilder {
     recall_unavailable: Option<String>,
     recall_reserve: Option<RecallReserve>,
     token_figures: Option<bool>,
+    window: Window,
+    low_water: Option<f64>,
+    cache_hints: bool,
+    cache_key: Option<String>,
 }
 
 impl ProjectionRequestBuilder {
+    /// Where the kept history starts. Default: [`Window::Sliding`].
+    pub fn window(&mut self, window: Window) -> &mut Self {
+        self.window = window;
+        self
+    }
+
+    /// The share of the budget (strictly between 0 and 1) a [`Window::Stable`] body drops to
+    /// when its window moves; a block is the rest. Default: [`DEFAULT_LOW_WATER`].
+    pub fn low_water(&mut self, share: f64) -> &mut Self {
+        self.low_water = Some(share);
+        self
+    }
+
+    /// Writes provider cache hints where the prefix is stable: Anthropic `cache_control`
+    /// breakpoints, OpenAI's `prompt_cache_key` (with [`cache_key`](Self::cache_key)).
+    /// Default: off.
+    pub fn cache_hints(&mut self, hints: bool) -> &mut Self {
+        self.cache_hints = hints;
+        self
+    }
+
+    /// A stable, non-secret key of the conversation, written as OpenAI's `prompt_cache_key`
+    /// when cache hints are on. Default: none (no key written).
+    pub fn cache_key(&mut self, key: impl Into<String>) -> &mut Self {
+        self.cache_key = Some(key.into());
+        self
+    }
+
     /// The wire format. Default: [`WireFormat::OpenAiChat`].
     pub fn format(&mut self, format: WireFormat) -> &mut Self {
         self.format = format;
@@ -487,6 +552,12 @@ impl ProjectionRequestBuilder {
                  through its own option (model, system, tools, the output reservation)"
             )));
         }
+        let low_water = self.low_water.unwrap_or(DEFAULT_LOW_WATER);
+        if !(low_water > 0.0 && low_water < 1.0) {
+            return Err(invalid_request(&format!(
+                "low_water must be a share strictly between 0 and 1 (like 0.8), got {low_water}"
+            )));
+        }
         let request = ProjectionRequest {
             format: self.format,
             model,
@@ -507,6 +578,10 @@ impl ProjectionRequestBuilder {
             recall_unavailable: self.recall_unavailable.clone(),
             recall_reserve: self.recall_reserve,
             token_figures: self.token_figures.unwrap_or(true),
+            window: self.window,
+            low_water,
+            cache_hints: self.cache_hints,
+            cache_key: self.cache_key.clone(),
         };
         check_budget(&request)?;
         Ok(request)

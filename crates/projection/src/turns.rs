@@ -9,18 +9,21 @@
 
 use ctxlog_event::Event;
 
-use crate::budget::{Budget, Cost, TierSums};
+use crate::budget::{Budget, Cost, TierSums, history_breakpoint, mark_breakpoint};
 use crate::cache::SizeCache;
 use crate::error::Result;
 use crate::expand::{Piece, expand_results};
 use crate::history::{History, SeqRange, read};
 use crate::open_turn::{fit_open_turn, open_turn, recall_query};
+use crate::options::Window;
 use crate::pages::{Offered, PageSource, Settled, offered, page_text};
 use crate::parts::{input_items, pinned_items, pinned_notes, system_items};
 use crate::report::{
-    Clip, Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, Tier, TurnCounts,
+    Clip, Drop, PageRef, Projection, RecallReport, Report, Size, SkippedPage, StablePrefix, Tier,
+    TurnCounts,
 };
 use crate::request::ProjectionRequest;
+use crate::stable;
 use crate::tokens::Counter;
 use crate::wire::{Item, Msg, Role, render, turn_items};
 
@@ -139,6 +142,8 @@ struct Walk {
     /// Units looked at, newest first; the first `kept` are kept.
     units: Vec<MeasuredUnit>,
     kept: usize,
+    /// With `window: stable`, the block the window starts at.
+    block: u64,
     notice: Option<(String, Vec<Msg>, Cost)>,
     notice_dropped: Option<SeqRange>,
 }
@@ -168,20 +173,21 @@ fn walk<H: History + ?Sized>(
         suffixes.push(unit.cost.then(suffixes[k], tok));
         units.push(unit);
     }
+    let mut fits = |k: usize| -> Result<bool> {
+        let size = candidate_size(budget, history, fixed, suffixes[k], k, turn_count)?;
+        Ok(budget.fits(size))
+    };
     // The largest k whose body, notice included, fits (usually the first one tried).
     let mut best = None;
     for k in (0..suffixes.len()).rev() {
-        if budget.fits(candidate_size(
-            budget,
-            history,
-            fixed,
-            suffixes[k],
-            k,
-            turn_count,
-        )?) {
+        if fits(k)? {
             best = Some(k);
             break;
         }
+    }
+    let mut block = 0;
+    if budget.req.window() == Window::Stable {
+        (best, block) = stable::cut(history, budget.req, turn_count, best, &mut fits)?;
     }
     // When no body with the notice fits, the notice is left out (reported as `no_room`) and the
     // turns that fit without it are kept: a notice never displaces history it cannot replace.
@@ -201,6 +207,7 @@ fn walk<H: History + ?Sized>(
     Ok(Walk {
         units,
         kept,
+        block,
         notice,
         notice_dropped,
     })
@@ -252,13 +259,20 @@ fn candidate_size<H: History + ?Sized>(
     let notice = notice_for(budget, history, k, turn_count)?
         .map(|n| n.2)
         .unwrap_or_default();
-    Ok(budget.total(
-        fixed
-            .prefix
-            .then(notice, tok)
-            .then(history_cost, tok)
-            .then(fixed.input, tok),
-    ))
+    let (before, after) = around_pages(budget, fixed.prefix, notice, history_cost);
+    Ok(budget.total(before.then(after, tok).then(fixed.input, tok)))
+}
+
+/// The body's messages before the recalled pages and after them (up to the input), in the
+/// window's order: `system, pinned notes, notice | pages | kept turns` by default, and with
+/// `window: stable`, what varies per call last: `system, pinned notes, kept turns, notice |
+/// pages |` (the input follows either way).
+fn around_pages(budget: &Budget<'_>, prefix: Cost, notice: Cost, kept: Cost) -> (Cost, Cost) {
+    let tok = budget.counter;
+    match budget.req.window() {
+        Window::Sliding => (prefix.then(notice, tok), kept),
+        Window::Stable => (prefix.then(kept, tok).then(notice, tok), Cost::default()),
+    }
 }
 
 /// The unit after the `k` newest: turn `turn_count - 1 - k`, then the preamble, then none.
@@ -354,8 +368,7 @@ fn assemble<H: History + ?Sized>(
     walk.units.truncate(walk.kept);
     walk.units.reverse();
     let notice_cost = walk.notice.as_ref().map(|n| n.2).unwrap_or_default();
-    let base = fixed.prefix.then(notice_cost, tok);
-    let kept = grow_kept(budget, history, &mut fixed, &mut walk.units, base)?;
+    let kept = grow_kept(budget, history, &mut fixed, &mut walk.units, notice_cost)?;
     let (oldest_kept, kept_range) = kept_window(&walk.units, fixed.open);
     let pinned: Vec<u64> = fixed.pinned.iter().map(|e| e.seq).collect();
     let settled = Settled {
@@ -365,20 +378,41 @@ fn assemble<H: History + ?Sized>(
         kept: &kept_range,
     };
     let offered = offered(budget.req, source, &settled);
-    let after = kept.cost.then(fixed.input, tok);
-    let pages = choose_pages(budget, base, after, oldest_kept, &offered);
-    let sums = fixed.tier_sums(tok, notice_cost, &pages, &kept);
+    let (before, after) = around_pages(budget, fixed.prefix, notice_cost, kept.cost);
+    let after = after.then(fixed.input, tok);
+    let pages = choose_pages(budget, before, after, oldest_kept, &offered);
+    let sums = fixed.tier_sums(tok, budget.req.window(), notice_cost, &pages, &kept);
+    let stable_tokens = budget.total(fixed.prefix.then(kept.cost, tok)).tokens;
 
     let mut msgs = std::mem::take(&mut fixed.prefix_msgs);
-    let notice_text = walk.notice.map(|(text, m, _)| {
-        msgs.extend(m);
-        text
-    });
-    msgs.extend(pages.msgs);
-    msgs.extend(kept.msgs);
-    msgs.extend(std::mem::take(&mut fixed.input_msgs));
+    let (notice_text, notice_msgs) = walk.notice.map(|(text, m, _)| (text, m)).unzip();
+    let mut stable_head = None;
+    let notice_msgs = notice_msgs.into_iter().flatten();
+    let input_msgs = std::mem::take(&mut fixed.input_msgs);
+    match budget.req.window() {
+        Window::Sliding => {
+            msgs.extend(notice_msgs);
+            msgs.extend(pages.msgs);
+            msgs.extend(kept.msgs);
+            msgs.extend(input_msgs);
+        }
+        Window::Stable => {
+            msgs.extend(kept.msgs);
+            let mut tail: Vec<Msg> = notice_msgs.chain(pages.msgs).chain(input_msgs).collect();
+            if history_breakpoint(budget.req) {
+                mark_breakpoint(&mut msgs, &mut tail);
+            }
+            stable_head = Some(budget.envelope.write_iter(msgs.iter()));
+            msgs.extend(tail);
+        }
+    }
     let total = budget.total(pages.chain);
     let body = budget.write_checked(msgs, total, "assembled")?;
+    let stable_prefix = stable_head.map(|head| StablePrefix {
+        bytes: common_prefix(&head, &body),
+        tokens: stable_tokens,
+        block: walk.block,
+    });
     let (dropped, drops) = history_drops(history, &walk.units, turn_count, walk.notice_dropped)?;
     let report = Report {
         turns: turn_counts(&walk.units, turn_count, fixed.open.is_some()),
@@ -391,9 +425,15 @@ fn assemble<H: History + ?Sized>(
         drops,
         notice: notice_text,
         recall: pages.report,
+        stable_prefix,
         ..budget.report(total, fixed.mandatory)
     };
     Ok(Projection { body, report })
+}
+
+/// How many leading bytes `a` and `b` share.
+fn common_prefix(a: &[u8], b: &[u8]) -> u64 {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count() as u64
 }
 
 /// The kept history as sent, once results have grown into the room left.
@@ -407,21 +447,35 @@ struct KeptHistory {
 }
 
 /// Grows the results of the kept units (oldest first) and of the open turn into the room
-/// left beside `base` (the prefix and the notice), newest first; the open turn's grown
-/// messages and cost replace the input's in `fixed`.
+/// left beside the prefix and the notice, newest first; the open turn's grown messages and
+/// cost replace the input's in `fixed`. With `window: stable` only the open turn grows: the
+/// kept turns are sent as stored, so they render the same bytes on every call.
 fn grow_kept<H: History + ?Sized>(
     budget: &Budget<'_>,
     history: &H,
     fixed: &mut FixedParts,
     units: &mut [MeasuredUnit],
-    base: Cost,
+    notice: Cost,
 ) -> Result<KeptHistory> {
     let tok = budget.counter;
     let open = fixed.open_events.is_some();
+    let stable = budget.req.window() == Window::Stable;
     let mut pieces = kept_pieces(budget, history, fixed, units)?;
-    let input_cost = fixed.input;
-    let grown = expand_results(budget, history, &mut pieces, &|costs: &[Cost]| {
-        let mut chain = costs.iter().fold(base, |c, next| c.then(*next, tok));
+    let (input_cost, prefix) = (fixed.input, fixed.prefix);
+    let (frozen, growing) = pieces.split_at_mut(if stable { units.len() } else { 0 });
+    let frozen_cost = frozen
+        .iter()
+        .fold(Cost::default(), |c, p| c.then(p.cost, tok));
+    let grown = expand_results(budget, history, growing, &|costs: &[Cost]| {
+        let grown = costs
+            .iter()
+            .fold(Cost::default(), |c, next| c.then(*next, tok));
+        let (kept, tail) = match stable {
+            true => (frozen_cost, grown),
+            false => (grown, Cost::default()),
+        };
+        let (before, after) = around_pages(budget, prefix, notice, kept);
+        let mut chain = before.then(after, tok).then(tail, tok);
         if !open {
             chain = chain.then(input_cost, tok);
         }
@@ -499,6 +553,7 @@ impl FixedParts {
     fn tier_sums(
         &self,
         tok: Counter,
+        window: Window,
         notice: Cost,
         pages: &ChosenPages,
         kept: &KeptHistory,
@@ -506,9 +561,14 @@ impl FixedParts {
         let mut sums = TierSums::new(tok);
         sums.push(Tier::System, self.system_cost, 1);
         sums.push(Tier::Pinned, self.pinned_cost, self.pinned.len());
+        if window == Window::Stable {
+            sums.push(Tier::History, kept.cost, kept.units);
+        }
         sums.push(Tier::Notice, notice, 1);
         sums.push(Tier::Recalled, pages.cost, pages.report.included.len());
-        sums.push(Tier::History, kept.cost, kept.units);
+        if window == Window::Sliding {
+            sums.push(Tier::History, kept.cost, kept.units);
+        }
         sums.push(Tier::Input, self.input, 1);
         sums
     }

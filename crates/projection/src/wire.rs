@@ -103,6 +103,10 @@ use crate::options::WireFormat;
 /// The content sent for a tool call whose result never arrived.
 pub const INTERRUPTED_RESULT: &str = "interrupted: effects unknown";
 
+/// What an Anthropic cache breakpoint adds inside the block it marks (before its closing
+/// brace): the 5-minute `ephemeral` cache.
+pub(crate) const CACHE_CONTROL: &[u8] = br#","cache_control":{"type":"ephemeral"}"#;
+
 /// The speaker of a format-neutral text item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Role {
@@ -482,6 +486,9 @@ pub(crate) enum Block {
     Media(Part),
     /// An opaque block, written as stored.
     Opaque(Value),
+    /// An Anthropic cache breakpoint on the block before it: written as that block's
+    /// `cache_control` field, never as a block of its own.
+    CacheBreak,
 }
 
 /// One rendered message: what is sent, in the shape of its format. Its bytes are written by
@@ -913,6 +920,15 @@ fn open_anthropic(out: &mut Vec<u8>, speaker: Speaker) {
 /// Appends blocks separated by commas (and one before the first unless `first`).
 fn write_blocks(out: &mut Vec<u8>, blocks: &[Block], first: bool) {
     for (i, block) in blocks.iter().enumerate() {
+        if matches!(block, Block::CacheBreak) {
+            // The previous block's closing brace moves after its `cache_control`.
+            if out.last() == Some(&b'}') {
+                out.pop();
+                out.extend_from_slice(CACHE_CONTROL);
+                out.push(b'}');
+            }
+            continue;
+        }
         if i > 0 || !first {
             out.push(b',');
         }
@@ -952,6 +968,7 @@ pub(crate) fn write_block(b: &mut Vec<u8>, block: &Block) {
         }
         Block::Media(part) => return write_part(b, WireFormat::AnthropicMessages, part),
         Block::Opaque(item) => return write_value(b, item),
+        Block::CacheBreak => return,
     }
     b.push(b'}');
 }
@@ -1179,6 +1196,8 @@ pub(crate) struct Envelope {
     pub tools: Vec<Value>,
     /// Other top-level fields, written as given after the projector's own.
     pub fields: serde_json::Map<String, Value>,
+    /// Anthropic's `system` written as one text block with a cache breakpoint.
+    pub cache_system: bool,
 }
 
 impl Envelope {
@@ -1200,7 +1219,14 @@ impl Envelope {
             }
             if let Some(system) = &self.system {
                 out.extend_from_slice(br#","system":"#);
-                write_str(out, system);
+                if self.cache_system {
+                    out.extend_from_slice(br#"[{"type":"text","text":"#);
+                    write_str(out, system);
+                    out.extend_from_slice(CACHE_CONTROL);
+                    out.extend_from_slice(b"}]");
+                } else {
+                    write_str(out, system);
+                }
             }
         }
         out.extend_from_slice(br#","messages":["#);

@@ -17,8 +17,8 @@ mod common;
 
 use ctxlog_event::{Event, EventBody, ToolStatus};
 use ctxlog_projection::{
-    Policy, ProjectionRequest, ProjectionRequestBuilder, SizeCache, SliceHistory, WireFormat,
-    project,
+    Policy, ProjectionRequest, ProjectionRequestBuilder, SizeCache, SliceHistory, Window,
+    WireFormat, project,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -172,6 +172,12 @@ fn corpus() -> Vec<ProjectionRequestBuilder> {
                 .max_tokens(1_500);
             out.push(b.clone());
             b.max_bytes(2_600);
+            out.push(b.clone());
+            // A cache-stable window with cache hints: what varies goes last, and the
+            // conversation's `prompt_cache_key` is written.
+            b.window(Window::Stable)
+                .cache_hints(true)
+                .cache_key("ctxlog-0123456789abcdef");
             out.push(b);
         }
     }

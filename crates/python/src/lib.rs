@@ -392,7 +392,8 @@ impl PyConversation {
     /// prompt and input alone do not fit; the ledger is never written. The keyword arguments
     /// are the fields of the server's projection request (`max_tokens`, `max_bytes`,
     /// `format`, `tokenizer`, `reserve_output`, `recall`, `recall_reserve`, `policy`,
-    /// `system`, `model`, `notice`, `tools`, `recall_tool`); `None` is the field's default,
+    /// `system`, `model`, `notice`, `window`, `low_water`, `cache_hints`, `tools`,
+    /// `recall_tool`); `None` is the field's default,
     /// and an unknown one raises `UsageError`.
     #[pyo3(signature = (input = None, **options))]
     fn project<'py>(

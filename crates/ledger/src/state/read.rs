@@ -289,4 +289,10 @@ impl LedgerState {
     pub(crate) fn record_len(&self, seq: u64) -> Option<u64> {
         self.entry(seq).ok().map(|e| u64::from(e.record_len))
     }
+
+    /// Where event `seq`'s record starts in the log: the stored size of every record before it
+    /// (and the log's header).
+    pub(crate) fn record_offset(&self, seq: u64) -> Option<u64> {
+        self.entry(seq).ok().map(|e| e.offset)
+    }
 }

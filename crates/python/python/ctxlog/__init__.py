@@ -41,6 +41,9 @@ WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
 #: The projection policies.
 PolicyName = Literal["auto", "turns", "agent"]
+#: Where a projection's kept history starts: the newest turns that fit, or a window whose
+#: first kept turn stays fixed so consecutive bodies share their prefix (prompt caching).
+WindowName = Literal["sliding", "stable"]
 #: A JSON object as Python sees it (requests' event dicts, responses, reports).
 JsonDict = Dict[str, Any]
 
@@ -170,6 +173,7 @@ __all__ = [
     "Unavailable",
     "IndexDamaged",
     "UsageError",
+    "WindowName",
     "WireFormat",
     "__version__",
 ]

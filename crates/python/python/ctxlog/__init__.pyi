@@ -46,6 +46,7 @@ __all__ = [
     "Unavailable",
     "IndexDamaged",
     "UsageError",
+    "WindowName",
     "WireFormat",
     "__version__",
 ]
@@ -57,6 +58,7 @@ RECALL_MAX_LIMIT: int
 WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 TokenizerName = Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]
 PolicyName = Literal["auto", "turns", "agent"]
+WindowName = Literal["sliding", "stable"]
 JsonDict = Dict[str, Any]
 ToolStatus = Literal["ok", "error", "interrupted"]
 
@@ -259,13 +261,20 @@ class Conversation:
         system: Optional[str] = None,
         model: Optional[str] = None,
         notice: bool = False,
+        window: WindowName = "sliding",
+        low_water: Optional[float] = None,
+        cache_hints: bool = False,
         tools: Optional[Sequence[Mapping[str, Any]]] = None,
         recall_tool: bool = False,
     ) -> Tuple[bytes, JsonDict]:
         """The exact request body for one model call, and its report. Without input, the
         open turn (ending in tool results) is projected: the agent loop's next call. The
         keyword arguments are the fields of the server's projection request (None: the
-        field's default); `recall_reserve` is {"fraction": 0.25} or {"amount": N}."""
+        field's default); `recall_reserve` is {"fraction": 0.25} or {"amount": N}. With
+        window="stable" the first kept turn stays fixed while the suffix from it fits (then
+        moves forward by a block, down to `low_water` of the budget, default 0.8), what varies
+        per call goes last, and the report's "stable_prefix" {"bytes", "tokens", "block"} says
+        where the shared prefix ends; `cache_hints` writes provider cache hints there."""
     def project_dict(
         self,
         input: Optional[str] = None,
@@ -281,6 +290,9 @@ class Conversation:
         system: Optional[str] = None,
         model: Optional[str] = None,
         notice: bool = False,
+        window: WindowName = "sliding",
+        low_water: Optional[float] = None,
+        cache_hints: bool = False,
         tools: Optional[Sequence[Mapping[str, Any]]] = None,
         recall_tool: bool = False,
     ) -> Tuple[JsonDict, JsonDict]:

@@ -1,0 +1,105 @@
+//! `project --window stable` is a pure function of the ledger and the request: separate
+//! processes choose the same cut and print the same bytes; each new turn that fits keeps the
+//! previous body's stable prefix; bad window values are refused (exit 2) and change nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Env, code, snapshot, stderr};
+use serde_json::Value;
+
+fn project(env: &Env, extra: &[&str]) -> (Vec<u8>, Value) {
+    let report = env.root().join("report.json");
+    let mut args = vec![
+        "project",
+        "chat",
+        "--system",
+        "Be brief.",
+        "--input",
+        "And now?",
+        "--max-bytes",
+        "3000",
+        "--window",
+        "stable",
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let body = env.ok(&args, b"");
+    let report = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    (body, report)
+}
+
+#[test]
+fn two_processes_choose_the_same_cut_and_appends_keep_the_prefix() {
+    let env = Env::new();
+    let mut previous: Option<(Vec<u8>, Value)> = None;
+    for i in 0..40 {
+        env.commit(
+            "chat",
+            &format!("message {i}: the weather was fine and we walked to the harbour"),
+            &format!("reply {i}: that sounds lovely, tell me more about the harbour"),
+        );
+        let (body, report) = project(&env, &[]);
+        let (again, _) = project(&env, &[]);
+        assert_eq!(body, again, "a second process built other bytes");
+        assert!(body.len() <= 3000);
+        let sp = &report["stable_prefix"];
+        let text = String::from_utf8(body.clone()).unwrap();
+        let end = sp["bytes"].as_u64().unwrap() as usize;
+        assert!(text[end..].contains("And now?") && !text[..end].contains("And now?"));
+        if let Some((prev, prev_report)) = &previous
+            && prev_report["stable_prefix"]["block"] == sp["block"]
+            && prev_report["kept"][0]["first"] == report["kept"][0]["first"]
+        {
+            let prev_end = prev_report["stable_prefix"]["bytes"].as_u64().unwrap() as usize;
+            assert_eq!(&body[..prev_end], &prev[..prev_end]);
+        }
+        previous = Some((body, report));
+    }
+    let (_, last) = previous.unwrap();
+    assert!(
+        last["dropped"].as_array().is_some_and(|d| !d.is_empty()),
+        "{last}"
+    );
+}
+
+#[test]
+fn bad_window_values_are_refused_and_change_nothing() {
+    let env = Env::new();
+    env.commit("chat", "hello", "hi");
+    let before = snapshot(&env.conv_dir("chat"));
+    for args in [
+        vec!["project", "chat", "--input", "x", "--window", "fixed"],
+        vec![
+            "project",
+            "chat",
+            "--input",
+            "x",
+            "--window",
+            "stable",
+            "--low-water",
+            "1.2",
+        ],
+        vec![
+            "project",
+            "chat",
+            "--input",
+            "x",
+            "--window",
+            "stable",
+            "--low-water",
+            "0",
+        ],
+    ] {
+        let out = env.run(&args, b"");
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("sliding, stable") || err.contains("strictly between 0 and 1"),
+            "{err}"
+        );
+    }
+    assert_eq!(snapshot(&env.conv_dir("chat")), before);
+}

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use ctxlog_ledger::{CommitReceipt, EventBody, NewCommit};
-use ctxlog_projection::{Policy, WireFormat};
+use ctxlog_projection::{Policy, Window, WireFormat};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -442,8 +442,10 @@ struct StoredResponse {
 fn is_moved(e: &Error) -> bool {
     matches!(e.ledger_cause(), Some(ctxlog_ledger::Error::Moved { .. }))
 }
-/// The projection of a relayed call: whole turns, no recall pages or notices (nothing the
-/// client did not send), the client's system prompt, tools and fields.
+/// The projection of a relayed call: whole turns in a cache-stable window (consecutive calls
+/// share their prefix, so the provider's prompt cache stays warm), no recall pages or notices
+/// (nothing the client did not send), the client's system prompt, tools and fields. No cache
+/// hints of ctxlog's own: the client's `cache_control` and cache keys pass through as sent.
 fn project_request(
     request: &CallRequest,
     client: &ClientCall,
@@ -464,6 +466,7 @@ fn project_request(
         max_tokens: budget,
         reserve_output: client.reserve.filter(|_| anthropic),
         policy: Policy::Turns,
+        window: Window::Stable,
         stored_input: true,
         recall: Some(0),
         tools: client.tools.clone(),

@@ -20,6 +20,9 @@
 //!
 //! [ledger]                    # the file store's ledger
 //! check_on_open = false       # check every record's checksum when a writer opens a conversation [default: false]
+//!
+//! [recall]                    # the recall index
+//! embeddings = "/opt/models/all-MiniLM-L6-v2"  # the semantic leg's model directory [default: none, leg off]
 //! ```
 //!
 //! An unknown key is refused, so a typo never silently turns a rule off.
@@ -46,6 +49,20 @@ pub struct StoreConfig {
     pub retention: RetentionConfig,
     /// The file store's ledger settings.
     pub ledger: LedgerConfig,
+    /// The recall index's settings.
+    pub recall: RecallConfig,
+}
+
+/// The `[recall]` table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecallConfig {
+    /// The semantic leg of recall: a directory holding all-MiniLM-L6-v2 (`config.json`,
+    /// `model.safetensors`, `tokenizer.json`). Pages get sentence embeddings as the index
+    /// catches up, and a search fuses the pages nearest the question with the lexical
+    /// ranking (docs/recall.md, "The semantic leg"). Needs a build with the `semantic`
+    /// feature; nothing is ever downloaded [default: none, the leg is off].
+    pub embeddings: Option<std::path::PathBuf>,
 }
 
 /// The `[ledger]` table (the file store; PostgreSQL checks every row it reads).

@@ -25,6 +25,8 @@ struct Args {
     protocol_only: bool,
     /// Only the lever-log variants whose names contain one of these.
     only: Vec<String>,
+    /// The semantic leg's model directory (`--embeddings DIR`).
+    embeddings: Option<PathBuf>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -35,6 +37,7 @@ fn parse_args() -> anyhow::Result<Args> {
         ablation: true,
         protocol_only: false,
         only: Vec::new(),
+        embeddings: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -45,12 +48,15 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-ablation" => args.ablation = false,
             "--protocol-only" => args.protocol_only = true,
             "--import-only" => {}
+            "--embeddings" => {
+                args.embeddings = Some(it.next().context("--embeddings needs a directory")?.into());
+            }
             "--only" => args
                 .only
                 .push(it.next().context("--only needs part of a lever's name")?),
             other => bail!(
                 "unknown argument {other:?} (expected --locomo PATH, --beam DIR, --no-write, \
-                 --no-ablation, --protocol-only, --import-only, --only TEXT)"
+                 --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR)"
             ),
         }
     }
@@ -68,12 +74,21 @@ pub fn main() -> anyhow::Result<()> {
         report.push_str(&study::scale(&scratch)?);
         report.push_str(&generator::run(&scratch)?);
     }
+    if let Some(dir) = &args.embeddings {
+        protocol::use_embeddings(dir)?;
+    }
     let (sets, skipped) = protocol::sets(&args.locomo, &args.beam)?;
     let (product, section) = protocol::baseline_section(&sets, &scratch)?;
     report.push_str(&section);
     report.push_str(&skipped);
+    if args.embeddings.is_some() {
+        report.push_str(&protocol::semantic_section(&sets, &product, &scratch)?);
+    }
     if args.ablation {
         let mut variants = levers::variants();
+        if args.embeddings.is_some() {
+            variants.extend(levers::semantic_variants());
+        }
         if !args.only.is_empty() {
             variants.retain(|v| args.only.iter().any(|o| v.name.contains(o.as_str())));
         }

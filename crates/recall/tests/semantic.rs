@@ -117,6 +117,19 @@ fn embeddings_are_unit_length_and_order_obvious_pairs() {
         assert_eq!(e.len(), DIMENSIONS);
         assert!((cosine(e, e) - 1.0).abs() < 1e-4);
     }
+    // The first components of the same embedding from an independent NumPy implementation
+    // of the model (BERT forward pass over the same safetensors, the Python `tokenizers`
+    // package, mean pooling, L2), computed once for this test.
+    let reference = [
+        0.033242, 0.004406, -0.006277, 0.048379, -0.138702, -0.033617, 0.101128, -0.054385,
+    ];
+    for (got, want) in v[0].iter().zip(reference) {
+        assert!(
+            (got - want).abs() < 1e-4,
+            "{:?} vs {reference:?}",
+            &v[0][..8]
+        );
+    }
     let (bread, horse, movie) = (
         cosine(&v[0], &v[1]),
         cosine(&v[0], &v[2]),

@@ -176,6 +176,17 @@ pub fn recall_at_limit(hits: &[u64], evidence: &[u64]) -> f64 {
 /// Per-question recall@10 of ctxlog under `v`: each conversation indexed from its events,
 /// each question asked with limit 10.
 pub fn ctxlog_scores(set: &EvalSet, v: &Variant, scratch: &Scratch) -> anyhow::Result<Vec<f64>> {
+    Ok(ctxlog_scores_timed(set, v, scratch)?.0)
+}
+
+/// [`ctxlog_scores`] and the time of each search call (the question's embedding and the
+/// vector scan included for a semantic variant; indexing and embedding pages excluded).
+pub fn ctxlog_scores_timed(
+    set: &EvalSet,
+    v: &Variant,
+    scratch: &Scratch,
+) -> anyhow::Result<(Vec<f64>, Vec<std::time::Duration>)> {
+    let mut times = Vec::with_capacity(set.questions.len());
     let mut by_conv: HashMap<usize, Vec<usize>> = HashMap::new();
     for (i, q) in set.questions.iter().enumerate() {
         by_conv.entry(q.conv).or_default().push(i);
@@ -190,12 +201,25 @@ pub fn ctxlog_scores(set: &EvalSet, v: &Variant, scratch: &Scratch) -> anyhow::R
         };
         for &i in qs {
             let q = &set.questions[i];
+            let started = std::time::Instant::now();
             let r = index.search(&q.text, &opts)?;
+            times.push(started.elapsed());
             let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
             scores[i] = recall_at_limit(&seqs, &q.evidence);
         }
     }
-    Ok(scores)
+    Ok((scores, times))
+}
+
+/// The p50 and p99 of `times` in milliseconds.
+fn percentiles(times: &mut [std::time::Duration]) -> (f64, f64) {
+    times.sort();
+    let at = |q: usize| {
+        times
+            .get((times.len() * q / 100).min(times.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    (at(50), at(99))
 }
 
 /// Per-question recall@10 of plain FTS5 BM25 over the same pages (2,048 characters, 128
@@ -415,8 +439,15 @@ pub fn semantic_section(
     );
     for (set, product) in sets.iter().zip(product) {
         let base = bm25_scores(set)?;
-        let ours = ctxlog_scores(set, &Variant::semantic(), scratch)?;
-        out.push_str(&format!("\n**{}**\n\n", set.name));
+        let (_, mut lexical_times) = ctxlog_scores_timed(set, &Variant::product(), scratch)?;
+        let (ours, mut times) = ctxlog_scores_timed(set, &Variant::semantic(), scratch)?;
+        let (p50, p99) = percentiles(&mut times);
+        let (l50, l99) = percentiles(&mut lexical_times);
+        out.push_str(&format!(
+            "\n**{}**: search p50 {p50:.2} ms, p99 {p99:.2} ms with the leg (question embedded, \
+             vectors scanned), {l50:.2} / {l99:.2} ms without, same run.\n\n",
+            set.name
+        ));
         let body: Vec<Vec<String>> = rows(set)
             .into_iter()
             .map(|(name, idx)| {

@@ -179,7 +179,7 @@ fn recall_finds_a_paraphrase_with_the_leg_on_and_erasure_removes_its_vectors() {
     erased[2] = (true, "[erased]");
     index.catch_up(&source("ledger-2", &erased)).unwrap();
     assert_eq!(index.vector_count().unwrap(), 7);
-    assert!(!seqs(&index, QUESTION).first().is_some_and(|&s| s == 3));
+    assert_ne!(seqs(&index, QUESTION).first(), Some(&3));
     let conn = rusqlite::Connection::open(&path).unwrap();
     let text: String = conn
         .query_row("SELECT group_concat(body, ' ') FROM pages_fts", [], |r| {

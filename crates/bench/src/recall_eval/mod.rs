@@ -27,6 +27,8 @@ struct Args {
     only: Vec<String>,
     /// The semantic leg's model directory (`--embeddings DIR`).
     embeddings: Option<PathBuf>,
+    /// Only the sets whose names contain one of these (`--set TEXT`, repeatable).
+    sets: Vec<String>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -38,6 +40,7 @@ fn parse_args() -> anyhow::Result<Args> {
         protocol_only: false,
         only: Vec::new(),
         embeddings: None,
+        sets: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -51,12 +54,15 @@ fn parse_args() -> anyhow::Result<Args> {
             "--embeddings" => {
                 args.embeddings = Some(it.next().context("--embeddings needs a directory")?.into());
             }
+            "--set" => args
+                .sets
+                .push(it.next().context("--set needs part of a set's name")?),
             "--only" => args
                 .only
                 .push(it.next().context("--only needs part of a lever's name")?),
             other => bail!(
                 "unknown argument {other:?} (expected --locomo PATH, --beam DIR, --no-write, \
-                 --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR)"
+                 --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR, --set TEXT)"
             ),
         }
     }
@@ -77,7 +83,10 @@ pub fn main() -> anyhow::Result<()> {
     if let Some(dir) = &args.embeddings {
         protocol::use_embeddings(dir)?;
     }
-    let (sets, skipped) = protocol::sets(&args.locomo, &args.beam)?;
+    let (mut sets, skipped) = protocol::sets(&args.locomo, &args.beam)?;
+    if !args.sets.is_empty() {
+        sets.retain(|s| args.sets.iter().any(|o| s.name.contains(o.as_str())));
+    }
     let (product, section) = protocol::baseline_section(&sets, &scratch)?;
     report.push_str(&section);
     report.push_str(&skipped);

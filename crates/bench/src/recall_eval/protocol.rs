@@ -12,8 +12,6 @@ use ctxlog_ledger::event::Event;
 use ctxlog_recall::text::pages;
 use ctxlog_recall::{IndexConfig, NoArtifacts, Ranking, RecallIndex, SearchOptions};
 
-use anyhow::Context;
-
 use super::Scratch;
 use super::generator::Rng;
 use super::metrics::{baseline_query, f3, table};
@@ -131,7 +129,7 @@ fn eval_index(
     {
         let model = EMBEDDER
             .get()
-            .context("a semantic variant needs --embeddings DIR")?;
+            .ok_or_else(|| anyhow::anyhow!("a semantic variant needs --embeddings DIR"))?;
         let mut index =
             RecallIndex::open_with(vector_cache(set, c)?, &ledger_id, v.config.clone())?;
         index.set_ranking(v.ranking.clone());

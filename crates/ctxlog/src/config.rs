@@ -20,6 +20,9 @@
 //!
 //! [ledger]                    # the file store's ledger
 //! check_on_open = false       # check every record's checksum when a writer opens a conversation [default: false]
+//!
+//! [recall]                    # the recall index
+//! embeddings = "/opt/models/all-MiniLM-L6-v2"  # the semantic leg's model directory [default: none, leg off]
 //! ```
 //!
 //! An unknown key is refused, so a typo never silently turns a rule off.
@@ -46,6 +49,20 @@ pub struct StoreConfig {
     pub retention: RetentionConfig,
     /// The file store's ledger settings.
     pub ledger: LedgerConfig,
+    /// The recall index's settings.
+    pub recall: RecallConfig,
+}
+
+/// The `[recall]` table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecallConfig {
+    /// The semantic leg of recall: a directory holding all-MiniLM-L6-v2 (`config.json`,
+    /// `model.safetensors`, `tokenizer.json`). Pages get sentence embeddings as the index
+    /// catches up, and a search fuses the pages nearest the question with the lexical
+    /// ranking (docs/recall.md, "The semantic leg"). Needs a build with the `semantic`
+    /// feature; nothing is ever downloaded [default: none, the leg is off].
+    pub embeddings: Option<std::path::PathBuf>,
 }
 
 /// The `[ledger]` table (the file store; PostgreSQL checks every row it reads).
@@ -165,12 +182,20 @@ on_open = false
 
 [ledger]
 check_on_open = true
+
+[recall]
+embeddings = "/opt/models/all-MiniLM-L6-v2"
 "#;
         let config = StoreConfig::from_toml(text, "t").unwrap();
         assert_eq!(config.retention.keep_turns, Some(100));
         assert_eq!(config.redaction.patterns[0].name, "ticket");
         assert!(config.ledger.check_on_open);
+        assert_eq!(
+            config.recall.embeddings.as_deref(),
+            Some(Path::new("/opt/models/all-MiniLM-L6-v2"))
+        );
         for bad in [
+            "[recall]\nembedings = \"/x\"",
             "[ledger]\ncheck_on_opne = true",
             "[retention]\nolder_then = \"9d\"",
             "[retention]\nolder_than = \"soon\"",
@@ -180,5 +205,25 @@ check_on_open = true
             let err = StoreConfig::from_toml(bad, "ctxlog.toml").unwrap_err();
             assert!(err.to_string().starts_with("ctxlog.toml: "), "{err}");
         }
+    }
+
+    /// The semantic leg's model is loaded when the store opens: a directory without it (or a
+    /// build without the feature) is a usage error naming the setting, and nothing opens.
+    #[test]
+    fn a_model_directory_that_cannot_be_used_is_a_usage_error() {
+        let dir = std::env::temp_dir().join(format!("ctxlog-no-model-{}", std::process::id()));
+        let config = RecallConfig {
+            embeddings: Some(dir.clone()),
+        };
+        let err = crate::RecallSetup::new(&config).unwrap_err();
+        assert_eq!(err.class(), crate::ErrorClass::Usage);
+        let message = err.to_string();
+        assert!(message.contains("[recall] embeddings"), "{message}");
+        if cfg!(feature = "semantic") {
+            assert!(message.contains("config.json"), "{message}");
+        } else {
+            assert!(message.contains("--features semantic"), "{message}");
+        }
+        assert!(crate::RecallSetup::new(&RecallConfig::default()).is_ok());
     }
 }

@@ -40,6 +40,66 @@ pub struct Handle<L: ?Sized> {
     /// What commits are redacted with before they are written (docs/design.md#e5-redaction)
     /// [default: nothing].
     redactor: Option<Arc<Redactor>>,
+    /// How the recall index is opened [default: the lexical ranking alone].
+    recall_setup: RecallSetup,
+}
+
+/// How a conversation's recall index is opened: with the semantic leg's model when the store's
+/// `[recall] embeddings` names one (feature `semantic`), else the lexical ranking alone.
+#[derive(Clone, Debug, Default)]
+pub struct RecallSetup {
+    #[cfg(feature = "semantic")]
+    embedder: Option<Arc<ctxlog_recall::embed::Embedder>>,
+}
+
+impl RecallSetup {
+    /// The setup `config` asks for: its model loaded (once per store).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidRequest`] when the model directory cannot be loaded, or when a
+    /// model is named in a build without the `semantic` feature.
+    pub fn new(config: &crate::RecallConfig) -> Result<RecallSetup> {
+        let Some(dir) = &config.embeddings else {
+            return Ok(RecallSetup::default());
+        };
+        let invalid = |why: String| crate::Error::InvalidRequest {
+            reason: format!(
+                "[recall] embeddings = {:?}: {why}",
+                dir.display().to_string()
+            ),
+        };
+        #[cfg(feature = "semantic")]
+        {
+            let model = ctxlog_recall::embed::Embedder::load(dir)
+                .map_err(|e| invalid(format!("{e} (the directory must hold all-MiniLM-L6-v2's config.json, model.safetensors and tokenizer.json)")))?;
+            Ok(RecallSetup {
+                embedder: Some(Arc::new(model)),
+            })
+        }
+        #[cfg(not(feature = "semantic"))]
+        Err(invalid(
+            "this ctxlog was built without the semantic leg; build it with `--features semantic`, \
+             or remove the setting"
+                .into(),
+        ))
+    }
+
+    /// Opens the index at `path` for `ledger_id` with this setup.
+    fn open(&self, path: &Path, ledger_id: &str) -> Result<RecallIndex> {
+        let index = RecallIndex::open(path, ledger_id)?;
+        Ok(self.apply(index))
+    }
+
+    #[cfg_attr(not(feature = "semantic"), allow(clippy::unused_self))]
+    fn apply(&self, index: RecallIndex) -> RecallIndex {
+        #[cfg(feature = "semantic")]
+        let index = {
+            let mut index = index;
+            index.set_embedder(self.embedder.clone());
+            index
+        };
+        index
+    }
 }
 
 /// A conversation opened for writing; holds the writer lock until dropped.
@@ -72,7 +132,15 @@ impl<L: ?Sized> Handle<L> {
             sizes: SizeCache::new(),
             recall: None,
             redactor: None,
+            recall_setup: RecallSetup::default(),
         }
+    }
+
+    /// Opens the recall index with `setup` (the store sets its own on the handles it opens).
+    pub fn set_recall_setup(&mut self, setup: RecallSetup) -> &mut Self {
+        self.recall_setup = setup;
+        self.recall = None;
+        self
     }
 
     /// Redacts every commit of this handle with `redactor` before it is written (the store
@@ -351,6 +419,7 @@ impl<L: LedgerView + ?Sized> Handle<L> {
         let mut pages = IndexPages {
             ledger: &*self.ledger,
             recall: &mut self.recall,
+            recall_setup: &self.recall_setup,
             recall_path: &self.recall_path,
             used: false,
             damaged: None,
@@ -458,11 +527,12 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     pub fn reindex(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<UpdateStats> {
         self.catch_up()?;
         self.recall = None;
-        let mut index = RecallIndex::recreate(
+        let index = RecallIndex::recreate(
             &self.recall_path,
             self.ledger.ledger_id(),
             IndexConfig::default(),
         )?;
+        let mut index = self.recall_setup.apply(index);
         let stats = index.rebuild(&LedgerFeed(&*self.ledger), progress)?;
         self.recall = Some(index);
         Ok(stats)
@@ -471,11 +541,21 @@ impl<L: LedgerView + ?Sized> Handle<L> {
     /// The recall index, opened on first use and brought up to date with the ledger.
     fn synced_index(&mut self) -> Result<&mut RecallIndex> {
         let indexed_from = self.ledger.ledger_id().to_string();
-        catch_up_index(&mut self.recall, &self.recall_path, &*self.ledger)?;
+        catch_up_index(
+            &mut self.recall,
+            &self.recall_setup,
+            &self.recall_path,
+            &*self.ledger,
+        )?;
         // Rebuilt from the new ledger if another process rewrote it meanwhile; otherwise
         // this second catch-up finds nothing new.
         self.check_indexed_ledger(&indexed_from)?;
-        catch_up_index(&mut self.recall, &self.recall_path, &*self.ledger)
+        catch_up_index(
+            &mut self.recall,
+            &self.recall_setup,
+            &self.recall_path,
+            &*self.ledger,
+        )
     }
 
     /// After indexing from this handle's view of ledger `indexed_from`: if another process
@@ -539,13 +619,14 @@ fn tool_hits(json: &serde_json::Value) -> Vec<(u64, EventKind, i64)> {
 /// A handle whose file another process replaced (erasure) is reopened once.
 fn catch_up_index<'a, L: LedgerView + ?Sized>(
     slot: &'a mut Option<RecallIndex>,
+    setup: &RecallSetup,
     path: &Path,
     ledger: &L,
 ) -> Result<&'a mut RecallIndex> {
     for attempt in 0..2 {
         let mut index = match slot.take() {
             Some(index) => index,
-            None => RecallIndex::open(path, ledger.ledger_id())?,
+            None => setup.open(path, ledger.ledger_id())?,
         };
         match index.catch_up(&LedgerFeed(ledger)) {
             Ok(_) => return Ok(slot.insert(index)),
@@ -563,6 +644,7 @@ fn catch_up_index<'a, L: LedgerView + ?Sized>(
 struct IndexPages<'a, L: ?Sized> {
     ledger: &'a L,
     recall: &'a mut Option<RecallIndex>,
+    recall_setup: &'a RecallSetup,
     recall_path: &'a Path,
     /// Whether the index was caught up (the caller then checks the ledger was not rewritten).
     used: bool,
@@ -583,7 +665,12 @@ impl<L: LedgerView + ?Sized> PageSource for IndexPages<'_, L> {
         // index that disagrees with the ledger is rebuilt once; a damaged record fails closed.
         let mut hits = Vec::new();
         for attempt in 0..2 {
-            let index = catch_up_index(self.recall, self.recall_path, self.ledger)?;
+            let index = catch_up_index(
+                self.recall,
+                self.recall_setup,
+                self.recall_path,
+                self.ledger,
+            )?;
             hits = index.candidates(query, before, limit)?;
             let seen: Vec<_> = hits.iter().map(|h| (h.seq, h.kind, h.ts_ms)).collect();
             match hits_match(self.ledger, &seen) {

@@ -54,10 +54,10 @@ mod store;
 mod time;
 pub mod transfer;
 
-pub use config::{CONFIG_FILE, LedgerConfig, RetentionConfig, StoreConfig};
+pub use config::{CONFIG_FILE, LedgerConfig, RecallConfig, RetentionConfig, StoreConfig};
 pub use ctxlog_event::ConversationName;
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
-pub use handle::{Conversation, Handle, Snapshot};
+pub use handle::{Conversation, Handle, RecallSetup, Snapshot};
 pub use input::parse_commit;
 pub use location::{StoreLocation, TENANTS_DIR};
 pub use redact::{RedactionConfig, Redactor};

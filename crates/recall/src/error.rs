@@ -74,6 +74,16 @@ pub enum Error {
         /// The index file.
         path: PathBuf,
     },
+    /// The sentence-embedding model of the semantic leg cannot be used: a file of its
+    /// directory is missing or unreadable, or is not all-MiniLM-L6-v2's (see
+    /// `docs/recall.md`, "The semantic leg"), or the build has no semantic leg.
+    #[error("embedding model {path}: {reason}")]
+    Embeddings {
+        /// The model directory.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
     /// Creating or removing the index file failed.
     #[error("recall index {path}: {source}")]
     Io {

@@ -60,6 +60,9 @@ pub struct RecallIndex {
     config: IndexConfig,
     reset: Option<ResetReason>,
     ranking: Ranking,
+    /// The semantic leg's model, when the operator configured one.
+    #[cfg(feature = "semantic")]
+    embedder: Option<std::sync::Arc<crate::embed::Embedder>>,
 }
 
 impl std::fmt::Debug for RecallIndex {
@@ -234,6 +237,8 @@ impl RecallIndex {
             config,
             reset: None,
             ranking: Ranking::default(),
+            #[cfg(feature = "semantic")]
+            embedder: None,
         };
         Ok((index, contents))
     }
@@ -357,6 +362,7 @@ impl RecallIndex {
                 return Ok(UpdateStats {
                     indexed_through: self.indexed_through,
                     reset: self.reset.clone(),
+                    embedded: self.embed_pages()?,
                     ..UpdateStats::default()
                 });
             }
@@ -367,6 +373,7 @@ impl RecallIndex {
             if let Some(done) = self.index_source(source, progress)? {
                 let mut stats = self.finish(done);
                 stats.reset = reset.or_else(|| self.reset.clone());
+                stats.embedded = self.embed_pages()?;
                 return Ok(stats);
             }
         }
@@ -416,6 +423,8 @@ impl RecallIndex {
         )?;
         *self = RecallIndex {
             ranking,
+            #[cfg(feature = "semantic")]
+            embedder: self.embedder.take(),
             ..reopened
         };
         Ok(())
@@ -470,7 +479,7 @@ impl RecallIndex {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(e)?;
-        tx.execute_batch("DELETE FROM pages; DELETE FROM pages_fts;")
+        tx.execute_batch("DELETE FROM pages; DELETE FROM pages_fts; DELETE FROM vectors;")
             .map_err(e)?;
         Meta::empty(&self.ledger_id, &self.config).write(&tx, &path)?;
         tx.commit().map_err(e)?;
@@ -574,6 +583,15 @@ impl RecallIndex {
     /// # Errors
     /// [`Error::Replaced`] when the file was deleted or replaced; what `read` returns.
     fn guarded<T>(&self, read: impl FnOnce(Searcher<'_>) -> Result<T>) -> Result<T> {
+        self.guarded_with(None, read)
+    }
+
+    /// [`RecallIndex::guarded`] with the question's embedding for the semantic leg.
+    fn guarded_with<T>(
+        &self,
+        query_vector: Option<&[f32]>,
+        read: impl FnOnce(Searcher<'_>) -> Result<T>,
+    ) -> Result<T> {
         let _shared = FileLock::shared(&self.path);
         if !self.file_is_current() {
             return Err(replaced(&self.path));
@@ -590,6 +608,7 @@ impl RecallIndex {
             conn: &self.conn,
             path: &self.path,
             ranking: &self.ranking,
+            query_vector,
         })?;
         tx.commit().map_err(e)?;
         Ok(result)
@@ -617,7 +636,11 @@ impl RecallIndex {
     /// deleted or replaced the file since this handle last caught up (catch up and retry);
     /// [`Error::Sqlite`] on other SQLite failures. Never for query text.
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<RecallResult> {
-        self.guarded(|s| s.search(query, opts))
+        let vector = match opts.seq {
+            Some(_) => None,
+            None => self.query_vector(query)?,
+        };
+        self.guarded_with(vector.as_deref(), |s| s.search(query, opts))
     }
 
     /// Up to `k` pages relevant to `input` from events older than `older_than_seq`, best
@@ -636,7 +659,10 @@ impl RecallIndex {
     /// As [`RecallIndex::search`]: a candidate failing its checksum is [`Error::Damaged`], so
     /// a projection falls back to no recalled pages.
     pub fn candidates(&self, input: &str, older_than_seq: u64, k: usize) -> Result<Vec<Hit>> {
-        self.guarded(|s| s.candidates(input, older_than_seq, k))
+        let vector = self.query_vector(input)?;
+        self.guarded_with(vector.as_deref(), |s| {
+            s.candidates(input, older_than_seq, k)
+        })
     }
 
     /// Handles one call of the recall tool: validates `args`, searches, and returns the tool
@@ -648,6 +674,125 @@ impl RecallIndex {
         tool::respond(args, |query, opts| self.search(query, opts))
     }
 }
+
+/// The semantic leg (docs/recall.md, "The semantic leg"): the model, page vectors kept up to
+/// date with the pages, the question's embedding.
+impl RecallIndex {
+    /// Uses `embedder` for the semantic leg: [`RecallIndex::catch_up`] computes the vectors of
+    /// pages that have none (of another model: all of them), and a search fuses the pages
+    /// nearest the question with the lexical ranking. `None` turns the leg off (the vectors
+    /// stay in the file, unused).
+    #[cfg(feature = "semantic")]
+    pub fn set_embedder(&mut self, embedder: Option<std::sync::Arc<crate::embed::Embedder>>) {
+        self.embedder = embedder;
+    }
+
+    /// The model of the semantic leg, if any.
+    #[cfg(feature = "semantic")]
+    pub fn embedder(&self) -> Option<&crate::embed::Embedder> {
+        self.embedder.as_deref()
+    }
+
+    /// How many pages have a vector (of whichever model).
+    ///
+    /// # Errors
+    /// As [`RecallIndex::search`].
+    pub fn vector_count(&self) -> Result<u64> {
+        self.guarded(|s| {
+            s.conn
+                .query_row("SELECT count(*) FROM vectors", [], |r| r.get::<_, i64>(0))
+                .map(|n| u64::try_from(n).unwrap_or(0))
+                .map_err(|e| Error::sqlite(s.path, e))
+        })
+    }
+
+    /// The question's embedding when the leg is on and the file's vectors are this model's.
+    #[cfg(feature = "semantic")]
+    fn query_vector(&self, query: &str) -> Result<Option<Vec<f32>>> {
+        let Some(embedder) = &self.embedder else {
+            return Ok(None);
+        };
+        if query.trim().is_empty() {
+            return Ok(None);
+        }
+        let model = self.guarded(|s| crate::vector::stored_model(s.conn, s.path))?;
+        if model.as_deref() != Some(embedder.fingerprint()) {
+            return Ok(None);
+        }
+        Ok(embedder.embed(&[query])?.pop())
+    }
+
+    #[cfg(not(feature = "semantic"))]
+    #[allow(clippy::unnecessary_wraps, clippy::unused_self)]
+    fn query_vector(&self, _query: &str) -> Result<Option<Vec<f32>>> {
+        Ok(None)
+    }
+
+    /// Computes and stores the vectors of the pages that have none, [`EMBED_BATCH`] pages per
+    /// write transaction; the model runs outside any transaction, so other handles are not
+    /// kept waiting. Returns how many were stored. Nothing when the leg is off or the index is
+    /// read-only.
+    #[cfg(feature = "semantic")]
+    fn embed_pages(&mut self) -> Result<u64> {
+        let Some(embedder) = self.embedder.clone() else {
+            return Ok(0);
+        };
+        if self.read_only {
+            return Ok(0);
+        }
+        let model = embedder.fingerprint();
+        let stored_model = self.guarded(|s| crate::vector::stored_model(s.conn, s.path))?;
+        if stored_model.as_deref() != Some(model) {
+            let _shared = FileLock::shared(&self.path);
+            let e = |err| Error::sqlite(&self.path, err);
+            let tx =
+                rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+                    .map_err(e)?;
+            crate::vector::forget_other_model(&tx, &self.path, model)?;
+            tx.commit().map_err(e)?;
+        }
+        let mut stored = 0u64;
+        loop {
+            let batch = self.guarded(|s| crate::vector::missing(s.conn, s.path, EMBED_BATCH))?;
+            if batch.is_empty() {
+                return Ok(stored);
+            }
+            let texts: Vec<&str> = batch.iter().map(|(_, _, t)| t.as_str()).collect();
+            let mut vectors = Vec::with_capacity(batch.len());
+            for chunk in texts.chunks(MODEL_BATCH) {
+                vectors.extend(embedder.embed(chunk)?);
+            }
+            let rows: Vec<(i64, i64, Vec<f32>)> = batch
+                .iter()
+                .zip(vectors)
+                .map(|((id, checksum, _), v)| (*id, *checksum, v))
+                .collect();
+            let _shared = FileLock::shared(&self.path);
+            if !self.file_is_current() {
+                return Err(replaced(&self.path));
+            }
+            let n = crate::vector::store(&self.conn, &self.path, model, &rows)?;
+            stored += n as u64;
+            if n == 0 {
+                // Every page of the batch was rewritten meanwhile: the next catch-up goes on.
+                return Ok(stored);
+            }
+        }
+    }
+
+    #[cfg(not(feature = "semantic"))]
+    #[allow(clippy::unnecessary_wraps, clippy::unused_self)]
+    fn embed_pages(&mut self) -> Result<u64> {
+        Ok(0)
+    }
+}
+
+/// Pages embedded per write transaction of [`RecallIndex::catch_up`].
+#[cfg(feature = "semantic")]
+const EMBED_BATCH: usize = 64;
+/// Pages per run of the model (padded to the longest of them).
+#[cfg(feature = "semantic")]
+const MODEL_BATCH: usize = 8;
 
 /// The error when the file at `path` is not the one a handle has open.
 fn replaced(path: &Path) -> Error {
@@ -667,3 +812,128 @@ impl std::fmt::Display for StopVisit {
 }
 
 impl std::error::Error for StopVisit {}
+
+#[cfg(test)]
+mod tests {
+    use ctxlog_event::{Event, EventBody};
+
+    use super::*;
+    use crate::source::{MemorySource, NoArtifacts};
+    use crate::vector::{self, DIMENSIONS};
+
+    fn note(seq: u64, text: &str) -> Event {
+        Event {
+            seq,
+            ts_ms: 1_000 * seq as i64,
+            body: EventBody::Note {
+                text: text.into(),
+                pinned: false,
+                supersedes: None,
+            },
+        }
+    }
+
+    fn unit(i: usize) -> Vec<f32> {
+        let mut v = vec![0.0; DIMENSIONS];
+        v[i] = 1.0;
+        v
+    }
+
+    /// Stores a synthetic vector for every page without one: page id `n` gets `unit(n)`.
+    fn embed_all(index: &RecallIndex, model: &str) -> usize {
+        let missing = index
+            .guarded(|s| vector::missing(s.conn, s.path, 100))
+            .unwrap_or_default();
+        let rows: Vec<_> = missing
+            .into_iter()
+            .map(|(id, sum, _)| (id, sum, unit(id as usize)))
+            .collect();
+        vector::store(&index.conn, &index.path, model, &rows).unwrap_or_default()
+    }
+
+    fn search_with(index: &RecallIndex, query: &str, v: Option<&[f32]>) -> Vec<u64> {
+        let opts = SearchOptions {
+            limit: 10,
+            ..SearchOptions::default()
+        };
+        let result = index.guarded_with(v, |s| s.search(query, &opts));
+        result
+            .map(|r| r.hits.iter().map(|h| h.seq).collect())
+            .unwrap_or_default()
+    }
+
+    const NOTES: [&str; 3] = [
+        "The deploy key lives in the vault.",
+        "Lunch was pasta with the team.",
+        "My new academic mentor is Robert.",
+    ];
+
+    fn indexed() -> (tempfile::TempDir, RecallIndex) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut index = RecallIndex::open(dir.path().join("recall.sqlite"), "l")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let events: Vec<Event> = (1..=3).map(|s| note(s, NOTES[s as usize - 1])).collect();
+        index
+            .update(&events, &NoArtifacts)
+            .unwrap_or_else(|e| panic!("{e}"));
+        (dir, index)
+    }
+
+    #[test]
+    fn the_semantic_leg_finds_a_page_no_query_word_reaches() {
+        let (_dir, index) = indexed();
+        assert_eq!(embed_all(&index, "m"), 3);
+        let question = "who guides my essay writing";
+        assert!(search_with(&index, question, None).is_empty());
+        // Page 3 (the mentor note) is nearest the question's vector.
+        assert_eq!(search_with(&index, question, Some(&unit(3)))[0], 3);
+        // Fused with the lexical ranking: a lexical match stays, the nearest page joins it.
+        let fused = search_with(&index, "vault", Some(&unit(3)));
+        assert!(fused.contains(&1) && fused.contains(&3), "{fused:?}");
+    }
+
+    #[test]
+    fn vectors_follow_the_pages_and_go_with_them() {
+        let (_dir, mut index) = indexed();
+        assert_eq!(embed_all(&index, "m"), 3);
+        assert_eq!(embed_all(&index, "m"), 0, "nothing left to embed");
+        index
+            .update([note(4, "A fourth note.")], &NoArtifacts)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(embed_all(&index, "m"), 1, "only the new page");
+        assert_eq!(index.vector_count().ok(), Some(4));
+        // Another model's vectors are forgotten before new ones are stored.
+        assert_eq!(embed_all(&index, "other"), 0);
+        assert_eq!(index.vector_count().ok(), Some(0));
+        assert_eq!(embed_all(&index, "other"), 4);
+        // Emptying the index (a rewritten ledger, reindex) removes every vector with the pages.
+        let events: Vec<Event> = (1..=2).map(|s| note(s, NOTES[s as usize - 1])).collect();
+        index
+            .rebuild(
+                &MemorySource {
+                    ledger_id: "l".into(),
+                    events,
+                    artifacts: Default::default(),
+                },
+                &mut |_| {},
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(index.vector_count().ok(), Some(0));
+    }
+
+    #[test]
+    fn a_vector_of_a_rewritten_page_is_not_stored() {
+        let (_dir, index) = indexed();
+        let missing = index
+            .guarded(|s| vector::missing(s.conn, s.path, 100))
+            .unwrap_or_default();
+        let rows: Vec<_> = missing
+            .into_iter()
+            .map(|(id, sum, _)| (id, sum ^ 1, unit(0)))
+            .collect();
+        assert_eq!(
+            vector::store(&index.conn, &index.path, "m", &rows).ok(),
+            Some(0)
+        );
+    }
+}

@@ -30,6 +30,8 @@
 //! (docs/design.md#r7-scope).
 
 mod config;
+#[cfg(feature = "semantic")]
+pub mod embed;
 mod error;
 mod hit;
 mod index;
@@ -40,6 +42,7 @@ mod stats;
 mod store;
 pub mod text;
 mod tool;
+mod vector;
 mod writer;
 
 pub use config::{INDEXED_KINDS, IndexConfig, TOOL_NAME};
@@ -55,3 +58,4 @@ pub use tool::{
     ArgsError, TOOL_DEFAULT_LIMIT, TOOL_DESCRIPTION, TOOL_QUERY_ECHO_CHARS, ToolArgs, ToolOutput,
     anthropic_tool, input_schema, openai_tool, responses_tool, tool_error,
 };
+pub use vector::DIMENSIONS;

@@ -85,6 +85,13 @@ pub struct Ranking {
     /// part and the rankings fused by reciprocal rank (with the whole question's). Default
     /// false.
     pub multi_part: bool,
+    /// The semantic leg's weight in the reciprocal rank fusion of the lexical ranking with
+    /// the pages nearest the question's embedding (only when the index has an embedding
+    /// model and page vectors: feature `semantic`). Default 1.0.
+    pub semantic_weight: f64,
+    /// The lexical ranking's weight in that fusion. Default 1.0; 0 ranks by the semantic leg
+    /// alone (for evaluation).
+    pub lexical_weight: f64,
 }
 
 /// Pages a feedback pass reads its terms from.
@@ -112,6 +119,8 @@ impl Default for Ranking {
             feedback_terms: 0,
             feedback_weight: 0.3,
             multi_part: false,
+            semantic_weight: 1.0,
+            lexical_weight: 1.0,
         }
     }
 }
@@ -330,13 +339,13 @@ pub(crate) fn diversify_episodes(cands: &mut [Candidate], weight: f64) {
     sort(cands);
 }
 
-/// Reciprocal rank fusion of several rankings (each best first): a page's score is
-/// `Σ 1 / (60 + rank)`; the result is sorted best first.
-pub(crate) fn fuse(rankings: Vec<Vec<Candidate>>) -> Vec<Candidate> {
+/// Reciprocal rank fusion of several weighted rankings (each best first): a page's score is
+/// `Σ weight / (60 + rank)`; the result is sorted best first.
+pub(crate) fn fuse(rankings: Vec<(f64, Vec<Candidate>)>) -> Vec<Candidate> {
     let mut by_id: HashMap<i64, Candidate> = HashMap::new();
-    for ranking in rankings {
+    for (weight, ranking) in rankings {
         for (rank, mut c) in ranking.into_iter().enumerate() {
-            let s = 1.0 / (60.0 + rank as f64 + 1.0);
+            let s = weight / (60.0 + rank as f64 + 1.0);
             by_id
                 .entry(c.id)
                 .and_modify(|e| e.hit.score += s)

@@ -16,6 +16,7 @@ use crate::rank::{
 };
 use crate::store::damaged;
 use crate::text::{Terms, match_expression, match_phrases, quote};
+use crate::vector;
 
 /// Default number of hits per call.
 pub const DEFAULT_LIMIT: usize = 5;
@@ -66,6 +67,8 @@ pub(crate) struct Searcher<'a> {
     pub(crate) conn: &'a Connection,
     pub(crate) path: &'a Path,
     pub(crate) ranking: &'a Ranking,
+    /// The question's embedding, when the index has a model (the semantic leg).
+    pub(crate) query_vector: Option<&'a [f32]>,
 }
 
 impl Searcher<'_> {
@@ -195,15 +198,25 @@ impl Searcher<'_> {
         let mut cands = if parts.is_empty() {
             self.ranked_candidates(terms, opts, want)?
         } else {
-            let mut rankings = vec![self.ranked_candidates(terms, opts, want)?];
+            let mut rankings = vec![(1.0, self.ranked_candidates(terms, opts, want)?)];
             for part in &parts {
                 let t = self.terms(part);
                 if !t.is_empty() {
-                    rankings.push(self.ranked_candidates(&t, opts, want)?);
+                    rankings.push((1.0, self.ranked_candidates(&t, opts, want)?));
                 }
             }
             fuse(rankings)
         };
+        if let Some(query) = self.query_vector {
+            let pool = self.ranking.pool.max(want).clamp(1, MAX_RANKED);
+            let nearest = self.nearest_candidates(query, opts, pool)?;
+            if !nearest.is_empty() {
+                cands = fuse(vec![
+                    (self.ranking.lexical_weight, cands),
+                    (self.ranking.semantic_weight, nearest),
+                ]);
+            }
+        }
         if self.ranking.best_page_per_event {
             cands = best_page_per_event(cands);
         }
@@ -265,6 +278,50 @@ impl Searcher<'_> {
         }
         sort(&mut cands);
         Ok(cands)
+    }
+
+    /// The semantic leg: the `pool` pages whose vectors are nearest `query` (cosine), best
+    /// first, as candidates scored by their similarity. Pages without a vector are not in it.
+    fn nearest_candidates(
+        &self,
+        query: &[f32],
+        opts: &SearchOptions,
+        pool: usize,
+    ) -> Result<Vec<Candidate>> {
+        let nearest = vector::nearest(
+            self.conn,
+            self.path,
+            query,
+            before(opts),
+            &kinds_filter(opts),
+            pool,
+        )?;
+        let sql = format!(
+            "SELECT {COLUMNS}, p.supersedes, p.cue, ?2, p.author, p.episode, p.id \
+             FROM pages p JOIN pages_fts ON pages_fts.rowid = p.id WHERE p.id = ?1"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut cands = Vec::with_capacity(nearest.len());
+        for (id, similarity) in nearest {
+            let row = stmt
+                .query_row(rusqlite::params![id, f64::from(similarity)], candidate_row)
+                .map_err(|e| self.err(e))?;
+            cands.push(self.verified_candidate(row)?);
+        }
+        Ok(cands)
+    }
+
+    /// A candidate read by [`candidate_row`], its hit checked against the row's checksum and
+    /// given the row's score.
+    fn verified_candidate(
+        &self,
+        (stored, score, cand): (StoredHit, f64, Candidate),
+    ) -> Result<Candidate> {
+        let hit = self.verified(stored)?;
+        Ok(Candidate {
+            hit: Hit { score, ..hit },
+            ..cand
+        })
     }
 
     /// Who the question asks about: the assistant's pages when it asks what the assistant
@@ -387,13 +444,7 @@ impl Searcher<'_> {
     ) -> Result<Vec<Candidate>> {
         let rows = self.fts_rows(expr, opts, pool, order)?;
         rows.into_iter()
-            .map(|(stored, score, cand)| {
-                let hit = self.verified(stored)?;
-                Ok(Candidate {
-                    hit: Hit { score, ..hit },
-                    ..cand
-                })
-            })
+            .map(|row| self.verified_candidate(row))
             .collect()
     }
 
@@ -452,17 +503,7 @@ impl Searcher<'_> {
                     kinds_filter(opts),
                     sql_int(pool)
                 ],
-                |row| {
-                    let cand = Candidate {
-                        hit: PLACEHOLDER,
-                        supersedes: row.get::<_, Option<i64>>(11)?.map(|s| s as u64),
-                        cue: row.get(12)?,
-                        author: row.get(14)?,
-                        episode: row.get::<_, i64>(15)? as u64,
-                        id: row.get(16)?,
-                    };
-                    Ok((read_hit(row)?, row.get(13)?, cand))
-                },
+                candidate_row,
             )
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
@@ -516,6 +557,21 @@ impl Searcher<'_> {
         hits.truncate(limit);
         Ok((hits, more))
     }
+}
+
+/// Reads a row of [`COLUMNS`] followed by `supersedes, cue, score, author, episode, id`: the
+/// stored hit (unverified), its score, and the candidate's ranking facts (with a placeholder
+/// hit).
+fn candidate_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(StoredHit, f64, Candidate)> {
+    let cand = Candidate {
+        hit: PLACEHOLDER,
+        supersedes: row.get::<_, Option<i64>>(11)?.map(|s| s as u64),
+        cue: row.get(12)?,
+        author: row.get(14)?,
+        episode: row.get::<_, i64>(15)? as u64,
+        id: row.get(16)?,
+    };
+    Ok((read_hit(row)?, row.get(13)?, cand))
 }
 
 /// How [`Searcher::fts`] orders and scores its matches.

@@ -38,6 +38,8 @@ pub struct UpdateStats {
     pub indexed_through: u64,
     /// Set when the index content was discarded before indexing.
     pub reset: Option<ResetReason>,
+    /// Page vectors computed and stored (the semantic leg; 0 when it is off).
+    pub embedded: u64,
 }
 
 /// Progress of a rebuild, reported after each event.

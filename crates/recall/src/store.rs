@@ -31,9 +31,9 @@ use crate::error::{Error, Result};
 /// `PRAGMA application_id` of a recall index ("cxlr").
 pub const APPLICATION_ID: i32 = 0x6378_6c72;
 /// `PRAGMA user_version`: the schema version this code reads and writes. 2: every page row
-/// carries a checksum. An index of an older version is deleted and created anew on open; a
-/// newer one is reported as damaged.
-pub const SCHEMA_VERSION: i32 = 2;
+/// carries a checksum. 3: the `vectors` table (the semantic leg's page vectors). An index of
+/// an older version is deleted and created anew on open; a newer one is reported as damaged.
+pub const SCHEMA_VERSION: i32 = 3;
 /// How long a connection waits for another process's lock before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -61,6 +61,7 @@ CREATE INDEX pages_author ON pages(author) WHERE author IS NOT NULL;
 CREATE VIRTUAL TABLE pages_fts USING fts5(
     body, ctx, meta, cjk, tokenize = 'porter unicode61 remove_diacritics 2'
 );
+CREATE TABLE vectors(id INTEGER PRIMARY KEY, vec BLOB NOT NULL) STRICT;
 ";
 
 /// What the meta table records: whose ledger, how far, and under which configuration.

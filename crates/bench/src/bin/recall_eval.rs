@@ -9,6 +9,7 @@
 //! ```text
 //! cargo run --release -p ctxlog-bench --bin recall_eval [-- --locomo PATH] [--beam DIR] [--no-write]
 //! cargo run --release -p ctxlog-bench --bin recall_eval -- --protocol-only [--no-ablation] [--only TEXT]… [--no-write]
+//! cargo run --release -p ctxlog-bench --features semantic --bin recall_eval -- --protocol-only --embeddings DIR [--set TEXT]… [--only TEXT]… --no-write
 //! cargo run --release -p ctxlog-bench --bin recall_eval -- --import-only [--locomo PATH] [--no-write]
 //! ```
 //!

@@ -13,6 +13,7 @@ fn ranked(name: &str, f: impl FnOnce(&mut Ranking)) -> Variant {
         name: name.to_owned(),
         config: IndexConfig::default(),
         ranking,
+        semantic: false,
     }
 }
 
@@ -24,7 +25,30 @@ fn indexed(name: &str, f: impl FnOnce(&mut IndexConfig)) -> Variant {
         name: name.to_owned(),
         config,
         ranking: Ranking::default(),
+        semantic: false,
     }
+}
+
+/// The semantic leg's variants (with `--embeddings`): the leg fused with the product's
+/// lexical ranking at several weights, and the leg alone.
+pub fn semantic_variants() -> Vec<Variant> {
+    let leg = |name: &str, f: &dyn Fn(&mut Ranking)| {
+        let mut v = ranked(name, f);
+        v.semantic = true;
+        v
+    };
+    vec![
+        leg("+ semantic leg (RRF, weight 1)", &|_| {}),
+        leg("+ semantic leg (RRF, weight 0.5)", &|r| {
+            r.semantic_weight = 0.5
+        }),
+        leg("+ semantic leg (RRF, weight 2)", &|r| {
+            r.semantic_weight = 2.0
+        }),
+        leg("semantic leg alone (no lexical ranking)", &|r| {
+            r.lexical_weight = 0.0
+        }),
+    ]
 }
 
 /// Every variant, one change from the product's defaults each (the last: all of them off).

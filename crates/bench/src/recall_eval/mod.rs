@@ -25,6 +25,10 @@ struct Args {
     protocol_only: bool,
     /// Only the lever-log variants whose names contain one of these.
     only: Vec<String>,
+    /// The semantic leg's model directory (`--embeddings DIR`).
+    embeddings: Option<PathBuf>,
+    /// Only the sets whose names contain one of these (`--set TEXT`, repeatable).
+    sets: Vec<String>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -35,6 +39,8 @@ fn parse_args() -> anyhow::Result<Args> {
         ablation: true,
         protocol_only: false,
         only: Vec::new(),
+        embeddings: None,
+        sets: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -45,12 +51,18 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-ablation" => args.ablation = false,
             "--protocol-only" => args.protocol_only = true,
             "--import-only" => {}
+            "--embeddings" => {
+                args.embeddings = Some(it.next().context("--embeddings needs a directory")?.into());
+            }
+            "--set" => args
+                .sets
+                .push(it.next().context("--set needs part of a set's name")?),
             "--only" => args
                 .only
                 .push(it.next().context("--only needs part of a lever's name")?),
             other => bail!(
                 "unknown argument {other:?} (expected --locomo PATH, --beam DIR, --no-write, \
-                 --no-ablation, --protocol-only, --import-only, --only TEXT)"
+                 --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR, --set TEXT)"
             ),
         }
     }
@@ -68,12 +80,24 @@ pub fn main() -> anyhow::Result<()> {
         report.push_str(&study::scale(&scratch)?);
         report.push_str(&generator::run(&scratch)?);
     }
-    let (sets, skipped) = protocol::sets(&args.locomo, &args.beam)?;
+    if let Some(dir) = &args.embeddings {
+        protocol::use_embeddings(dir)?;
+    }
+    let (mut sets, skipped) = protocol::sets(&args.locomo, &args.beam)?;
+    if !args.sets.is_empty() {
+        sets.retain(|s| args.sets.iter().any(|o| s.name.contains(o.as_str())));
+    }
     let (product, section) = protocol::baseline_section(&sets, &scratch)?;
     report.push_str(&section);
     report.push_str(&skipped);
+    if args.embeddings.is_some() {
+        report.push_str(&protocol::semantic_section(&sets, &product, &scratch)?);
+    }
     if args.ablation {
         let mut variants = levers::variants();
+        if args.embeddings.is_some() {
+            variants.extend(levers::semantic_variants());
+        }
         if !args.only.is_empty() {
             variants.retain(|v| args.only.iter().any(|o| v.name.contains(o.as_str())));
         }

@@ -48,6 +48,8 @@ pub struct Variant {
     pub name: String,
     pub config: IndexConfig,
     pub ranking: Ranking,
+    /// With the semantic leg (the model given by `--embeddings`).
+    pub semantic: bool,
 }
 
 impl Variant {
@@ -57,7 +59,103 @@ impl Variant {
             name: "ctxlog (default)".into(),
             config: IndexConfig::default(),
             ranking: Ranking::default(),
+            semantic: false,
         }
+    }
+
+    /// The product's defaults with the semantic leg on.
+    pub fn semantic() -> Variant {
+        Variant {
+            name: "ctxlog + semantic leg".into(),
+            semantic: true,
+            ..Variant::product()
+        }
+    }
+}
+
+/// The model of `--embeddings`, loaded once (`None`: the option was not given).
+#[cfg(feature = "semantic")]
+static EMBEDDER: std::sync::OnceLock<std::sync::Arc<ctxlog_recall::embed::Embedder>> =
+    std::sync::OnceLock::new();
+
+/// Loads the model of `--embeddings DIR` for the semantic variants.
+#[cfg(feature = "semantic")]
+pub fn use_embeddings(dir: &Path) -> anyhow::Result<()> {
+    let model = ctxlog_recall::embed::Embedder::load(dir)?;
+    let _ = EMBEDDER.set(std::sync::Arc::new(model));
+    Ok(())
+}
+
+/// Without the feature, `--embeddings` is refused with the command that has it.
+#[cfg(not(feature = "semantic"))]
+pub fn use_embeddings(_dir: &Path) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "--embeddings needs the semantic leg: cargo run --release -p ctxlog-bench \
+         --features semantic --bin recall_eval -- --embeddings DIR"
+    )
+}
+
+/// Where a semantic variant keeps the index of conversation `c` of `set` between variants and
+/// runs (`target/recall-eval-vectors`), so each page is embedded once: every semantic variant
+/// uses the default index configuration, and only the ranking differs.
+fn vector_cache(set: &EvalSet, c: usize) -> anyhow::Result<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/recall-eval-vectors");
+    std::fs::create_dir_all(&dir)?;
+    let slug: String = set
+        .name
+        .chars()
+        .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '-' })
+        .collect();
+    Ok(dir.join(format!("{slug}-{c}.sqlite")))
+}
+
+/// The index of conversation `c` of `set` for variant `v`: a fresh scratch file, or for a
+/// semantic variant the cached file, caught up with the events and their page vectors.
+fn eval_index(
+    set: &EvalSet,
+    c: usize,
+    events: &[Event],
+    v: &Variant,
+    scratch: &Scratch,
+) -> anyhow::Result<RecallIndex> {
+    let ledger_id = format!("eval-{c}");
+    if !v.semantic {
+        let mut index = RecallIndex::open_with(scratch.path(), &ledger_id, v.config.clone())?;
+        index.set_ranking(v.ranking.clone());
+        index.update(events, &NoArtifacts)?;
+        return Ok(index);
+    }
+    #[cfg(feature = "semantic")]
+    {
+        let model = EMBEDDER
+            .get()
+            .ok_or_else(|| anyhow::anyhow!("a semantic variant needs --embeddings DIR"))?;
+        let mut index =
+            RecallIndex::open_with(vector_cache(set, c)?, &ledger_id, v.config.clone())?;
+        index.set_ranking(v.ranking.clone());
+        index.set_embedder(Some(model.clone()));
+        let source = ctxlog_recall::MemorySource {
+            ledger_id,
+            events: events.to_vec(),
+            artifacts: HashMap::new(),
+        };
+        let started = std::time::Instant::now();
+        let stats = index.catch_up(&source)?;
+        if stats.embedded > 0 {
+            let secs = started.elapsed().as_secs_f64();
+            eprintln!(
+                "{} conversation {c}: embedded {} pages in {secs:.1} s ({:.1} pages/s)",
+                set.name,
+                stats.embedded,
+                stats.embedded as f64 / secs
+            );
+        }
+        Ok(index)
+    }
+    #[cfg(not(feature = "semantic"))]
+    {
+        let _ = vector_cache(set, c)?;
+        anyhow::bail!("a semantic variant needs the semantic feature")
     }
 }
 
@@ -76,6 +174,17 @@ pub fn recall_at_limit(hits: &[u64], evidence: &[u64]) -> f64 {
 /// Per-question recall@10 of ctxlog under `v`: each conversation indexed from its events,
 /// each question asked with limit 10.
 pub fn ctxlog_scores(set: &EvalSet, v: &Variant, scratch: &Scratch) -> anyhow::Result<Vec<f64>> {
+    Ok(ctxlog_scores_timed(set, v, scratch)?.0)
+}
+
+/// [`ctxlog_scores`] and the time of each search call (the question's embedding and the
+/// vector scan included for a semantic variant; indexing and embedding pages excluded).
+pub fn ctxlog_scores_timed(
+    set: &EvalSet,
+    v: &Variant,
+    scratch: &Scratch,
+) -> anyhow::Result<(Vec<f64>, Vec<std::time::Duration>)> {
+    let mut times = Vec::with_capacity(set.questions.len());
     let mut by_conv: HashMap<usize, Vec<usize>> = HashMap::new();
     for (i, q) in set.questions.iter().enumerate() {
         by_conv.entry(q.conv).or_default().push(i);
@@ -83,22 +192,32 @@ pub fn ctxlog_scores(set: &EvalSet, v: &Variant, scratch: &Scratch) -> anyhow::R
     let mut scores = vec![0.0; set.questions.len()];
     for (c, events) in set.convs.iter().enumerate() {
         let Some(qs) = by_conv.get(&c) else { continue };
-        let mut index =
-            RecallIndex::open_with(scratch.path(), &format!("eval-{c}"), v.config.clone())?;
-        index.set_ranking(v.ranking.clone());
-        index.update(events, &NoArtifacts)?;
+        let index = eval_index(set, c, events, v, scratch)?;
         let opts = SearchOptions {
             limit: LIMIT,
             ..SearchOptions::default()
         };
         for &i in qs {
             let q = &set.questions[i];
+            let started = std::time::Instant::now();
             let r = index.search(&q.text, &opts)?;
+            times.push(started.elapsed());
             let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
             scores[i] = recall_at_limit(&seqs, &q.evidence);
         }
     }
-    Ok(scores)
+    Ok((scores, times))
+}
+
+/// The p50 and p99 of `times` in milliseconds.
+fn percentiles(times: &mut [std::time::Duration]) -> (f64, f64) {
+    times.sort();
+    let at = |q: usize| {
+        times
+            .get((times.len() * q / 100).min(times.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    (at(50), at(99))
 }
 
 /// Per-question recall@10 of plain FTS5 BM25 over the same pages (2,048 characters, 128
@@ -300,6 +419,73 @@ pub fn baseline_section(
         ours_all.push(ours);
     }
     Ok((ours_all, out))
+}
+
+/// The semantic leg's tables: on every set, the product's defaults with the leg on beside
+/// plain BM25 (interval of the difference), and its difference from the defaults without it.
+pub fn semantic_section(
+    sets: &[EvalSet],
+    product: &[Vec<f64>],
+    scratch: &Scratch,
+) -> anyhow::Result<String> {
+    let mut out = String::from(
+        "\n### Recall@10 with the semantic leg (`--embeddings`), beside plain BM25\n\n\
+         The product's defaults with the semantic leg on (all-MiniLM-L6-v2; the pages nearest \
+         the question fused with the lexical ranking by reciprocal rank), asked and scored as \
+         above. \"Δ default\": the difference from the product's defaults without the leg \
+         [95 % paired interval].\n",
+    );
+    for (set, product) in sets.iter().zip(product) {
+        let base = bm25_scores(set)?;
+        let (_, mut lexical_times) = ctxlog_scores_timed(set, &Variant::product(), scratch)?;
+        let (ours, mut times) = ctxlog_scores_timed(set, &Variant::semantic(), scratch)?;
+        let (p50, p99) = percentiles(&mut times);
+        let (l50, l99) = percentiles(&mut lexical_times);
+        out.push_str(&format!(
+            "\n**{}**: search p50 {p50:.2} ms, p99 {p99:.2} ms with the leg (question embedded, \
+             vectors scanned), {l50:.2} / {l99:.2} ms without, same run.\n\n",
+            set.name
+        ));
+        let body: Vec<Vec<String>> = rows(set)
+            .into_iter()
+            .map(|(name, idx)| {
+                let d = mean(&ours, &idx) - mean(&base, &idx);
+                let ci = interval(&ours, &base, &idx);
+                let verdict = if ci.1 < 0.0 {
+                    "below"
+                } else if ci.0 > 0.0 {
+                    "above"
+                } else {
+                    "within"
+                };
+                let dd = mean(&ours, &idx) - mean(product, &idx);
+                vec![
+                    name,
+                    idx.len().to_string(),
+                    f3(mean(&base, &idx)),
+                    f3(mean(product, &idx)),
+                    f3(mean(&ours, &idx)),
+                    delta(d, ci),
+                    verdict.to_owned(),
+                    delta(dd, interval(&ours, product, &idx)),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "category",
+                "questions",
+                "BM25 R@10",
+                "ctxlog R@10",
+                "ctxlog + semantic R@10",
+                "+ semantic − BM25 [95 % CI]",
+                "vs BM25",
+                "Δ default [95 % CI]",
+            ],
+            &body,
+        ));
+    }
+    Ok(out)
 }
 
 /// The lever log: each variant's recall@10 on every set beside the product's, with the paired

@@ -27,6 +27,7 @@ use ctxlog_projection::{Count, Projection, SizeCache, SliceHistory, WireFormat};
 use ctxlog_recall::{Progress, RecallResult, SearchOptions};
 
 use crate::backend::{Backend, OpenedWriter};
+use crate::handle::RecallSetup;
 use crate::ops::{
     AllMarker, CommitRequest, CountRequest, EraseRequest, EraseResponse, EraseTarget,
     GcConversation, GcRequest, GcResponse, ListRequest, ListResponse, LogRequest, LogResponse,
@@ -68,6 +69,8 @@ pub struct Store {
     retain_on_open: bool,
     /// What relayed calls recognise of each conversation ([`call::Transcript`]).
     transcripts: call::Transcripts,
+    /// How conversations' recall indexes are opened (the semantic leg's model).
+    recall: RecallSetup,
 }
 
 impl std::fmt::Debug for Store {
@@ -127,6 +130,7 @@ impl Store {
             retention,
             retain_on_open: config.retention.on_open,
             transcripts: Default::default(),
+            recall: RecallSetup::new(&config.recall)?,
         })
     }
 
@@ -175,6 +179,7 @@ impl Store {
             self.backend.recall_cache(name),
         );
         handle.set_redactor(Some(self.redactor.clone()));
+        handle.set_recall_setup(self.recall.clone());
         handle
     }
 
@@ -200,12 +205,14 @@ impl Store {
 
     fn open_snapshot(&self, name: &ConversationName) -> Result<Snapshot> {
         let view = self.backend.open_view(name)?;
-        Ok(Snapshot::new(
+        let mut handle = Snapshot::new(
             name.clone(),
             view,
             Default::default(),
             self.backend.recall_cache(name),
-        ))
+        );
+        handle.set_recall_setup(self.recall.clone());
+        Ok(handle)
     }
 
     fn slot(&self, name: &ConversationName) -> Arc<Slot> {

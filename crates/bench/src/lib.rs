@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use ctxlog_ledger::event::{Event, EventBody};
+use serde_json::Value;
 
 pub mod doc;
 
@@ -104,4 +105,48 @@ pub fn conversation(turns: usize) -> Vec<Event> {
         }
     }
     events
+}
+
+/// One LoCoMo sample's turns in order (its `session_N` lists, sessions by number) as ledger
+/// events: the first speaker's turns as `user`, the other's as `assistant`, the image caption
+/// appended as ` [shares a photo: …]`; seqs from 1, time 0. Beside each event, its turn's
+/// `dia_id` (what the sample's questions name as evidence).
+pub fn locomo_events(sample: &Value) -> Vec<(Event, String)> {
+    let conv = &sample["conversation"];
+    let first = conv["speaker_a"].as_str().unwrap_or_default();
+    let mut sessions: Vec<(u64, &Vec<Value>)> = conv
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.strip_prefix("session_")?.parse().ok()?, v.as_array()?)))
+        .collect();
+    sessions.sort_by_key(|(n, _)| *n);
+    let mut out = Vec::new();
+    for turn in sessions.into_iter().flat_map(|(_, turns)| turns) {
+        let mut text = turn["text"].as_str().unwrap_or_default().to_owned();
+        if let Some(c) = turn["blip_caption"].as_str() {
+            text.push_str(&format!(" [shares a photo: {c}]"));
+        }
+        let body = if turn["speaker"].as_str() == Some(first) {
+            EventBody::User {
+                text,
+                parts: Vec::new(),
+            }
+        } else {
+            EventBody::Assistant {
+                text,
+                provider_item: None,
+            }
+        };
+        let event = Event {
+            seq: out.len() as u64 + 1,
+            ts_ms: 0,
+            body,
+        };
+        out.push((
+            event,
+            turn["dia_id"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    out
 }

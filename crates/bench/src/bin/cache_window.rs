@@ -109,40 +109,7 @@ fn agent_loop(turns: usize) -> Sample {
 }
 
 fn sample(v: &Value) -> Sample {
-    let conv = &v["conversation"];
-    let a = conv["speaker_a"].as_str().unwrap_or_default();
-    let mut sessions: Vec<(u64, &Vec<Value>)> = conv
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.strip_prefix("session_")?.parse().ok()?, v.as_array()?)))
-        .collect();
-    sessions.sort_by_key(|(n, _)| *n);
-    let (mut events, mut dia) = (Vec::new(), Vec::new());
-    for (_, turns) in sessions {
-        for t in turns {
-            let mut text = t["text"].as_str().unwrap_or_default().to_owned();
-            if let Some(c) = t["blip_caption"].as_str() {
-                text.push_str(&format!(" [shares a photo: {c}]"));
-            }
-            let body = match t["speaker"].as_str() == Some(a) {
-                true => EventBody::User {
-                    text,
-                    parts: Vec::new(),
-                },
-                false => EventBody::Assistant {
-                    text,
-                    provider_item: None,
-                },
-            };
-            events.push(Event {
-                seq: events.len() as u64 + 1,
-                ts_ms: 0,
-                body,
-            });
-            dia.push(t["dia_id"].as_str().unwrap_or_default().to_owned());
-        }
-    }
+    let (events, dia) = ctxlog_bench::locomo_events(v).into_iter().unzip();
     let evidence = v["qa"]
         .as_array()
         .into_iter()

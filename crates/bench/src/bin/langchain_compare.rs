@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use ctxlog_ledger::event::{Event, EventBody};
+use ctxlog_ledger::event::Event;
 use ctxlog_projection::{ProjectionRequest, SizeCache, SliceHistory, project};
 use serde_json::Value;
 
@@ -21,41 +21,10 @@ const INPUT: &str = "What do you remember about our earlier conversations?";
 const REPS: usize = 20;
 
 fn events(sample: &Value) -> Vec<Event> {
-    let conv = &sample["conversation"];
-    let a = conv["speaker_a"].as_str().unwrap_or_default();
-    let mut sessions: Vec<(u64, &Vec<Value>)> = conv
-        .as_object()
+    ctxlog_bench::locomo_events(sample)
         .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.strip_prefix("session_")?.parse().ok()?, v.as_array()?)))
-        .collect();
-    sessions.sort_by_key(|(n, _)| *n);
-    let mut out = Vec::new();
-    for (_, turns) in sessions {
-        for t in turns {
-            let mut text = t["text"].as_str().unwrap_or_default().to_owned();
-            if let Some(c) = t["blip_caption"].as_str() {
-                text.push_str(&format!(" [shares a photo: {c}]"));
-            }
-            let body = if t["speaker"].as_str() == Some(a) {
-                EventBody::User {
-                    text,
-                    parts: Vec::new(),
-                }
-            } else {
-                EventBody::Assistant {
-                    text,
-                    provider_item: None,
-                }
-            };
-            out.push(Event {
-                seq: out.len() as u64 + 1,
-                ts_ms: 0,
-                body,
-            });
-        }
-    }
-    out
+        .map(|(event, _)| event)
+        .collect()
 }
 
 fn median(mut v: Vec<Duration>) -> f64 {

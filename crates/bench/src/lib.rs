@@ -128,15 +128,9 @@ pub fn locomo_events(sample: &Value) -> Vec<(Event, String)> {
             text.push_str(&format!(" [shares a photo: {c}]"));
         }
         let body = if turn["speaker"].as_str() == Some(first) {
-            EventBody::User {
-                text,
-                parts: Vec::new(),
-            }
+            EventBody::user(text)
         } else {
-            EventBody::Assistant {
-                text,
-                provider_item: None,
-            }
+            EventBody::assistant(text)
         };
         let event = Event {
             seq: out.len() as u64 + 1,

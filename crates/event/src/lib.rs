@@ -269,6 +269,22 @@ impl OpaqueFormat {
 }
 
 impl EventBody {
+    /// A user message of plain text (no media parts).
+    pub fn user(text: impl Into<String>) -> EventBody {
+        EventBody::User {
+            text: text.into(),
+            parts: Vec::new(),
+        }
+    }
+
+    /// An assistant reply of plain text (no provider item).
+    pub fn assistant(text: impl Into<String>) -> EventBody {
+        EventBody::Assistant {
+            text: text.into(),
+            provider_item: None,
+        }
+    }
+
     /// The body's kind.
     pub fn kind(&self) -> EventKind {
         match self {

@@ -46,15 +46,9 @@ fn turn(seq: u64, user: bool, text: &str) -> Event {
         seq,
         ts_ms: 1_700_000_000_000 + 60_000 * seq as i64,
         body: if user {
-            EventBody::User {
-                text,
-                parts: Vec::new(),
-            }
+            EventBody::user(text)
         } else {
-            EventBody::Assistant {
-                text,
-                provider_item: None,
-            }
+            EventBody::assistant(text)
         },
     }
 }

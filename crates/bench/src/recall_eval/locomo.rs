@@ -153,15 +153,9 @@ fn events(conv: &Conversation) -> Vec<Event> {
                 text.push_str(&format!(" [image: {c}]"));
             }
             let body = if t.first_speaker {
-                EventBody::User {
-                    text,
-                    parts: Vec::new(),
-                }
+                EventBody::user(text)
             } else {
-                EventBody::Assistant {
-                    text,
-                    provider_item: None,
-                }
+                EventBody::assistant(text)
             };
             Event {
                 seq: i as u64 + 1,

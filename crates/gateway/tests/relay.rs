@@ -18,6 +18,20 @@ async fn listen() -> (tokio::net::TcpListener, String) {
     (listener, url)
 }
 
+/// The stand-in provider `upstream` and a gateway in front of it (its OpenAI upstream), both
+/// serving on loopback; the gateway's store directory and its base URL.
+async fn gateway_before(upstream: axum::Router) -> (tempfile::TempDir, String) {
+    let (listener, upstream_url) = listen().await;
+    tokio::spawn(async move { axum::serve(listener, upstream).await });
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ctxlog_gateway::Config::new(ctxlog::StoreLocation::dir(dir.path()));
+    config.openai_upstream = format!("{upstream_url}/v1");
+    let app = ctxlog_gateway::app(ctxlog_gateway::Gateway::new(config).unwrap());
+    let (listener, gateway_url) = listen().await;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (dir, gateway_url)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_is_committed_projected_and_answered() {
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -35,15 +49,7 @@ async fn a_call_is_committed_projected_and_answered() {
             }
         }),
     );
-    let (listener, upstream_url) = listen().await;
-    tokio::spawn(async move { axum::serve(listener, upstream).await });
-
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = ctxlog_gateway::Config::new(ctxlog::StoreLocation::dir(dir.path()));
-    config.openai_upstream = format!("{upstream_url}/v1");
-    let app = ctxlog_gateway::app(ctxlog_gateway::Gateway::new(config).unwrap());
-    let (listener, gateway_url) = listen().await;
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (dir, gateway_url) = gateway_before(upstream).await;
 
     let body = json!({"model":"gpt-4o","temperature":0.5,"user":"u-1","messages":[
         {"role":"system","content":"Be brief."},
@@ -131,15 +137,7 @@ fn responses_standin(seen: Arc<Mutex<Vec<Value>>>) -> axum::Router {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_responses_chain_is_served_from_the_ledger() {
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let (listener, upstream_url) = listen().await;
-    let upstream = responses_standin(seen.clone());
-    tokio::spawn(async move { axum::serve(listener, upstream).await });
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = ctxlog_gateway::Config::new(ctxlog::StoreLocation::dir(dir.path()));
-    config.openai_upstream = format!("{upstream_url}/v1");
-    let app = ctxlog_gateway::app(ctxlog_gateway::Gateway::new(config).unwrap());
-    let (listener, gateway_url) = listen().await;
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (dir, gateway_url) = gateway_before(responses_standin(seen.clone())).await;
     let client = reqwest::Client::new();
     let call = |body: Value, conversation: Option<&'static str>| {
         let mut request = client

@@ -313,6 +313,18 @@ pub fn delta(d: f64, (lo, hi): (f64, f64)) -> String {
     format!("{d:+.3} [{lo:+.3}, {hi:+.3}]")
 }
 
+/// Where a paired interval of (ctxlog − BM25) lies: wholly under 0, wholly over it, or
+/// across it.
+fn verdict(ci: (f64, f64)) -> &'static str {
+    if ci.1 < 0.0 {
+        "below"
+    } else if ci.0 > 0.0 {
+        "above"
+    } else {
+        "within"
+    }
+}
+
 /// The table of one set: each category's questions, BM25, ctxlog, and ctxlog − BM25 with its
 /// interval; a category whose interval lies wholly below 0 is marked "below".
 pub fn set_table(set: &EvalSet, ours: &[f64], base: &[f64]) -> String {
@@ -321,13 +333,7 @@ pub fn set_table(set: &EvalSet, ours: &[f64], base: &[f64]) -> String {
         .map(|(name, idx)| {
             let d = mean(ours, &idx) - mean(base, &idx);
             let ci = interval(ours, base, &idx);
-            let verdict = if ci.1 < 0.0 {
-                "below"
-            } else if ci.0 > 0.0 {
-                "above"
-            } else {
-                "within"
-            };
+            let verdict = verdict(ci);
             vec![
                 name,
                 idx.len().to_string(),
@@ -451,13 +457,7 @@ pub fn semantic_section(
             .map(|(name, idx)| {
                 let d = mean(&ours, &idx) - mean(&base, &idx);
                 let ci = interval(&ours, &base, &idx);
-                let verdict = if ci.1 < 0.0 {
-                    "below"
-                } else if ci.0 > 0.0 {
-                    "above"
-                } else {
-                    "within"
-                };
+                let verdict = verdict(ci);
                 let dd = mean(&ours, &idx) - mean(product, &idx);
                 vec![
                     name,

@@ -162,7 +162,7 @@ impl Store {
             conversation: name,
             ..request.clone()
         };
-        self.prepare_once(&named)
+        self.prepare_read(&named, None, &client, &sent)
     }
 
     /// Where the client's events leave conversation `name`: `None` when they continue it
@@ -186,20 +186,30 @@ impl Store {
     }
 
     fn prepare_once(&self, request: &CallRequest) -> Result<PreparedCall> {
-        let transcript = self.transcript(&request.conversation);
         let previous = match request.previous {
             Some(seq) => Some(self.response_after(&request.conversation, seq)?),
             None => None,
         };
         let calls = previous.as_ref().map_or(&[][..], |p| p.calls.as_slice());
         let client = call::read_call(request.format, &request.body, calls)?;
-        let client = &client;
         let sent: Vec<Digest> = client.events.iter().map(call::sent_digest).collect();
-        let sent = sent.as_slice();
+        self.prepare_read(request, previous.as_ref(), &client, &sent)
+    }
+
+    /// [`Store::prepare_once`] with the client's call already read (`sent`: the digest of
+    /// each of its events), continuing `previous` when the client named a response.
+    fn prepare_read(
+        &self,
+        request: &CallRequest,
+        previous: Option<&StoredResponse>,
+        client: &ClientCall,
+        sent: &[Digest],
+    ) -> Result<PreparedCall> {
+        let transcript = self.transcript(&request.conversation);
         let (known, start, stored_seq, awaits_reply) = {
             let mut t = lock(&transcript);
             t.refresh(self, &request.conversation)?;
-            match &previous {
+            match previous {
                 // The client's items continue the named response: all of them are new.
                 Some(p) => (0, t.stored.len(), p.last_seq, false),
                 None => {

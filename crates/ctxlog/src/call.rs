@@ -381,10 +381,11 @@ fn diverged(stored: usize, sent: usize, same: &mut dyn FnMut(usize, usize) -> bo
 
 /// `event` with each media part given as bytes replaced by the reference the ledger stores
 /// for it (the artifact's name and size), as a commit stores it: how a resent image compares
-/// with the stored one. A part that does not check is left as it is (and then differs).
+/// with the stored one, by its bytes alone (an image is decoded only when committed: bytes
+/// stored once were whole then). A part whose data is not base64 is left as it is.
 pub(crate) fn parts_as_stored(mut event: EventBody) -> EventBody {
     for part in event.parts_mut().into_iter().flatten() {
-        if let Ok(Some(bytes)) = part.check() {
+        if let Some(bytes) = part.data_bytes() {
             *part = part.stored_as(ArtifactRef {
                 name: artifact_name(&bytes),
                 bytes: bytes.len() as u64,

@@ -825,8 +825,7 @@ fn a_responses_body_is_counted_as_one_without_being_told() {
 }
 
 /// A 2 × 1 PNG, base64.
-const PNG_B64: &str =
-    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR42mP4zwAE/wEHAAH/PX2MSQAAAABJRU5ErkJggg==";
 
 #[test]
 fn an_import_keeps_images_and_documents_and_projects_the_same_bytes() {

@@ -164,6 +164,7 @@ impl Part {
                             "the image's header says {w} × {h} pixels, over the {MAX_IMAGE_SIDE}-pixel limit for a side: scale it down first"
                         ));
                     }
+                    decodes_whole(found, &bytes, w, h)?;
                     Ok(Some(bytes))
                 }
                 (None, None, Some(_)) => Ok(None),
@@ -205,6 +206,22 @@ impl Part {
         }
     }
 
+    /// The bytes a part's base64 `data` holds, without [`Part::check`]'s decode of the
+    /// picture: what names the artifact the part is (or would be) stored as. `None` for a
+    /// part without `data` or with `data` that is not base64.
+    #[must_use]
+    pub fn data_bytes(&self) -> Option<Vec<u8>> {
+        match self {
+            Part::Image {
+                data: Some(data), ..
+            }
+            | Part::Document {
+                data: Some(data), ..
+            } => base64::engine::general_purpose::STANDARD.decode(data).ok(),
+            _ => None,
+        }
+    }
+
     /// The part as stored: `data` replaced by a reference to `stored` (the artifact that holds
     /// the bytes [`Part::check`] returned).
     #[must_use]
@@ -232,6 +249,54 @@ impl Part {
             *artifact = None;
         }
         part
+    }
+}
+
+/// Proves an image's bytes hold the picture its header claims. The header is what ctxlog
+/// charges tokens by; a provider decodes the pixels, and refuses an image whose bytes run out
+/// before the size its header gives (a photo cut short, or a header rewritten to a size the
+/// data does not hold) — stored, such an image would fail every later call that sends it.
+/// So the whole image is decoded once, strictly (a JPEG strictly enough that a scan ending
+/// early is an error, not grey rows), and the decoded size compared with the header's.
+/// Bytes after the picture are not an error: every decoder stops at the header's size, so
+/// that size is what a provider sees and bills. Memory: one decoded frame, at most
+/// [`MAX_IMAGE_SIDE`]² pixels.
+fn decodes_whole(kind: ImageType, bytes: &[u8], w: u32, h: u32) -> Result<(), String> {
+    let media = kind.media_type();
+    let broken = |e: &dyn std::fmt::Display| {
+        format!(
+            "the {media} image's header says {w} × {h} pixels, but its bytes do not decode to them ({e}): send the whole image, as an image tool saves it"
+        )
+    };
+    let decoded = match kind {
+        ImageType::Jpeg => {
+            let options = zune_core::options::DecoderOptions::default()
+                .set_strict_mode(true)
+                .set_max_width(MAX_IMAGE_SIDE as usize)
+                .set_max_height(MAX_IMAGE_SIDE as usize);
+            let cursor = zune_core::bytestream::ZCursor::new(bytes);
+            let mut decoder = zune_jpeg::JpegDecoder::new_with_options(cursor, options);
+            decoder.decode().map_err(|e| broken(&e))?;
+            decoder
+                .dimensions()
+                .and_then(|(w, h)| Some((u32::try_from(w).ok()?, u32::try_from(h).ok()?)))
+        }
+        ImageType::Png | ImageType::Gif | ImageType::Webp => {
+            let format = match kind {
+                ImageType::Png => image::ImageFormat::Png,
+                ImageType::Gif => image::ImageFormat::Gif,
+                _ => image::ImageFormat::WebP,
+            };
+            let image = image::ImageReader::with_format(std::io::Cursor::new(bytes), format)
+                .decode()
+                .map_err(|e| broken(&e))?;
+            Some((image.width(), image.height()))
+        }
+    };
+    match decoded {
+        Some(size) if size == (w, h) => Ok(()),
+        Some((dw, dh)) => Err(broken(&format_args!("they decode to {dw} × {dh}"))),
+        None => Err(broken(&"the decoder gives no size")),
     }
 }
 

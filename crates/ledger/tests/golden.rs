@@ -510,9 +510,8 @@ fn v2_media_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v2-media")
 }
 
-/// A 2 × 1 PNG's header, base64.
-const PNG_B64: &str =
-    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+/// A whole 2 × 1 PNG (one red, one blue pixel), base64.
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR42mP4zwAE/wEHAAH/PX2MSQAAAABJRU5ErkJggg==";
 /// `%PDF-1.4` and a page object, base64.
 const PDF_B64: &str = "JVBERi0xLjQKMSAwIG9iaiA8PC9UeXBlIC9QYWdlPj4gZW5kb2JqCg==";
 
@@ -570,7 +569,7 @@ fn the_v2_media_golden_ledger_reads_back_its_parts_as_artifacts() {
     let got = reader.events(1..=4).unwrap();
     assert_eq!(
         serde_json::to_string(&got[0].body).unwrap(),
-        r#"{"kind":"user","text":"What do these show?","parts":[{"type":"image","media_type":"image/png","detail":"high","artifact":{"name":"sha256-e4384c38c9e2e0f205b5054fdde9c30fba87c61ffc707f38c51987ffda98372e","bytes":69}},{"type":"image","url":"https://example.com/a.png"},{"type":"document","media_type":"application/pdf","name":"q3.pdf","artifact":{"name":"sha256-7cf1d65d28e7e111bf1cadb46479e71a64d004456deb3fb168d6a3ff437efd8d","bytes":40}}]}"#
+        r#"{"kind":"user","text":"What do these show?","parts":[{"type":"image","media_type":"image/png","detail":"high","artifact":{"name":"sha256-7c12c1f9323964065d6b659ec1fe67544707644bf1ce287b9b1c195250adfdfe","bytes":70}},{"type":"image","url":"https://example.com/a.png"},{"type":"document","media_type":"application/pdf","name":"q3.pdf","artifact":{"name":"sha256-7cf1d65d28e7e111bf1cadb46479e71a64d004456deb3fb168d6a3ff437efd8d","bytes":40}}]}"#
     );
     // The image and the document; the tool result's image is the same bytes, stored once.
     let report = ctxlog_ledger::verify(&dir).unwrap();

@@ -317,7 +317,7 @@ fn a_missing_artifact_is_recorded_as_lost_and_its_event_keeps_its_excerpt() {
 /// becomes a text part saying so, and everything reads and verifies after.
 #[test]
 fn a_lost_media_artifact_is_recorded_and_its_part_says_so() {
-    const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+    const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR42mP4zwAE/wEHAAH/PX2MSQAAAABJRU5ErkJggg==";
     const PDF_B64: &str = "JVBERi0xLjQKMSAwIG9iaiA8PC9UeXBlIC9QYWdlPj4gZW5kb2JqCg==";
     let dir = tempfile::tempdir().unwrap();
     let o = Options::default();

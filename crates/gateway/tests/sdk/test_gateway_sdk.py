@@ -4,6 +4,7 @@ every request it gets. After each test the ledger holds exactly what the client 
 received."""
 
 import json
+import zlib
 from typing import Any, Dict, List, Optional
 
 import anthropic
@@ -403,12 +404,20 @@ def test_keys_do_not_share_conversations(gateway: Gateway, standin: StandIn) -> 
 
 
 def png(width: int, height: int) -> bytes:
-    """A PNG's header as far as ctxlog reads it (signature, IHDR)."""
+    """A whole PNG of ``width`` × ``height`` black pixels (8-bit RGB): ctxlog decodes an image
+    once before storing it, so its bytes must hold the size its header claims."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return len(data).to_bytes(4, "big") + body + zlib.crc32(body).to_bytes(4, "big")
+
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    rows = (b"\x00" + bytes(3 * width)) * height  # filter byte 0, then the row's pixels
     return (
-        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
-        + width.to_bytes(4, "big")
-        + height.to_bytes(4, "big")
-        + bytes([8, 2, 0, 0, 0, 0, 0, 0, 0])
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
     )
 
 

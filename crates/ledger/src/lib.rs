@@ -96,6 +96,7 @@ macro_rules! delegate_ledger_read {
 }
 
 mod artifact;
+mod carry;
 mod commit;
 mod digest;
 mod erase;

@@ -82,11 +82,11 @@ impl Layout {
         let st = state.storage().as_ref();
         let mut kept = Vec::new();
         let found = crate::salvage::salvage_scan(st, &mut |_| Ok(()), Some(&mut kept))?;
-        let refuse = |offset, seq, reason: String| Error::Corrupt {
+        let refuse = |offset, seq, reason| Error::Corrupt {
             path: state.log_path(),
             offset,
             seq,
-            reason: format!("{reason}; nothing was changed"),
+            reason,
         };
         if let Some(problem) = found.header_problem {
             return Err(refuse(0, None, problem));

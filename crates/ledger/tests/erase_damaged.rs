@@ -191,8 +191,7 @@ fn an_erasure_that_reaches_the_damage_is_refused_and_changes_nothing() {
         let text = err.to_string();
         assert!(
             matches!(err, Error::Corrupt { seq: Some(7), .. })
-                && text.contains("could not be proven erased")
-                && text.contains("nothing was changed"),
+                && text.contains("could not be proven erased"),
             "{range:?}: {text}"
         );
         assert_eq!(

@@ -168,9 +168,9 @@ fn projection_reports_a_lost_range_as_lost_not_erased() {
 }
 
 /// Intact seqs of the damaged conversation (seq 8 of t3 is damaged) are erased at once, before
-/// and after the damage, which `verify` still names; an erasure that reaches the damage (t3's
-/// seqs, or a gc of the turns before the last) exits 5, changes nothing and names the repair,
-/// after which it works.
+/// and after the damage, which `verify` still names; an erasure that reaches the damage (one
+/// of t3's seqs) exits 5, changes nothing and names the repair, after which it works; retention
+/// passes over the damaged turn and removes the others.
 #[test]
 fn intact_seqs_of_a_damaged_log_are_erased_at_once_and_the_damage_names_the_repair() {
     let env = damaged();
@@ -190,7 +190,7 @@ fn intact_seqs_of_a_damaged_log_are_erased_at_once_and_the_damage_names_the_repa
     for args in [
         &["erase", CONV, "--seqs", "8-8"][..],
         &["erase", CONV, "--turn", "t3"][..],
-        &["gc", CONV, "--keep-turns", "1"][..],
+        &["erase", CONV, "--seqs", "5-10"][..],
     ] {
         let before = snapshot(env.root());
         let out = env.run(args, b"");
@@ -204,6 +204,9 @@ fn intact_seqs_of_a_damaged_log_are_erased_at_once_and_the_damage_names_the_repa
         );
         assert_eq!(before, snapshot(env.root()), "{args:?} wrote something");
     }
+    // Retention passes over the damaged turn (t3) and removes the others it selects.
+    let gc = json_of(&env.ok(&["--json", "gc", CONV, "--keep-turns", "1"], b""));
+    assert_eq!(gc["seqs_removed"], json!(4), "{gc}");
     env.ok(&["repair", CONV, "--accept-loss"], b"");
     env.ok(&["erase", CONV, "--turn", "t3"], b"");
     assert_eq!(code(&env.run(&["verify", CONV], b"")), 0);

@@ -29,7 +29,7 @@ pub(crate) fn decode32(s: &str) -> Option<[u8; 32]> {
 /// Decodes lowercase hex digits (an even number of them).
 pub(crate) fn decode(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     b.chunks(2)

@@ -227,6 +227,37 @@ fn an_artifact_only_the_damaged_bytes_name_is_kept_for_the_repair() {
     assert!(ctxlog_ledger::verify(dir.path()).unwrap().is_clean());
 }
 
+/// Damage in a record's header (its length or seq cannot be believed) is carried the same way:
+/// the damaged range runs to the next intact record, whatever the header claimed.
+#[test]
+fn a_damaged_record_header_is_carried_too() {
+    for at in [8usize, 16, 24, 32] {
+        let dir = tempfile::tempdir().unwrap();
+        build(Arc::new(DirStorage::new(dir.path())));
+        let path = dir.path().join("ledger.log");
+        let mut log = std::fs::read(&path).unwrap();
+        let (offset, _) = record_offsets(&log)
+            .into_iter()
+            .find(|(_, s)| *s == 7)
+            .unwrap();
+        log[offset as usize + at] ^= 0x41;
+        std::fs::write(&path, log).unwrap();
+        let st = || -> Arc<dyn Storage> { Arc::new(DirStorage::new(dir.path())) };
+        let (_, before) = salvage(st());
+        assert_eq!(before.len(), 1, "header byte {at}: {before:?}");
+        let (mut l, _) = Ledger::open(dir.path(), &options()).unwrap();
+        l.erase(1..=2, "asked").unwrap();
+        drop(l);
+        let (events, after) = salvage(st());
+        let seqs = |d: &[DamagedRange]| d.iter().map(|r| (r.seqs, r.bytes)).collect::<Vec<_>>();
+        assert_eq!(seqs(&after), seqs(&before), "header byte {at}");
+        assert_eq!(events.last().map(|e| e.0), Some(14), "header byte {at}");
+        assert_eq!(files_with(dir.path(), SECRET), Vec::<String>::new());
+        let (l, _) = Ledger::open(dir.path(), &options()).unwrap();
+        assert_eq!(l.events(9..=14).unwrap().len(), 6, "header byte {at}");
+    }
+}
+
 /// A damaged in-memory conversation that tracks durability (the flip is synced).
 fn damaged_mem() -> MemStorage {
     let base = MemStorage::with_crash_tracking();

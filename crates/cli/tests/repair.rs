@@ -167,27 +167,48 @@ fn projection_reports_a_lost_range_as_lost_not_erased() {
     );
 }
 
+/// Intact seqs of the damaged conversation (seq 8 of t3 is damaged) are erased at once, before
+/// and after the damage, which `verify` still names; an erasure that reaches the damage (one
+/// of t3's seqs) exits 5, changes nothing and names the repair, after which it works; retention
+/// passes over the damaged turn and removes the others.
 #[test]
-fn erasing_intact_seqs_of_a_damaged_log_names_the_repair_then_the_erase() {
+fn intact_seqs_of_a_damaged_log_are_erased_at_once_and_the_damage_names_the_repair() {
     let env = damaged();
+    env.ok(&["erase", CONV, "--turn", "t1"], b"");
+    env.ok(&["erase", CONV, "--seqs", "12-13"], b"");
+    let dir = env.conv_dir(CONV);
+    let files = snapshot(&dir);
+    assert!(
+        !files
+            .values()
+            .any(|b| b.windows(14).any(|w| w == b"first question")),
+        "erased text left in a file"
+    );
+    let verify = env.run(&["verify", CONV], b"");
+    assert_eq!(code(&verify), 5, "{}", stderr(&verify));
+    assert!(stderr(&verify).contains("(seq 8)"), "{}", stderr(&verify));
     for args in [
-        &["erase", CONV, "--seqs", "1-2"][..],
-        &["erase", CONV, "--turn", "t1"][..],
-        &["gc", CONV, "--keep-turns", "1"][..],
+        &["erase", CONV, "--seqs", "8-8"][..],
+        &["erase", CONV, "--turn", "t3"][..],
+        &["erase", CONV, "--seqs", "5-10"][..],
     ] {
         let before = snapshot(env.root());
         let out = env.run(args, b"");
         assert_eq!(code(&out), 5, "{args:?}: {}", stderr(&out));
         let err = stderr(&out);
         assert!(
-            err.contains("erasing some of its seqs reads every record: run `ctxlog repair chat --accept-loss`")
+            err.contains("could not be proven erased")
+                && err.contains("cannot work around it: run `ctxlog repair chat --accept-loss`")
                 && err.contains("then the erasure again; `ctxlog erase chat --all` erases"),
             "{args:?}: {err}"
         );
         assert_eq!(before, snapshot(env.root()), "{args:?} wrote something");
     }
+    // Retention passes over the damaged turn (t3) and removes the others it selects.
+    let gc = json_of(&env.ok(&["--json", "gc", CONV, "--keep-turns", "1"], b""));
+    assert_eq!(gc["seqs_removed"], json!(4), "{gc}");
     env.ok(&["repair", CONV, "--accept-loss"], b"");
-    env.ok(&["erase", CONV, "--turn", "t1"], b"");
+    env.ok(&["erase", CONV, "--turn", "t3"], b"");
     assert_eq!(code(&env.run(&["verify", CONV], b"")), 0);
 }
 

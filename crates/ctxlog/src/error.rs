@@ -83,8 +83,9 @@ pub enum Error {
         conversation: String,
         /// What was found.
         cause: Box<Error>,
-        /// True when the operation was an erasure of some seqs, which reads every record: the
-        /// message then names the repair to run before the erasure ([`erase_damage_hint`]).
+        /// True when the operation was an erasure of some seqs that could not work around
+        /// the damage: the message then names the repair to run before the erasure
+        /// ([`erase_damage_hint`]).
         erasing: bool,
     },
     /// A file-system operation of the store itself failed.
@@ -418,15 +419,16 @@ pub fn damage_hint_http(conversation: &str) -> String {
     )
 }
 
-/// What to run on the damaged conversation `conversation` before an erasure of some of its
-/// seqs, which reads every record and so stops at the damage: the repair (it keeps every
-/// intact record and covers the damaged seqs with a loss record), then the erasure again; or
-/// an erasure of the whole conversation, which works at once.
+/// What to run on the damaged conversation `conversation` when an erasure of some of its
+/// seqs cannot work around the damage (the seqs to erase are damaged or share a commit with
+/// damaged ones, whose bytes may hold their text; or the log's end or header is damaged):
+/// the repair (it keeps every intact record and covers the damaged seqs with a loss record),
+/// then the erasure again; or an erasure of the whole conversation, which works at once.
 pub fn erase_damage_hint(conversation: &str) -> String {
     format!(
-        "the conversation is damaged, and erasing some of its seqs reads every record: run \
-         `ctxlog repair {conversation} --accept-loss` (it keeps every intact record and covers \
-         the damaged seqs with a loss record; `ctxlog repair {conversation}` shows the plan \
+        "the conversation is damaged where this erasure cannot work around it: run `ctxlog \
+         repair {conversation} --accept-loss` (it keeps every intact record and covers the \
+         damaged seqs with a loss record; `ctxlog repair {conversation}` shows the plan \
          first), then the erasure again; `ctxlog erase {conversation} --all` erases the whole \
          conversation at once"
     )
@@ -435,7 +437,7 @@ pub fn erase_damage_hint(conversation: &str) -> String {
 /// The same as [`erase_damage_hint`], for HTTP clients: the routes, never a server path.
 pub fn erase_damage_hint_http(conversation: &str) -> String {
     format!(
-        "the conversation is damaged, and erasing some of its seqs reads every record: POST \
+        "the conversation is damaged where this erasure cannot work around it: POST \
          /v1/conversations/{conversation}/repair with {{\"accept_loss\": true}} (it keeps every \
          intact record and covers the damaged seqs with a loss record; without it the route \
          shows the plan), then the erasure again; POST /v1/conversations/{conversation}/erase \

@@ -14,7 +14,8 @@
 //!   removing it would not shrink the ledger).
 //!
 //! A unit holding a pinned note is exempt unless the policy names pinned notes
-//! (`include_pinned`). Selected units next to each other become one erasure; a unit left
+//! (`include_pinned`); a unit holding a damaged record (its kind read from the index) is
+//! always exempt: the erasure could not prove its text gone, and refuses to reach it. Selected units next to each other become one erasure; a unit left
 //! alone (exempt, kept, or an earlier tombstone) separates runs, so earlier tombstones are
 //! never absorbed into new ones.
 
@@ -139,6 +140,8 @@ struct Unit {
     is_turn: bool,
     erased: bool,
     pinned: bool,
+    /// It holds a damaged record: never selected.
+    damaged: bool,
     newest_ms: i64,
     bytes: u64,
     /// What erasing it alone would free: its records less the tombstone records (one per
@@ -168,7 +171,7 @@ pub(crate) fn plan<L: LedgerView + ?Sized>(
     }
     let bytes_before = LOG_HEADER_LEN as u64 + units.iter().map(|u| u.bytes).sum::<u64>();
     let rules = rule_names(policy)?;
-    let removable = |u: &Unit| !u.erased && (!u.pinned || policy.include_pinned);
+    let removable = |u: &Unit| !u.erased && !u.damaged && (!u.pinned || policy.include_pinned);
     if let Some(age) = policy.age()? {
         let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
         select_older_than(&mut units, now_ms.saturating_sub(age_ms), removable);
@@ -278,12 +281,44 @@ fn units<L: LedgerView + ?Sized>(ledger: &L) -> Result<Vec<Unit>> {
     let mut from = 1;
     while from <= last {
         let to = from.saturating_add(READ_CHUNK - 1).min(last);
-        for event in ledger.events(from..=to)? {
-            add_event(&mut units, &event, last);
+        match ledger.events(from..=to) {
+            Ok(events) => events.iter().for_each(|e| add_event(&mut units, e, last)),
+            // A damaged record: this chunk is read seq by seq, around it.
+            Err(ctxlog_ledger::Error::Corrupt { .. }) => {
+                for seq in from..=to {
+                    add_seq(ledger, &mut units, seq, last)?;
+                }
+            }
+            Err(e) => return Err(e.into()),
         }
         from = to + 1;
     }
     Ok(units)
+}
+
+/// Adds event `seq` (nothing for a covered placeholder); a damaged one makes its unit (a
+/// turn of its own when the index says it was a user event) damaged.
+fn add_seq<L: LedgerView + ?Sized>(
+    ledger: &L,
+    units: &mut Vec<Unit>,
+    seq: u64,
+    last: u64,
+) -> Result<()> {
+    match ledger.events(seq..=seq) {
+        Ok(events) => events.iter().for_each(|e| add_event(units, e, last)),
+        Err(ctxlog_ledger::Error::Corrupt { .. }) => {
+            let user = ledger.kind(seq) == Some(EventKind::User);
+            match units.last_mut().filter(|u| !u.erased && u.to + 1 == seq) {
+                Some(unit) if !user => unit.to = seq,
+                _ => units.push(Unit::new(seq, seq, user, false, 0)),
+            }
+            if let Some(unit) = units.last_mut() {
+                unit.damaged = true;
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
 }
 
 fn add_event(units: &mut Vec<Unit>, event: &ctxlog_ledger::Event, last: u64) {
@@ -320,6 +355,7 @@ impl Unit {
             is_turn,
             erased,
             pinned: false,
+            damaged: false,
             newest_ms: ts_ms,
             bytes: 0,
             freed: 0,

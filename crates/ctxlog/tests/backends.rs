@@ -283,6 +283,76 @@ fn a_salvage_gives_every_intact_event(e: &dyn Engine) {
     );
 }
 
+/// A right-to-erasure request for intact seqs of a damaged conversation is met at once, on
+/// both engines: the erased text is stored nowhere (recall caches included: recall finds
+/// nothing, or refuses the damaged conversation), the damage is still named where it was,
+/// and the intact events after it are untouched (docs/reliability.md, "Erasing part of a
+/// damaged conversation").
+fn intact_seqs_of_a_damaged_conversation_are_erased(e: &dyn Engine) {
+    let case = "erase_damaged";
+    let store = e.store(case, &options());
+    commit(&store, "c", &turn("my secret-walrus-5521", "noted"), None).unwrap();
+    commit(&store, "c", &turn("canary-damage-me please", "fine"), None).unwrap();
+    commit(&store, "c", &turn("later question", "later answer"), None).unwrap();
+    assert!(recall_hits(&store, "c", "walrus") > 0);
+    drop(store);
+    e.damage(case, "c", 3, "canary-damage-me");
+    let fresh = e.store(case, &options());
+    erase(&fresh, "c", EraseTarget::Seqs { from: 1, to: 2 }).unwrap();
+    assert!(
+        !e.fingerprint(case).contains("secret-walrus-5521"),
+        "{}: erased text left behind",
+        e.name()
+    );
+    let recall = fresh.recall(&RecallRequest {
+        conversation: "c".into(),
+        query: "walrus".into(),
+        seq: None,
+        offset: 0,
+        limit: 10,
+    });
+    match recall {
+        Ok(found) => assert!(found.hits.is_empty(), "{}: recall found it", e.name()),
+        Err(err) => assert_eq!(err.class(), ErrorClass::Corrupt, "{}: {err}", e.name()),
+    }
+    let mut out = Vec::new();
+    let done = fresh
+        .export(
+            &ExportRequest {
+                conversation: "c".into(),
+                salvage: true,
+            },
+            &mut out,
+        )
+        .unwrap();
+    assert_eq!(done.damaged, 1, "{}", e.name());
+    let lines: Vec<serde_json::Value> = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let damaged = lines.iter().find(|l| !l["damaged"].is_null()).unwrap();
+    assert_eq!(
+        damaged["damaged"]["seqs"],
+        serde_json::json!([3, 3]),
+        "{}",
+        e.name()
+    );
+    let texts: Vec<&str> = lines.iter().filter_map(|l| l["text"].as_str()).collect();
+    assert!(
+        texts.contains(&"later question") && texts.contains(&"later answer"),
+        "{}: {texts:?}",
+        e.name()
+    );
+    let err = log(&fresh, "c").unwrap_err();
+    assert_eq!(
+        err.corruption().unwrap().seq,
+        Some(3),
+        "{}: {err}",
+        e.name()
+    );
+}
+
 fn erasure_removes_text_everywhere(e: &dyn Engine) {
     let store = e.store("erase", &options());
     commit(&store, "c", &turn("walrus facts", "tusks"), None).unwrap();
@@ -1610,6 +1680,10 @@ const CASES: &[Case] = &[
         bad_artifact_references_write_nothing,
     ),
     ("damaged_payloads_fail_closed", damaged_payloads_fail_closed),
+    (
+        "intact_seqs_of_a_damaged_conversation_are_erased",
+        intact_seqs_of_a_damaged_conversation_are_erased,
+    ),
     (
         "erasure_removes_text_everywhere",
         erasure_removes_text_everywhere,

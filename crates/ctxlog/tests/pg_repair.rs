@@ -288,8 +288,9 @@ fn a_writer_refuses_to_append_onto_damage_it_can_see() {
 
 /// Erasing intact seqs without repairing first: with an altered row elsewhere the erasure
 /// deletes what it is asked to and leaves the damaged row as it was (rows are deleted by seq,
-/// never read); with a row missing no writer opens, so only a whole erasure (or a repair
-/// first) is possible, and it says so with the repair command.
+/// never read), and a range holding the altered row deletes it too; with a row missing no
+/// writer opens, so only a whole erasure (or a repair first) is possible, and it says so with
+/// the repair command.
 #[test]
 fn intact_seqs_of_a_damaged_conversation_can_be_erased() {
     let Some(pg) = Pg::start() else {
@@ -318,6 +319,15 @@ fn intact_seqs_of_a_damaged_conversation_can_be_erased() {
         "SELECT count(*) FROM {s}.events WHERE conversation = 'c' AND convert_from(payload, 'UTF8') LIKE '%first question%'",
     );
     assert_eq!(text.trim(), "0");
+    // A range holding the altered row erases it with the rest: the row is the whole damaged
+    // range, so nothing of it is left to hold erased text, and the conversation is intact.
+    erase(&pg.store("erase"), 7, 8).unwrap();
+    let text = pg.sql(
+        "erase",
+        "SELECT count(*) FROM {s}.events WHERE conversation = 'c' AND position('ZX-81' in convert_from(payload, 'UTF8')) > 0",
+    );
+    assert_eq!(text.trim(), "0");
+    verify(&pg.store("erase")).unwrap();
     pg.sql(
         "erase",
         "DELETE FROM {s}.events WHERE conversation = 'c' AND seq = 10",

@@ -13,6 +13,7 @@ use std::ops::RangeInclusive;
 
 use serde::Serialize;
 
+use crate::carry::Layout;
 use crate::error::{Error, Result};
 use crate::event::{EventBody, EventKind};
 use crate::files::{io_err, new_ledger_id, now_ms};
@@ -21,7 +22,7 @@ use crate::format::{
 };
 use crate::scan::{Tail, Window};
 use crate::state::LedgerState;
-use crate::storage::Storage;
+use crate::storage::{Storage, StorageFile};
 use crate::tombstone::{erase_reason, is_placeholder, lead_range, live_runs, reach, run_body};
 
 pub use crate::tombstone::{DEFAULT_ERASE_REASON, MAX_ERASE_REASON_BYTES, Reach};
@@ -55,6 +56,14 @@ pub struct ErasureReport {
     /// written or deleted, and their tombstones keep their reason and time
     /// (docs/design.md#e6-listing-and-tombstones).
     pub already_erased: bool,
+}
+
+/// One piece of the old log, in log order.
+enum Piece<'a> {
+    /// An intact record and its seq.
+    Record(u64, &'a Old),
+    /// The damaged range `Layout::carried[i]`, copied verbatim.
+    Damaged(usize),
 }
 
 /// One record of the old log, as pass 2 needs it.
@@ -188,12 +197,20 @@ fn tombstones(state: &LedgerState) -> Result<Vec<(u64, u64)>> {
     let mut out = Vec::new();
     let mut seq = 1;
     while seq <= state.last_seq() {
-        if state.kind(seq) == Some(EventKind::System)
-            && let Some((from, to)) = lead_range(seq, &state.raw_event(seq)?.body)
-        {
-            out.push((from, to));
-            seq = to.saturating_add(1);
-            continue;
+        if state.kind(seq) == Some(EventKind::System) {
+            match state.raw_event(seq) {
+                Ok(e) => {
+                    if let Some((from, to)) = lead_range(seq, &e.body) {
+                        out.push((from, to));
+                        seq = to.saturating_add(1);
+                        continue;
+                    }
+                }
+                // A damaged record leads nothing an erasure could keep; an erasure that
+                // reaches it is refused before anything is written (`carry.rs`).
+                Err(Error::Corrupt { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
         seq += 1;
     }
@@ -283,15 +300,18 @@ impl Eraser<'_> {
         let tmp = format!("{}.tmp", names::LOG);
         let ledger_id = new_ledger_id();
         let reason = erase_reason(reason);
-        let rewrite = self.write_rewritten(&tmp, ledger_id, &runs, reason);
-        let (events, referenced) = match rewrite {
+        let rewrite = self.rewrite(&tmp, ledger_id, &runs, reason, (from, to));
+        let (events, referenced, layout) = match rewrite {
             Ok(v) => v,
             Err(e) => {
                 let _ = st.remove(&tmp);
                 return Err(e);
             }
         };
-        if let Err(e) = self.mark_pending() {
+        let index = layout
+            .as_ref()
+            .map(|l| crate::carry::pending_bytes(&ledger_id, &l.carried));
+        if let Err(e) = self.mark_pending(index.as_deref()) {
             let _ = st.remove(&tmp);
             let _ = st.remove(names::ERASE_PENDING);
             return Err(e);
@@ -308,12 +328,19 @@ impl Eraser<'_> {
         if self.syncs() {
             st.sync_dir("").map_err(io_err(st.as_ref(), ""))?;
         }
+        if let Some(layout) = &layout {
+            // No scan indexes a log past its damage: the sidecars are built from the entries
+            // carried with it, and synced, while `erase.pending` still records them.
+            *self.state = crate::carry::index_around(st.clone(), &layout.carried)?;
+        }
         let artifacts_deleted = delete_unreferenced(st.as_ref(), &referenced, self.syncs())?;
         let recovered_deleted = delete_recovered(st.as_ref(), self.syncs(), None)?;
         // Nothing erased is left outside the log: a crash from here on needs no cleanup (and
         // if this removal is lost, the next open only repeats deletions already done).
         let _ = st.remove(names::ERASE_PENDING);
-        self.reload()?;
+        if layout.is_none() {
+            self.reload()?;
+        }
         *self.poisoned = false;
         Ok(ErasureReport {
             from,
@@ -327,12 +354,21 @@ impl Eraser<'_> {
         })
     }
 
-    /// Creates [`names::ERASE_PENDING`], durably (directory synced) before the rename that
-    /// it must precede: a crash after the rename then always finds it.
-    fn mark_pending(&self) -> Result<()> {
+    /// Creates [`names::ERASE_PENDING`] holding `index` (what an erasure around damage needs
+    /// to index the new log, `carry.rs`; empty otherwise), durably (file and directory
+    /// synced) before the rename that it must precede: a crash after the rename then always
+    /// finds it.
+    fn mark_pending(&self, index: Option<&[u8]>) -> Result<()> {
         let st = self.state.storage().as_ref();
         let name = names::ERASE_PENDING;
-        crate::files::create_fresh(st, name)?;
+        let mut f = crate::files::create_fresh(st, name)?;
+        if let Some(index) = index {
+            f.write_at(0, index).map_err(io_err(st, name))?;
+            if self.syncs() {
+                f.sync().map_err(io_err(st, name))?;
+            }
+        }
+        drop(f);
         if self.syncs() {
             st.sync_dir("").map_err(io_err(st, ""))?;
         }
@@ -360,17 +396,81 @@ impl Eraser<'_> {
         Ok(true)
     }
 
-    /// Every artifact name the events of the log reference (one sequential read).
+    /// Every artifact name the events of the log reference (one sequential read). On a
+    /// damaged log: those its intact records reference, and those named in its damaged bytes.
     fn referenced_artifacts(&self) -> Result<BTreeSet<String>> {
+        match self.references(None) {
+            Err(Error::Corrupt { .. }) => {
+                let layout = Layout::plan(self.state, None)?;
+                let mut referenced = self.references(Some(&layout))?;
+                referenced.extend(self.named_in_damage(&layout, &referenced)?);
+                Ok(referenced)
+            }
+            other => other,
+        }
+    }
+
+    /// The artifact names the intact records of the log reference.
+    fn references(&self, layout: Option<&Layout>) -> Result<BTreeSet<String>> {
         let mut referenced = BTreeSet::new();
-        self.for_each_old(|seq, old| {
-            if matches!(old.header.kind, EventKind::ToolResult | EventKind::User) {
+        self.for_each_piece(layout, |piece| {
+            if let Piece::Record(seq, old) = piece
+                && matches!(old.header.kind, EventKind::ToolResult | EventKind::User)
+            {
                 let body = self.body(seq, old)?;
                 referenced.extend(body.artifact_refs().into_iter().map(|r| r.name.clone()));
             }
             Ok(())
         })?;
         Ok(referenced)
+    }
+
+    /// The artifacts (temporary files aside) that `referenced` does not name but the damaged
+    /// bytes of `layout` do: a damaged record may reference them, so a later repair must
+    /// still find them.
+    fn named_in_damage(
+        &self,
+        layout: &Layout,
+        referenced: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>> {
+        let st = self.state.storage().as_ref();
+        let dir = names::ARTIFACTS;
+        if !st.is_dir(dir).map_err(io_err(st, dir))? {
+            return Ok(BTreeSet::new());
+        }
+        let candidates = st
+            .list(dir)
+            .map_err(io_err(st, dir))?
+            .into_iter()
+            .filter(|n| !n.starts_with(".tmp-") && !referenced.contains(n))
+            .collect();
+        layout
+            .named_in_damage(self.state.log(), &candidates)
+            .map_err(io_err(st, names::LOG))
+    }
+
+    /// Hands every piece of the log to `f` in log order: with no `layout`, every record (the
+    /// log must have no damage); with one, its intact records and damaged ranges.
+    fn for_each_piece(
+        &self,
+        layout: Option<&Layout>,
+        mut f: impl FnMut(Piece<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let Some(layout) = layout else {
+            return self.for_each_old(|seq, old| f(Piece::Record(seq, old)));
+        };
+        let mut w = Window::new(self.state.log(), self.state.log_len());
+        let mut ranges = layout.carried.iter().enumerate().peekable();
+        for k in &layout.kept {
+            while let Some((i, _)) = ranges.next_if(|(_, c)| c.old_offset < k.offset) {
+                f(Piece::Damaged(i))?;
+            }
+            let seq = k.header.seq;
+            let old =
+                read_old(&mut w, k.offset, seq).map_err(|e| self.corrupt(k.offset, seq, e))?;
+            f(Piece::Record(seq, &old))?;
+        }
+        ranges.try_for_each(|(i, _)| f(Piece::Damaged(i)))
     }
 
     /// Hands every record of the log to `f`, in seq order (one sequential read), each checked
@@ -410,7 +510,30 @@ impl Eraser<'_> {
         }
     }
 
-    /// Pass 2: writes the new log to `tmp` (synced per the sync mode), `runs` erased. Returns
+    /// Pass 2 ([`Eraser::write_rewritten`]); when it finds damage, again around it
+    /// ([`Layout::plan`] refuses first when `range` reaches the damage). Returns what pass 2
+    /// does, plus artifacts named in the damaged bytes, and the layout when there was damage.
+    fn rewrite(
+        &self,
+        tmp: &str,
+        ledger_id: [u8; 16],
+        runs: &[(u64, u64)],
+        reason: &str,
+        range: (u64, u64),
+    ) -> Result<(u64, BTreeSet<String>, Option<Layout>)> {
+        match self.write_rewritten(tmp, ledger_id, runs, reason, None) {
+            Err(Error::Corrupt { .. }) => {}
+            done => return done.map(|(events, referenced)| (events, referenced, None)),
+        }
+        let mut layout = Layout::plan(self.state, Some(range))?;
+        let (events, mut referenced) =
+            self.write_rewritten(tmp, ledger_id, runs, reason, Some(&mut layout))?;
+        referenced.extend(self.named_in_damage(&layout, &referenced)?);
+        Ok((events, referenced, Some(layout)))
+    }
+
+    /// Pass 2: writes the new log to `tmp` (synced per the sync mode), `runs` erased, each
+    /// damaged range of `layout` copied verbatim (and moved to where it now lies). Returns
     /// the number of content events erased and the artifacts the kept events reference.
     fn write_rewritten(
         &self,
@@ -418,6 +541,7 @@ impl Eraser<'_> {
         ledger_id: [u8; 16],
         runs: &[(u64, u64)],
         reason: &str,
+        mut layout: Option<&mut Layout>,
     ) -> Result<(u64, BTreeSet<String>)> {
         let st = self.state.storage().as_ref();
         let io = |e| io_err(st, tmp)(e);
@@ -427,12 +551,28 @@ impl Eraser<'_> {
         let mut r = Rewrite::new(runs, reason);
         r.out.extend_from_slice(&header.encode());
         let mut at = 0u64;
-        self.for_each_old(|seq, old| {
-            let body = self.body(seq, old)?;
-            if let Some(run) = r.run_of(seq) {
-                r.erase(seq, run, &body)?;
-            } else {
-                r.keep(seq, old, &body);
+        let mut moved = Vec::new();
+        let view = layout.as_deref();
+        self.for_each_piece(view, |piece| {
+            match piece {
+                Piece::Record(seq, old) => {
+                    let body = self.body(seq, old)?;
+                    if let Some(run) = r.run_of(seq) {
+                        r.erase(seq, run, &body)?;
+                    } else {
+                        r.keep(seq, old, &body);
+                    }
+                }
+                Piece::Damaged(i) => {
+                    f.write_at(at, &r.out).map_err(io)?;
+                    at += r.out.len() as u64;
+                    r.out.clear();
+                    let c = view.map(|l| &l.carried[i]);
+                    let (from, len) = c.map_or((0, 0), |c| (c.old_offset, c.bytes));
+                    copy_bytes(self.state.log(), from, len, f.as_mut(), at).map_err(io)?;
+                    moved.push((i, at));
+                    at += len;
+                }
             }
             if r.out.len() >= WRITE_CHUNK {
                 f.write_at(at, &r.out).map_err(io)?;
@@ -444,6 +584,11 @@ impl Eraser<'_> {
         f.write_at(at, &r.out).map_err(io)?;
         if self.syncs() {
             f.sync().map_err(io)?;
+        }
+        if let Some(layout) = layout.as_mut() {
+            for (i, at) in moved {
+                layout.carried[i].move_to(at);
+            }
         }
         Ok((r.erased, r.referenced))
     }
@@ -502,6 +647,25 @@ fn read_old(w: &mut Window<'_>, pos: u64, seq: u64) -> std::result::Result<Old, 
         header,
         bytes,
     })
+}
+
+/// Copies `len` bytes of `from` at `offset` to `to` at `at`, in chunks.
+fn copy_bytes(
+    from: &dyn StorageFile,
+    offset: u64,
+    len: u64,
+    to: &mut dyn StorageFile,
+    at: u64,
+) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(WRITE_CHUNK as u64);
+        let mut buf = vec![0u8; n as usize];
+        from.read_at(offset + done, &mut buf)?;
+        to.write_at(at + done, &buf)?;
+        done += n;
+    }
+    Ok(())
 }
 
 fn decode_body(old: &Old) -> std::result::Result<EventBody, String> {

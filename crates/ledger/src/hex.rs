@@ -26,6 +26,17 @@ pub(crate) fn decode32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// Decodes lowercase hex digits (an even number of them).
+pub(crate) fn decode(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    b.chunks(2)
+        .map(|pair| Some((nibble(pair[0])? << 4) | nibble(pair[1])?))
+        .collect()
+}
+
 fn nibble(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),

@@ -95,6 +95,7 @@ impl Ledger {
         if options.check_on_open {
             recovery::check_whole_log(st)?;
         }
+        crate::carry::restore_index(&storage)?;
         let (state, report) = load_and_recover(storage.clone(), options, recreated)?;
         let mut ledger = Ledger {
             state,

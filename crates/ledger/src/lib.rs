@@ -49,10 +49,11 @@
 //! 5. `state`: `LedgerState`, a ledger's committed state in memory; its fields are private
 //!    and change only through its methods.
 //! 6. Operations on the state: `recovery` (creating the log, cutting a torn tail), `commit`
-//!    (encoding a commit's records), `erase` (rewriting the log), `verify` (checking a
-//!    directory, writing nothing), `salvage` (every intact record of a damaged log, writing
-//!    nothing), `repair` (a damaged log rewritten to its intact records and loss records),
-//!    `reader` ([`LedgerRead`], [`Reader`]).
+//!    (encoding a commit's records), `salvage` (every intact record of a damaged log, writing
+//!    nothing), `carry` (what an erasure of intact seqs of a damaged log carries over: the
+//!    damaged ranges and their index entries), `erase` (rewriting the log), `verify`
+//!    (checking a directory, writing nothing), `repair` (a damaged log rewritten to its
+//!    intact records and loss records), `reader` ([`LedgerRead`], [`Reader`]).
 //! 7. `ledger`: [`Ledger`], the one writer, which ties them together (group commit is
 //!    [`Ledger::commit_batch`]: one append and one sync for many commits).
 
@@ -96,6 +97,7 @@ macro_rules! delegate_ledger_read {
 }
 
 mod artifact;
+mod carry;
 mod commit;
 mod digest;
 mod erase;

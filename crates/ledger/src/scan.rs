@@ -147,7 +147,7 @@ pub(crate) struct CommitMeta {
 
 /// What the commit being scanned has so far: it becomes visible only at its end record.
 #[derive(Default)]
-struct Pending {
+pub(crate) struct Pending {
     entries: Vec<EventEntry>,
     user_seqs: Vec<u64>,
     note_seqs: Vec<u64>,
@@ -156,25 +156,55 @@ struct Pending {
 
 impl Pending {
     /// Adds the record `rec` found at `pos`, advancing `counts` by it.
-    fn add(&mut self, rec: &RawRecord, pos: u64, counts: &mut Counts) {
+    pub(crate) fn add(&mut self, rec: &RawRecord, pos: u64, counts: &mut Counts) {
         let h = &rec.header;
-        counts.add(h.kind, h.seq);
-        match h.kind {
-            EventKind::User => self.user_seqs.push(h.seq),
-            EventKind::Note => self.note_seqs.push(h.seq),
+        let commit = rec.meta.map(|(id_hash, digest)| CommitEntry {
+            id_hash,
+            digest,
+            first_seq: h.seq - u64::from(h.index_in_commit),
+            last_seq: h.seq,
+        });
+        let at = (pos, h.record_len() as u32, h.crc, h.kind, h.flags);
+        self.push(h.seq, commit, counts, at);
+    }
+
+    /// Adds seq `seq`, whose record cannot be read (it is damaged), from its index entry `e`
+    /// and the id-carrying commit it ends, if any; advances `counts` as its record would.
+    pub(crate) fn add_entry(
+        &mut self,
+        e: &EventEntry,
+        seq: u64,
+        commit: Option<CommitEntry>,
+        counts: &mut Counts,
+    ) {
+        let at = (e.offset, e.record_len, e.record_crc, e.kind, e.flags);
+        self.push(seq, commit, counts, at);
+    }
+
+    /// How many records it holds.
+    pub(crate) fn len(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    fn push(
+        &mut self,
+        seq: u64,
+        commit: Option<CommitEntry>,
+        counts: &mut Counts,
+        (offset, len, crc, kind, flags): (u64, u32, u32, EventKind, u8),
+    ) {
+        counts.add(kind, seq);
+        match kind {
+            EventKind::User => self.user_seqs.push(seq),
+            EventKind::Note => self.note_seqs.push(seq),
             _ => {}
         }
-        if let Some((id_hash, digest)) = rec.meta {
+        if let Some(c) = commit {
             counts.commits += 1;
-            self.commits.push(CommitEntry {
-                id_hash,
-                digest,
-                first_seq: h.seq - u64::from(h.index_in_commit),
-                last_seq: h.seq,
-            });
+            self.commits.push(c);
         }
-        let entry = counts.entry(pos, h.record_len() as u32, h.crc, h.kind, h.flags);
-        self.entries.push(entry);
+        self.entries
+            .push(counts.entry(offset, len, crc, kind, flags));
     }
 
     /// How the file ends when it ends here (at `good_end`, the end of the last complete
@@ -213,7 +243,7 @@ impl Pending {
 
 impl Scan {
     /// Makes the pending commit, ending with seq `last_seq` at offset `end`, complete.
-    fn complete(&mut self, pending: &mut Pending, last_seq: u64, end: u64) {
+    pub(crate) fn complete(&mut self, pending: &mut Pending, last_seq: u64, end: u64) {
         self.last_seq = last_seq;
         self.good_end = end;
         self.entries.append(&mut pending.entries);

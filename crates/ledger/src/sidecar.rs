@@ -555,6 +555,11 @@ impl SidecarFiles {
             .and_then(|()| f.set_len(at + bytes.len() as u64))
     }
 
+    /// Syncs every file.
+    pub(crate) fn sync_all(&mut self) -> io::Result<()> {
+        self.files.iter_mut().try_for_each(|f| f.sync())
+    }
+
     /// The bytes of the first `count` entries of `kind`.
     pub(crate) fn read(&self, kind: Kind, count: u64) -> io::Result<Vec<u8>> {
         spec(kind).read_entries(self.files[kind as usize].as_ref(), count)

@@ -685,9 +685,11 @@ impl Store {
     /// [`Error::NotFound`]; [`ctxlog_ledger::Error::BadRange`] (nothing changed);
     /// [`Error::InvalidRequest`] for a commit id that matches a redaction rule
     /// ([`Redactor::check_erase_id`]); [`ctxlog_ledger::Error::Locked`] when another process
-    /// writes it; I/O. A damaged conversation is class `corrupt`; for an erasure of some seqs
-    /// (which reads every record) its message names the repair to run first
-    /// ([`crate::ops::erase_damage_hint`]), and an erasure of all of it works anyway.
+    /// writes it; I/O. Intact seqs of a damaged conversation are erased at once (the damage
+    /// is left as it was). An erasure of some seqs that reaches the damage (damaged seqs, or
+    /// seqs sharing a commit with one, whose bytes may hold their text) is class `corrupt`,
+    /// changes nothing, and its message names the repair to run first
+    /// ([`crate::ops::erase_damage_hint`]); an erasure of all of it works anyway.
     pub fn erase(&self, request: &EraseRequest) -> Result<EraseResponse> {
         self.erase_now(request).map_err(|e| match request.target {
             EraseTarget::All => e.in_conversation(&request.conversation),

@@ -138,6 +138,20 @@ impl LedgerState {
         })
     }
 
+    /// The writer's state over `log` (open for writing) as `found` indexes it: a scan built
+    /// by its caller, because no ordinary scan reads the whole log (an erasure around damage,
+    /// `carry.rs`). No sidecar is trusted: [`LedgerState::attach_sidecars`] rebuilds them.
+    pub(crate) fn with_scan(
+        storage: Arc<dyn Storage>,
+        log: Box<dyn StorageFile>,
+        found: Scan,
+    ) -> Result<LedgerState> {
+        let st = storage.as_ref();
+        let file_len = log.len().map_err(io_err(st, names::LOG))?;
+        let header = read_header(st, log.as_ref(), file_len)?;
+        Ok(LedgerState::assemble(storage, log, header, None, found))
+    }
+
     fn assemble(
         storage: Arc<dyn Storage>,
         log: Box<dyn StorageFile>,
@@ -485,6 +499,16 @@ impl LedgerState {
             }
         }
         Ok(())
+    }
+
+    /// Syncs every sidecar file and the directory (for sidecars no scan could rebuild: see
+    /// `carry.rs`).
+    pub(crate) fn sync_sidecars(&mut self) -> Result<()> {
+        let st = self.storage.as_ref();
+        if let Some(files) = &mut self.sidecar_files {
+            files.sync_all().map_err(io_err(st, names::EVENT_INDEX))?;
+        }
+        st.sync_dir("").map_err(io_err(st, ""))
     }
 
     /// The encoded entries of `kind` that its file lacks.

@@ -97,15 +97,20 @@ pub trait LedgerWriter: LedgerView {
     fn is_erased(&self, range: &RangeInclusive<u64>, how: Reach) -> ctxlog_ledger::Result<bool>;
     /// Erases `range` (widened to whole turns, or exactly the newest events for
     /// [`Reach::Tail`]) for `reason`: the data is removed, a tombstone records the range,
-    /// when and why (docs/lifecycle.md).
+    /// when and why (docs/lifecycle.md). `before_replace` runs once the erasure can no
+    /// longer be refused, just before the old content is replaced (the file store's rename,
+    /// PostgreSQL's commit): the caller drops what it derived from that content there, so a
+    /// refused erasure leaves it as it was. Not run when the range is already erased.
     ///
     /// # Errors
-    /// As [`LedgerWriter::check_erase`], and I/O.
+    /// As [`LedgerWriter::check_erase`]; damage the erasure would reach; an error of
+    /// `before_replace` (nothing erased); I/O.
     fn erase(
         &mut self,
         range: RangeInclusive<u64>,
         how: Reach,
         reason: &str,
+        before_replace: &mut dyn FnMut() -> ctxlog_ledger::Result<()>,
     ) -> ctxlog_ledger::Result<ErasureReport>;
     /// Appends an erased range decided elsewhere, as it was (an import rebuilding an
     /// export's tombstone; see [`ctxlog_ledger::Ledger::append_tombstone`]).
@@ -278,8 +283,9 @@ impl LedgerWriter for Ledger {
         range: RangeInclusive<u64>,
         how: Reach,
         reason: &str,
+        before_replace: &mut dyn FnMut() -> ctxlog_ledger::Result<()>,
     ) -> ctxlog_ledger::Result<ErasureReport> {
-        Ledger::erase_reaching(self, range, how, reason)
+        Ledger::erase_reaching_then(self, range, how, reason, before_replace)
     }
     fn append_tombstone(
         &mut self,

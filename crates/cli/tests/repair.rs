@@ -212,6 +212,29 @@ fn intact_seqs_of_a_damaged_log_are_erased_at_once_and_the_damage_names_the_repa
     assert_eq!(code(&env.run(&["verify", CONV], b"")), 0);
 }
 
+/// An erasure refused because it reaches the damage leaves every file as it was: the recall
+/// index built before the damage among them (it is dropped only once an erasure can no longer
+/// be refused, just before the log is replaced).
+#[test]
+fn an_erasure_refused_for_damage_leaves_the_recall_index() {
+    let env = Env::with_five_commits(CONV);
+    env.ok(&["recall", CONV, "code"], b"");
+    env.flip_in_log(CONV, b"the code is ZX-81", 0x20);
+    let index = env.conv_dir(CONV).join("recall.sqlite");
+    assert!(index.exists(), "the recall index was built");
+    let before = snapshot(env.root());
+    let out = env.run(&["erase", CONV, "--seqs", "8-8"], b"");
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(
+        index.exists(),
+        "the refused erasure deleted the recall index"
+    );
+    assert!(
+        before == snapshot(env.root()),
+        "the refused erasure changed a file"
+    );
+}
+
 #[test]
 fn export_then_import_rebuilds_the_loss_record_exactly() {
     let env = damaged();

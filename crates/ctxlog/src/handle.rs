@@ -310,10 +310,20 @@ impl Conversation {
         self.ledger.check_erase(&(from..=to), how, reason)?;
         if self.ledger.is_erased(&(from..=to), how)? {
             // Nothing to erase: the ledger writes nothing, and the recall index stays.
-            return Ok(self.ledger.erase(from..=to, how, reason)?);
+            return Ok(self.ledger.erase(from..=to, how, reason, &mut || Ok(()))?);
         }
-        self.drop_recall_index()?;
-        let report = self.ledger.erase(from..=to, how, reason)?;
+        // The recall index holds the text to erase: deleted once the erasure cannot be
+        // refused any more, just before the ledger replaces its content (so a refused erasure
+        // leaves the index too), and again after (a reader may have rebuilt it meanwhile).
+        self.recall = None;
+        let recall_path = self.recall_path.clone();
+        let mut drop_index = || {
+            RecallIndex::delete_files(&recall_path).map_err(|e| ctxlog_ledger::Error::Io {
+                path: recall_path.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        };
+        let report = self.ledger.erase(from..=to, how, reason, &mut drop_index)?;
         self.drop_recall_index()?;
         self.sizes = SizeCache::new();
         Ok(report)

@@ -221,18 +221,17 @@ fn tombstones(state: &LedgerState) -> Result<Vec<(u64, u64)>> {
 /// while the state's log has been replaced but not yet reloaded.
 pub(crate) fn erase(
     state: &mut LedgerState,
-    range: RangeInclusive<u64>,
-    how: Reach,
-    reason: &str,
+    (range, how, reason): (RangeInclusive<u64>, Reach, &str),
     syncs: bool,
     poisoned: &mut bool,
+    before_replace: &mut dyn FnMut() -> Result<()>,
 ) -> Result<ErasureReport> {
     Eraser {
         state,
         syncs,
         poisoned,
     }
-    .run(range, how, reason)
+    .run(range, how, reason, before_replace)
 }
 
 /// Finishes an erasure that a crash (or a failure past its rename) left unfinished; see
@@ -270,6 +269,7 @@ impl Eraser<'_> {
         range: RangeInclusive<u64>,
         how: Reach,
         reason: &str,
+        before_replace: &mut dyn FnMut() -> Result<()>,
     ) -> Result<ErasureReport> {
         check(self.state, &range, how, reason)?;
         let (req_from, req_to) = (*range.start(), *range.end());
@@ -308,6 +308,12 @@ impl Eraser<'_> {
                 return Err(e);
             }
         };
+        // Every refusal is behind us: the caller drops what it derived from the old log (a
+        // refused erasure leaves it, like every byte, as it was).
+        if let Err(e) = before_replace() {
+            let _ = st.remove(&tmp);
+            return Err(e);
+        }
         let index = layout
             .as_ref()
             .map(|l| crate::carry::pending_bytes(&ledger_id, &l.carried));

@@ -418,15 +418,32 @@ impl Ledger {
         how: Reach,
         reason: &str,
     ) -> Result<ErasureReport> {
+        self.erase_reaching_then(range, how, reason, &mut || Ok(()))
+    }
+
+    /// Erases `range` as [`Ledger::erase_reaching`] does, running `before_replace` once every
+    /// check has passed and the rewritten log is written, just before it replaces the old
+    /// one: where a caller drops what it derived from the old content (a search index), so
+    /// that a refused erasure leaves that too as it was, and a finished one leaves nothing
+    /// derived from the erased text. Not run when the range is already erased.
+    ///
+    /// # Errors
+    /// As [`Ledger::erase_reaching`]; an error of `before_replace` (nothing changed).
+    pub fn erase_reaching_then(
+        &mut self,
+        range: RangeInclusive<u64>,
+        how: Reach,
+        reason: &str,
+        before_replace: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<ErasureReport> {
         self.check_usable()?;
         let syncs = self.syncs();
         let report = crate::erase::erase(
             &mut self.state,
-            range,
-            how,
-            reason,
+            (range, how, reason),
             syncs,
             &mut self.poisoned,
+            before_replace,
         )?;
         self.ids = None;
         self.turn = None;

@@ -771,6 +771,7 @@ impl PgLedger {
         range: RangeInclusive<u64>,
         how: Reach,
         reason: &str,
+        before_replace: &mut dyn FnMut() -> Result<()>,
     ) -> Result<ErasureReport> {
         let db = self.db.clone();
         let mut conn = db.conn()?;
@@ -834,6 +835,7 @@ impl PgLedger {
              WHERE name = $1",
             &[&self.name, &ledger_id, &bytes, &last_ts_ms],
         )?;
+        before_replace()?;
         tx.commit().map_err(|e| db.err("erase failed", &e))?;
         drop(conn);
         self.index = Index::default();
@@ -1149,8 +1151,9 @@ impl LedgerWriter for PgLedger {
         range: RangeInclusive<u64>,
         how: Reach,
         reason: &str,
+        before_replace: &mut dyn FnMut() -> Result<()>,
     ) -> Result<ErasureReport> {
-        self.erase_tx(range, how, reason)
+        self.erase_tx(range, how, reason, before_replace)
     }
     fn append_tombstone(&mut self, t: &rules::Tombstone) -> Result<CommitReceipt> {
         self.append_tombstone_tx(t)

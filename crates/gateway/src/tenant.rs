@@ -252,8 +252,12 @@ mod tests {
     #[test]
     fn a_response_id_reads_back_only_in_its_tenant() {
         let dir = tempfile::tempdir().unwrap();
-        let tenants =
-            Tenants::open(StoreLocation::dir(dir.path()), StoreConfig::default()).unwrap();
+        let tenants = Tenants::open(
+            StoreLocation::dir(dir.path()),
+            StoreConfig::default(),
+            ctxlog::DEFAULT_RECOGNITION_CACHE,
+        )
+        .unwrap();
         let id = tenants.response_id("gw-a", "chat-1", 42);
         assert!(id.starts_with(RESPONSE_ID_PREFIX), "{id}");
         assert_eq!(

@@ -330,7 +330,7 @@ def responses_items(reply: Reply) -> List[Dict[str, Any]]:
     if reply.get("thought"):
         items.append(reasoning_item(reply["thought"]))
     if reply["text"]:
-        part = {"type": "output_text", "text": reply["text"], "annotations": []}
+        part = {"type": "output_text", "text": reply["text"], "annotations": [], "logprobs": []}
         items.append({"type": "message", "id": "msg_standin", "status": "completed", "role": "assistant", "content": [part]})
     for index, (call_id, name, arguments) in enumerate(reply["calls"]):
         items.append(

@@ -530,7 +530,10 @@ fn concurrent_clients_store_every_message_once_in_order() {
 
     let tenants = tenants(env.root());
     assert_eq!(tenants.len(), 1);
-    let mut names: Vec<&String> = outcomes.iter().flat_map(|o| o.0.iter().map(|a| &a.0)).collect();
+    let mut names: Vec<&String> = outcomes
+        .iter()
+        .flat_map(|o| o.0.iter().map(|a| &a.0))
+        .collect();
     names.sort();
     names.dedup();
     for c in 0..16 {

@@ -547,10 +547,7 @@ pub(crate) fn budget(
     reserve: Option<u64>,
 ) -> Result<Option<u64>> {
     let format = request.format;
-    let Some(window) = request
-        .given_window(model)
-        .or_else(|| model_window(model))
-    else {
+    let Some(window) = request.given_window(model).or_else(|| model_window(model)) else {
         return Ok(None);
     };
     let window = if format.tokens_exact() {
@@ -691,15 +688,23 @@ mod tests {
             recall_tool: false,
             model_windows: vec![("gpt-4o-mini".into(), 16_000), ("my-".into(), 32_000)],
         };
-        let budget = |format, model: &str, window, reserve| {
-            budget(&request(format, window), model, reserve)
-        };
+        let budget =
+            |format, model: &str, window, reserve| budget(&request(format, window), model, reserve);
         let chat = WireFormat::OpenAiChat;
         // Configured windows: the longest prefix, over the model table's; the header's over
         // both.
-        assert_eq!(budget(chat, "gpt-4o-mini-2024", None, None).unwrap(), Some(16_000));
-        assert_eq!(budget(chat, "my-model", None, Some(2000)).unwrap(), Some(30_000));
-        assert_eq!(budget(chat, "gpt-4o-mini", Some(500), None).unwrap(), Some(500));
+        assert_eq!(
+            budget(chat, "gpt-4o-mini-2024", None, None).unwrap(),
+            Some(16_000)
+        );
+        assert_eq!(
+            budget(chat, "my-model", None, Some(2000)).unwrap(),
+            Some(30_000)
+        );
+        assert_eq!(
+            budget(chat, "gpt-4o-mini", Some(500), None).unwrap(),
+            Some(500)
+        );
         assert_eq!(
             budget(chat, "gpt-4o", None, Some(1000)).unwrap(),
             Some(127_000)

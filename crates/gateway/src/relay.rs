@@ -629,7 +629,12 @@ impl Call {
         self.input_seq = step.prepared.last_seq;
         let metrics = &self.gateway.inner.metrics;
         metrics.recalled(self.provider, step.answered);
-        metrics.sent(self.provider, 0, step.prepared.body.len(), step.prepared.tokens);
+        metrics.sent(
+            self.provider,
+            0,
+            step.prepared.body.len(),
+            step.prepared.tokens,
+        );
         tracing::debug!(
             conversation = self.conversation,
             answered = step.answered,
@@ -734,10 +739,7 @@ impl Call {
                                 return;
                             }
                             Err(refusal) => {
-                                tracing::warn!(
-                                    error = refusal.message,
-                                    "the recall step failed"
-                                );
+                                tracing::warn!(error = refusal.message, "the recall step failed");
                                 return;
                             }
                         }

@@ -177,12 +177,7 @@ impl StoreBuilder {
             Engine::Location(location) => location.backend(&options),
             Engine::Backend(backend) => backend.clone(),
         };
-        Store::configured(
-            backend,
-            &config,
-            self.writer_wait,
-            self.recognition_cache,
-        )
+        Store::configured(backend, &config, self.writer_wait, self.recognition_cache)
     }
 }
 

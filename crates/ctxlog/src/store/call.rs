@@ -670,9 +670,10 @@ mod tests {
         assert!(std::sync::Arc::ptr_eq(&a, &t.get("a")));
         t.get("c");
         assert_eq!(t.cached(), ["a", "c"]);
-        // An evicted one comes back empty (read again from the store).
+        // An evicted one comes back empty (read again from the store), evicting the least
+        // recently used ("a", before "c").
         let b = t.get("b");
         assert_eq!(b.lock().unwrap().last_seq, 0);
-        assert_eq!(t.cached(), ["a", "b"]);
+        assert_eq!(t.cached(), ["b", "c"]);
     }
 }

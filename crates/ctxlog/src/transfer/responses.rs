@@ -131,10 +131,13 @@ fn message(
         "assistant" if text.is_empty() => events
             .notes
             .push(format!("item {i} (assistant message) has no text: skipped")),
-        "assistant" => events.push(EventBody::Assistant {
-            text,
-            provider_item,
-        }, ts),
+        "assistant" => events.push(
+            EventBody::Assistant {
+                text,
+                provider_item,
+            },
+            ts,
+        ),
         "system" | "developer" if text.trim().is_empty() => events
             .notes
             .push(format!("item {i} ({} message) is empty: skipped", m.role)),

@@ -106,3 +106,13 @@ def recall_gateway(tmp_path: Path, standin: StandIn) -> Iterator[Gateway]:
     running = Gateway(tmp_path / "store", standin.port, ("--recall-tool", "--recall-calls", "2"))
     yield running
     running.close()
+
+
+@pytest.fixture
+def configured_gateway(tmp_path: Path, standin: StandIn) -> Iterator[Gateway]:
+    """A gateway with the window of its test model configured (no header needed) and room
+    for one conversation's recognition state."""
+    options = ("--model-window", f"test-model={WINDOW}", "--recognition-cache", "1")
+    running = Gateway(tmp_path / "store", standin.port, options)
+    yield running
+    running.close()

@@ -559,7 +559,7 @@ def test_the_gateway_answers_the_models_recall_calls_and_the_client_never_sees_t
         ("user", None), ("assistant", None), ("user", None), ("tool_call", "recall"),
         ("tool_result", "recall"), ("assistant", None), ("user", None), ("assistant", None),
     ], kinds
-    assert events[3]["call_id"] == events[4]["call_id"] and events[3]["call_id"].startswith("ctxlog-recall-")
+    assert events[3]["call_id"] == events[4]["call_id"] and str(events[3]["call_id"]).startswith("ctxlog-recall-")
     # The step stays in the conversation the provider sees (the model's own lookup).
     assert len(recall_results(route, standin.requests[3])) == 1
 
@@ -572,7 +572,7 @@ def test_recall_calls_past_the_limit_reach_the_client(recall_gateway: Gateway, s
     # --recall-calls 2: two answered by the gateway, the third relayed as the model made it.
     assert message["tool_calls"][0]["id"] == "call_r2", message
     assert len(standin.requests) == 3
-    kinds = [(e["kind"], e.get("call_id", "")[:14]) for e in recall_gateway.export("limit")]
+    kinds = [(e["kind"], str(e.get("call_id", ""))[:14]) for e in recall_gateway.export("limit")]
     assert kinds == [("user", "")] + [("tool_call", "ctxlog-recall-"), ("tool_result", "ctxlog-recall-")] * 2 + [
         ("tool_call", "call_r2")
     ], kinds
@@ -670,3 +670,28 @@ def test_a_responses_replys_reasoning_item_and_call_go_back_verbatim(
     assert sent[2]["type"] == "function_call" and sent[2]["id"] == "fc_0" and sent[2]["call_id"] == "call_t1", sent
     kinds = [e["kind"] for e in gateway.export("reason")]
     assert kinds == ["user", "opaque", "tool_call", "tool_result", "assistant"], kinds
+
+
+def test_a_configured_window_fits_a_model_the_table_lacks_and_an_evicted_conversation_continues(
+    configured_gateway: Gateway, standin: StandIn
+) -> None:
+    gateway = configured_gateway
+    chats: Dict[str, List[Dict[str, Any]]] = {"one": [], "two": []}
+    for step in range(4):
+        for name, messages in chats.items():
+            # No X-Ctxlog-Max-Tokens: the window is --model-window's (the stand-in checks it).
+            client = openai.OpenAI(
+                api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0,
+                default_headers={"X-Ctxlog-Conversation": name},
+            )
+            messages.append({"role": "user", "content": f"{name} {step}: {output(step)}"})
+            standin.replies.append(text_reply(f"{name} reply {step}"))
+            sent: Any = messages
+            reply = client.chat.completions.create(model="test-model-7b", messages=sent)
+            messages.append(openai_message(reply))
+    # --recognition-cache 1: each call evicted the other conversation's digests, and each
+    # was read again from the store: recognised, every message stored once.
+    for name, messages in chats.items():
+        assert stored(gateway, name) == openai_expected(messages)
+    # The history (4 × 8 KB per chat) was cut to the configured window.
+    assert len(json.dumps(standin.requests[-1])) < len(json.dumps(chats["two"])) - 8192

@@ -268,8 +268,8 @@ fn previous_id(body: &[u8]) -> Option<String> {
 }
 
 /// The seq a Responses call's `previous_response_id` continues from, naming the
-/// conversation: an id this gateway gave the tenant, of the conversation the header names
-/// (if it names one). An unknown id is the provider's own 400.
+/// conversation (over the header's: a client's chain may have gone on in a fork of it): an
+/// id this gateway gave the tenant. An unknown id is the provider's own 400.
 fn previous_response(
     gateway: &Gateway,
     tenant: &str,
@@ -284,16 +284,8 @@ fn previous_response(
         .tenants
         .read_response_id(tenant, &id)
         .ok_or_else(|| Refusal::unknown_response(&id))?;
-    if !conversation.is_empty() && *conversation != named {
-        return Err(Refusal::new(
-            Provider::OpenAiResponses,
-            StatusCode::BAD_REQUEST,
-            format!(
-                "previous_response_id is a response of conversation {named}, not of the \
-                 {CONVERSATION_HEADER} {conversation}: leave the header out to continue it"
-            ),
-        ));
-    }
+    // The id names the conversation: the header's, or a fork of it the client's chain went
+    // on in (a branch), which the response named.
     *conversation = named;
     Ok(Some(seq))
 }

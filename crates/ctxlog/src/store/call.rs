@@ -167,13 +167,15 @@ impl Store {
     /// messages then either are stored already or do not continue it). Each commit's id
     /// derives from the seq it follows and its events, so a client's identical request sent
     /// twice at once commits once. Messages that do not continue the named conversation go
-    /// to a fork of it ([`PreparedCall::conversation`] names it), as without a name.
+    /// to a fork of it ([`PreparedCall::conversation`] names it), as without a name; a
+    /// `previous` response that is not the conversation's latest is a branch: the call goes
+    /// to a fork holding the conversation up to that response.
     ///
     /// # Errors
     /// [`Error::BadInput`] for a body that is not a request of the format, or whose new
     /// messages do not end in a user message or tool results (nothing to answer);
-    /// [`Error::Diverged`] when `previous` names a response that is not the conversation's
-    /// latest; projection errors (class over budget when the mandatory part does not fit);
+    /// [`Error::InvalidRequest`] for a `previous` response that was never stored;
+    /// projection errors (class over budget when the mandatory part does not fit);
     /// ledger errors.
     pub fn prepare_call(&self, request: &CallRequest) -> Result<PreparedCall> {
         let mut attempt = 0;
@@ -269,6 +271,15 @@ impl Store {
         let calls = previous.as_ref().map_or(&[][..], |p| p.calls.as_slice());
         let client = call::read_call(request.format, &request.body, calls)?;
         let sent: Vec<Digest> = client.events.iter().map(call::sent_digest).collect();
+        if let Some(response) = previous.as_ref().filter(|p| !p.latest) {
+            // A branch from an earlier response: a fork holding the conversation up to it.
+            let (name, fork) = self.branch(&request.conversation, response)?;
+            let branch = CallRequest {
+                conversation: name,
+                ..request.clone()
+            };
+            return self.prepare_read(&branch, Some(&fork), &client, &sent);
+        }
         match self.prepare_read(request, previous.as_ref(), &client, &sent) {
             // A named conversation whose history the client's leaves: a fork of it.
             Err(Error::Diverged { .. }) if previous.is_none() && !client.events.is_empty() => {
@@ -392,12 +403,12 @@ impl Store {
     }
 
     /// The stored response to the input that ends at seq `input` of `conversation`: the
-    /// events after it, all of them the model's (a reply), none of them an input.
+    /// model's events after it, up to the next input (a user message or tool results), if
+    /// the conversation went on ([`StoredResponse::latest`] false).
     ///
     /// # Errors
     /// [`Error::InvalidRequest`] when no reply follows `input` (the call failed, or the seq
-    /// is past the end); [`Error::Diverged`] when the conversation continued after that
-    /// response (continuing from an earlier response would fork it).
+    /// is past the end).
     fn response_after(&self, conversation: &str, input: u64) -> Result<StoredResponse> {
         let not_found = || Error::InvalidRequest {
             reason: format!(
@@ -415,26 +426,25 @@ impl Store {
             Err(Error::NotFound { .. }) => return Err(not_found()),
             Err(e) => return Err(e),
         };
-        let reply: Vec<&EventBody> = log
-            .events
+        let next_input = log.events.iter().position(|e| {
+            call::comparable(&e.body)
+                && matches!(
+                    e.body,
+                    EventBody::User { .. } | EventBody::ToolResult { .. }
+                )
+        });
+        let (reply, last_seq) = match next_input {
+            Some(0) => return Err(not_found()),
+            Some(i) => (&log.events[..i], log.events[i - 1].seq),
+            None => (&log.events[..], log.last_seq),
+        };
+        let reply: Vec<&EventBody> = reply
             .iter()
             .map(|e| &e.body)
             .filter(|b| call::comparable(b))
             .collect();
         if reply.is_empty() || input > log.last_seq {
             return Err(not_found());
-        }
-        if reply
-            .iter()
-            .any(|b| matches!(b, EventBody::User { .. } | EventBody::ToolResult { .. }))
-        {
-            return Err(Error::Diverged {
-                reason: format!(
-                    "the conversation {conversation} continued after the response \
-                     previous_response_id names: continuing from an earlier response \
-                     (a fork) is not supported yet; continue from the latest response"
-                ),
-            });
         }
         let calls = reply
             .iter()
@@ -444,8 +454,73 @@ impl Store {
             })
             .collect();
         Ok(StoredResponse {
-            last_seq: log.last_seq,
+            last_seq,
             calls,
+            latest: next_input.is_none(),
+        })
+    }
+
+    /// A branch from `response`, a response of `conversation` that is not its latest: a fork
+    /// holding the conversation up to the response (its events whole, artifacts inlined;
+    /// markers left out), named by [`call::fork_name`] of the response's place and the
+    /// conversation, the first such fork that holds only that part (a new one when each
+    /// went on), and the response in it.
+    fn branch(
+        &self,
+        conversation: &str,
+        response: &StoredResponse,
+    ) -> Result<(String, StoredResponse)> {
+        let events: Vec<EventBody> = self.read(conversation, |snapshot| {
+            let ledger = snapshot.ledger();
+            ledger
+                .events(1..=response.last_seq)?
+                .iter()
+                .filter(|e| !matches!(e.body, EventBody::System { .. }))
+                .map(|e| crate::transfer::whole_body(ledger, e))
+                .collect()
+        })?;
+        let place: Digest = Sha256::new()
+            .chain_update(conversation.as_bytes())
+            .chain_update([0])
+            .chain_update(response.last_seq.to_le_bytes())
+            .finalize()
+            .into();
+        let common: Vec<Digest> = events.iter().map(call::stored_digest).collect();
+        for n in 0..=MAX_BRANCHES {
+            let name = call::fork_name(&place, conversation, n);
+            let last_seq = match self.log(&LogRequest {
+                conversation: name.clone(),
+                from: 1,
+                limit: None,
+            }) {
+                Err(Error::NotFound { .. }) => self.commit_events(&name, 0, &events)?,
+                Err(e) => return Err(e),
+                Ok(log) => {
+                    let held: Vec<Digest> = log
+                        .events
+                        .iter()
+                        .filter(|e| !matches!(e.body, EventBody::System { .. }))
+                        .map(|e| call::stored_digest(&e.body))
+                        .collect();
+                    if held != common {
+                        continue;
+                    }
+                    log.last_seq
+                }
+            };
+            let fork = StoredResponse {
+                last_seq,
+                calls: response.calls.clone(),
+                latest: true,
+            };
+            return Ok((name, fork));
+        }
+        Err(Error::Diverged {
+            reason: format!(
+                "{MAX_BRANCHES} branches from this response of conversation {conversation} \
+                 already went on: continue one of them (its latest response), or name a new \
+                 conversation"
+            ),
         })
     }
 
@@ -578,11 +653,17 @@ impl Store {
 /// A stored response a Responses client continues ([`Store::prepare_call`] with
 /// `previous`).
 struct StoredResponse {
-    /// The conversation's last seq: the response's end.
+    /// The response's end: its last event's seq.
     last_seq: u64,
     /// The tool calls it made (call id, tool), which the client's items may answer.
     calls: Vec<(String, String)>,
+    /// Whether it is the conversation's latest (nothing was committed after it).
+    latest: bool,
 }
+
+/// How many branches from one response ([`Store::branch`]) are looked for before a call is
+/// refused.
+const MAX_BRANCHES: u64 = 64;
 
 /// Whether `e` is a commit refused because the conversation moved on.
 fn is_moved(e: &Error) -> bool {

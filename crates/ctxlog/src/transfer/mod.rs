@@ -54,6 +54,7 @@ use sha2::{Digest, Sha256};
 
 pub use crate::time::{format_rfc3339, parse_rfc3339, parse_ts};
 pub use dataset::parse_session_date;
+pub(crate) use export::whole_body;
 pub use export::{write_export, write_salvaged};
 
 use crate::{ConversationName, Error, Result};

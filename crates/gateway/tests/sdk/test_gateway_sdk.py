@@ -695,3 +695,34 @@ def test_a_configured_window_fits_a_model_the_table_lacks_and_an_evicted_convers
         assert stored(gateway, name) == openai_expected(messages)
     # The history (4 × 8 KB per chat) was cut to the configured window.
     assert len(json.dumps(standin.requests[-1])) < len(json.dumps(chats["two"])) - 8192
+
+
+def test_a_responses_branch_from_an_earlier_response_forks(gateway: Gateway, standin: StandIn) -> None:
+    client = openai_client(gateway, "chain")
+
+    def ask(text: str, previous: Optional[str], answer: str) -> Any:
+        standin.replies.append(text_reply(answer))
+        extra: Dict[str, Any] = {"previous_response_id": previous} if previous else {}
+        raw = client.responses.with_raw_response.create(model="gpt-4o", input=text, **extra)
+        return raw.headers["x-ctxlog-conversation"], raw.parse()
+
+    def texts(conversation: str) -> List[Any]:
+        return [e["text"] for e in gateway.export(conversation)]
+
+    _, first = ask("Pick a city.", None, "Oslo.")
+    _, second = ask("Why?", first.id, "Fjords.")
+    # A branch from the first response (the client went back one step): a fork holding the
+    # conversation up to it, never a rewrite of "chain".
+    fork, branched = ask("Another city?", first.id, "Rome.")
+    assert fork.startswith("auto-") and branched.id.startswith(f"resp_ctxlog.{fork}."), (fork, branched.id)
+    assert texts("chain") == ["Pick a city.", "Oslo.", "Why?", "Fjords."]
+    assert texts(fork) == ["Pick a city.", "Oslo.", "Another city?", "Rome."]
+    # The fork's own chain goes on in it, and upstream gets the fork's whole history.
+    again, _ = ask("Why Rome?", branched.id, "Food.")
+    assert again == fork
+    assert texts(fork) == ["Pick a city.", "Oslo.", "Another city?", "Rome.", "Why Rome?", "Food."]
+    assert [i["content"][0]["text"] for i in standin.requests[-1]["input"]] == texts(fork)[:-1]
+    # A second branch from the same response is a fork of its own.
+    other, _ = ask("A third city?", first.id, "Lima.")
+    assert other not in ("chain", fork)
+    assert texts(other) == ["Pick a city.", "Oslo.", "A third city?", "Lima."]

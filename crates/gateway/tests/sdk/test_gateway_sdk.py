@@ -118,6 +118,33 @@ def openai_message(completion: openai.types.chat.ChatCompletion) -> Dict[str, An
     return completion.choices[0].message.model_dump(exclude_none=True)
 
 
+def ask_chat(
+    client: openai.OpenAI, standin: StandIn, messages: List[Dict[str, Any]], answer: str
+) -> tuple[str, Dict[str, Any]]:
+    """One chat call the stand-in answers with `answer`: the conversation the response
+    names, and the reply message."""
+    standin.replies.append(text_reply(answer))
+    sent: Any = messages
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=sent)
+    return raw.headers["x-ctxlog-conversation"], openai_message(raw.parse())
+
+
+def anthropic_content(client: anthropic.Anthropic, stream: bool, args: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The content blocks of one Messages call's reply, plain or streamed (as an application
+    rebuilds it: the SDK's final message)."""
+    if stream:
+        with client.messages.stream(**args) as events:
+            reply = events.get_final_message()
+    else:
+        reply = client.messages.create(**args)
+    return [b.model_dump(exclude_none=True) for b in reply.content]
+
+
+def texts_of(gateway: Gateway, conversation: str) -> List[Any]:
+    """The texts of a conversation's events."""
+    return [e["text"] for e in gateway.export(conversation)]
+
+
 def openai_streamed(stream: openai.Stream[openai.types.chat.ChatCompletionChunk]) -> Dict[str, Any]:
     """An assistant message rebuilt from a stream, as an application does."""
     text: Optional[str] = None
@@ -212,12 +239,7 @@ def test_an_anthropic_tool_loop_is_stored_once_and_fits_the_window(
         args: Dict[str, Any] = dict(
             model="claude-sonnet-4-5", max_tokens=1024, system=SYSTEM, messages=messages, tools=TOOLS_ANTHROPIC
         )
-        if stream:
-            with client.messages.stream(**args) as events:
-                reply = events.get_final_message()
-        else:
-            reply = client.messages.create(**args)
-        content = [b.model_dump(exclude_none=True) for b in reply.content]
+        content = anthropic_content(client, stream, args)
         messages.append({"role": "assistant", "content": content})
         if not last:
             use = content[-1]
@@ -361,13 +383,10 @@ def test_without_the_header_chats_are_recognised_and_a_diverged_history_forks(
     )
 
     def ask(messages: List[Dict[str, Any]], answer: str) -> tuple[str, Dict[str, Any]]:
-        standin.replies.append(text_reply(answer))
-        sent: Any = messages
-        raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=sent)
-        return raw.headers["x-ctxlog-conversation"], openai_message(raw.parse())
+        return ask_chat(client, standin, messages, answer)
 
     def texts(conversation: str) -> List[Any]:
-        return [e["text"] for e in gateway.export(conversation)]
+        return texts_of(gateway, conversation)
 
     oslo: List[Dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Oslo."}]
     rome: List[Dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Rome."}]
@@ -514,12 +533,7 @@ def test_the_gateway_answers_the_models_recall_calls_and_the_client_never_sees_t
         if route == "messages":
             aclient = anthropic_client(gateway, "mem")
             args: Dict[str, Any] = dict(model="claude-sonnet-4-5", max_tokens=256, messages=history)
-            if stream:
-                with aclient.messages.stream(**args) as events:
-                    reply = events.get_final_message()
-            else:
-                reply = aclient.messages.create(**args)
-            content = [b.model_dump(exclude_none=True) for b in reply.content]
+            content = anthropic_content(aclient, stream, args)
             assert [b["type"] for b in content] == ["text"], content
             history.append({"role": "assistant", "content": content})
             return str(content[0]["text"])
@@ -584,13 +598,10 @@ def test_a_named_conversation_whose_history_diverges_forks_and_keeps_its_origina
     client = openai_client(gateway, "named")
 
     def ask(messages: List[Dict[str, Any]], answer: str) -> tuple[str, Dict[str, Any]]:
-        standin.replies.append(text_reply(answer))
-        sent: Any = messages
-        raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=sent)
-        return raw.headers["x-ctxlog-conversation"], openai_message(raw.parse())
+        return ask_chat(client, standin, messages, answer)
 
     def texts(conversation: str) -> List[Any]:
-        return [e["text"] for e in gateway.export(conversation)]
+        return texts_of(gateway, conversation)
 
     chat: List[Dict[str, Any]] = [{"role": "user", "content": "Name a colour."}]
     name, reply = ask(chat, "Blue.")
@@ -623,12 +634,7 @@ def test_an_anthropic_replys_thinking_block_goes_back_verbatim(
     standin.replies.append(text_reply("It is 91% full."))
     for _ in range(2):
         args: Dict[str, Any] = dict(model="claude-sonnet-4-5", max_tokens=256, messages=messages, tools=TOOLS_ANTHROPIC)
-        if stream:
-            with client.messages.stream(**args) as events:
-                reply = events.get_final_message()
-        else:
-            reply = client.messages.create(**args)
-        content = [b.model_dump(exclude_none=True) for b in reply.content]
+        content = anthropic_content(client, stream, args)
         messages.append({"role": "assistant", "content": content})
         if content[-1]["type"] == "tool_use":
             result = {"type": "tool_result", "tool_use_id": "toolu_t1", "content": "91% used"}
@@ -707,7 +713,7 @@ def test_a_responses_branch_from_an_earlier_response_forks(gateway: Gateway, sta
         return raw.headers["x-ctxlog-conversation"], raw.parse()
 
     def texts(conversation: str) -> List[Any]:
-        return [e["text"] for e in gateway.export(conversation)]
+        return texts_of(gateway, conversation)
 
     _, first = ask("Pick a city.", None, "Oslo.")
     _, second = ask("Why?", first.id, "Fjords.")

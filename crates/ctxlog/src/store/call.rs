@@ -568,12 +568,14 @@ impl Store {
     /// again as the next body to send upstream. `None` when the reply is not such a step.
     ///
     /// # Errors
-    /// [`Error::BadInput`] for a reply the parser refuses; [`ctxlog_ledger::Error::Moved`]
-    /// (class conflict) when the conversation moved on past `request.after`; projection
-    /// errors; ledger errors.
+    /// [`ctxlog_ledger::Error::Moved`] (class conflict) when the conversation moved on past
+    /// `request.after`; projection errors; ledger errors.
     pub fn answer_recall(&self, request: &RecallStepRequest) -> Result<Option<RecallStep>> {
         let call = &request.call;
-        let reply = reply_events(call.format, &request.reply)?;
+        // A reply the parser refuses, or an empty one, is no step: it is relayed as it came.
+        let Ok(reply) = reply_events(call.format, &request.reply) else {
+            return Ok(None);
+        };
         let Some(arguments) = call::recall_arguments(&reply)
             .filter(|a| call.recall_tool && a.len() <= request.max_calls)
         else {

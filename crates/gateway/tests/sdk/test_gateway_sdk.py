@@ -732,3 +732,10 @@ def test_a_responses_branch_from_an_earlier_response_forks(gateway: Gateway, sta
     other, _ = ask("A third city?", first.id, "Lima.")
     assert other not in ("chain", fork)
     assert texts(other) == ["Pick a city.", "Oslo.", "A third city?", "Lima."]
+
+
+def test_an_empty_answer_with_the_recall_tool_on_is_relayed(recall_gateway: Gateway, standin: StandIn) -> None:
+    standin.replies.append(text_reply(""))
+    client = openai_client(recall_gateway, "empty")
+    message = openai_message(client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hm?"}]))
+    assert message["content"] == "" and len(standin.requests) == 1

@@ -302,6 +302,44 @@ pub struct GatewayArgs {
     /// (diagnostics go to stderr either way)
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
+    /// Offer ctxlog's recall tool to the model on every call (so the cached prefix never
+    /// changes) and answer the model's recall calls in the gateway: the client sees only the
+    /// model's final answer; the recall steps are stored as the gateway's own events
+    #[arg(long)]
+    pub recall_tool: bool,
+    /// With --recall-tool: the most recall calls the gateway answers per request; the
+    /// model's next answer is then relayed as it is
+    #[arg(long, value_name = "N", default_value_t = ctxlog_gateway::DEFAULT_RECALL_CALLS, requires = "recall_tool", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
+    pub recall_calls: usize,
+    /// How many conversations' recognition state (a digest per stored event, about 72
+    /// bytes an event) each API key's store keeps in memory; the least recently used one is
+    /// dropped past it and read again from the store on its next call
+    #[arg(long, value_name = "N", default_value_t = ctxlog::DEFAULT_RECOGNITION_CACHE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
+    pub recognition_cache: usize,
+    /// A model's context window in tokens, over the model table's: PREFIX=TOKENS, for every
+    /// model whose name starts with PREFIX (the longest prefix wins; a request's
+    /// X-Ctxlog-Max-Tokens over it); repeatable. A model in no row and no --model-window is
+    /// sent without a budget
+    #[arg(long = "model-window", value_name = "PREFIX=TOKENS", value_parser = model_window)]
+    pub model_windows: Vec<(String, u64)>,
+}
+
+/// `--model-window PREFIX=TOKENS`.
+fn model_window(text: &str) -> Result<(String, u64), String> {
+    let (prefix, tokens) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected PREFIX=TOKENS (e.g. gpt-4o=128000), not {text:?}"))?;
+    let tokens: u64 = tokens
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{tokens:?} is not a positive number of tokens"))?;
+    let prefix = prefix.trim();
+    if prefix.is_empty() {
+        return Err("the model prefix is empty (PREFIX=TOKENS)".into());
+    }
+    Ok((prefix.to_owned(), tokens))
 }
 
 /// What to erase: exactly one of --turn, --seqs and --all (checked by the operation).

@@ -632,6 +632,9 @@ fn gateway(
     config.upstream_timeout = std::time::Duration::from_secs(args.upstream_timeout);
     config.body_limit = usize::try_from(args.body_limit_mib << 20).unwrap_or(usize::MAX);
     config.log_json = args.log_format == "json";
+    config.recall_calls = args.recall_tool.then_some(args.recall_calls);
+    config.recognition_cache = args.recognition_cache;
+    config.model_windows = args.model_windows;
     ctxlog_gateway::serve(ctxlog_gateway::GatewayOptions {
         addr: args.addr,
         tokens_file: args.tokens,

@@ -472,16 +472,18 @@ fn a_gateway_killed_mid_stream_keeps_the_input_and_no_partial_reply() {
 /// 64 clients at once on 16 conversations (four on each), each sending up to three turns
 /// with the whole history it has. What is promised: calls on one conversation are
 /// serialised by the store (each commit follows the seq its call read), so the first call
-/// to commit continues the conversation and a call whose history the conversation has moved
-/// past is refused (409) with nothing stored. Every conversation then holds each accepted
-/// message exactly once, each followed by its own reply, every client's accepted messages
-/// in the order it sent them, and no refused message.
+/// to commit continues the conversation, and a call whose history the conversation has
+/// moved past goes to a fork of it (named in the response) holding its own history, never
+/// merged into the other. Every conversation then holds each message exactly once, each
+/// followed by its own reply; every accepted message is in the conversation its answer
+/// named, after the client's earlier ones; no refused message is stored anywhere.
 #[test]
 fn concurrent_clients_store_every_message_once_in_order() {
     let env = Env::new();
     let (upstream, _received) = standin(|_| Behaviour::Echo);
     let gateway = Gateway::start(&env, &upstream, &[], None);
-    let outcomes: Vec<(String, Vec<String>, Vec<String>)> = std::thread::scope(|scope| {
+    type Outcome = (Vec<(String, String)>, Vec<String>);
+    let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
         let gateway = &gateway;
         let handles: Vec<_> = (0..64)
             .map(|i| {
@@ -492,7 +494,7 @@ fn concurrent_clients_store_every_message_once_in_order() {
                     for turn in 0..3 {
                         let text = format!("client {i} turn {turn}");
                         messages.push(user(&text));
-                        let (status, _, body) = gateway.post(
+                        let (status, head, body) = gateway.post(
                             "/v1/chat/completions",
                             &[
                                 ("authorization", "Bearer sk-many"),
@@ -509,10 +511,16 @@ fn concurrent_clients_store_every_message_once_in_order() {
                             body["choices"][0]["message"]["content"],
                             format!("re: {text}")
                         );
+                        let named = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("x-ctxlog-conversation: "))
+                            .expect("the conversation named")
+                            .trim()
+                            .to_owned();
                         messages.push(body["choices"][0]["message"].clone());
-                        accepted.push(text);
+                        accepted.push((named, text));
                     }
-                    (conversation, accepted, refused)
+                    (accepted, refused)
                 })
             })
             .collect();
@@ -522,10 +530,19 @@ fn concurrent_clients_store_every_message_once_in_order() {
 
     let tenants = tenants(env.root());
     assert_eq!(tenants.len(), 1);
+    let mut names: Vec<&String> = outcomes
+        .iter()
+        .flat_map(|o| o.0.iter().map(|a| &a.0))
+        .collect();
+    names.sort();
+    names.dedup();
     for c in 0..16 {
-        let conversation = format!("conv-{c}");
-        let events = log(&tenants[0], &conversation);
-        // Each message followed by its own reply, nothing else.
+        assert!(names.contains(&&format!("conv-{c}")), "{names:?}");
+    }
+    let mut logs = std::collections::HashMap::new();
+    for conversation in names {
+        let events = log(&tenants[0], conversation);
+        // Each message once, followed by its own reply, nothing else.
         assert_eq!(events.len() % 2, 0, "{events:?}");
         for pair in events.chunks(2) {
             assert_eq!(pair[0].0, "user", "{events:?}");
@@ -534,30 +551,32 @@ fn concurrent_clients_store_every_message_once_in_order() {
                 ("assistant".to_owned(), format!("re: {}", pair[0].1))
             );
         }
-        let stored: Vec<&String> = events.iter().step_by(2).map(|e| &e.1).collect();
-        let mine: Vec<_> = outcomes.iter().filter(|o| o.0 == conversation).collect();
-        assert!(mine.iter().any(|o| !o.1.is_empty()), "{events:?}");
-        let accepted: usize = mine.iter().map(|o| o.1.len()).sum();
-        assert_eq!(stored.len(), accepted, "{events:?}");
-        for (_, accepted, refused) in &mine {
-            let at: Vec<usize> = accepted
-                .iter()
-                .map(|t| {
-                    assert_eq!(
-                        stored.iter().filter(|s| **s == t).count(),
-                        1,
-                        "{t} in {events:?}"
-                    );
-                    stored.iter().position(|s| *s == t).unwrap()
-                })
-                .collect();
-            assert!(
-                at.windows(2).all(|w| w[0] < w[1]),
-                "{accepted:?} in {events:?}"
-            );
-            for t in refused {
-                assert!(!stored.contains(&t), "{t} refused but stored: {events:?}");
+        let stored: Vec<String> = events.iter().step_by(2).map(|e| e.1.clone()).collect();
+        let mut unique = stored.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), stored.len(), "{events:?}");
+        logs.insert(conversation.clone(), stored);
+    }
+    for (accepted, refused) in &outcomes {
+        let mut last: Option<(&String, usize)> = None;
+        for (conversation, text) in accepted {
+            let stored = &logs[conversation];
+            let at = stored.iter().position(|s| s == text);
+            let at = at.unwrap_or_else(|| panic!("{text} not in {conversation}: {stored:?}"));
+            // A client's messages keep their order in the conversation that holds them.
+            if let Some((previous, before)) = last
+                && previous == conversation
+            {
+                assert!(before < at, "{accepted:?} in {stored:?}");
             }
+            last = Some((conversation, at));
+        }
+        for t in refused {
+            assert!(
+                logs.values().all(|stored| !stored.contains(t)),
+                "{t} refused but stored"
+            );
         }
     }
 }
@@ -661,17 +680,19 @@ fn metrics_and_the_json_access_log_count_calls_without_content_or_keys() {
         &json!({"model": "gpt-4o", "messages": [user("a private question")]}),
     );
     assert_eq!(status, 200);
+    // A system message after the conversation started: refused by the gateway itself.
+    let late = json!({"role": "system", "content": "late"});
     let (status, _, _) = gateway.post(
         "/v1/chat/completions",
         &[key, ("x-ctxlog-conversation", "counted")],
-        &json!({"model": "gpt-4o", "messages": [user("another start")]}),
+        &json!({"model": "gpt-4o", "messages": [user("another start"), late]}),
     );
-    assert_eq!(status, 409);
+    assert_eq!(status, 400);
     let (status, metrics) = gateway.get("/metrics");
     assert_eq!(status, 200);
     for line in [
         "ctxlog_gateway_requests_total{route=\"chat\",status=\"200\"} 1",
-        "ctxlog_gateway_requests_total{route=\"chat\",status=\"409\"} 1",
+        "ctxlog_gateway_requests_total{route=\"chat\",status=\"400\"} 1",
         "ctxlog_gateway_refused_total{route=\"chat\"} 1",
         "ctxlog_gateway_added_seconds_count{route=\"chat\"} 1",
     ] {
@@ -695,7 +716,7 @@ fn metrics_and_the_json_access_log_count_calls_without_content_or_keys() {
     assert_eq!(lines[0]["status"], 200);
     assert_eq!(lines[0]["conversation"], "counted");
     assert_eq!(lines[0]["seq"], 2);
-    assert_eq!(lines[1]["status"], 409);
+    assert_eq!(lines[1]["status"], 400);
     assert!(
         !log.contains("private") && !log.contains("sk-metrics"),
         "{log}"

@@ -19,8 +19,10 @@
 //!   differs from the stored first) continues after the longest suffix of the stored events
 //!   its own start with. A stored tool result whose output became an artifact matches the
 //!   client's full output by its SHA-256; stored text is compared after the store's redaction.
-//!   Events that do not continue the stored ones (an edited message, a regenerated reply) are
-//!   refused as a conflict: nothing is rewritten or merged.
+//!   Events that do not continue the stored ones (an edited message, a regenerated reply)
+//!   never rewrite or merge into them: the call goes to a fork (below), for a named
+//!   conversation too (its forks' names also hash the name). The gateway's own recall steps
+//!   ([`RECALL_CALL_PREFIX`]) are skipped: the client never saw them.
 //! * **Without a name.** A call that names no conversation is recognised by its
 //!   transcript: the fingerprint of the client's first event names the conversation it
 //!   starts ([`root_name`]); when its events leave that conversation at event `k` (an edited
@@ -66,6 +68,62 @@ pub struct CallRequest {
     /// continue the conversation right after that response, and are all new
     /// [default: none: the client sends its whole history].
     pub previous: Option<u64>,
+    /// Offer ctxlog's recall tool ([`RECALL_TOOL_NAME`]) to the model after the client's
+    /// tools, on every call of the conversation (so the cached prefix never changes); its
+    /// calls are answered by [`crate::Store::answer_recall`]. A client tool of the same
+    /// name is then refused [default: false].
+    pub recall_tool: bool,
+    /// Context windows by model-name prefix, laid over the model table's (the longest
+    /// prefix of the request's model wins; [`CallRequest::window`] over both)
+    /// [default: none].
+    pub model_windows: Vec<(String, u64)>,
+}
+
+impl CallRequest {
+    /// The window given for `model`: [`CallRequest::window`], else the longest of
+    /// [`CallRequest::model_windows`]' prefixes of `model` (else the model table's, in
+    /// [`budget`]).
+    fn given_window(&self, model: &str) -> Option<u64> {
+        self.window.or_else(|| {
+            self.model_windows
+                .iter()
+                .filter(|(prefix, _)| model.starts_with(prefix.as_str()))
+                .max_by_key(|(prefix, _)| prefix.len())
+                .map(|(_, window)| *window)
+        })
+    }
+}
+
+/// The name of ctxlog's recall tool, as the model calls it.
+pub const RECALL_TOOL_NAME: &str = ctxlog_recall::TOOL_NAME;
+
+/// How the call ids of the recall steps a gateway answers itself start: a recall step is
+/// stored as the gateway's own events (a call of [`RECALL_TOOL_NAME`] and its result, under
+/// the id `ctxlog-recall-SEQ-K`), which the client never saw and recognition skips.
+pub const RECALL_CALL_PREFIX: &str = "ctxlog-recall-";
+
+/// A model reply that only calls the recall tool, answered by the gateway
+/// ([`crate::Store::answer_recall`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecallStepRequest {
+    /// The call the reply answers, its conversation resolved ([`PreparedCall::conversation`]).
+    pub call: CallRequest,
+    /// The conversation's last seq before the reply (the call's [`PreparedCall::last_seq`],
+    /// or the previous recall step's).
+    pub after: u64,
+    /// The reply, as [`ReplyRequest::message`].
+    pub reply: Value,
+    /// The most recall calls this step may answer; a reply with more is not a step.
+    pub max_calls: usize,
+}
+
+/// A recall step answered: its events committed and the continuation projected.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecallStep {
+    /// The recall calls answered.
+    pub answered: usize,
+    /// The body to send upstream next, the step included; `last_seq` is the step's end.
+    pub prepared: PreparedCall,
 }
 
 /// What [`crate::Store::prepare_call`] did, and the body to send upstream.
@@ -142,6 +200,13 @@ pub(crate) fn read_call(
     body: &[u8],
     calls: &[(String, String)],
 ) -> Result<ClientCall> {
+    let (mut call, messages) = read_head(format, body)?;
+    call.events = crate::transfer::message_events(format, messages, calls)?;
+    Ok(call)
+}
+
+/// [`read_call`] but for the messages: the call without events, and its messages.
+pub(crate) fn read_head(format: WireFormat, body: &[u8]) -> Result<(ClientCall, Value)> {
     let mut object: Map<String, Value> = crate::json::from_slice(body)
         .map_err(|e| bad(format!("the request body is not a JSON object: {e}")))?;
     if format == WireFormat::OpenAiResponses {
@@ -214,16 +279,16 @@ pub(crate) fn read_call(
             "the request holds no message besides the system prompt",
         ));
     }
-    let events = crate::transfer::message_events(format, Value::Array(messages), calls)?;
-    Ok(ClientCall {
+    let call = ClientCall {
         model,
         system,
-        events,
+        events: Vec::new(),
         tools,
         reserve,
         fields: object,
         stream,
-    })
+    };
+    Ok((call, Value::Array(messages)))
 }
 
 /// Takes the leading `system`/`developer` messages of an OpenAI chat array as the system
@@ -280,12 +345,17 @@ pub(crate) fn root_name(first: &Digest) -> String {
 }
 
 /// The `n`th fork (from 0) of a transcript whose common part ends with fingerprint
-/// `common`: `auto-` and 24 hex digits of SHA-256(`common` ‖ "fork" ‖ n).
-pub(crate) fn fork_name(common: &Digest, n: u64) -> String {
+/// `common`: `auto-` and 24 hex digits of SHA-256(`common` ‖ "fork" ‖ n), and ‖ `base`
+/// for a fork of the conversation the client named `base` (so forks of two named
+/// conversations never meet).
+pub(crate) fn fork_name(common: &Digest, base: &str, n: u64) -> String {
     let mut h = Sha256::new();
     h.update(common);
     h.update(b"fork");
     h.update(n.to_le_bytes());
+    if !base.is_empty() {
+        h.update(base.as_bytes());
+    }
     format!("auto-{}", hex24(&h.finalize().into()))
 }
 
@@ -296,10 +366,38 @@ fn hex24(digest: &Digest) -> String {
 /// A digest of one event, as recognition compares events (SHA-256).
 pub(crate) type Digest = [u8; 32];
 
-/// The events recognition compares: what a client sends back (notes and system markers are
-/// ctxlog's own).
+/// The events recognition compares: what a client sends back (notes, system markers and
+/// the gateway's recall steps are ctxlog's own).
 pub(crate) fn comparable(body: &EventBody) -> bool {
-    !matches!(body, EventBody::Note { .. } | EventBody::System { .. })
+    !matches!(body, EventBody::Note { .. } | EventBody::System { .. }) && !recall_step(body)
+}
+
+/// Whether `body` is part of a recall step the gateway answered itself
+/// ([`RECALL_CALL_PREFIX`]).
+fn recall_step(body: &EventBody) -> bool {
+    match body {
+        EventBody::ToolCall { call_id, tool, .. } | EventBody::ToolResult { call_id, tool, .. } => {
+            tool == RECALL_TOOL_NAME && call_id.starts_with(RECALL_CALL_PREFIX)
+        }
+        _ => false,
+    }
+}
+
+/// The arguments of a reply's recall calls, when the reply's only calls are calls of the
+/// recall tool (at least one): a recall step. Its text (a model's "let me look") goes with
+/// it: the client never sees the step.
+pub(crate) fn recall_arguments(reply: &[EventBody]) -> Option<Vec<Value>> {
+    let mut arguments = Vec::new();
+    for event in reply {
+        match event {
+            EventBody::ToolCall {
+                tool, arguments: a, ..
+            } if tool == RECALL_TOOL_NAME => arguments.push(a.clone()),
+            EventBody::ToolCall { .. } => return None,
+            _ => {}
+        }
+    }
+    (!arguments.is_empty()).then_some(arguments)
 }
 
 /// The digest of an event as the ledger stores it, the same for the client's event once
@@ -330,10 +428,53 @@ pub(crate) fn sent_digest(body: &EventBody) -> Digest {
     digest_of(body)
 }
 
+/// The digest of what an event says, the same however a client re-serialises it: a reply's
+/// provider item is left out (a client resends the message, not the provider's item), and an
+/// opaque item is taken with its keys sorted and its null values left out (an SDK's model of
+/// a thinking block or reasoning item writes the same fields in its own order).
 fn digest_of(body: &EventBody) -> Digest {
     let mut digest = Sha256::new();
-    digest.update(serde_json::to_vec(body).unwrap_or_default());
+    let bytes = match body {
+        EventBody::Assistant { text, .. } => serde_json::to_vec(&EventBody::assistant(text)),
+        EventBody::ToolCall {
+            call_id,
+            tool,
+            arguments,
+            ..
+        } => serde_json::to_vec(&EventBody::ToolCall {
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            arguments: arguments.clone(),
+            provider_item: None,
+        }),
+        EventBody::Opaque { format, item } => serde_json::to_vec(&EventBody::Opaque {
+            format: *format,
+            item: canonical(item),
+        }),
+        body => serde_json::to_vec(body),
+    };
+    digest.update(bytes.unwrap_or_default());
     digest.finalize().into()
+}
+
+/// `item` with its keys sorted and its null values left out, at every depth.
+fn canonical(item: &Map<String, Value>) -> Map<String, Value> {
+    fn value(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(canonical(map)),
+            Value::Array(items) => Value::Array(items.iter().map(value).collect()),
+            v => v.clone(),
+        }
+    }
+    let mut keys: Vec<&String> = item
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, _)| k)
+        .collect();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| (k.clone(), value(&item[k])))
+        .collect()
 }
 
 /// How many of a client's `sent` events the `stored` ones (of which `stored` holds the
@@ -402,12 +543,12 @@ pub(crate) fn parts_as_stored(mut event: EventBody) -> EventBody {
 /// # Errors
 /// [`Error::InvalidRequest`] when the reservation leaves nothing of the window.
 pub(crate) fn budget(
-    format: WireFormat,
+    request: &CallRequest,
     model: &str,
-    window: Option<u64>,
     reserve: Option<u64>,
 ) -> Result<Option<u64>> {
-    let Some(window) = window.or_else(|| model_window(model)) else {
+    let format = request.format;
+    let Some(window) = request.given_window(model).or_else(|| model_window(model)) else {
         return Ok(None);
     };
     let window = if format.tokens_exact() {
@@ -539,7 +680,32 @@ mod tests {
 
     #[test]
     fn the_budget_is_the_window_less_the_reservation() {
+        let request = |format, window| CallRequest {
+            conversation: String::new(),
+            format,
+            body: Vec::new(),
+            window,
+            previous: None,
+            recall_tool: false,
+            model_windows: vec![("gpt-4o-mini".into(), 16_000), ("my-".into(), 32_000)],
+        };
+        let budget =
+            |format, model: &str, window, reserve| budget(&request(format, window), model, reserve);
         let chat = WireFormat::OpenAiChat;
+        // Configured windows: the longest prefix, over the model table's; the header's over
+        // both.
+        assert_eq!(
+            budget(chat, "gpt-4o-mini-2024", None, None).unwrap(),
+            Some(16_000)
+        );
+        assert_eq!(
+            budget(chat, "my-model", None, Some(2000)).unwrap(),
+            Some(30_000)
+        );
+        assert_eq!(
+            budget(chat, "gpt-4o-mini", Some(500), None).unwrap(),
+            Some(500)
+        );
         assert_eq!(
             budget(chat, "gpt-4o", None, Some(1000)).unwrap(),
             Some(127_000)
@@ -548,7 +714,7 @@ mod tests {
             budget(chat, "gpt-4o-2024-08-06", Some(9000), None).unwrap(),
             Some(9000)
         );
-        assert_eq!(budget(chat, "my-local-model", None, None).unwrap(), None);
+        assert_eq!(budget(chat, "a-local-model", None, None).unwrap(), None);
         assert!(budget(chat, "gpt-4o", Some(100), Some(100)).is_err());
         let claude = WireFormat::AnthropicMessages;
         assert_eq!(

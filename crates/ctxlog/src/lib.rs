@@ -61,7 +61,7 @@ pub use handle::{Conversation, Handle, RecallSetup, Snapshot};
 pub use input::parse_commit;
 pub use location::{StoreLocation, TENANTS_DIR};
 pub use redact::{RedactionConfig, Redactor};
-pub use store::{Store, StoreBuilder};
+pub use store::{DEFAULT_RECOGNITION_CACHE, Store, StoreBuilder};
 
 // The types that requests and responses are made of, so that front ends name them here.
 pub use ctxlog_ledger::{

@@ -50,6 +50,8 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// not streamed, the whole of it), and, in a stream, between two pieces, by default:
 /// reasoning models can think for minutes before a first byte.
 pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
+/// How many recall calls a request's answer may make, by default, with `--recall-tool`.
+pub const DEFAULT_RECALL_CALLS: usize = 3;
 /// The header that names the conversation, in requests and responses.
 pub const CONVERSATION_HEADER: &str = "x-ctxlog-conversation";
 /// The response header with the last seq committed for the call.
@@ -84,6 +86,16 @@ pub struct Config {
     /// Write an access log line per request on stdout, as JSON
     /// ([default: false]: no access log).
     pub log_json: bool,
+    /// Offer ctxlog's recall tool to the model on every call and answer its recall calls in
+    /// the gateway, at most this many per request [default: none: the tool is not offered].
+    pub recall_calls: Option<usize>,
+    /// How many conversations' recognition state each tenant's store keeps in memory
+    /// ([`ctxlog::StoreBuilder::recognition_cache`]) [default:
+    /// [`ctxlog::DEFAULT_RECOGNITION_CACHE`]].
+    pub recognition_cache: usize,
+    /// Context windows by model-name prefix, over the model table's (the longest prefix of a
+    /// request's model wins; `X-Ctxlog-Max-Tokens` over both) [default: none].
+    pub model_windows: Vec<(String, u64)>,
 }
 
 impl Config {
@@ -100,6 +112,9 @@ impl Config {
             body_limit: ctxlog_server::DEFAULT_BODY_LIMIT,
             connections: ConnectionLimits::default(),
             log_json: false,
+            recall_calls: None,
+            recognition_cache: ctxlog::DEFAULT_RECOGNITION_CACHE,
+            model_windows: Vec::new(),
         }
     }
 }
@@ -122,6 +137,8 @@ struct Inner {
     policy: HttpPolicy,
     metrics: metrics::Metrics,
     log_json: bool,
+    recall_calls: Option<usize>,
+    model_windows: Vec<(String, u64)>,
 }
 
 impl Gateway {
@@ -141,7 +158,11 @@ impl Gateway {
         };
         Ok(Gateway {
             inner: Arc::new(Inner {
-                tenants: tenant::Tenants::open(config.location, config.store)?,
+                tenants: tenant::Tenants::open(
+                    config.location,
+                    config.store,
+                    config.recognition_cache,
+                )?,
                 tokens: config.tokens,
                 client,
                 openai_upstream: config.openai_upstream.trim_end_matches('/').to_owned(),
@@ -151,6 +172,8 @@ impl Gateway {
                 policy,
                 metrics: metrics::Metrics::default(),
                 log_json: config.log_json,
+                recall_calls: config.recall_calls,
+                model_windows: config.model_windows,
             }),
         })
     }

@@ -14,9 +14,13 @@
 //!   broke off);
 //! * `ctxlog_gateway_upstream_input_tokens_total{route}`: the input tokens sent upstream (the
 //!   projected bodies, by ctxlog's count);
+//! * `ctxlog_gateway_client_tokens_total{route}`: the tokens of the request bodies clients
+//!   sent (their whole resent history), by the same count, made off the request's path;
 //! * `ctxlog_gateway_client_bytes_total{route}` and `ctxlog_gateway_upstream_bytes_total{route}`:
 //!   the request bytes clients sent (their whole resent history) and the bytes sent
 //!   upstream in their place;
+//! * `ctxlog_gateway_recall_calls_total{route}`: the model's calls of the recall tool the
+//!   gateway answered itself (`--recall-tool`);
 //! * `ctxlog_gateway_added_seconds{route}`: a histogram of the time the gateway adds to a call:
 //!   from the request's arrival to the provider call (recognition, commits, projection), plus,
 //!   for a whole answer, from the provider's last byte to the reply committed.
@@ -64,6 +68,8 @@ struct Route {
     tokens: AtomicU64,
     client_bytes: AtomicU64,
     upstream_bytes: AtomicU64,
+    recall_calls: AtomicU64,
+    client_tokens: AtomicU64,
     /// Per bucket of [`BUCKETS`], and one for +Inf.
     added: [AtomicU64; BUCKETS.len() + 1],
     added_sum_us: AtomicU64,
@@ -118,6 +124,20 @@ impl Metrics {
             .upstream_bytes
             .fetch_add(upstream as u64, Ordering::Relaxed);
         route.tokens.fetch_add(tokens, Ordering::Relaxed);
+    }
+
+    /// The tokens of a client's body.
+    pub(crate) fn resent(&self, provider: Provider, tokens: u64) {
+        let route = self.route(provider);
+        route.client_tokens.fetch_add(tokens, Ordering::Relaxed);
+    }
+
+    /// Recall calls the gateway answered.
+    pub(crate) fn recalled(&self, provider: Provider, calls: usize) {
+        let route = self.route(provider);
+        route
+            .recall_calls
+            .fetch_add(calls as u64, Ordering::Relaxed);
     }
 
     /// Time the gateway added to a call.
@@ -189,6 +209,15 @@ impl Metrics {
         );
         each(
             &mut out,
+            "ctxlog_gateway_client_tokens_total",
+            "Tokens of the request bodies clients sent (their resent history), by the same count.",
+            "counter",
+        );
+        self.per_route(&mut out, "ctxlog_gateway_client_tokens_total", |r| {
+            &r.client_tokens
+        });
+        each(
+            &mut out,
             "ctxlog_gateway_client_bytes_total",
             "Request body bytes clients sent (their resent history).",
             "counter",
@@ -204,6 +233,15 @@ impl Metrics {
         );
         self.per_route(&mut out, "ctxlog_gateway_upstream_bytes_total", |r| {
             &r.upstream_bytes
+        });
+        each(
+            &mut out,
+            "ctxlog_gateway_recall_calls_total",
+            "Recall tool calls the gateway answered itself.",
+            "counter",
+        );
+        self.per_route(&mut out, "ctxlog_gateway_recall_calls_total", |r| {
+            &r.recall_calls
         });
         self.histogram(&mut out);
         out
@@ -256,6 +294,8 @@ mod tests {
         m.sent(Provider::OpenAiChat, 5000, 1200, 300);
         m.added(Provider::OpenAiChat, Duration::from_micros(700));
         m.added(Provider::OpenAiChat, Duration::from_secs(9));
+        m.recalled(Provider::Anthropic, 2);
+        m.resent(Provider::OpenAiChat, 1400);
         let text = m.render();
         for line in [
             "ctxlog_gateway_requests_total{route=\"chat\",status=\"200\"} 1",
@@ -265,6 +305,8 @@ mod tests {
             "ctxlog_gateway_upstream_input_tokens_total{route=\"chat\"} 300",
             "ctxlog_gateway_client_bytes_total{route=\"chat\"} 5000",
             "ctxlog_gateway_upstream_bytes_total{route=\"chat\"} 1200",
+            "ctxlog_gateway_recall_calls_total{route=\"messages\"} 2",
+            "ctxlog_gateway_client_tokens_total{route=\"chat\"} 1400",
             "ctxlog_gateway_added_seconds_bucket{route=\"chat\",le=\"0.0005\"} 0",
             "ctxlog_gateway_added_seconds_bucket{route=\"chat\",le=\"0.001\"} 1",
             "ctxlog_gateway_added_seconds_bucket{route=\"chat\",le=\"5\"} 1",

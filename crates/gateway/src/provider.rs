@@ -79,6 +79,7 @@ impl Provider {
             partial_json: Vec::new(),
             output: None,
             complete: false,
+            recall_first: None,
         }
     }
 
@@ -158,6 +159,9 @@ pub struct Assembler {
     /// A Responses stream's output items, from its `response.completed` event.
     output: Option<Value>,
     complete: bool,
+    /// Whether the reply's first text or tool call is a call of the recall tool (`None`
+    /// until one of them starts; reasoning and thinking come before and decide nothing).
+    recall_first: Option<bool>,
 }
 
 impl Assembler {
@@ -173,6 +177,19 @@ impl Assembler {
     /// Whether the stream's end marker has been read.
     pub fn is_complete(&self) -> bool {
         self.complete
+    }
+
+    /// Whether the reply starts (its first text or tool call) with a call of ctxlog's recall
+    /// tool; `None` until one of them has started.
+    pub fn recall_first(&self) -> Option<bool> {
+        self.recall_first
+    }
+
+    /// Records the first text or tool call of the reply: `tool`, the name of a call.
+    fn started(&mut self, tool: Option<&str>) {
+        if self.recall_first.is_none() {
+            self.recall_first = Some(tool == Some(ctxlog::call::RECALL_TOOL_NAME));
+        }
     }
 
     /// The reply message, once complete.
@@ -225,6 +242,14 @@ impl Assembler {
             Provider::OpenAiChat => self.openai_chunk(&value),
             Provider::Anthropic => self.anthropic_event(&value),
             Provider::OpenAiResponses => {
+                let item = &value["item"];
+                if value["type"] == "response.output_item.added" {
+                    match item["type"].as_str() {
+                        Some("reasoning") | None => {}
+                        Some("function_call") => self.started(item["name"].as_str()),
+                        Some(_) => self.started(None),
+                    }
+                }
                 if value["type"] == "response.completed" {
                     self.output = response_output(&value["response"]);
                     self.complete = self.output.is_some();
@@ -236,6 +261,9 @@ impl Assembler {
     fn openai_chunk(&mut self, chunk: &Value) {
         let delta = &chunk["choices"][0]["delta"];
         if let Some(piece) = delta["content"].as_str() {
+            if !piece.is_empty() {
+                self.started(None);
+            }
             self.text.get_or_insert_with(String::new).push_str(piece);
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
@@ -247,11 +275,16 @@ impl Assembler {
             if let Some(id) = call["id"].as_str() {
                 parts.id.push_str(id);
             }
-            if let Some(name) = call["function"]["name"].as_str() {
+            let named = call["function"]["name"].as_str();
+            if let Some(name) = named {
                 parts.name.push_str(name);
             }
             if let Some(arguments) = call["function"]["arguments"].as_str() {
                 parts.arguments.push_str(arguments);
+            }
+            if named.is_some() {
+                let name = self.calls[index].name.clone();
+                self.started(Some(&name));
             }
         }
     }
@@ -264,7 +297,13 @@ impl Assembler {
                     self.blocks.push(Value::Null);
                     self.partial_json.push(String::new());
                 }
-                self.blocks[index] = event["content_block"].clone();
+                let block = &event["content_block"];
+                match block["type"].as_str() {
+                    Some("thinking" | "redacted_thinking") | None => {}
+                    Some("tool_use") => self.started(block["name"].as_str()),
+                    Some(_) => self.started(None),
+                }
+                self.blocks[index] = block.clone();
             }
             Some("content_block_delta") => self.anthropic_delta(index, &event["delta"]),
             Some("content_block_stop") => self.finish_block(index),

@@ -19,7 +19,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use ctxlog::Store;
-use ctxlog::call::{CallRequest, PreparedCall, ReplyRequest};
+use ctxlog::call::{CallRequest, PreparedCall, RecallStepRequest, ReplyRequest};
 use ctxlog_server::AppError;
 use futures_util::StreamExt;
 use std::time::Instant;
@@ -175,7 +175,11 @@ async fn relay_named(
         body: body.to_vec(),
         window,
         previous,
+        recall_tool: gateway.inner.recall_calls.is_some(),
+        model_windows: gateway.inner.model_windows.clone(),
     };
+    // Kept to project the conversation again after each recall step.
+    let recall = request.recall_tool.then(|| request.clone());
     let prepared = blocking(provider, {
         let store = store.clone();
         move || store.prepare_call(&request)
@@ -201,6 +205,7 @@ async fn relay_named(
     );
     let metrics = &gateway.inner.metrics;
     metrics.sent(provider, body.len(), prepared.body.len(), prepared.tokens);
+    count_resent(gateway, provider, &store, &body);
     let added = arrived.elapsed();
     let upstream = call_upstream(gateway, provider, headers, &prepared).await?;
     let response_id = (provider == Provider::OpenAiResponses).then(|| {
@@ -218,12 +223,37 @@ async fn relay_named(
         input_seq: prepared.last_seq,
         timeout: gateway.inner.upstream_timeout,
         response_id,
+        headers: headers.clone(),
+        recall: recall.map(|request| Recall {
+            request: CallRequest {
+                conversation: conversation.to_owned(),
+                previous: None,
+                ..request
+            },
+            left: gateway.inner.recall_calls.unwrap_or(0),
+        }),
     };
     if prepared.stream && upstream.status().is_success() {
         Ok(call.stream(upstream))
     } else {
         call.whole(upstream).await
     }
+}
+
+/// Counts the tokens of the client's body (its resent history) for `/metrics`, with the
+/// projection's tokenizer, off the request's path: the answer does not wait for it.
+fn count_resent(gateway: &Gateway, provider: Provider, store: &Arc<Store>, body: &Bytes) {
+    let request = ctxlog::ops::CountRequest {
+        body: body.to_vec(),
+        format: Some(provider.format()),
+        tokenizer: ctxlog::ops::ProjectRequest::default().tokenizer,
+    };
+    let (gateway, store) = (gateway.clone(), store.clone());
+    tokio::task::spawn_blocking(move || {
+        if let Ok(count) = store.count(&request) {
+            gateway.inner.metrics.resent(provider, count.tokens);
+        }
+    });
 }
 
 /// The `previous_response_id` of a Responses body, if it has one.
@@ -238,8 +268,8 @@ fn previous_id(body: &[u8]) -> Option<String> {
 }
 
 /// The seq a Responses call's `previous_response_id` continues from, naming the
-/// conversation: an id this gateway gave the tenant, of the conversation the header names
-/// (if it names one). An unknown id is the provider's own 400.
+/// conversation (over the header's: a client's chain may have gone on in a fork of it): an
+/// id this gateway gave the tenant. An unknown id is the provider's own 400.
 fn previous_response(
     gateway: &Gateway,
     tenant: &str,
@@ -254,16 +284,8 @@ fn previous_response(
         .tenants
         .read_response_id(tenant, &id)
         .ok_or_else(|| Refusal::unknown_response(&id))?;
-    if !conversation.is_empty() && *conversation != named {
-        return Err(Refusal::new(
-            Provider::OpenAiResponses,
-            StatusCode::BAD_REQUEST,
-            format!(
-                "previous_response_id is a response of conversation {named}, not of the \
-                 {CONVERSATION_HEADER} {conversation}: leave the header out to continue it"
-            ),
-        ));
-    }
+    // The id names the conversation: the header's, or a fork of it the client's chain went
+    // on in (a branch), which the response named.
     *conversation = named;
     Ok(Some(seq))
 }
@@ -439,6 +461,25 @@ struct Call {
     timeout: std::time::Duration,
     /// A Responses call's response id: it replaces the provider's in what the client gets.
     response_id: Option<String>,
+    /// The client's headers, for the calls after a recall step.
+    headers: HeaderMap,
+    /// With the recall tool: the call, to project again after a recall step.
+    recall: Option<Recall>,
+}
+
+/// A whole answer read, before it is sent: its head, its body, when its last byte came.
+struct WholeAnswer {
+    head: axum::http::response::Builder,
+    body: Bytes,
+    answered: Instant,
+}
+
+/// The recall steps a call may still answer.
+struct Recall {
+    /// The client's call, its conversation resolved.
+    request: CallRequest,
+    /// The recall calls it may still answer.
+    left: usize,
 }
 
 impl Call {
@@ -461,10 +502,28 @@ impl Call {
         builder.header(SEQ_HEADER, seq)
     }
 
-    /// A whole answer: read, the reply committed when it is one, then sent.
-    async fn whole(self, upstream: reqwest::Response) -> Result<Response, Refusal> {
+    /// A whole answer: read, the reply committed when it is one, then sent. A recall step
+    /// is answered and the provider called again instead ([`Call::recall_step`]).
+    async fn whole(mut self, mut upstream: reqwest::Response) -> Result<Response, Refusal> {
+        loop {
+            let (reply, response) = self.read_whole(upstream).await?;
+            if let Some(reply) = &reply
+                && let Some(next) = self.recall_step(reply).await?
+            {
+                upstream = next;
+                continue;
+            }
+            return self.send_whole(reply, response).await;
+        }
+    }
+
+    /// Reads a whole answer: the reply it holds (a success only), and the answer to send.
+    async fn read_whole(
+        &self,
+        upstream: reqwest::Response,
+    ) -> Result<(Option<serde_json::Value>, WholeAnswer), Refusal> {
         let status = upstream.status();
-        let mut head = self.head(&upstream, self.input_seq);
+        let head = self.head(&upstream, self.input_seq);
         let metrics = &self.gateway.inner.metrics;
         let body = match tokio::time::timeout(self.timeout, upstream.bytes()).await {
             Ok(Ok(body)) => body,
@@ -497,6 +556,28 @@ impl Call {
             Some(id) if status.is_success() => with_response_id(&body, id, false),
             _ => body,
         };
+        Ok((
+            reply,
+            WholeAnswer {
+                head,
+                body,
+                answered,
+            },
+        ))
+    }
+
+    /// Sends a whole answer, its reply committed first.
+    async fn send_whole(
+        &self,
+        reply: Option<serde_json::Value>,
+        answer: WholeAnswer,
+    ) -> Result<Response, Refusal> {
+        let WholeAnswer {
+            mut head,
+            body,
+            answered,
+        } = answer;
+        let metrics = &self.gateway.inner.metrics;
         metrics.added(self.provider, self.added + answered.elapsed());
         if let Some(message) = reply
             && let Some(seq) = self.commit(message).await
@@ -511,6 +592,50 @@ impl Call {
                 format!("bad answer: {e}"),
             )
         })
+    }
+
+    /// With the recall tool, a reply whose only calls are recall calls (as many as the call
+    /// may still answer) is a recall step: answered by the store
+    /// ([`ctxlog::Store::answer_recall`]: the step committed as the gateway's own events, the
+    /// conversation projected again), and the provider is called again with it; the new
+    /// answer, `None` when the reply is not a step.
+    async fn recall_step(
+        &mut self,
+        reply: &serde_json::Value,
+    ) -> Result<Option<reqwest::Response>, Refusal> {
+        let Some(recall) = self.recall.as_mut().filter(|r| r.left > 0) else {
+            return Ok(None);
+        };
+        let request = RecallStepRequest {
+            call: recall.request.clone(),
+            after: self.input_seq,
+            reply: reply.clone(),
+            max_calls: recall.left,
+        };
+        let store = self.store.clone();
+        let step = blocking(self.provider, move || store.answer_recall(&request)).await?;
+        let Some(step) = step else {
+            return Ok(None);
+        };
+        recall.left -= step.answered;
+        self.input_seq = step.prepared.last_seq;
+        let metrics = &self.gateway.inner.metrics;
+        metrics.recalled(self.provider, step.answered);
+        metrics.sent(
+            self.provider,
+            0,
+            step.prepared.body.len(),
+            step.prepared.tokens,
+        );
+        tracing::debug!(
+            conversation = self.conversation,
+            answered = step.answered,
+            seq = step.prepared.last_seq,
+            "recall step answered; calling the provider again"
+        );
+        call_upstream(&self.gateway, self.provider, &self.headers, &step.prepared)
+            .await
+            .map(Some)
     }
 
     /// Commits a reply; `None` (logged) when it cannot be: the client still gets it, and its
@@ -550,49 +675,103 @@ impl Call {
 
     /// Forwards the upstream stream to `tx` as it arrives, assembling the reply; stops (and
     /// drops the upstream request) when the client goes away.
+    ///
+    /// With the recall tool, a reply that starts with a recall call is held (not forwarded)
+    /// until it is whole: a recall step is answered and the provider's next stream relayed
+    /// in its place ([`Call::recall_step`]), so the client sees one answer; any other reply
+    /// is forwarded from its first text or call on. A call after a recall step that fails
+    /// ends the client's stream without its final event, as a broken stream does.
     async fn pump(
-        self,
-        upstream: reqwest::Response,
+        mut self,
+        mut upstream: reqwest::Response,
         tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     ) {
-        let mut assembler = self.provider.assembler();
-        let mut ids = self.response_id.as_deref().map(IdRewriter::new);
-        let mut chunks = upstream.bytes_stream();
-        loop {
-            let next = tokio::select! {
-                next = tokio::time::timeout(self.timeout, chunks.next()) => next,
-                () = tx.closed() => return,
-            };
-            let chunk = match next {
-                Ok(Some(Ok(chunk))) => chunk,
-                Ok(None) => return,
-                Ok(Some(Err(e))) => {
-                    let metrics = &self.gateway.inner.metrics;
-                    metrics.upstream_error(self.provider, UpstreamError::Broken);
-                    tracing::warn!(error = %without_url(&e), "the provider's stream broke off");
+        'calls: loop {
+            let holding = self.recall.as_ref().is_some_and(|r| r.left > 0);
+            let mut held: Option<Vec<u8>> = holding.then(Vec::new);
+            let mut assembler = self.provider.assembler();
+            let response_id = self.response_id.clone();
+            let mut ids = response_id.as_deref().map(IdRewriter::new);
+            let mut chunks = upstream.bytes_stream();
+            loop {
+                let next = tokio::select! {
+                    next = tokio::time::timeout(self.timeout, chunks.next()) => next,
+                    () = tx.closed() => return,
+                };
+                let Some(chunk) = self.chunk(next) else {
+                    if let Some(held) = held.filter(|h| !h.is_empty()) {
+                        let _ = tx.send(Ok(Bytes::from(held))).await;
+                    }
+                    return;
+                };
+                let was_complete = assembler.is_complete();
+                assembler.feed(&chunk);
+                let mut out = match &mut ids {
+                    Some(ids) => ids.feed(&chunk),
+                    None => chunk.to_vec(),
+                };
+                if let Some(pending) = held.as_mut() {
+                    let step = assembler.recall_first() != Some(false);
+                    if step && !assembler.is_complete() {
+                        pending.extend_from_slice(&out);
+                        continue;
+                    }
+                    if step && let Some(message) = assembler.message() {
+                        match self.recall_step(&message).await {
+                            Ok(Some(next)) if next.status().is_success() => {
+                                upstream = next;
+                                continue 'calls;
+                            }
+                            Ok(None) => {}
+                            Ok(Some(next)) => {
+                                tracing::warn!(
+                                    status = next.status().as_u16(),
+                                    "the provider refused the call after a recall step"
+                                );
+                                return;
+                            }
+                            Err(refusal) => {
+                                tracing::warn!(error = refusal.message, "the recall step failed");
+                                return;
+                            }
+                        }
+                    }
+                    pending.extend_from_slice(&out);
+                    out = std::mem::take(pending);
+                    held = None;
+                }
+                if !was_complete
+                    && let Some(message) = assembler.message()
+                    && let Some(seq) = self.commit(message).await
+                {
+                    out.extend_from_slice(format!(": {SEQ_HEADER} {seq}\n\n").as_bytes());
+                }
+                if tx.send(Ok(Bytes::from(out))).await.is_err() {
                     return;
                 }
-                Err(_) => {
-                    let metrics = &self.gateway.inner.metrics;
-                    metrics.upstream_error(self.provider, UpstreamError::Timeout);
-                    tracing::warn!("the provider's stream stalled past the upstream timeout");
-                    return;
-                }
-            };
-            let was_complete = assembler.is_complete();
-            assembler.feed(&chunk);
-            let mut out = match &mut ids {
-                Some(ids) => ids.feed(&chunk),
-                None => chunk.to_vec(),
-            };
-            if !was_complete
-                && let Some(message) = assembler.message()
-                && let Some(seq) = self.commit(message).await
-            {
-                out.extend_from_slice(format!(": {SEQ_HEADER} {seq}\n\n").as_bytes());
             }
-            if tx.send(Ok(Bytes::from(out))).await.is_err() {
-                return;
+        }
+    }
+
+    /// The next piece of the provider's stream; `None` at its end, or when it broke off or
+    /// stalled (counted and logged).
+    fn chunk(
+        &self,
+        next: Result<Option<reqwest::Result<Bytes>>, tokio::time::error::Elapsed>,
+    ) -> Option<Bytes> {
+        let metrics = &self.gateway.inner.metrics;
+        match next {
+            Ok(Some(Ok(chunk))) => Some(chunk),
+            Ok(None) => None,
+            Ok(Some(Err(e))) => {
+                metrics.upstream_error(self.provider, UpstreamError::Broken);
+                tracing::warn!(error = %without_url(&e), "the provider's stream broke off");
+                None
+            }
+            Err(_) => {
+                metrics.upstream_error(self.provider, UpstreamError::Timeout);
+                tracing::warn!("the provider's stream stalled past the upstream timeout");
+                None
             }
         }
     }

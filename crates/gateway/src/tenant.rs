@@ -36,6 +36,8 @@ pub const SECRET_FILE: &str = ".gateway-secret";
 pub(crate) struct Tenants {
     location: StoreLocation,
     config: StoreConfig,
+    /// Each tenant store's [`ctxlog::StoreBuilder::recognition_cache`].
+    recognition_cache: usize,
     secret: [u8; 32],
     stores: Mutex<HashMap<String, Arc<Store>>>,
 }
@@ -54,7 +56,11 @@ impl Tenants {
     /// # Errors
     /// A database store (not yet supported: the secret lives in the store's directory); the
     /// secret cannot be read or created, or is not 64 hex digits.
-    pub(crate) fn open(location: StoreLocation, config: StoreConfig) -> anyhow::Result<Tenants> {
+    pub(crate) fn open(
+        location: StoreLocation,
+        config: StoreConfig,
+        recognition_cache: usize,
+    ) -> anyhow::Result<Tenants> {
         let StoreLocation::Dir(root) = &location else {
             anyhow::bail!(
                 "the gateway keeps its conversations in a store directory for now: give \
@@ -65,6 +71,7 @@ impl Tenants {
         Ok(Tenants {
             location,
             config,
+            recognition_cache,
             secret,
             stores: Mutex::new(HashMap::new()),
         })
@@ -107,6 +114,7 @@ impl Tenants {
         }
         let store = ctxlog::StoreBuilder::new(self.location.for_tenant(&name))
             .config(self.config.clone())
+            .recognition_cache(self.recognition_cache)
             .build()?;
         let store = Arc::new(store);
         stores.insert(name, store.clone());
@@ -244,8 +252,12 @@ mod tests {
     #[test]
     fn a_response_id_reads_back_only_in_its_tenant() {
         let dir = tempfile::tempdir().unwrap();
-        let tenants =
-            Tenants::open(StoreLocation::dir(dir.path()), StoreConfig::default()).unwrap();
+        let tenants = Tenants::open(
+            StoreLocation::dir(dir.path()),
+            StoreConfig::default(),
+            ctxlog::DEFAULT_RECOGNITION_CACHE,
+        )
+        .unwrap();
         let id = tenants.response_id("gw-a", "chat-1", 42);
         assert!(id.starts_with(RESPONSE_ID_PREFIX), "{id}");
         assert_eq!(

@@ -110,6 +110,8 @@ fn measure(turns: usize) -> Result<(Duration, Duration, Duration, Duration)> {
             body,
             window: None,
             previous: None,
+            recall_tool: false,
+            model_windows: Vec::new(),
         })?;
         times.push(start.elapsed());
         anyhow::ensure!(

@@ -60,7 +60,12 @@ pub struct StoreBuilder {
     config: ConfigSource,
     overrides: RedactionOverrides,
     writer_wait: Option<Duration>,
+    recognition_cache: usize,
 }
+
+/// How many conversations' recognition state a store keeps, by default
+/// ([`StoreBuilder::recognition_cache`]).
+pub const DEFAULT_RECOGNITION_CACHE: usize = 1024;
 
 impl StoreBuilder {
     /// A store at `location` (a directory, or a PostgreSQL database).
@@ -86,6 +91,7 @@ impl StoreBuilder {
             config: ConfigSource::Found,
             overrides: RedactionOverrides::default(),
             writer_wait: None,
+            recognition_cache: DEFAULT_RECOGNITION_CACHE,
         }
     }
 
@@ -127,6 +133,15 @@ impl StoreBuilder {
         self
     }
 
+    /// How many conversations' recognition state (the digest of each stored event, about
+    /// 72 bytes an event) relayed calls keep in memory ([`Store::prepare_call`]); the least
+    /// recently used one is dropped past it and read again from the store on its next call
+    /// [default: [`DEFAULT_RECOGNITION_CACHE`]; at least 1].
+    pub fn recognition_cache(&mut self, conversations: usize) -> &mut StoreBuilder {
+        self.recognition_cache = conversations;
+        self
+    }
+
     /// The configuration the store gets: the source's, with the redaction overrides over it.
     ///
     /// # Errors
@@ -162,7 +177,7 @@ impl StoreBuilder {
             Engine::Location(location) => location.backend(&options),
             Engine::Backend(backend) => backend.clone(),
         };
-        Store::configured(backend, &config, self.writer_wait)
+        Store::configured(backend, &config, self.writer_wait, self.recognition_cache)
     }
 }
 

@@ -10,13 +10,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ctxlog_ledger::{CommitReceipt, EventBody, NewCommit};
+use ctxlog_ledger::{CommitReceipt, EventBody, NewCommit, ToolStatus};
 use ctxlog_projection::{Policy, Window, WireFormat};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::{Store, lock};
-use crate::call::{self, CallRequest, ClientCall, Digest, PreparedCall, ReplyRequest};
+use crate::call::{
+    self, CallRequest, ClientCall, Digest, PreparedCall, RecallStep, RecallStepRequest,
+    ReplyRequest,
+};
 use crate::ops::{CommitRequest, LogRequest, ProjectRequest};
 use crate::{Error, Result};
 
@@ -41,8 +44,64 @@ pub(crate) struct Transcript {
     awaits_reply: bool,
 }
 
-/// The transcripts of a store's conversations.
-pub(crate) type Transcripts = Mutex<HashMap<String, Arc<Mutex<Transcript>>>>;
+/// The transcripts of a store's conversations, the most recently used ones kept: at most
+/// `capacity` ([`StoreBuilder::recognition_cache`](crate::StoreBuilder::recognition_cache)).
+/// An evicted conversation's transcript is read again from the store on its next call (its
+/// events then match by their digests as stored).
+#[derive(Debug)]
+pub(crate) struct Transcripts {
+    capacity: usize,
+    cache: Mutex<TranscriptCache>,
+}
+
+#[derive(Debug, Default)]
+struct TranscriptCache {
+    /// Counts uses: each entry holds the count of its last use.
+    clock: u64,
+    entries: HashMap<String, (u64, Arc<Mutex<Transcript>>)>,
+}
+
+impl Transcripts {
+    pub(crate) fn new(capacity: usize) -> Transcripts {
+        Transcripts {
+            capacity: capacity.max(1),
+            cache: Mutex::default(),
+        }
+    }
+
+    /// The transcript of `conversation` (empty until first read), now the most recently
+    /// used; the least recently used one is dropped when there are more than `capacity`.
+    fn get(&self, conversation: &str) -> Arc<Mutex<Transcript>> {
+        let mut cache = lock(&self.cache);
+        cache.clock += 1;
+        let now = cache.clock;
+        if let Some((used, transcript)) = cache.entries.get_mut(conversation) {
+            *used = now;
+            return transcript.clone();
+        }
+        if cache.entries.len() >= self.capacity
+            && let Some(oldest) = cache
+                .entries
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(name, _)| name.clone())
+        {
+            cache.entries.remove(&oldest);
+        }
+        let transcript = Arc::default();
+        cache
+            .entries
+            .insert(conversation.to_owned(), (now, Arc::clone(&transcript)));
+        transcript
+    }
+
+    #[cfg(test)]
+    fn cached(&self) -> Vec<String> {
+        let mut names: Vec<String> = lock(&self.cache).entries.keys().cloned().collect();
+        names.sort();
+        names
+    }
+}
 
 impl Transcript {
     /// Reads what was committed since `last_seq`; everything again when the conversation
@@ -107,13 +166,17 @@ impl Store {
     /// same conversation that committed in between makes this one read it again (its
     /// messages then either are stored already or do not continue it). Each commit's id
     /// derives from the seq it follows and its events, so a client's identical request sent
-    /// twice at once commits once.
+    /// twice at once commits once. Messages that do not continue the named conversation go
+    /// to a fork of it ([`PreparedCall::conversation`] names it), as without a name; a
+    /// `previous` response that is not the conversation's latest is a branch: the call goes
+    /// to a fork holding the conversation up to that response.
     ///
     /// # Errors
     /// [`Error::BadInput`] for a body that is not a request of the format, or whose new
     /// messages do not end in a user message or tool results (nothing to answer);
-    /// [`Error::Diverged`] for messages that do not continue the stored ones; projection
-    /// errors (class over budget when the mandatory part does not fit); ledger errors.
+    /// [`Error::InvalidRequest`] for a `previous` response that was never stored;
+    /// projection errors (class over budget when the mandatory part does not fit);
+    /// ledger errors.
     pub fn prepare_call(&self, request: &CallRequest) -> Result<PreparedCall> {
         let mut attempt = 0;
         loop {
@@ -142,27 +205,42 @@ impl Store {
                 reason: "the request holds no message to recognise a conversation by".into(),
             });
         };
-        let mut name = call::root_name(root);
+        let name = self.follow_forks(call::root_name(root), "", &client.events, &sent, &chain)?;
+        let named = CallRequest {
+            conversation: name,
+            ..request.clone()
+        };
+        self.prepare_read(&named, None, &client, &sent)
+    }
+
+    /// The conversation the client's events continue, from `name` on: `name` when they
+    /// continue it (or it does not exist), else the first fork from where they leave it
+    /// that they continue, or the next new one ([`call::fork_name`] of the common part's
+    /// fingerprint in `chain` and `base`, the name the client gave, if any).
+    fn follow_forks(
+        &self,
+        mut name: String,
+        base: &str,
+        events: &[EventBody],
+        sent: &[Digest],
+        chain: &[Digest],
+    ) -> Result<String> {
         // Each hop moves to a fork that shares more of the client's events.
-        for _ in 0..=client.events.len() {
-            let Some(at) = self.divergence(&name, &client.events, &sent)? else {
+        for _ in 0..=events.len() {
+            let Some(at) = self.divergence(&name, events, sent)? else {
                 break;
             };
             let mut fork = 0;
             name = loop {
-                let candidate = call::fork_name(&chain[at - 1], fork);
-                match self.divergence(&candidate, &client.events, &sent)? {
+                let candidate = call::fork_name(&chain[at - 1], base, fork);
+                match self.divergence(&candidate, events, sent)? {
                     // A sibling branch from the same point: the next one.
                     Some(other) if other == at => fork += 1,
                     _ => break candidate,
                 }
             };
         }
-        let named = CallRequest {
-            conversation: name,
-            ..request.clone()
-        };
-        self.prepare_read(&named, None, &client, &sent)
+        Ok(name)
     }
 
     /// Where the client's events leave conversation `name`: `None` when they continue it
@@ -193,7 +271,29 @@ impl Store {
         let calls = previous.as_ref().map_or(&[][..], |p| p.calls.as_slice());
         let client = call::read_call(request.format, &request.body, calls)?;
         let sent: Vec<Digest> = client.events.iter().map(call::sent_digest).collect();
-        self.prepare_read(request, previous.as_ref(), &client, &sent)
+        if let Some(response) = previous.as_ref().filter(|p| !p.latest) {
+            // A branch from an earlier response: a fork holding the conversation up to it.
+            let (name, fork) = self.branch(&request.conversation, response)?;
+            let branch = CallRequest {
+                conversation: name,
+                ..request.clone()
+            };
+            return self.prepare_read(&branch, Some(&fork), &client, &sent);
+        }
+        match self.prepare_read(request, previous.as_ref(), &client, &sent) {
+            // A named conversation whose history the client's leaves: a fork of it.
+            Err(Error::Diverged { .. }) if previous.is_none() && !client.events.is_empty() => {
+                let chain = call::fingerprints(&sent);
+                let base = &request.conversation;
+                let name = self.follow_forks(base.clone(), base, &client.events, &sent, &chain)?;
+                let fork = CallRequest {
+                    conversation: name,
+                    ..request.clone()
+                };
+                self.prepare_read(&fork, None, &client, &sent)
+            }
+            result => result,
+        }
     }
 
     /// [`Store::prepare_once`] with the client's call already read (`sent`: the digest of
@@ -243,14 +343,9 @@ impl Store {
             last_seq = self.commit_events(&request.conversation, last_seq, before)?;
             lock(&transcript).matched(at, &sent[known..known + before.len()]);
         }
-        let budget = call::budget(
-            request.format,
-            &client.model,
-            request.window,
-            client.reserve,
-        )?;
+        let budget = call::budget(request, &client.model, client.reserve)?;
         let trailing = &new[before.len()..];
-        let projection = self.project(&project_request(request, client, input, budget))?;
+        let projection = self.project(&project_request(request, client, input, budget)?)?;
         if !trailing.is_empty() {
             last_seq = self.commit_events(&request.conversation, last_seq, trailing)?;
             lock(&transcript).matched(at + before.len(), &sent[known + before.len()..]);
@@ -308,12 +403,12 @@ impl Store {
     }
 
     /// The stored response to the input that ends at seq `input` of `conversation`: the
-    /// events after it, all of them the model's (a reply), none of them an input.
+    /// model's events after it, up to the next input (a user message or tool results), if
+    /// the conversation went on ([`StoredResponse::latest`] false).
     ///
     /// # Errors
     /// [`Error::InvalidRequest`] when no reply follows `input` (the call failed, or the seq
-    /// is past the end); [`Error::Diverged`] when the conversation continued after that
-    /// response (continuing from an earlier response would fork it).
+    /// is past the end).
     fn response_after(&self, conversation: &str, input: u64) -> Result<StoredResponse> {
         let not_found = || Error::InvalidRequest {
             reason: format!(
@@ -331,26 +426,25 @@ impl Store {
             Err(Error::NotFound { .. }) => return Err(not_found()),
             Err(e) => return Err(e),
         };
-        let reply: Vec<&EventBody> = log
-            .events
+        let next_input = log.events.iter().position(|e| {
+            call::comparable(&e.body)
+                && matches!(
+                    e.body,
+                    EventBody::User { .. } | EventBody::ToolResult { .. }
+                )
+        });
+        let (reply, last_seq) = match next_input {
+            Some(0) => return Err(not_found()),
+            Some(i) => (&log.events[..i], log.events[i - 1].seq),
+            None => (&log.events[..], log.last_seq),
+        };
+        let reply: Vec<&EventBody> = reply
             .iter()
             .map(|e| &e.body)
             .filter(|b| call::comparable(b))
             .collect();
         if reply.is_empty() || input > log.last_seq {
             return Err(not_found());
-        }
-        if reply
-            .iter()
-            .any(|b| matches!(b, EventBody::User { .. } | EventBody::ToolResult { .. }))
-        {
-            return Err(Error::Diverged {
-                reason: format!(
-                    "the conversation {conversation} continued after the response \
-                     previous_response_id names: continuing from an earlier response \
-                     (a fork) is not supported yet; continue from the latest response"
-                ),
-            });
         }
         let calls = reply
             .iter()
@@ -360,17 +454,79 @@ impl Store {
             })
             .collect();
         Ok(StoredResponse {
-            last_seq: log.last_seq,
+            last_seq,
             calls,
+            latest: next_input.is_none(),
+        })
+    }
+
+    /// A branch from `response`, a response of `conversation` that is not its latest: a fork
+    /// holding the conversation up to the response (its events whole, artifacts inlined;
+    /// markers left out), named by [`call::fork_name`] of the response's place and the
+    /// conversation, the first such fork that holds only that part (a new one when each
+    /// went on), and the response in it.
+    fn branch(
+        &self,
+        conversation: &str,
+        response: &StoredResponse,
+    ) -> Result<(String, StoredResponse)> {
+        let events: Vec<EventBody> = self.read(conversation, |snapshot| {
+            let ledger = snapshot.ledger();
+            ledger
+                .events(1..=response.last_seq)?
+                .iter()
+                .filter(|e| !matches!(e.body, EventBody::System { .. }))
+                .map(|e| crate::transfer::whole_body(ledger, e))
+                .collect()
+        })?;
+        let place: Digest = Sha256::new()
+            .chain_update(conversation.as_bytes())
+            .chain_update([0])
+            .chain_update(response.last_seq.to_le_bytes())
+            .finalize()
+            .into();
+        let common: Vec<Digest> = events.iter().map(call::stored_digest).collect();
+        for n in 0..=MAX_BRANCHES {
+            let name = call::fork_name(&place, conversation, n);
+            let last_seq = match self.log(&LogRequest {
+                conversation: name.clone(),
+                from: 1,
+                limit: None,
+            }) {
+                Err(Error::NotFound { .. }) => self.commit_events(&name, 0, &events)?,
+                Err(e) => return Err(e),
+                Ok(log) => {
+                    let held: Vec<Digest> = log
+                        .events
+                        .iter()
+                        .filter(|e| !matches!(e.body, EventBody::System { .. }))
+                        .map(|e| call::stored_digest(&e.body))
+                        .collect();
+                    if held != common {
+                        continue;
+                    }
+                    log.last_seq
+                }
+            };
+            let fork = StoredResponse {
+                last_seq,
+                calls: response.calls.clone(),
+                latest: true,
+            };
+            return Ok((name, fork));
+        }
+        Err(Error::Diverged {
+            reason: format!(
+                "{MAX_BRANCHES} branches from this response of conversation {conversation} \
+                 already went on: continue one of them (its latest response), or name a new \
+                 conversation"
+            ),
         })
     }
 
     /// The recognition state of `conversation` (empty until first read).
     fn transcript(&self, conversation: &str) -> Arc<Mutex<Transcript>> {
-        lock(&self.transcripts)
-            .entry(conversation.to_owned())
-            .or_default()
-            .clone()
+        self.transcripts.get(conversation)
     }
 
     /// Commits a provider's reply to a relayed call, read by the import parser of its format
@@ -382,19 +538,7 @@ impl Store {
     /// [`ctxlog_ledger::Error::Moved`] (class conflict) when the conversation moved on past
     /// `request.after`; ledger errors.
     pub fn commit_reply(&self, request: &ReplyRequest) -> Result<CommitReceipt> {
-        // A Responses reply is its list of output items; the others, one message.
-        let messages = match &request.message {
-            Value::Array(items) if request.format == WireFormat::OpenAiResponses => {
-                Value::Array(items.clone())
-            }
-            message => Value::Array(vec![message.clone()]),
-        };
-        let events = crate::transfer::message_events(request.format, messages, &[])?;
-        if events.is_empty() {
-            return Err(Error::BadInput {
-                reason: "the reply holds no text and no tool call".into(),
-            });
-        }
+        let events = reply_events(request.format, &request.message)?;
         let sent: Vec<Digest> = events.iter().map(call::sent_digest).collect();
         let mut commit = NewCommit::new(events);
         if let Some(after) = request.after {
@@ -412,6 +556,75 @@ impl Store {
             t.matched(at, &sent);
         }
         Ok(receipt)
+    }
+
+    /// Answers a recall step: a model reply whose only calls are calls of the recall tool
+    /// (at most `request.max_calls`), made to a call that offered it
+    /// ([`CallRequest::recall_tool`]). Each call is answered by [`Store::recall_tool`] and
+    /// stored, right after `request.after`, as the gateway's own events (the call and its
+    /// result under an id starting [`call::RECALL_CALL_PREFIX`]; the reply's text and other
+    /// items are not stored: the client never sees the step), which recognition skips when
+    /// the client resends its history. The conversation, the step included, is projected
+    /// again as the next body to send upstream. `None` when the reply is not such a step.
+    ///
+    /// # Errors
+    /// [`ctxlog_ledger::Error::Moved`] (class conflict) when the conversation moved on past
+    /// `request.after`; projection errors; ledger errors.
+    pub fn answer_recall(&self, request: &RecallStepRequest) -> Result<Option<RecallStep>> {
+        let call = &request.call;
+        // A reply the parser refuses, or an empty one, is no step: it is relayed as it came.
+        let Ok(reply) = reply_events(call.format, &request.reply) else {
+            return Ok(None);
+        };
+        let Some(arguments) = call::recall_arguments(&reply)
+            .filter(|a| call.recall_tool && a.len() <= request.max_calls)
+        else {
+            return Ok(None);
+        };
+        let mut calls = Vec::with_capacity(arguments.len() * 2);
+        let mut results = Vec::with_capacity(arguments.len());
+        for (k, arguments) in arguments.into_iter().enumerate() {
+            let call_id = format!("{}{}-{k}", call::RECALL_CALL_PREFIX, request.after);
+            let output = self.recall_tool(&call.conversation, &arguments);
+            results.push(EventBody::ToolResult {
+                call_id: call_id.clone(),
+                tool: call::RECALL_TOOL_NAME.into(),
+                status: if output.is_error {
+                    ToolStatus::Error
+                } else {
+                    ToolStatus::Ok
+                },
+                exit_code: None,
+                text: output.json.to_string(),
+                artifact: None,
+                parts: Vec::new(),
+            });
+            calls.push(EventBody::ToolCall {
+                call_id,
+                tool: call::RECALL_TOOL_NAME.into(),
+                arguments,
+                provider_item: None,
+            });
+        }
+        let answered = results.len();
+        calls.extend(results);
+        let last_seq = self.commit_events(&call.conversation, request.after, &calls)?;
+        let (client, _) = call::read_head(call.format, &call.body)?;
+        let budget = call::budget(call, &client.model, client.reserve)?;
+        let projection = self.project(&project_request(call, &client, None, budget)?)?;
+        Ok(Some(RecallStep {
+            answered,
+            prepared: PreparedCall {
+                conversation: call.conversation.clone(),
+                body: projection.body,
+                stream: client.stream,
+                recognised: 0,
+                committed: calls.len() as u64,
+                last_seq,
+                budget,
+                tokens: projection.report.tokens,
+            },
+        }))
     }
 
     /// Commits `events` right after seq `after`, under an id derived from both; the new last
@@ -442,11 +655,17 @@ impl Store {
 /// A stored response a Responses client continues ([`Store::prepare_call`] with
 /// `previous`).
 struct StoredResponse {
-    /// The conversation's last seq: the response's end.
+    /// The response's end: its last event's seq.
     last_seq: u64,
     /// The tool calls it made (call id, tool), which the client's items may answer.
     calls: Vec<(String, String)>,
+    /// Whether it is the conversation's latest (nothing was committed after it).
+    latest: bool,
 }
+
+/// How many branches from one response ([`Store::branch`]) are looked for before a call is
+/// refused.
+const MAX_BRANCHES: u64 = 64;
 
 /// Whether `e` is a commit refused because the conversation moved on.
 fn is_moved(e: &Error) -> bool {
@@ -461,13 +680,29 @@ fn project_request(
     client: &ClientCall,
     input: Option<String>,
     budget: Option<u64>,
-) -> ProjectRequest {
+) -> Result<ProjectRequest> {
+    let named_recall = |t: &Value| {
+        t.get("name")
+            .or_else(|| t.get("function").and_then(|f| f.get("name")))
+            .and_then(Value::as_str)
+            == Some(call::RECALL_TOOL_NAME)
+    };
+    if request.recall_tool && client.tools.iter().any(named_recall) {
+        return Err(Error::BadInput {
+            reason: format!(
+                "the gateway offers its own recall tool (--recall-tool), and one of the \
+                 request's tools is named {:?} too: rename yours, or run the gateway without \
+                 --recall-tool",
+                call::RECALL_TOOL_NAME
+            ),
+        });
+    }
     // Anthropic's max_tokens and Responses' max_output_tokens are the projector's own.
     let anthropic = matches!(
         request.format,
         WireFormat::AnthropicMessages | WireFormat::OpenAiResponses
     );
-    ProjectRequest {
+    Ok(ProjectRequest {
         conversation: request.conversation.clone(),
         input,
         system: client.system.clone(),
@@ -481,6 +716,47 @@ fn project_request(
         recall: Some(0),
         tools: client.tools.clone(),
         fields: client.fields.clone(),
+        recall_tool: request.recall_tool,
         ..ProjectRequest::default()
+    })
+}
+
+/// A provider's reply read as events by the import parser of its format: a Responses reply
+/// is its list of output items; the others, one message.
+///
+/// # Errors
+/// [`Error::BadInput`] for a message the parser refuses or that holds nothing.
+fn reply_events(format: WireFormat, message: &Value) -> Result<Vec<EventBody>> {
+    let messages = match message {
+        Value::Array(items) if format == WireFormat::OpenAiResponses => Value::Array(items.clone()),
+        message => Value::Array(vec![message.clone()]),
+    };
+    let events = crate::transfer::reply_events(format, messages)?;
+    if events.is_empty() {
+        return Err(Error::BadInput {
+            reason: "the reply holds no text and no tool call".into(),
+        });
+    }
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Transcripts;
+
+    #[test]
+    fn the_least_recently_used_transcript_is_evicted() {
+        let t = Transcripts::new(2);
+        let a = t.get("a");
+        t.get("b");
+        // "a" used again: "b" is now the oldest.
+        assert!(std::sync::Arc::ptr_eq(&a, &t.get("a")));
+        t.get("c");
+        assert_eq!(t.cached(), ["a", "c"]);
+        // An evicted one comes back empty (read again from the store), evicting the least
+        // recently used ("a", before "c").
+        let b = t.get("b");
+        assert_eq!(b.lock().unwrap().last_seq, 0);
+        assert_eq!(t.cached(), ["b", "c"]);
     }
 }

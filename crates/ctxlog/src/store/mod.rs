@@ -15,7 +15,7 @@ mod transfer;
 
 use lease::{Queued, Slot, WriterLease, lock, pool_reader};
 
-pub use builder::StoreBuilder;
+pub use builder::{DEFAULT_RECOGNITION_CACHE, StoreBuilder};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -119,6 +119,7 @@ impl Store {
         backend: Arc<dyn Backend>,
         config: &StoreConfig,
         writer_wait: Option<Duration>,
+        recognition_cache: usize,
     ) -> Result<Store> {
         let retention = config.retention.policy();
         retention.check()?;
@@ -129,7 +130,7 @@ impl Store {
             redactor: Arc::new(Redactor::new(&config.redaction)?),
             retention,
             retain_on_open: config.retention.on_open,
-            transcripts: Default::default(),
+            transcripts: call::Transcripts::new(recognition_cache),
             recall: RecallSetup::new(&config.recall)?,
         })
     }

@@ -10,8 +10,12 @@ use super::chat::{self, Events};
 use crate::Result;
 
 pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
+    parse_with(value, Events::default())
+}
+
+/// [`parse`] into `events` ([`Events::reply`] for a provider's reply).
+pub(crate) fn parse_with(value: Value, mut events: Events) -> Result<(Vec<Incoming>, Vec<String>)> {
     let envelope = chat::envelope(value, "an Anthropic message array")?;
-    let mut events = Events::default();
     let system = envelope.system.map(|s| text(&mut events, s));
     if let Some(system) = system.filter(|s| !s.trim().is_empty()) {
         events

@@ -138,9 +138,21 @@ pub(crate) struct Events {
     /// message (an opaque event belongs to a turn).
     opaque: usize,
     opaque_before_turn: usize,
+    /// Reading a provider's reply to a stored turn ([`Events::reply`]).
+    pub reply: bool,
 }
 
 impl Events {
+    /// The events of a provider's reply to a stored turn: its items (a reasoning item, a
+    /// thinking block) belong to that turn, and a Responses message or call keeps its item as
+    /// its provider item, so the reply is sent back whole.
+    pub fn reply() -> Events {
+        Events {
+            reply: true,
+            ..Events::default()
+        }
+    }
+
     pub fn push(&mut self, body: EventBody, ts: Option<i64>) {
         self.out.push(Incoming { body, ts });
     }
@@ -166,10 +178,11 @@ impl Events {
     /// thinking block, …), kept as an opaque event as given; before any user message it has
     /// no turn to belong to, and is counted as left out instead.
     pub fn opaque(&mut self, format: OpaqueFormat, item: Value, ts: Option<i64>) {
-        let in_turn = self
-            .out
-            .iter()
-            .any(|e| matches!(e.body, EventBody::User { .. }));
+        let in_turn = self.reply
+            || self
+                .out
+                .iter()
+                .any(|e| matches!(e.body, EventBody::User { .. }));
         match item {
             Value::Object(item) if in_turn => {
                 self.opaque += 1;

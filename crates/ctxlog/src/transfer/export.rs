@@ -36,15 +36,60 @@ pub fn write_export(ledger: &dyn LedgerView, out: &mut dyn Write) -> Result<(u64
 }
 
 fn line(ledger: &dyn LedgerView, event: &Event) -> Result<Vec<u8>> {
+    let event = Event {
+        body: whole_body(ledger, event)?,
+        ..event.clone()
+    };
+    event_line(&event, None)
+}
+
+/// `event`'s body whole: a tool result's artifact as its text, its media parts' bytes
+/// inlined, as an export writes it and a commit takes it back.
+///
+/// # Errors
+/// Ledger reads (a damaged artifact); an output artifact that is not UTF-8.
+pub(crate) fn whole_body(ledger: &dyn LedgerView, event: &Event) -> Result<EventBody> {
     let artifact = match &event.body {
         EventBody::ToolResult {
             artifact: Some(r), ..
         } => Some(ledger.artifact(r)?),
         _ => None,
     };
-    let mut event = event.clone();
-    event.body.inline_parts(|r| ledger.artifact(r))?;
-    event_line(&event, artifact)
+    let mut body = event.body.clone();
+    body.inline_parts(|r| ledger.artifact(r))?;
+    with_artifact(body, artifact)
+}
+
+/// A tool result `body` with `artifact` (its artifact's content) as its text, if given.
+fn with_artifact(body: EventBody, artifact: Option<Vec<u8>>) -> Result<EventBody> {
+    match (body, artifact) {
+        (
+            EventBody::ToolResult {
+                call_id,
+                tool,
+                status,
+                exit_code,
+                artifact: Some(r),
+                parts,
+                ..
+            },
+            Some(content),
+        ) => {
+            let text = String::from_utf8(content).map_err(|_| Error::Internal {
+                reason: format!("artifact {} is not UTF-8", r.name),
+            })?;
+            Ok(EventBody::ToolResult {
+                call_id,
+                tool,
+                status,
+                exit_code,
+                text,
+                artifact: None,
+                parts,
+            })
+        }
+        (body, _) => Ok(body),
+    }
 }
 
 /// Writes a salvage (docs/export-import.md, "Salvage"): each intact event as an export line
@@ -93,40 +138,11 @@ fn json_line(value: &serde_json::Value) -> Vec<u8> {
 
 /// The export line of `event`, with `artifact` (its artifact's content) inlined if given.
 fn event_line(event: &Event, artifact: Option<Vec<u8>>) -> Result<Vec<u8>> {
-    let inlined;
-    let body = match (&event.body, artifact) {
-        (
-            EventBody::ToolResult {
-                call_id,
-                tool,
-                status,
-                exit_code,
-                artifact: Some(r),
-                parts,
-                ..
-            },
-            Some(content),
-        ) => {
-            let text = String::from_utf8(content).map_err(|_| Error::Internal {
-                reason: format!("artifact {} is not UTF-8", r.name),
-            })?;
-            inlined = EventBody::ToolResult {
-                call_id: call_id.clone(),
-                tool: tool.clone(),
-                status: *status,
-                exit_code: *exit_code,
-                text,
-                artifact: None,
-                parts: parts.clone(),
-            };
-            &inlined
-        }
-        (body, _) => body,
-    };
+    let body = with_artifact(event.body.clone(), artifact)?;
     let mut out = serde_json::to_vec(&Line {
         seq: event.seq,
         ts: super::format_rfc3339(event.ts_ms),
-        body,
+        body: &body,
     })
     .map_err(|e| Error::Internal {
         reason: format!("event {} cannot be encoded: {e}", event.seq),

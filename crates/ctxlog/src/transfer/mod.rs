@@ -54,6 +54,7 @@ use sha2::{Digest, Sha256};
 
 pub use crate::time::{format_rfc3339, parse_rfc3339, parse_ts};
 pub use dataset::parse_session_date;
+pub(crate) use export::whole_body;
 pub use export::{write_export, write_salvaged};
 
 use crate::{ConversationName, Error, Result};
@@ -255,10 +256,33 @@ pub(crate) fn message_events(
     calls: &[(String, String)],
 ) -> Result<Vec<EventBody>> {
     use ctxlog_projection::WireFormat;
+    let mut events = chat::Events::default();
+    events.calls.extend(calls.iter().cloned());
     let (events, _notes) = match format {
         WireFormat::OpenAiChat => openai::parse(messages)?,
-        WireFormat::AnthropicMessages => anthropic::parse(messages)?,
-        WireFormat::OpenAiResponses => responses::parse_after(messages, calls)?,
+        WireFormat::AnthropicMessages => anthropic::parse_with(messages, events)?,
+        WireFormat::OpenAiResponses => responses::parse_with(messages, events)?,
+    };
+    Ok(events.into_iter().map(|e| e.body).collect())
+}
+
+/// The events of a provider's reply (a reply message wrapped in an array, or a Responses
+/// reply's output items) to a stored turn, read by the import parser of `format` as
+/// [`message_events`] does, but whole ([`chat::Events::reply`]): its reasoning items and
+/// thinking blocks are opaque events of the turn, and a Responses message or function call
+/// keeps its item as its provider item, so the next call sends the reply back as it came.
+///
+/// # Errors
+/// [`Error::BadInput`] naming the index of the first bad message.
+pub(crate) fn reply_events(
+    format: ctxlog_projection::WireFormat,
+    messages: serde_json::Value,
+) -> Result<Vec<EventBody>> {
+    use ctxlog_projection::WireFormat;
+    let (events, _notes) = match format {
+        WireFormat::OpenAiChat => openai::parse(messages)?,
+        WireFormat::AnthropicMessages => anthropic::parse_with(messages, chat::Events::reply())?,
+        WireFormat::OpenAiResponses => responses::parse_with(messages, chat::Events::reply())?,
     };
     Ok(events.into_iter().map(|e| e.body).collect())
 }

@@ -1,6 +1,7 @@
 //! OpenAI Responses input item lists → events (see [`super::ImportFormat::OpenaiResponses`]),
 //! read with [`ctxlog_projection::read::responses`]' types.
 
+use ctxlog_event::ProviderItem;
 use ctxlog_ledger::{EventBody, OpaqueFormat};
 use ctxlog_projection::read::openai::arguments;
 use ctxlog_projection::read::responses::{self, Content, FunctionCallOutput, Message, Part};
@@ -14,18 +15,14 @@ const WHAT: &str = "an OpenAI Responses input item list: a JSON array of items (
                     {\"input\":[…]})";
 
 pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
-    parse_after(value, &[])
+    parse_with(value, Events::default())
 }
 
-/// [`parse`], after the stored tool calls `calls` (call id, tool), which its
-/// `function_call_output` items may answer.
-pub(crate) fn parse_after(
-    value: Value,
-    calls: &[(String, String)],
-) -> Result<(Vec<Incoming>, Vec<String>)> {
+/// [`parse`] into `events`: its `calls` are the stored tool calls (call id, tool) the
+/// `function_call_output` items may answer; for a provider's reply ([`Events::reply`]),
+/// each message and function call keeps its item as its provider item.
+pub(crate) fn parse_with(value: Value, mut events: Events) -> Result<(Vec<Incoming>, Vec<String>)> {
     let (instructions, items) = envelope(value)?;
-    let mut events = Events::default();
-    events.calls.extend(calls.iter().cloned());
     if let Some(text) = instructions.filter(|t| !t.trim().is_empty()) {
         events
             .notes
@@ -38,16 +35,35 @@ pub(crate) fn parse_after(
             None => None,
         };
         // An item of a type ctxlog does not read is kept as given: keep a copy to store.
-        let raw = (!matches!(
-            value.get("type").and_then(Value::as_str),
-            Some("message" | "function_call" | "function_call_output") | None
-        ))
+        // A reply's message or call is kept whole too, as its provider item.
+        let raw = (events.reply
+            || !matches!(
+                value.get("type").and_then(Value::as_str),
+                Some("message" | "function_call" | "function_call_output") | None
+            ))
         .then(|| value.clone());
+        let reply = events.reply;
+        let provider_item = |raw: &Option<Value>| match raw {
+            Some(Value::Object(item)) if reply => Some(ProviderItem {
+                format: OpaqueFormat::OpenaiResponses,
+                item: item.clone(),
+            }),
+            _ => None,
+        };
         match responses::item(value).map_err(|e| at(i, e))? {
-            responses::Item::Message(m) => message(&mut events, i, m, ts).map_err(|r| at(i, r))?,
+            responses::Item::Message(m) => {
+                let item = provider_item(&raw);
+                message(&mut events, i, m, ts, item).map_err(|r| at(i, r))?
+            }
             responses::Item::FunctionCall(call) => {
+                let item = provider_item(&raw);
                 events.unused(&call.extra);
                 events.call(call.call_id, call.name, arguments(call.arguments), ts);
+                if let Some(EventBody::ToolCall { provider_item, .. }) =
+                    events.out.last_mut().map(|e| &mut e.body)
+                {
+                    *provider_item = item;
+                }
             }
             responses::Item::FunctionCallOutput(out) => {
                 output(&mut events, out, ts).map_err(|r| at(i, r))?
@@ -99,6 +115,7 @@ fn message(
     i: usize,
     m: Message,
     ts: Option<i64>,
+    provider_item: Option<ProviderItem>,
 ) -> std::result::Result<(), String> {
     events.unused(&m.extra);
     if m.role == "user" {
@@ -117,7 +134,7 @@ fn message(
         "assistant" => events.push(
             EventBody::Assistant {
                 text,
-                provider_item: None,
+                provider_item,
             },
             ts,
         ),

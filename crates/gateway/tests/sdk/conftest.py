@@ -43,9 +43,10 @@ def standin() -> Iterator[StandIn]:
 class Gateway:
     """A running `ctxlog gateway` over a store directory."""
 
-    def __init__(self, root: Path, upstream_port: int) -> None:
+    def __init__(self, root: Path, upstream_port: int, options: tuple[str, ...] = ()) -> None:
         self.root = root
         self.upstream_port = upstream_port
+        self.options = options
         self.start()
 
     def start(self) -> None:
@@ -53,7 +54,7 @@ class Gateway:
         self.process = subprocess.Popen(
             [str(ctxlog_bin()), "--root", str(self.root), "gateway", "--addr", "127.0.0.1:0",
              "--openai-upstream", f"{base}/v1", "--anthropic-upstream", base,
-             "--upstream-timeout", "5"],
+             "--upstream-timeout", "5", *self.options],
             stderr=subprocess.PIPE,
             env={**os.environ, "NO_COLOR": "1"},
         )
@@ -72,6 +73,13 @@ class Gateway:
         self.close()
         self.start()
 
+    def metrics(self) -> str:
+        """The text of GET /metrics."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/metrics") as response:
+            return str(response.read().decode())
+
     def export(self, conversation: str) -> list[dict[str, object]]:
         """The conversation's events (artifacts inlined) in the only tenant of the store."""
         import json
@@ -88,5 +96,23 @@ class Gateway:
 @pytest.fixture
 def gateway(tmp_path: Path, standin: StandIn) -> Iterator[Gateway]:
     running = Gateway(tmp_path / "store", standin.port)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def recall_gateway(tmp_path: Path, standin: StandIn) -> Iterator[Gateway]:
+    """A gateway that offers the recall tool and answers the model's recall calls."""
+    running = Gateway(tmp_path / "store", standin.port, ("--recall-tool", "--recall-calls", "2"))
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def configured_gateway(tmp_path: Path, standin: StandIn) -> Iterator[Gateway]:
+    """A gateway with the window of its test model configured (no header needed) and room
+    for one conversation's recognition state."""
+    options = ("--model-window", f"test-model={WINDOW}", "--recognition-cache", "1")
+    running = Gateway(tmp_path / "store", standin.port, options)
     yield running
     running.close()

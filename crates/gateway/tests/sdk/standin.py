@@ -62,8 +62,21 @@ def text_reply(text: str) -> Reply:
     return {"text": text, "calls": []}
 
 
-def call_reply(call_id: str, tool: str, arguments: Dict[str, Any]) -> Reply:
-    return {"text": None, "calls": [(call_id, tool, arguments)]}
+def call_reply(call_id: str, tool: str, arguments: Dict[str, Any], thought: Optional[str] = None) -> Reply:
+    """A tool call; with `thought`, after a reasoning item (Responses, with its
+    `encrypted_content`) or a thinking block (Anthropic, with its signature)."""
+    return {"text": None, "calls": [(call_id, tool, arguments)], "thought": thought}
+
+
+def thinking_block(thought: str) -> Dict[str, Any]:
+    return {"type": "thinking", "thinking": thought, "signature": f"sig-{len(thought)}-EqQkCAYYAiJA"}
+
+
+def reasoning_item(thought: str) -> Dict[str, Any]:
+    return {
+        "type": "reasoning", "id": "rs_standin", "summary": [{"type": "summary_text", "text": thought}],
+        "encrypted_content": f"gAAAAAB-{len(thought)}-opaque",
+    }
 
 
 class StandIn:
@@ -253,6 +266,8 @@ def openai_chunks(reply: Reply) -> List[bytes]:
 
 def anthropic_blocks(reply: Reply) -> List[Dict[str, Any]]:
     blocks: List[Dict[str, Any]] = []
+    if reply.get("thought"):
+        blocks.append(thinking_block(reply["thought"]))
     if reply["text"]:
         blocks.append({"type": "text", "text": reply["text"]})
     for call_id, name, arguments in reply["calls"]:
@@ -278,7 +293,12 @@ def anthropic_events(reply: Reply) -> List[bytes]:
     out = [sse({"type": "message_start", "message": start}, "message_start")]
     for index, block in enumerate(anthropic_blocks(reply)):
         first: Dict[str, Any]
-        if block["type"] == "text":
+        if block["type"] == "thinking":
+            first = {"type": "thinking", "thinking": "", "signature": ""}
+            thought = block["thinking"]
+            deltas = [{"type": "thinking_delta", "thinking": thought[i : i + 5]} for i in range(0, len(thought), 5)]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "text":
             first = {"type": "text", "text": ""}
             text = block["text"]
             deltas = [{"type": "text_delta", "text": text[i : i + 5]} for i in range(0, len(text), 5)]
@@ -307,8 +327,10 @@ def anthropic_events(reply: Reply) -> List[bytes]:
 
 def responses_items(reply: Reply) -> List[Dict[str, Any]]:
     items: List[Dict[str, Any]] = []
+    if reply.get("thought"):
+        items.append(reasoning_item(reply["thought"]))
     if reply["text"]:
-        part = {"type": "output_text", "text": reply["text"], "annotations": []}
+        part = {"type": "output_text", "text": reply["text"], "annotations": [], "logprobs": []}
         items.append({"type": "message", "id": "msg_standin", "status": "completed", "role": "assistant", "content": [part]})
     for index, (call_id, name, arguments) in enumerate(reply["calls"]):
         items.append(
@@ -342,7 +364,9 @@ def responses_events(reply: Reply) -> List[bytes]:
 
     out = [event("response.created", {"response": responses_object(reply, "in_progress")})]
     for index, item in enumerate(responses_items(reply)):
-        if item["type"] == "message":
+        if item["type"] == "reasoning":
+            out.append(event("response.output_item.added", {"output_index": index, "item": {**item, "summary": []}}))
+        elif item["type"] == "message":
             text = item["content"][0]["text"]
             out.append(event("response.output_item.added", {"output_index": index, "item": {**item, "content": [], "status": "in_progress"}}))
             for i in range(0, len(text), 5):

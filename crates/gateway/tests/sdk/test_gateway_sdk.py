@@ -119,6 +119,33 @@ def openai_message(completion: openai.types.chat.ChatCompletion) -> Dict[str, An
     return completion.choices[0].message.model_dump(exclude_none=True)
 
 
+def ask_chat(
+    client: openai.OpenAI, standin: StandIn, messages: List[Dict[str, Any]], answer: str
+) -> tuple[str, Dict[str, Any]]:
+    """One chat call the stand-in answers with `answer`: the conversation the response
+    names, and the reply message."""
+    standin.replies.append(text_reply(answer))
+    sent: Any = messages
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=sent)
+    return raw.headers["x-ctxlog-conversation"], openai_message(raw.parse())
+
+
+def anthropic_content(client: anthropic.Anthropic, stream: bool, args: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The content blocks of one Messages call's reply, plain or streamed (as an application
+    rebuilds it: the SDK's final message)."""
+    if stream:
+        with client.messages.stream(**args) as events:
+            reply = events.get_final_message()
+    else:
+        reply = client.messages.create(**args)
+    return [b.model_dump(exclude_none=True) for b in reply.content]
+
+
+def texts_of(gateway: Gateway, conversation: str) -> List[Any]:
+    """The texts of a conversation's events."""
+    return [e["text"] for e in gateway.export(conversation)]
+
+
 def openai_streamed(stream: openai.Stream[openai.types.chat.ChatCompletionChunk]) -> Dict[str, Any]:
     """An assistant message rebuilt from a stream, as an application does."""
     text: Optional[str] = None
@@ -179,6 +206,24 @@ def test_an_openai_tool_loop_is_stored_once_and_fits_the_window(
     assert all(r["messages"][0] == {"role": "system", "content": SYSTEM} for r in standin.requests)
     # The whole loop is one open turn: the oldest outputs were clipped to fit.
     assert len(json.dumps(standin.requests[-1])) < len(json.dumps(messages)) - 4 * 8192
+    # /metrics: the tokens the client resent (counted after each call went on) are more than
+    # those sent upstream in their place.
+    resent = metric_eventually(gateway, 'ctxlog_gateway_client_tokens_total{route="chat"}', lambda n: n > 0)
+    sent = metric_eventually(gateway, 'ctxlog_gateway_upstream_input_tokens_total{route="chat"}', lambda n: n > 0)
+    assert resent > sent + 4 * 1000, (resent, sent)
+
+
+def metric_eventually(gateway: Gateway, series: str, ready: Any) -> int:
+    """A series of /metrics once `ready` holds for it (counts made off the request path
+    land a moment after the answer)."""
+    import time
+
+    for _ in range(100):
+        values = [int(float(line.split()[-1])) for line in gateway.metrics().splitlines() if line.startswith(series + " ")]
+        if values and ready(values[0]):
+            return values[0]
+        time.sleep(0.05)
+    raise AssertionError(f"{series} never ready")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
@@ -195,12 +240,7 @@ def test_an_anthropic_tool_loop_is_stored_once_and_fits_the_window(
         args: Dict[str, Any] = dict(
             model="claude-sonnet-4-5", max_tokens=1024, system=SYSTEM, messages=messages, tools=TOOLS_ANTHROPIC
         )
-        if stream:
-            with client.messages.stream(**args) as events:
-                reply = events.get_final_message()
-        else:
-            reply = client.messages.create(**args)
-        content = [b.model_dump(exclude_none=True) for b in reply.content]
+        content = anthropic_content(client, stream, args)
         messages.append({"role": "assistant", "content": content})
         if not last:
             use = content[-1]
@@ -344,13 +384,10 @@ def test_without_the_header_chats_are_recognised_and_a_diverged_history_forks(
     )
 
     def ask(messages: List[Dict[str, Any]], answer: str) -> tuple[str, Dict[str, Any]]:
-        standin.replies.append(text_reply(answer))
-        sent: Any = messages
-        raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=sent)
-        return raw.headers["x-ctxlog-conversation"], openai_message(raw.parse())
+        return ask_chat(client, standin, messages, answer)
 
     def texts(conversation: str) -> List[Any]:
-        return [e["text"] for e in gateway.export(conversation)]
+        return texts_of(gateway, conversation)
 
     oslo: List[Dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Oslo."}]
     rome: List[Dict[str, Any]] = [{"role": "user", "content": "Plan a trip to Rome."}]
@@ -450,3 +487,264 @@ def test_an_image_the_client_resends_is_stored_once_and_sent_upstream(
     for request in standin.requests:
         parts = request["messages"][0]["content"]
         assert {"type": "image_url", "image_url": {"url": url, "detail": "high"}} in parts, parts
+
+
+def recall_tool_names(route: str, request: Dict[str, Any]) -> List[str]:
+    return [t["function"]["name"] if route == "chat" else t["name"] for t in request.get("tools", [])]
+
+
+def recall_results(route: str, request: Dict[str, Any]) -> List[str]:
+    """The texts of the gateway's recall results in an upstream body."""
+    out: List[str] = []
+    if route == "chat":
+        for m in request["messages"]:
+            if m["role"] == "tool" and m["tool_call_id"].startswith("ctxlog-recall-"):
+                out.append(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
+    elif route == "messages":
+        for m in request["messages"]:
+            for b in m["content"] if isinstance(m["content"], list) else []:
+                if b["type"] == "tool_result" and b["tool_use_id"].startswith("ctxlog-recall-"):
+                    out.append(json.dumps(b["content"]))
+    else:
+        for item in request["input"]:
+            if item.get("type") == "function_call_output" and item["call_id"].startswith("ctxlog-recall-"):
+                out.append(json.dumps(item["output"]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "route,stream",
+    [("chat", False), ("chat", True), ("messages", False), ("messages", True), ("responses", True)],
+    ids=["chat-plain", "chat-stream", "messages-plain", "messages-stream", "responses-stream"],
+)
+def test_the_gateway_answers_the_models_recall_calls_and_the_client_never_sees_them(
+    recall_gateway: Gateway, standin: StandIn, route: str, stream: bool
+) -> None:
+    gateway = recall_gateway
+    history: List[Dict[str, Any]] = []
+    previous: Optional[str] = None
+
+    def ask(text: str) -> str:
+        """One user message and the answer the client gets (the history resent, or for
+        Responses chained by previous_response_id)."""
+        nonlocal previous
+        history.append({"role": "user", "content": text})
+        if route == "chat":
+            client = openai_client(gateway, "mem")
+            sent: Any = history
+            if stream:
+                message = openai_streamed(client.chat.completions.create(model="gpt-4o", messages=sent, stream=True))
+            else:
+                message = openai_message(client.chat.completions.create(model="gpt-4o", messages=sent))
+            assert "tool_calls" not in message, message
+            history.append(message)
+            return str(message["content"])
+        if route == "messages":
+            aclient = anthropic_client(gateway, "mem")
+            args: Dict[str, Any] = dict(model="claude-sonnet-4-5", max_tokens=256, messages=history)
+            content = anthropic_content(aclient, stream, args)
+            assert [b["type"] for b in content] == ["text"], content
+            history.append({"role": "assistant", "content": content})
+            return str(content[0]["text"])
+        client = openai_client(gateway, "mem")
+        final: Any = None
+        extra: Dict[str, Any] = {"previous_response_id": previous} if previous else {}
+        for event in client.responses.create(model="gpt-4o", input=text, stream=True, **extra):
+            if event.type == "response.completed":
+                final = event.response
+            assert event.type != "response.function_call_arguments.delta", event
+        assert final is not None and [o.type for o in final.output] == ["message"], final
+        previous = final.id
+        return str(final.output_text)
+
+    standin.replies.append(text_reply("Noted."))
+    assert ask("The vault path is /srv/vault-7, remember it.") == "Noted."
+    # The model looks it up once: the gateway answers, the provider is called again.
+    recall_id = "toolu_r1" if route == "messages" else "call_r1"
+    standin.replies.append(call_reply(recall_id, "recall", {"query": "vault path"}))
+    standin.replies.append(text_reply("It is /srv/vault-7."))
+    assert ask("Where is the vault?") == "It is /srv/vault-7."
+    assert len(standin.requests) == 3
+    # The recall tool was offered from the first request on, the same in every one.
+    assert all(recall_tool_names(route, r).count("recall") == 1 for r in standin.requests)
+    assert len({json.dumps(r["tools"]) for r in standin.requests}) == 1
+    # The stand-in got the recall's answer back: the hit from the first message.
+    assert recall_results(route, standin.requests[0]) == []
+    results = recall_results(route, standin.requests[2])
+    assert len(results) == 1 and "/srv/vault-7" in results[0], results
+    assert f'ctxlog_gateway_recall_calls_total{{route="{route}"}} 1' in gateway.metrics().splitlines()
+    # The client resends its history (without the step it never saw): recognised, no fork.
+    standin.replies.append(text_reply("You are welcome."))
+    assert ask("Thanks.") == "You are welcome."
+    events = gateway.export("mem")
+    kinds = [(e["kind"], e.get("tool")) for e in events]
+    assert kinds == [
+        ("user", None), ("assistant", None), ("user", None), ("tool_call", "recall"),
+        ("tool_result", "recall"), ("assistant", None), ("user", None), ("assistant", None),
+    ], kinds
+    assert events[3]["call_id"] == events[4]["call_id"] and str(events[3]["call_id"]).startswith("ctxlog-recall-")
+    # The step stays in the conversation the provider sees (the model's own lookup).
+    assert len(recall_results(route, standin.requests[3])) == 1
+
+
+def test_recall_calls_past_the_limit_reach_the_client(recall_gateway: Gateway, standin: StandIn) -> None:
+    client = openai_client(recall_gateway, "limit")
+    for n in range(3):
+        standin.replies.append(call_reply(f"call_r{n}", "recall", {"query": f"thing {n}"}))
+    message = openai_message(client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Look."}]))
+    # --recall-calls 2: two answered by the gateway, the third relayed as the model made it.
+    assert message["tool_calls"][0]["id"] == "call_r2", message
+    assert len(standin.requests) == 3
+    kinds = [(e["kind"], str(e.get("call_id", ""))[:14]) for e in recall_gateway.export("limit")]
+    assert kinds == [("user", "")] + [("tool_call", "ctxlog-recall-"), ("tool_result", "ctxlog-recall-")] * 2 + [
+        ("tool_call", "call_r2")
+    ], kinds
+
+
+def test_a_named_conversation_whose_history_diverges_forks_and_keeps_its_original(
+    gateway: Gateway, standin: StandIn
+) -> None:
+    client = openai_client(gateway, "named")
+
+    def ask(messages: List[Dict[str, Any]], answer: str) -> tuple[str, Dict[str, Any]]:
+        return ask_chat(client, standin, messages, answer)
+
+    def texts(conversation: str) -> List[Any]:
+        return texts_of(gateway, conversation)
+
+    chat: List[Dict[str, Any]] = [{"role": "user", "content": "Name a colour."}]
+    name, reply = ask(chat, "Blue.")
+    assert name == "named"
+    chat += [reply, {"role": "user", "content": "Another?"}]
+    assert ask(chat, "Green.")[0] == "named"
+    # The client regenerates the last reply (it resends the history without it), still
+    # naming "named": a fork holding the common part, named in the response.
+    fork, reply = ask(chat, "Red.")
+    assert fork not in ("named", "") and fork.startswith("auto-"), fork
+    # It goes on sending the same header: its history continues the fork, and lands there.
+    branch = chat + [reply, {"role": "user", "content": "Thanks."}]
+    assert ask(branch, "Welcome.")[0] == fork
+    assert texts("named") == ["Name a colour.", "Blue.", "Another?", "Green."]
+    assert texts(fork) == ["Name a colour.", "Blue.", "Another?", "Red.", "Thanks.", "Welcome."]
+    # The same regeneration again is the same fork's sibling, never a merge.
+    sibling, _ = ask(chat, "Yellow.")
+    assert sibling not in ("named", fork)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_anthropic_replys_thinking_block_goes_back_verbatim(
+    gateway: Gateway, standin: StandIn, stream: bool
+) -> None:
+    from standin import thinking_block
+
+    client = anthropic_client(gateway, "think")
+    messages: List[Dict[str, Any]] = [{"role": "user", "content": "How full is the disk?"}]
+    standin.replies.append(call_reply("toolu_t1", "shell", {"cmd": "df -h"}, thought="Check df first."))
+    standin.replies.append(text_reply("It is 91% full."))
+    for _ in range(2):
+        args: Dict[str, Any] = dict(model="claude-sonnet-4-5", max_tokens=256, messages=messages, tools=TOOLS_ANTHROPIC)
+        content = anthropic_content(client, stream, args)
+        messages.append({"role": "assistant", "content": content})
+        if content[-1]["type"] == "tool_use":
+            result = {"type": "tool_result", "tool_use_id": "toolu_t1", "content": "91% used"}
+            messages.append({"role": "user", "content": [result]})
+    # The thinking block (with its signature) went back in its place, as the provider sent
+    # it, before the call it led to: recognised in the client's resent history, not forked.
+    assert standin.requests[1]["messages"][1]["content"][0] == thinking_block("Check df first.")
+    assert standin.requests[1]["messages"][1]["content"][1]["type"] == "tool_use"
+    kinds = [e["kind"] for e in gateway.export("think")]
+    assert kinds == ["user", "opaque", "tool_call", "tool_result", "assistant"], kinds
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_responses_replys_reasoning_item_and_call_go_back_verbatim(
+    gateway: Gateway, standin: StandIn, stream: bool
+) -> None:
+    from standin import reasoning_item
+
+    client = openai_client(gateway, "reason")
+    standin.replies.append(call_reply("call_t1", "shell", {"cmd": "df -h"}, thought="Check df first."))
+    standin.replies.append(text_reply("It is 91% full."))
+    items: Any = "How full is the disk?"
+    previous: Optional[str] = None
+    for _ in range(2):
+        extra: Dict[str, Any] = {"previous_response_id": previous} if previous else {}
+        if stream:
+            final: Any = None
+            for event in client.responses.create(model="o4-mini", input=items, tools=TOOLS_RESPONSES, stream=True, **extra):
+                if event.type == "response.completed":
+                    final = event.response
+        else:
+            final = client.responses.create(model="o4-mini", input=items, tools=TOOLS_RESPONSES, **extra)
+        previous = final.id
+        items = [{"type": "function_call_output", "call_id": "call_t1", "output": "91% used"}]
+    # The whole chain went upstream statelessly: the reasoning item (its encrypted content)
+    # and the function call item (its own id) as the provider sent them.
+    sent = standin.requests[1]["input"]
+    assert sent[1] == reasoning_item("Check df first."), sent
+    assert sent[2]["type"] == "function_call" and sent[2]["id"] == "fc_0" and sent[2]["call_id"] == "call_t1", sent
+    kinds = [e["kind"] for e in gateway.export("reason")]
+    assert kinds == ["user", "opaque", "tool_call", "tool_result", "assistant"], kinds
+
+
+def test_a_configured_window_fits_a_model_the_table_lacks_and_an_evicted_conversation_continues(
+    configured_gateway: Gateway, standin: StandIn
+) -> None:
+    gateway = configured_gateway
+    chats: Dict[str, List[Dict[str, Any]]] = {"one": [], "two": []}
+    for step in range(4):
+        for name, messages in chats.items():
+            # No X-Ctxlog-Max-Tokens: the window is --model-window's (the stand-in checks it).
+            client = openai.OpenAI(
+                api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0,
+                default_headers={"X-Ctxlog-Conversation": name},
+            )
+            messages.append({"role": "user", "content": f"{name} {step}: {output(step)}"})
+            standin.replies.append(text_reply(f"{name} reply {step}"))
+            sent: Any = messages
+            reply = client.chat.completions.create(model="test-model-7b", messages=sent)
+            messages.append(openai_message(reply))
+    # --recognition-cache 1: each call evicted the other conversation's digests, and each
+    # was read again from the store: recognised, every message stored once.
+    for name, messages in chats.items():
+        assert stored(gateway, name) == openai_expected(messages)
+    # The history (4 × 8 KB per chat) was cut to the configured window.
+    assert len(json.dumps(standin.requests[-1])) < len(json.dumps(chats["two"])) - 8192
+
+
+def test_a_responses_branch_from_an_earlier_response_forks(gateway: Gateway, standin: StandIn) -> None:
+    client = openai_client(gateway, "chain")
+
+    def ask(text: str, previous: Optional[str], answer: str) -> Any:
+        standin.replies.append(text_reply(answer))
+        extra: Dict[str, Any] = {"previous_response_id": previous} if previous else {}
+        raw = client.responses.with_raw_response.create(model="gpt-4o", input=text, **extra)
+        return raw.headers["x-ctxlog-conversation"], raw.parse()
+
+    def texts(conversation: str) -> List[Any]:
+        return texts_of(gateway, conversation)
+
+    _, first = ask("Pick a city.", None, "Oslo.")
+    _, second = ask("Why?", first.id, "Fjords.")
+    # A branch from the first response (the client went back one step): a fork holding the
+    # conversation up to it, never a rewrite of "chain".
+    fork, branched = ask("Another city?", first.id, "Rome.")
+    assert fork.startswith("auto-") and branched.id.startswith(f"resp_ctxlog.{fork}."), (fork, branched.id)
+    assert texts("chain") == ["Pick a city.", "Oslo.", "Why?", "Fjords."]
+    assert texts(fork) == ["Pick a city.", "Oslo.", "Another city?", "Rome."]
+    # The fork's own chain goes on in it, and upstream gets the fork's whole history.
+    again, _ = ask("Why Rome?", branched.id, "Food.")
+    assert again == fork
+    assert texts(fork) == ["Pick a city.", "Oslo.", "Another city?", "Rome.", "Why Rome?", "Food."]
+    assert [i["content"][0]["text"] for i in standin.requests[-1]["input"]] == texts(fork)[:-1]
+    # A second branch from the same response is a fork of its own.
+    other, _ = ask("A third city?", first.id, "Lima.")
+    assert other not in ("chain", fork)
+    assert texts(other) == ["Pick a city.", "Oslo.", "A third city?", "Lima."]
+
+
+def test_an_empty_answer_with_the_recall_tool_on_is_relayed(recall_gateway: Gateway, standin: StandIn) -> None:
+    standin.replies.append(text_reply(""))
+    client = openai_client(recall_gateway, "empty")
+    message = openai_message(client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hm?"}]))
+    assert message["content"] == "" and len(standin.requests) == 1

@@ -6,7 +6,7 @@ SDK's content-part types name the hint fields the body writes, and a hint in a s
 does not take is refused."""
 
 import json
-from typing import Any, Dict
+from typing import Any, Dict, Iterator
 
 import pydantic
 import pytest
@@ -29,6 +29,24 @@ ADAPTERS: Dict[str, "pydantic.TypeAdapter[Any]"] = {
 
 BREAKPOINT = '"prompt_cache_breakpoint": {"mode": "explicit"}'
 CACHE_CONTROL = '"cache_control": {"type": "ephemeral"}'
+
+PARTS: Dict[str, "pydantic.TypeAdapter[Any]"] = {
+    "openai-chat": pydantic.TypeAdapter(ChatCompletionContentPartTextParam),
+    "openai-responses": pydantic.TypeAdapter(ResponseInputTextParam),
+    "anthropic-messages": pydantic.TypeAdapter(TextBlockParam),
+}
+
+
+def hinted_parts(value: Any) -> Iterator[Dict[str, Any]]:
+    """Every object of `value` that carries a breakpoint field."""
+    if isinstance(value, dict):
+        if "prompt_cache_breakpoint" in value or ("cache_control" in value and "text" in value):
+            yield value
+        for v in value.values():
+            yield from hinted_parts(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from hinted_parts(v)
 
 # (format, model, the hints the model table gives, the marker, how many the body carries:
 # the system prompt's (Chat Completions and Anthropic) and the stable prefix's end).
@@ -67,11 +85,16 @@ def test_bodies_with_cache_hints_are_valid_sdk_requests(
     assert report["cache_hints"]["breakpoints"] == marks, report["cache_hints"]
     assert "model table row" in report["cache_hints"]["source"], report["cache_hints"]
     assert ("prompt_cache_key" in body) == format.startswith("openai"), text[:300]
-    if marks:
+    parts = list(hinted_parts(body))
+    assert len(parts) == marks, parts
+    for part in parts:
+        PARTS[format].validate_python(part)
         # A hint in a shape the SDK does not take is refused: the check can fail.
-        wrong = json.loads(text.replace('"explicit"', '"never"').replace('"ephemeral"', '"never"'))
+        wrong = json.loads(
+            json.dumps(part).replace('"explicit"', '"never"').replace('"ephemeral"', '"never"')
+        )
         with pytest.raises(pydantic.ValidationError):
-            ADAPTERS[format].validate_python(wrong)
+            PARTS[format].validate_python(wrong)
 
 
 def test_the_sdk_types_name_the_hint_fields() -> None:

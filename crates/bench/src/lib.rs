@@ -9,6 +9,7 @@
 //! | `projection_bench` | projection time on a 10,000-turn conversation vs the naive suffix rule |
 //! | `recall_eval` | retrieval quality (the §1 study, generators, LoCoMo, BEAM) vs plain FTS5 BM25 |
 //! | `recall_scale` | recall index build and query latency at 10k–1M pages vs Python sqlite3 FTS5 |
+//! | `cache_window` | the share of each body a prompt cache reuses, and its modelled cost, per window vs LangChain `trim_messages` |
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +17,30 @@ use ctxlog_ledger::event::{Event, EventBody};
 use serde_json::Value;
 
 pub mod doc;
+
+/// The plots' label font: DejaVu Sans (Debian's `fonts-dejavu-core`), or the file
+/// `$CTXLOG_PLOT_FONT` names.
+const PLOT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+/// Registers the plots' label font as `sans-serif`; `false` when the file is missing (the
+/// plot is then drawn without text).
+///
+/// # Errors
+///
+/// The file is not a font plotters can read.
+pub fn plot_font() -> anyhow::Result<bool> {
+    let font = std::env::var("CTXLOG_PLOT_FONT").unwrap_or_else(|_| PLOT_FONT.to_owned());
+    let Ok(bytes) = std::fs::read(&font) else {
+        return Ok(false);
+    };
+    plotters::style::register_font(
+        "sans-serif",
+        plotters::style::FontStyle::Normal,
+        bytes.leak(),
+    )
+    .map_err(|_| anyhow::anyhow!("{font} is not a font plotters can read"))?;
+    Ok(true)
+}
 
 /// Where LoCoMo (`locomo10.json`) is read from when a program is not given a path:
 /// `$CTXLOG_LOCOMO`, else `../shared/data/locomo10.json` beside the repository (the data set is

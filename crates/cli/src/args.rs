@@ -529,9 +529,11 @@ pub struct ProjectArgs {
     /// drops to when the window moves (a block is the rest) [default: 0.8]
     #[arg(long, value_name = "F")]
     pub low_water: Option<f64>,
-    /// Write provider cache hints where the prefix is stable, counted in the budget:
-    /// Anthropic cache_control breakpoints; OpenAI's prompt_cache_key (a hash of the
-    /// conversation's ledger id)
+    /// Write provider cache hints where the prefix is stable, counted in the budget, the kind
+    /// the model table gives the model (else the format's default; the report's cache_hints
+    /// says which): Anthropic cache_control breakpoints; OpenAI's prompt_cache_key (a hash
+    /// of the conversation's ledger id), with explicit prompt_cache_breakpoint parts for the
+    /// models that take them (gpt-5.6 and later)
     #[arg(long)]
     pub cache_hints: bool,
     /// Write the projection report (JSON) to this file

@@ -103,3 +103,43 @@ fn bad_window_values_are_refused_and_change_nothing() {
     }
     assert_eq!(snapshot(&env.conv_dir("chat")), before);
 }
+
+/// `--cache-hints` writes the hints the model table gives the model: OpenAI's explicit
+/// breakpoints (system prompt, end of the stable prefix) and the conversation's
+/// `prompt_cache_key` for `gpt-5.6`, the key alone for a model in no row (the format's
+/// default), and the report says which and why.
+#[test]
+fn cache_hints_follow_the_model_table() {
+    let env = Env::new();
+    for i in 0..12 {
+        env.commit(
+            "chat",
+            &format!("message {i}: the weather was fine and we walked to the harbour"),
+            &format!("reply {i}: that sounds lovely, tell me more about the harbour"),
+        );
+    }
+    let marker = r#""prompt_cache_breakpoint":{"mode":"explicit"}"#;
+    let (body, report) = project(&env, &["--cache-hints", "--model", "gpt-5.6-sol"]);
+    let text = String::from_utf8(body).unwrap();
+    let hints = &report["cache_hints"];
+    assert_eq!(hints["kind"], "prompt_cache_breakpoints", "{report}");
+    assert_eq!(hints["breakpoints"], 2, "{report}");
+    assert!(
+        hints["source"].as_str().unwrap().contains("gpt-5.6"),
+        "{report}"
+    );
+    assert_eq!(text.matches(marker).count(), 2, "{text}");
+    assert!(text.contains(r#","prompt_cache_key":"ctxlog-"#), "{text}");
+    assert!(text.len() <= 3000);
+    let (body, report) = project(&env, &["--cache-hints", "--model", "my-local-model"]);
+    let text = String::from_utf8(body).unwrap();
+    assert_eq!(
+        report["cache_hints"]["kind"], "prompt_cache_key",
+        "{report}"
+    );
+    let source = report["cache_hints"]["source"].as_str().unwrap();
+    assert!(source.contains("no row for model"), "{source}");
+    assert!(!text.contains("prompt_cache_breakpoint"), "{text}");
+    let (_, report) = project(&env, &[]);
+    assert!(report.get("cache_hints").is_none(), "{report}");
+}

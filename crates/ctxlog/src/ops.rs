@@ -318,9 +318,11 @@ pub struct ProjectRequest {
     /// drops to when the window moves; a block is the rest [default:
     /// [`ctxlog_projection::DEFAULT_LOW_WATER`], 0.8].
     pub low_water: Option<f64>,
-    /// Write provider cache hints where the prefix is stable: Anthropic `cache_control`
-    /// breakpoints, OpenAI's `prompt_cache_key` (a hash of the conversation's ledger id), both
-    /// counted in the budget [default: false].
+    /// Write provider cache hints where the prefix is stable, the kind the model table gives
+    /// the model (else the format's default; the report's `cache_hints` says which):
+    /// Anthropic `cache_control` breakpoints, OpenAI's `prompt_cache_key` (a hash of the
+    /// conversation's ledger id) with explicit `prompt_cache_breakpoint` parts for the models
+    /// that take them, all counted in the budget [default: false].
     pub cache_hints: bool,
     /// Tool definitions to send, in the format's own shape, counted in the budget.
     pub tools: Vec<serde_json::Value>,

@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::media::ImageRule;
+use crate::media::{CacheHints, ImageRule};
 use crate::options::{Tokenizer, WireFormat};
 use crate::report::{
     BudgetReport, OpaqueCounts, RecallReport, Report, Size, Tier, TierSize, TurnCounts,
@@ -22,8 +22,8 @@ use crate::tokens::{
     system_prompt_tokens, text_tokens, tool_use_tokens, tools_tokens,
 };
 use crate::wire::{
-    Block, CACHE_CONTROL, Envelope, Item, MergesWith, Msg, OpenAiMsg, ResponsesItem, Speaker,
-    is_blank, merge_saving, render,
+    Block, CACHE_CONTROL, Envelope, Item, MergesWith, Msg, OpenAiMsg, PROMPT_CACHE_BREAKPOINT,
+    ResponsesItem, Speaker, is_blank, merge_saving, render, with_breakpoint,
 };
 
 /// A request's budget, with the envelope its body is written in and that envelope's size.
@@ -44,10 +44,11 @@ impl<'r> Budget<'r> {
         let envelope = envelope_of(req);
         let counter = Counter::of(req);
         let mut envelope_size = envelope_cost(&envelope, counter);
-        // The history breakpoint is always written once (`cache_breakpoint`): it is counted
-        // with the envelope, before anything is fitted.
-        if history_breakpoint(req) {
-            envelope_size.bytes += CACHE_CONTROL.len() as i64;
+        // The history breakpoint is written at most once: the most it adds is counted with
+        // the envelope, before anything is fitted (what it did not use is given back when the
+        // body is written).
+        if let Some(bytes) = history_breakpoint(req) {
+            envelope_size.bytes += bytes;
         }
         Budget {
             req,
@@ -102,6 +103,15 @@ impl<'r> Budget<'r> {
     /// Renders items and returns the messages with their cost.
     pub fn render(&self, items: &[Item]) -> (Vec<Msg>, Cost) {
         let msgs = render(self.format, items);
+        let cost = self.cost(&msgs);
+        (msgs, cost)
+    }
+
+    /// Renders the system prompt's items, marked with OpenAI's explicit cache breakpoint when
+    /// the model takes one ([`mark_system`]).
+    pub fn render_system(&self, items: &[Item]) -> (Vec<Msg>, Cost) {
+        let mut msgs = render(self.format, items);
+        mark_system(self.req, &mut msgs);
         let cost = self.cost(&msgs);
         (msgs, cost)
     }
@@ -167,6 +177,7 @@ impl<'r> Budget<'r> {
             lost: Vec::new(),
             media: None,
             stable_prefix: None,
+            cache_hints: None,
         }
     }
 
@@ -184,32 +195,71 @@ impl<'r> Budget<'r> {
     }
 }
 
-/// Whether a body for `req` carries an Anthropic cache breakpoint at the end of its stable
-/// prefix: with cache hints, `window: stable` and the turns policy (docs/projection.md,
-/// "Cache hints").
-pub(crate) fn history_breakpoint(req: &ProjectionRequest) -> bool {
+/// The cache hints a body for `req` carries: none without `cache_hints`, else the model's from
+/// the model table, or the format's default (docs/projection.md, "Cache hints").
+pub(crate) fn cache_hints(req: &ProjectionRequest) -> Option<CacheHints> {
     req.cache_hints
-        && req.format == WireFormat::AnthropicMessages
-        && req.window == crate::options::Window::Stable
-        && req.policy == crate::options::Policy::Turns
+        .then(|| crate::media::hints_for(req.format, &req.model).0)
 }
 
-/// Marks the end of the stable prefix with an Anthropic cache breakpoint: on the last block
-/// of the last of `msgs` (the stable prefix) that can carry one, else on the last block of
-/// `tail` (the whole body is then cached). Exactly one breakpoint is written, as
-/// [`history_breakpoint`] counted.
-pub(crate) fn mark_breakpoint(msgs: &mut [Msg], tail: &mut [Msg]) {
+/// Whether a body for `req` carries a cache breakpoint at the end of its stable prefix (with
+/// breakpoint hints, `window: stable` and the turns policy), and if so the most bytes it adds:
+/// Anthropic's `cache_control`, or OpenAI's `prompt_cache_breakpoint` (a Chat Completions
+/// text message's content written as one text part to carry it).
+pub(crate) fn history_breakpoint(req: &ProjectionRequest) -> Option<i64> {
+    let hints = cache_hints(req).filter(|h| h.breakpoints())?;
+    if req.window != crate::options::Window::Stable || req.policy != crate::options::Policy::Turns {
+        return None;
+    }
+    Some(match (hints, req.format) {
+        (CacheHints::CacheControl, _) => CACHE_CONTROL.len() as i64,
+        (_, WireFormat::OpenAiChat) => {
+            let text = Msg::OpenAi(OpenAiMsg::Text {
+                role: crate::wire::Role::User,
+                text: String::new(),
+            });
+            let marked = with_breakpoint(&text).map_or(0, |m| m.to_bytes().len());
+            marked as i64 - text.to_bytes().len() as i64
+        }
+        _ => PROMPT_CACHE_BREAKPOINT.len() as i64,
+    })
+}
+
+/// Marks the end of the stable prefix with a cache breakpoint: on the last of `msgs` (the
+/// stable prefix) that can carry one, else on the last of `tail` (the whole body is then
+/// cached). Returns the bytes it added (none when no message can carry one).
+pub(crate) fn mark_breakpoint(msgs: &mut [Msg], tail: &mut [Msg]) -> i64 {
     let markable = |m: &Msg| match m {
         Msg::Anthropic { blocks, .. } => !matches!(
             blocks.last(),
             None | Some(Block::Opaque(_) | Block::CacheBreak)
         ),
-        _ => false,
+        _ => with_breakpoint(m).is_some(),
     };
     let at = msgs.iter_mut().rev().find(|m| markable(m));
-    let at = at.or_else(|| tail.iter_mut().rev().find(|m| markable(m)));
-    if let Some(Msg::Anthropic { blocks, .. }) = at {
+    let Some(at) = at.or_else(|| tail.iter_mut().rev().find(|m| markable(m))) else {
+        return 0;
+    };
+    let before = at.to_bytes().len() as i64;
+    if let Msg::Anthropic { blocks, .. } = &mut *at {
         blocks.push(Block::CacheBreak);
+    } else if let Some(marked) = with_breakpoint(at) {
+        *at = marked;
+    }
+    at.to_bytes().len() as i64 - before
+}
+
+/// Marks a Chat Completions system prompt with OpenAI's explicit breakpoint when the model
+/// takes one (the OpenAI counterpart of Anthropic's breakpoint on the system prompt; the
+/// Responses `instructions` string has no place for one).
+fn mark_system(req: &ProjectionRequest, msgs: &mut [Msg]) {
+    if cache_hints(req) != Some(CacheHints::PromptCacheBreakpoints) {
+        return;
+    }
+    for msg in msgs {
+        if let Some(marked) = with_breakpoint(msg) {
+            *msg = marked;
+        }
     }
 }
 
@@ -228,7 +278,7 @@ fn envelope_of(req: &ProjectionRequest) -> Envelope {
         system,
         tools: anthropic_cached_tools(req),
         fields: fields_with_cache_key(req),
-        cache_system: req.cache_hints && req.format == WireFormat::AnthropicMessages,
+        cache_system: cache_hints(req) == Some(CacheHints::CacheControl),
     }
 }
 
@@ -237,7 +287,7 @@ fn envelope_of(req: &ProjectionRequest) -> Envelope {
 fn anthropic_cached_tools(req: &ProjectionRequest) -> Vec<Value> {
     let mut tools = req.tools.clone();
     let has_system = req.system.as_deref().is_some_and(|s| !is_blank(s));
-    let hints = req.cache_hints && req.format == WireFormat::AnthropicMessages;
+    let hints = cache_hints(req) == Some(CacheHints::CacheControl);
     if hints
         && !has_system
         && let Some(Value::Object(last)) = tools.last_mut()
@@ -254,8 +304,8 @@ fn anthropic_cached_tools(req: &ProjectionRequest) -> Vec<Value> {
 /// after them (unless the caller gave one).
 fn fields_with_cache_key(req: &ProjectionRequest) -> serde_json::Map<String, Value> {
     let mut fields = req.fields.clone();
-    let openai = req.format != WireFormat::AnthropicMessages;
-    if let (true, true, Some(key)) = (req.cache_hints, openai, &req.cache_key) {
+    let openai = cache_hints(req).is_some_and(|h| h != CacheHints::CacheControl);
+    if let (true, Some(key)) = (openai, &req.cache_key) {
         fields
             .entry("prompt_cache_key")
             .or_insert_with(|| Value::String(key.clone()));
@@ -383,7 +433,9 @@ fn message_tokens(tokenizer: Tokenizer, image: ImageRule, msg: &Msg) -> u64 {
         Msg::OpenAi(OpenAiMsg::Parts { .. }) | Msg::Responses(ResponsesItem::Parts { .. }) => {
             return written_tokens(tokenizer, image, msg, &msg.to_bytes());
         }
-        Msg::OpenAi(OpenAiMsg::Text { role, text }) => t(role.openai_name()) + t(text),
+        Msg::OpenAi(OpenAiMsg::Text { role, text } | OpenAiMsg::Breakpoint { role, text }) => {
+            t(role.openai_name()) + t(text)
+        }
         Msg::OpenAi(OpenAiMsg::Calls { text, calls }) => {
             t("assistant")
                 + text.as_deref().map_or(0, t)
@@ -410,7 +462,10 @@ fn message_tokens(tokenizer: Tokenizer, image: ImageRule, msg: &Msg) -> u64 {
 fn responses_item_tokens(tokenizer: Tokenizer, image: ImageRule, item: &ResponsesItem) -> u64 {
     let t = |text: &str| text_tokens(tokenizer, text);
     match item {
-        ResponsesItem::Message { role, text } => t("message") + t(role.openai_name()) + t(text),
+        // The breakpoint is metadata, not prompt text (as `count` reads a part's fields).
+        ResponsesItem::Message { role, text } | ResponsesItem::Breakpoint { role, text } => {
+            t("message") + t(role.openai_name()) + t(text)
+        }
         ResponsesItem::Call(c) => {
             t("function_call") + t(&c.id) + t(&c.name) + TOKENS_PER_NAME + t(&c.arguments)
         }

@@ -85,8 +85,8 @@ pub use history::{History, SeqRange, SliceHistory};
 pub use options::{Policy, Tokenizer, UnknownName, Window, WireFormat};
 pub use pages::{CANDIDATES_PER_PAGE, PageSource, PageSourceError, StaticPages};
 pub use report::{
-    BudgetReport, Clip, Drop, MediaReport, OpaqueCounts, PageRef, Projection, RecallReport, Report,
-    Size, SkippedPage, StablePrefix, Tier, TierSize, TurnCounts,
+    BudgetReport, CacheHintsReport, Clip, Drop, MediaReport, OpaqueCounts, PageRef, Projection,
+    RecallReport, Report, Size, SkippedPage, StablePrefix, Tier, TierSize, TurnCounts,
 };
 pub use request::{
     DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_LOW_WATER, DEFAULT_RECALL_RESERVE, ProjectionRequest,
@@ -148,6 +148,7 @@ fn project_by_policy<H: History + ?Sized>(
     let mut projection = project_chosen(history, request, cache, pages)?;
     opaque::count(history, request, &mut projection.report)?;
     projection.report.media = media::report(&projection.body, request);
+    projection.report.cache_hints = media::hints_report(&projection.body, request);
     if projection
         .report
         .media

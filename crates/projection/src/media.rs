@@ -5,9 +5,10 @@
 //! # The model table
 //!
 //! [`MODELS`] gives, per model family (matched by the longest name prefix), its context
-//! window, its default output reservation and its image token rule. A model in no row takes
-//! its format's default rule ([`default_rule`]: OpenAI's `gpt-4o` tiles, Anthropic's pixel
-//! area), and the figure says so.
+//! window, its default output reservation, its image token rule and the prompt-cache hints it
+//! takes ([`CacheHints`]). A model in no row takes its format's default rule
+//! ([`default_rule`]: OpenAI's `gpt-4o` tiles, Anthropic's pixel area) and its format's
+//! default hints ([`default_hints`]), and the report says so.
 //!
 //! # The rules
 //!
@@ -59,16 +60,64 @@ pub struct ModelFamily {
     pub default_output: u64,
     /// The image token rule.
     pub image: ImageRule,
+    /// The prompt-cache hints the family takes (docs/projection.md, "Cache hints").
+    pub cache: CacheHints,
 }
 
-const fn row(prefix: &'static str, window: u64, output: u64, image: ImageRule) -> ModelFamily {
+/// Which prompt-cache hints a model takes (docs/projection.md, "Cache hints").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheHints {
+    /// Anthropic's `cache_control` breakpoints (at most 4 per request): on the system prompt
+    /// (or the last tool definition) and at the end of the stable prefix.
+    CacheControl,
+    /// OpenAI's automatic prefix caching, steered by `prompt_cache_key`.
+    PromptCacheKey,
+    /// `prompt_cache_key`, and OpenAI's explicit `prompt_cache_breakpoint` on content parts
+    /// (at most 4 written per request) at the same places as Anthropic's breakpoints.
+    PromptCacheBreakpoints,
+}
+
+impl CacheHints {
+    /// Whether a body of `format` can carry these hints.
+    pub fn fits_format(self, format: crate::WireFormat) -> bool {
+        (self == CacheHints::CacheControl) == (format == crate::WireFormat::AnthropicMessages)
+    }
+
+    /// The hints' name, as the report writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheHints::CacheControl => "cache_control",
+            CacheHints::PromptCacheKey => "prompt_cache_key",
+            CacheHints::PromptCacheBreakpoints => "prompt_cache_breakpoints",
+        }
+    }
+
+    /// Whether these hints include explicit breakpoints in the messages.
+    pub fn breakpoints(self) -> bool {
+        self != CacheHints::PromptCacheKey
+    }
+}
+
+const fn row(
+    prefix: &'static str,
+    window: u64,
+    output: u64,
+    image: ImageRule,
+    cache: CacheHints,
+) -> ModelFamily {
     ModelFamily {
         prefix,
         context_window: window,
         default_output: output,
         image,
+        cache,
     }
 }
+
+const KEY: CacheHints = CacheHints::PromptCacheKey;
+const KEY_AND_BREAKPOINTS: CacheHints = CacheHints::PromptCacheBreakpoints;
+const CACHE_CONTROL: CacheHints = CacheHints::CacheControl;
 
 const fn tiles(base: u64, tile: u64) -> ImageRule {
     ImageRule::Tiles { base, tile }
@@ -80,24 +129,63 @@ const fn patches(multiplier_milli: u64) -> ImageRule {
 
 /// The model table: sources in `docs/projection.md` ("Images"), one per row.
 pub const MODELS: &[ModelFamily] = &[
-    row("gpt-4o", 128_000, 16_384, tiles(85, 170)),
-    row("gpt-4o-mini", 128_000, 16_384, tiles(2833, 5667)),
-    row("gpt-4.1", 1_047_576, 32_768, tiles(85, 170)),
-    row("gpt-4.1-mini", 1_047_576, 32_768, patches(1620)),
-    row("gpt-4.1-nano", 1_047_576, 32_768, patches(2460)),
-    row("gpt-4.5", 128_000, 16_384, tiles(85, 170)),
-    row("gpt-5", 400_000, 128_000, tiles(70, 140)),
-    row("gpt-5-mini", 400_000, 128_000, patches(1620)),
-    row("gpt-5-nano", 400_000, 128_000, patches(2460)),
-    row("o1", 200_000, 100_000, tiles(75, 150)),
-    row("o3", 200_000, 100_000, tiles(75, 150)),
-    row("o4-mini", 200_000, 100_000, patches(1720)),
-    row("computer-use-preview", 8_192, 1_024, tiles(65, 129)),
-    row("claude-opus-4", 200_000, 32_000, ImageRule::Area),
-    row("claude-sonnet-4", 200_000, 64_000, ImageRule::Area),
-    row("claude-3-7-sonnet", 200_000, 64_000, ImageRule::Area),
-    row("claude-3-5-haiku", 200_000, 8_192, ImageRule::Area),
-    row("claude-haiku-4", 200_000, 64_000, ImageRule::Area),
+    row("gpt-4o", 128_000, 16_384, tiles(85, 170), KEY),
+    row("gpt-4o-mini", 128_000, 16_384, tiles(2833, 5667), KEY),
+    row("gpt-4.1", 1_047_576, 32_768, tiles(85, 170), KEY),
+    row("gpt-4.1-mini", 1_047_576, 32_768, patches(1620), KEY),
+    row("gpt-4.1-nano", 1_047_576, 32_768, patches(2460), KEY),
+    row("gpt-4.5", 128_000, 16_384, tiles(85, 170), KEY),
+    row("gpt-5", 400_000, 128_000, tiles(70, 140), KEY),
+    row("gpt-5-mini", 400_000, 128_000, patches(1620), KEY),
+    row("gpt-5-nano", 400_000, 128_000, patches(2460), KEY),
+    // The published schema gives `prompt_cache_breakpoint` to `gpt-5.6` and later; the other
+    // figures are the `gpt-5` row's, which the family took before it had a row of its own.
+    row(
+        "gpt-5.6",
+        400_000,
+        128_000,
+        tiles(70, 140),
+        KEY_AND_BREAKPOINTS,
+    ),
+    row("o1", 200_000, 100_000, tiles(75, 150), KEY),
+    row("o3", 200_000, 100_000, tiles(75, 150), KEY),
+    row("o4-mini", 200_000, 100_000, patches(1720), KEY),
+    row("computer-use-preview", 8_192, 1_024, tiles(65, 129), KEY),
+    row(
+        "claude-opus-4",
+        200_000,
+        32_000,
+        ImageRule::Area,
+        CACHE_CONTROL,
+    ),
+    row(
+        "claude-sonnet-4",
+        200_000,
+        64_000,
+        ImageRule::Area,
+        CACHE_CONTROL,
+    ),
+    row(
+        "claude-3-7-sonnet",
+        200_000,
+        64_000,
+        ImageRule::Area,
+        CACHE_CONTROL,
+    ),
+    row(
+        "claude-3-5-haiku",
+        200_000,
+        8_192,
+        ImageRule::Area,
+        CACHE_CONTROL,
+    ),
+    row(
+        "claude-haiku-4",
+        200_000,
+        64_000,
+        ImageRule::Area,
+        CACHE_CONTROL,
+    ),
 ];
 
 /// The family of `model`: the row with the longest prefix of it.
@@ -115,6 +203,67 @@ pub fn default_rule(format: crate::WireFormat) -> ImageRule {
         crate::WireFormat::AnthropicMessages => ImageRule::Area,
         _ => tiles(85, 170),
     }
+}
+
+/// The hints a format takes for a model in no row (or in a row whose hints the format cannot
+/// carry): `cache_control` for Anthropic, `prompt_cache_key` for the OpenAI formats.
+pub fn default_hints(format: crate::WireFormat) -> CacheHints {
+    match format {
+        crate::WireFormat::AnthropicMessages => CacheHints::CacheControl,
+        _ => CacheHints::PromptCacheKey,
+    }
+}
+
+/// The cache hints for `model` in `format`, and where they came from, in words: the model's
+/// row of the model table, or the format's default (no row, or a row whose hints the format
+/// cannot carry).
+pub fn hints_for(format: crate::WireFormat, model: &str) -> (CacheHints, String) {
+    let default = default_hints(format);
+    match family(model) {
+        Some(f) if f.cache.fits_format(format) => {
+            (f.cache, format!("model table row {:?}", f.prefix))
+        }
+        Some(f) => (
+            default,
+            format!(
+                "model table row {:?} takes {}, which {} cannot carry: the format's default",
+                f.prefix,
+                f.cache.as_str(),
+                format.as_str()
+            ),
+        ),
+        None => (
+            default,
+            format!(
+                "no row for model {model:?}: the {} default",
+                format.as_str()
+            ),
+        ),
+    }
+}
+
+/// What the report says of the cache hints in `body` (a body of `request`'s format), `None`
+/// without `cache_hints`.
+pub(crate) fn hints_report(
+    body: &[u8],
+    request: &crate::ProjectionRequest,
+) -> Option<crate::CacheHintsReport> {
+    if !request.cache_hints() {
+        return None;
+    }
+    let (kind, source) = hints_for(request.format, &request.model);
+    // A field name with its quotes cannot occur inside a JSON string (its quotes would be
+    // escaped there), so each occurrence is a field.
+    let marks: [&[u8]; 2] = [b"\"cache_control\":", b"\"prompt_cache_breakpoint\":"];
+    let breakpoints = marks
+        .iter()
+        .map(|m| body.windows(m.len()).filter(|w| w == m).count() as u64)
+        .sum();
+    Some(crate::CacheHintsReport {
+        kind,
+        breakpoints,
+        source,
+    })
 }
 
 /// The rule for `model` in `format`, and whether it came from the table.

@@ -109,6 +109,24 @@ pub struct Report {
     /// ends, and the block the window starts at; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stable_prefix: Option<StablePrefix>,
+    /// With `cache_hints`, which provider cache hints the body carries and where they were
+    /// chosen from; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_hints: Option<CacheHintsReport>,
+}
+
+/// The provider cache hints of a body (docs/projection.md, "Cache hints").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CacheHintsReport {
+    /// Which hints: `cache_control` (Anthropic breakpoints), `prompt_cache_key` (OpenAI's
+    /// automatic caching) or `prompt_cache_breakpoints` (the key and explicit breakpoints).
+    pub kind: crate::media::CacheHints,
+    /// How many breakpoints the body carries (`cache_control` or `prompt_cache_breakpoint`
+    /// fields, the caller's own included).
+    pub breakpoints: u64,
+    /// Where `kind` came from: the model's row of the model table, or the format's default
+    /// (no row, or a row whose hints the format cannot carry).
+    pub source: String,
 }
 
 /// The stable prefix of a `window: stable` body (docs/projection.md, "Windows").

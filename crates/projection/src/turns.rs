@@ -83,7 +83,7 @@ pub(crate) fn fixed_parts<H: History + ?Sized>(
     history: &H,
 ) -> Result<FixedParts> {
     let pinned = pinned_notes(history)?;
-    let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
+    let (system_msgs, system_cost) = budget.render_system(&system_items(budget.req));
     let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
     let mut prefix_msgs = system_msgs;
     prefix_msgs.extend(pinned_msgs);
@@ -389,6 +389,7 @@ fn assemble<H: History + ?Sized>(
     let mut stable_head = None;
     let notice_msgs = notice_msgs.into_iter().flatten();
     let input_msgs = std::mem::take(&mut fixed.input_msgs);
+    let mut total = budget.total(pages.chain);
     match budget.req.window() {
         Window::Sliding => {
             msgs.extend(notice_msgs);
@@ -399,14 +400,14 @@ fn assemble<H: History + ?Sized>(
         Window::Stable => {
             msgs.extend(kept.msgs);
             let mut tail: Vec<Msg> = notice_msgs.chain(pages.msgs).chain(input_msgs).collect();
-            if history_breakpoint(budget.req) {
-                mark_breakpoint(&mut msgs, &mut tail);
+            if let Some(counted) = history_breakpoint(budget.req) {
+                let added = mark_breakpoint(&mut msgs, &mut tail);
+                total.bytes -= (counted - added).max(0) as u64;
             }
             stable_head = Some(budget.envelope.write_iter(msgs.iter()));
             msgs.extend(tail);
         }
     }
-    let total = budget.total(pages.chain);
     let body = budget.write_checked(msgs, total, "assembled")?;
     let stable_prefix = stable_head.map(|head| StablePrefix {
         bytes: common_prefix(&head, &body),

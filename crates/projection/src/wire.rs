@@ -107,6 +107,11 @@ pub const INTERRUPTED_RESULT: &str = "interrupted: effects unknown";
 /// brace): the 5-minute `ephemeral` cache.
 pub(crate) const CACHE_CONTROL: &[u8] = br#","cache_control":{"type":"ephemeral"}"#;
 
+/// OpenAI's explicit cache breakpoint, as written on a content part (its default mode
+/// keeps the implicit breakpoint, so no `prompt_cache_options` is needed).
+pub(crate) const PROMPT_CACHE_BREAKPOINT: &[u8] =
+    br#","prompt_cache_breakpoint":{"mode":"explicit"}"#;
+
 /// The speaker of a format-neutral text item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Role {
@@ -450,6 +455,12 @@ pub(crate) enum OpenAiMsg {
     },
     /// A `tool` message answering one call.
     ToolResult(Answer),
+    /// A text message ending a reusable prefix: its text as one `text` part carrying
+    /// `prompt_cache_breakpoint` ([`with_breakpoint`]).
+    Breakpoint {
+        role: Role,
+        text: String,
+    },
 }
 
 /// One item of a Responses `input` array.
@@ -469,6 +480,28 @@ pub(crate) enum ResponsesItem {
     Output(Answer),
     /// An opaque item, written as stored.
     Opaque(Value),
+    /// A `message` item (not the assistant's) ending a reusable prefix: its `input_text`
+    /// part carries `prompt_cache_breakpoint` ([`with_breakpoint`]).
+    Breakpoint { role: Role, text: String },
+}
+
+/// `msg` marked as the end of a reusable prefix with OpenAI's explicit breakpoint, if it can
+/// carry one: a Chat Completions text message, or a Responses text message that is not the
+/// assistant's (an assistant's `output_text` has no breakpoint in the published schema).
+pub(crate) fn with_breakpoint(msg: &Msg) -> Option<Msg> {
+    match msg {
+        Msg::OpenAi(OpenAiMsg::Text { role, text }) => Some(Msg::OpenAi(OpenAiMsg::Breakpoint {
+            role: *role,
+            text: text.clone(),
+        })),
+        Msg::Responses(ResponsesItem::Message { role, text }) if *role != Role::Assistant => {
+            Some(Msg::Responses(ResponsesItem::Breakpoint {
+                role: *role,
+                text: text.clone(),
+            }))
+        }
+        _ => None,
+    }
 }
 
 /// One content block of an Anthropic message.
@@ -675,6 +708,14 @@ fn write_openai(m: &mut Vec<u8>, msg: &OpenAiMsg) {
             m.extend_from_slice(b"]}");
         }
         OpenAiMsg::Calls { text, calls } => write_openai_calls(m, text.as_deref(), calls),
+        OpenAiMsg::Breakpoint { role, text } => {
+            m.extend_from_slice(br#"{"role":"#);
+            write_str(m, role.openai_name());
+            m.extend_from_slice(br#","content":[{"type":"text","text":"#);
+            write_str(m, text);
+            m.extend_from_slice(PROMPT_CACHE_BREAKPOINT);
+            m.extend_from_slice(b"}]}");
+        }
         OpenAiMsg::ToolResult(a) => {
             m.extend_from_slice(br#"{"role":"tool","tool_call_id":"#);
             write_str(m, &a.call_id);
@@ -763,6 +804,14 @@ fn write_responses(m: &mut Vec<u8>, item: &ResponsesItem) {
             write_str(m, role.openai_name());
             m.extend_from_slice(br#","content":[{"type":"input_text","text":"#);
             write_str(m, text);
+            m.extend_from_slice(b"}]");
+        }
+        ResponsesItem::Breakpoint { role, text } => {
+            m.extend_from_slice(br#"{"type":"message","role":"#);
+            write_str(m, role.openai_name());
+            m.extend_from_slice(br#","content":[{"type":"input_text","text":"#);
+            write_str(m, text);
+            m.extend_from_slice(PROMPT_CACHE_BREAKPOINT);
             m.extend_from_slice(b"}]");
         }
         ResponsesItem::Parts { role, text, parts } => {

@@ -201,6 +201,11 @@ fn corpus() -> Vec<ProjectionRequestBuilder> {
             b.window(Window::Stable)
                 .cache_hints(true)
                 .cache_key("ctxlog-0123456789abcdef");
+            out.push(b.clone());
+            // A model whose row takes OpenAI's explicit `prompt_cache_breakpoint`s.
+            b.model("gpt-5.6-sol");
+            out.push(b.clone());
+            b.window(Window::Sliding);
             out.push(b);
         }
     }
@@ -216,6 +221,41 @@ fn every_body_of_the_corpus_validates_against_the_published_schema() {
         let request = b.build().unwrap();
         let p = project(&history, &request, &mut SizeCache::new()).unwrap();
         check(&validator, &p.body);
+    }
+}
+
+/// Explicit cache breakpoints sit where the published schemas take them: on a Chat
+/// Completions text part (the system prompt's and the stable prefix's last message) and on a
+/// Responses `input_text` part, as `{"mode":"explicit"}`; another mode is refused.
+#[test]
+fn explicit_cache_breakpoints_validate_in_both_openai_formats() {
+    let events = events();
+    let history = SliceHistory::new(&events);
+    for (format, validator) in [
+        (WireFormat::OpenAiResponses, validator()),
+        (WireFormat::OpenAiChat, chat_validator()),
+    ] {
+        let mut b = ProjectionRequest::builder();
+        b.format(format)
+            .model("gpt-5.6-sol")
+            .system("sys")
+            .input("next?")
+            .policy(Policy::Turns)
+            .window(Window::Stable)
+            .cache_hints(true)
+            .cache_key("ctxlog-0123456789abcdef");
+        let p = project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+        let text = String::from_utf8(p.body.clone()).unwrap();
+        assert!(
+            text.contains(r#""prompt_cache_breakpoint":{"mode":"explicit"}"#),
+            "{text}"
+        );
+        check(&validator, &p.body);
+        let bad = text.replace(r#"{"mode":"explicit"}"#, r#"{"mode":"implicit"}"#);
+        assert!(
+            !validator.is_valid(&serde_json::from_str(&bad).unwrap()),
+            "{bad}"
+        );
     }
 }
 

@@ -281,3 +281,137 @@ fn cache_hints_mark_the_stable_prefix_within_the_budget() {
         }
     }
 }
+
+/// Which hints a body carries comes from the model table: Anthropic's `cache_control` for
+/// the Claude rows, `prompt_cache_key` for OpenAI's, and with it explicit
+/// `prompt_cache_breakpoint`s for the rows that take them (`gpt-5.6`): on the Chat
+/// Completions system prompt and at the end of the stable prefix, inside every byte budget.
+/// A model in no row, or in a row whose hints the format cannot carry, gets the format's
+/// default, and the report says which and why.
+#[test]
+fn cache_hints_come_from_the_model_table() {
+    use ctxlog_projection::media::CacheHints;
+    let sizes: Vec<(usize, usize)> = (0..40).map(|i| (20 + i % 7 * 5, 30 + i % 5 * 10)).collect();
+    let events = conversation(&sizes);
+    let history = SliceHistory::new(&events);
+    let bp = r#""prompt_cache_breakpoint":{"mode":"explicit"}"#;
+    let cases = [
+        (
+            WireFormat::AnthropicMessages,
+            "claude-sonnet-4-5",
+            CacheHints::CacheControl,
+            "model table row \"claude-sonnet-4\"",
+        ),
+        (
+            WireFormat::AnthropicMessages,
+            "m",
+            CacheHints::CacheControl,
+            "no row for model \"m\"",
+        ),
+        (
+            WireFormat::AnthropicMessages,
+            "gpt-5.6-sol",
+            CacheHints::CacheControl,
+            "cannot carry",
+        ),
+        (
+            WireFormat::OpenAiChat,
+            "gpt-4o",
+            CacheHints::PromptCacheKey,
+            "model table row \"gpt-4o\"",
+        ),
+        (
+            WireFormat::OpenAiChat,
+            "m",
+            CacheHints::PromptCacheKey,
+            "the openai-chat default",
+        ),
+        (
+            WireFormat::OpenAiChat,
+            "claude-sonnet-4",
+            CacheHints::PromptCacheKey,
+            "cannot carry",
+        ),
+        (
+            WireFormat::OpenAiChat,
+            "gpt-5.6-sol",
+            CacheHints::PromptCacheBreakpoints,
+            "model table row \"gpt-5.6\"",
+        ),
+        (
+            WireFormat::OpenAiResponses,
+            "gpt-5.6-terra",
+            CacheHints::PromptCacheBreakpoints,
+            "model table row \"gpt-5.6\"",
+        ),
+        (
+            WireFormat::OpenAiResponses,
+            "gpt-5",
+            CacheHints::PromptCacheKey,
+            "model table row \"gpt-5\"",
+        ),
+    ];
+    for (format, model, kind, source) in cases {
+        for window in Window::ALL {
+            for max in (1_000..6_000).step_by(500) {
+                let mut b = ProjectionRequest::builder();
+                b.format(format)
+                    .model(model)
+                    .system("Be brief.")
+                    .input(INPUT)
+                    .policy(Policy::Turns)
+                    .notice(true)
+                    .window(window)
+                    .cache_hints(true)
+                    .cache_key("ctxlog-k")
+                    .max_bytes(max);
+                let req = b.build().unwrap();
+                let p = match project(&history, &req, &mut SizeCache::new()) {
+                    Err(Error::MandatoryExceedsBudget { .. }) => continue,
+                    r => r.unwrap(),
+                };
+                assert!(p.report.bytes <= max && p.report.bytes == p.body.len() as u64);
+                let counted = count(&p.body, format, req.tokenizer()).unwrap();
+                assert_eq!(p.report.tokens, counted.tokens);
+                let hints = p.report.cache_hints.clone().unwrap();
+                assert_eq!(hints.kind, kind, "{model} in {format:?}");
+                assert!(hints.source.contains(source), "{}", hints.source);
+                let text = String::from_utf8(p.body.clone()).unwrap();
+                let breakpoints = text.matches(bp).count() as u64;
+                assert!(hints.breakpoints <= 4, "{text}");
+                assert_eq!(
+                    text.contains("prompt_cache_key"),
+                    kind != CacheHints::CacheControl,
+                    "{text}"
+                );
+                if kind != CacheHints::PromptCacheBreakpoints {
+                    assert_eq!(breakpoints, 0, "{text}");
+                    continue;
+                }
+                assert_eq!(breakpoints, hints.breakpoints, "{text}");
+                // Chat: the system prompt's, and with the stable window the history's, which
+                // closes the stable prefix (or, with nothing there to carry it, the input's).
+                let system = u64::from(format == WireFormat::OpenAiChat);
+                let history_mark = u64::from(window == Window::Stable);
+                assert_eq!(breakpoints, system + history_mark, "{text}");
+                if format == WireFormat::OpenAiChat {
+                    assert!(text.contains(&format!(
+                        r#"{{"role":"system","content":[{{"type":"text","text":"Be brief.",{bp}}}]}}"#
+                    )), "{text}");
+                }
+                if window == Window::Stable && p.report.turns.kept > 0 {
+                    let head = &text[..p.report.stable_prefix.unwrap().bytes as usize];
+                    assert!(head.matches(bp).count() as u64 == breakpoints, "{text}");
+                }
+            }
+        }
+    }
+    // Without cache hints the report says nothing of them.
+    let mut b = ProjectionRequest::builder();
+    b.format(WireFormat::OpenAiChat)
+        .model("gpt-5.6")
+        .input(INPUT);
+    let p = project(&history, &b.build().unwrap(), &mut SizeCache::new()).unwrap();
+    assert!(p.report.cache_hints.is_none());
+    assert!(!String::from_utf8(p.body).unwrap().contains("prompt_cache"));
+}

@@ -28,7 +28,6 @@ const WINDOWS: [(u64, &str); 3] = [
     (1024 * 1024, "1 MiB"),
 ];
 const NAIVE_MAX_TURNS: usize = 10_000;
-const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 fn request(max_bytes: u64) -> Result<ProjectionRequest> {
     let mut b = ProjectionRequest::builder();
@@ -182,15 +181,7 @@ fn main() -> Result<()> {
 }
 
 fn draw(path: &str, points: &[Point]) -> Result<()> {
-    let font = std::env::var("CTXLOG_PLOT_FONT").unwrap_or_else(|_| DEFAULT_FONT.to_owned());
-    let text = match std::fs::read(&font) {
-        Ok(bytes) => {
-            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes.leak())
-                .map_err(|_| anyhow!("{font} is not a font plotters can read"))?;
-            true
-        }
-        Err(_) => false,
-    };
+    let text = ctxlog_bench::plot_font()?;
     if let Some(dir) = std::path::Path::new(path).parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

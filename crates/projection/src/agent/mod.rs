@@ -81,7 +81,7 @@ pub(crate) fn project<H: History + ?Sized>(
 ) -> Result<Projection> {
     let budget = Budget::new(req);
     let pinned = pinned_notes(history)?;
-    let (system_msgs, system_cost) = budget.render(&system_items(budget.req));
+    let (system_msgs, system_cost) = budget.render_system(&system_items(budget.req));
     let (pinned_msgs, pinned_cost) = budget.render(&pinned_items(&pinned));
     let turn_count = read(history.turn_count())?;
     // Without input, the open turn ends the body as messages and stays out of the context.

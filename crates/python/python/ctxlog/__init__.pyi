@@ -274,7 +274,9 @@ class Conversation:
         window="stable" the first kept turn stays fixed while the suffix from it fits (then
         moves forward by a block, down to `low_water` of the budget, default 0.8), what varies
         per call goes last, and the report's "stable_prefix" {"bytes", "tokens", "block"} says
-        where the shared prefix ends; `cache_hints` writes provider cache hints there."""
+        where the shared prefix ends; `cache_hints` writes provider cache hints there, the
+        kind the model table gives the model (else the format's default; the report's
+        "cache_hints" {"kind", "breakpoints", "source"} says which)."""
     def project_dict(
         self,
         input: Optional[str] = None,

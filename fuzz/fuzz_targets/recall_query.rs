@@ -45,7 +45,7 @@ fn world() -> &'static Mutex<World> {
                     ts_ms: 1_700_000_000_000,
                     body: EventBody::User {
                         text: (*t).into(),
-                        parts: Vec::new(),
+                        parts: Vec::new(), provider_item: None,
                     },
                 })
                 .collect(),

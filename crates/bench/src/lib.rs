@@ -91,6 +91,7 @@ pub fn conversation(turns: usize) -> Vec<Event> {
             EventBody::User {
                 text: user,
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: assistant,

@@ -456,6 +456,7 @@ mod tests {
         EventBody::User {
             text: text.into(),
             parts: Vec::new(),
+            provider_item: None,
         }
     }
 
@@ -468,6 +469,7 @@ mod tests {
             text: text.into(),
             artifact,
             parts: Vec::new(),
+            provider_item: None,
         }
     }
 
@@ -524,6 +526,7 @@ mod tests {
         let with = |part: Part| EventBody::User {
             text: "what is this?".into(),
             parts: vec![part],
+            provider_item: None,
         };
         // As the ledger stores it: the bytes as an artifact reference.
         let stored = [parts_as_stored(with(image(64)))];

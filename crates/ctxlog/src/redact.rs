@@ -435,9 +435,11 @@ impl Redactor {
             EventBody::Opaque { item, .. } => self.redact_readable(item),
             EventBody::System { .. } => {}
         }
-        // A provider item (a reply's or call's item as the provider sent it): every string in
-        // it, as in tool arguments, so no secret the event's fields lose survives in it; its
-        // identifiers (type, role, status, ids, the tool's name) are kept as given.
+        // A provider item (an item as the provider sent it or the application gave it): every
+        // string in it, as in tool arguments, so no secret the event's fields lose survives
+        // in it; its identifiers (type, role, status, ids, the tool's name) are kept as
+        // given, and so are base64 `data:` URLs (an image's or file's bytes, which no rule
+        // reads, as for media parts).
         if let Some(given) = event.provider_item_mut() {
             for (key, value) in given.item.iter_mut() {
                 if !PROVIDER_ITEM_IDENTIFIERS.contains(&key.as_str()) {
@@ -490,13 +492,15 @@ impl Redactor {
         }
     }
 
-    /// Redacts every string inside `value` (object keys too: a secret is a secret anywhere).
+    /// Redacts every string inside `value` (object keys too: a secret is a secret anywhere)
+    /// but base64 `data:` URLs (bytes, which no rule reads).
     ///
     /// Two keys can redact to the same marker (two different keys of one kind, or a key that
     /// already reads like the marker): no value is dropped for it. Keys without a secret keep
     /// their names; a redacted key that would collide gets ` #2`, ` #3`, … after its marker.
     fn redact_json(&self, value: &mut serde_json::Value) {
         match value {
+            serde_json::Value::String(s) if is_base64_data_url(s) => {}
             serde_json::Value::String(s) => self.redact_in_place(s),
             serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
             serde_json::Value::Object(map) => {
@@ -561,6 +565,13 @@ fn compile_pattern(p: &PatternConfig) -> Result<Rule> {
         kind: p.name.clone(),
         regex,
     })
+}
+
+/// Whether `s` is a `data:` URL holding base64 bytes (`data:<type>;base64,…`).
+fn is_base64_data_url(s: &str) -> bool {
+    s.strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+        .is_some_and(|(media_type, _)| !media_type.contains(char::is_whitespace))
 }
 
 #[cfg(test)]
@@ -738,6 +749,7 @@ mod tests {
         let commit = NewCommit::new(vec![EventBody::User {
             text: String::new(),
             parts,
+            provider_item: None,
         }]);
         let out = serde_json::to_string(&*r.redact_commit(&commit)).unwrap();
         assert!(!out.contains(key), "{out}");

@@ -1366,6 +1366,7 @@ fn bad_artifact_references_write_nothing(e: &dyn Engine) {
                 bytes,
             }),
             parts: Vec::new(),
+            provider_item: None,
         }]
     };
     let before = e.fingerprint("badrefs");
@@ -1414,6 +1415,7 @@ fn interrupted(id: &str) -> EventBody {
         text: "?".into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     }
 }
 
@@ -1423,6 +1425,7 @@ fn invalid_commits() -> Vec<(&'static str, Vec<EventBody>)> {
         text: "new rule".into(),
         pinned: true,
         supersedes: Some(seq),
+        provider_item: None,
     };
     let other_tool = EventBody::ToolResult {
         call_id: "c1".into(),
@@ -1432,6 +1435,7 @@ fn invalid_commits() -> Vec<(&'static str, Vec<EventBody>)> {
         text: "x".into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     };
     let unnamed = EventBody::ToolCall {
         call_id: "c5".into(),
@@ -1492,6 +1496,7 @@ fn each_invalid_commit_is_refused_and_writes_nothing(e: &dyn Engine) {
         text: "new rule".into(),
         pinned: true,
         supersedes: Some(5),
+        provider_item: None,
     };
     let r = commit_events(&store, "c", vec![result("c1", "done"), ok], None, &[]).unwrap();
     assert_eq!(r.first_seq, 6);

@@ -61,6 +61,7 @@ fn expected_bodies() -> Vec<EventBody> {
             bytes: text.len() as u64,
         }),
         parts: Vec::new(),
+        provider_item: None,
     };
     all.push(EventBody::System {
         marker: SystemMarker::Import {
@@ -610,6 +611,7 @@ fn v2_provider_commits() -> Vec<NewCommit> {
                 text: "5".into(),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             },
             opaque(PROVIDER_REPLY),
         ],

@@ -118,6 +118,7 @@ fn event_line(event: &Event, artifact: Option<Vec<u8>>) -> Result<Vec<u8>> {
                 text,
                 artifact: None,
                 parts: parts.clone(),
+                provider_item: None,
             };
             &inlined
         }

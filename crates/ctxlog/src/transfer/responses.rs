@@ -1,6 +1,7 @@
 //! OpenAI Responses input item lists → events (see [`super::ImportFormat::OpenaiResponses`]),
 //! read with [`ctxlog_projection::read::responses`]' types.
 
+use ctxlog_ledger::event::ProviderItem;
 use ctxlog_ledger::{EventBody, OpaqueFormat};
 use ctxlog_projection::read::openai::arguments;
 use ctxlog_projection::read::responses::{self, Content, FunctionCallOutput, Message, Part};
@@ -13,15 +14,29 @@ use crate::{Error, Result};
 const WHAT: &str = "an OpenAI Responses input item list: a JSON array of items (or \
                     {\"input\":[…]})";
 
+/// The events of an input list, each message, `function_call` and `function_call_output`
+/// item kept whole as its event's provider item, so that the history projects back to the
+/// items as given.
 pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
-    parse_after(value, &[])
+    parse_items(value, &[], true)
 }
 
-/// [`parse`], after the stored tool calls `calls` (call id, tool), which its
-/// `function_call_output` items may answer.
+/// The events of a client's input, after the stored tool calls `calls` (call id, tool), which
+/// its `function_call_output` items may answer (no provider items: the gateway recognises
+/// what a client resends by the events' own fields).
 pub(crate) fn parse_after(
     value: Value,
     calls: &[(String, String)],
+) -> Result<(Vec<Incoming>, Vec<String>)> {
+    parse_items(value, calls, false)
+}
+
+/// [`parse`] and [`parse_after`]; `keep`: whether an item ctxlog reads is kept as its event's
+/// provider item.
+fn parse_items(
+    value: Value,
+    calls: &[(String, String)],
+    keep: bool,
 ) -> Result<(Vec<Incoming>, Vec<String>)> {
     let (instructions, items) = envelope(value)?;
     let mut events = Events::default();
@@ -37,12 +52,14 @@ pub(crate) fn parse_after(
             Some(ts) => Some(crate::time::parse_ts(&ts).map_err(|r| at(i, r))?),
             None => None,
         };
-        // An item of a type ctxlog does not read is kept as given: keep a copy to store.
-        let raw = (!matches!(
+        // An item of a type ctxlog does not read is kept as given, and with `keep` every other
+        // one as its event's provider item: keep a copy to store.
+        let read = matches!(
             value.get("type").and_then(Value::as_str),
             Some("message" | "function_call" | "function_call_output") | None
-        ))
-        .then(|| value.clone());
+        );
+        let raw = (keep || !read).then(|| value.clone());
+        let before = events.out.len();
         match responses::item(value).map_err(|e| at(i, e))? {
             responses::Item::Message(m) => message(&mut events, i, m, ts).map_err(|r| at(i, r))?,
             responses::Item::FunctionCall(call) => {
@@ -55,8 +72,18 @@ pub(crate) fn parse_after(
             responses::Item::Other => {
                 let item = raw.unwrap_or_default();
                 events.opaque(OpaqueFormat::OpenaiResponses, item, ts);
+                continue;
             }
         }
+        if let (Some(Value::Object(item)), Some(event)) = (raw, events.out.get_mut(before)) {
+            event.body.set_provider_item(Some(ProviderItem {
+                format: OpaqueFormat::OpenaiResponses,
+                item,
+            }));
+        }
+    }
+    if keep {
+        events.kept_whole();
     }
     Ok(events.finish("non-text content part(s) skipped"))
 }
@@ -168,7 +195,12 @@ fn parts(events: &mut Events, content: Content) -> Vec<ctxlog_event::Part> {
     let mut out = Vec::new();
     for part in parts {
         match part {
-            Part::InputText { text, extra } | Part::OutputText { text, extra } => {
+            Part::InputText { text, extra }
+            | Part::OutputText { text, extra }
+            | Part::Refusal {
+                refusal: text,
+                extra,
+            } => {
                 events.unused(&extra);
                 out.push(ctxlog_event::Part::Text { text });
             }
@@ -206,7 +238,12 @@ fn text(events: &mut Events, content: Content) -> String {
             let mut texts = Vec::new();
             for part in parts {
                 match part {
-                    Part::InputText { text, extra } | Part::OutputText { text, extra } => {
+                    Part::InputText { text, extra }
+                    | Part::OutputText { text, extra }
+                    | Part::Refusal {
+                        refusal: text,
+                        extra,
+                    } => {
                         events.unused(&extra);
                         texts.push(text);
                     }

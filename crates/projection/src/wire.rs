@@ -78,10 +78,11 @@
 //! message around it, in its place, for `anthropic-messages`. Any other format leaves it out
 //! and the report counts it (`opaque_left_out`).
 //!
-//! An assistant reply or tool call carrying a `provider_item` (the provider's own output
-//! `message` or `function_call` item, or `text` or `tool_use` block, with its `id`, `status`
-//! and any other key) is written the same way in the item's format, in place of the item
-//! ctxlog would build from the event; every other format gets the event as above.
+//! An event carrying a `provider_item` (the provider's own output `message` or
+//! `function_call` item, or `text` or `tool_use` block, with its `id`, `status` and any other
+//! key; a user message's or note's Responses `message` with its content parts; a tool
+//! result's `function_call_output`) is written the same way in the item's format, in place of
+//! the item ctxlog would build from the event; every other format gets the event as above.
 //!
 //! # Tool results and interrupted calls (every format)
 //!

@@ -323,9 +323,7 @@ def budget_filter(
             events = await session._events()
         last = events[-1] if events else None
         current = None
-        if last is not None and last.get("kind") == "user" and "provider_item" not in last:
-            # A message kept whole (a list of parts) is the open turn itself, projected as
-            # given; a plain one is the current input.
+        if last is not None and last.get("kind") == "user":
             current = last["text"]
         options: Dict[str, Any] = {
             "format": "openai-responses",
@@ -343,10 +341,14 @@ def budget_filter(
             options["policy"] = policy
         body, _report = await session.conversation.project_dict(current, **options)
         input_items = list(body["input"])
-        if current is not None and len(input_items) >= 2 and input_items[-2] == input_items[-1]:
-            # The stored current message was projected once as history and once as the
-            # input: the model gets it once (the body only shrinks).
-            del input_items[-2]
+        if current is not None and len(input_items) >= 2 and last is not None:
+            # The stored current message was projected once as history (as given, when it
+            # was kept whole) and once as the input: the model gets it once, as stored (the
+            # body only shrinks).
+            given = last.get("provider_item")
+            stored = given["item"] if given is not None else input_items[-1]
+            if input_items[-2] == stored:
+                del input_items[-1]
         return ModelInputData(input=input_items, instructions=body.get("instructions"))
 
     return fit

@@ -26,7 +26,8 @@ fn fixture(st: Arc<dyn Storage>) -> u64 {
     for i in 0..6 {
         let mut events = vec![EventBody::User {
             text: format!("q{i}"),
-            parts: Vec::new(), provider_item: None,
+            parts: Vec::new(),
+            provider_item: None,
         }];
         if i % 3 == 1 {
             events.push(EventBody::ToolCall {
@@ -42,7 +43,8 @@ fn fixture(st: Arc<dyn Storage>) -> u64 {
                 exit_code: None,
                 text: format!("r{i}"),
                 artifact: None,
-                parts: Vec::new(), provider_item: None,
+                parts: Vec::new(),
+                provider_item: None,
             });
         }
         events.push(EventBody::Assistant { text: format!("a{i}"), provider_item: None });
@@ -99,7 +101,8 @@ fuzz_target!(|data: &[u8]| {
     assert!(covered[1..].iter().all(|c| *c == 1), "{covered:?}");
     let next = l.commit(&NewCommit::new(vec![EventBody::User {
         text: "n".into(),
-        parts: Vec::new(), provider_item: None,
+        parts: Vec::new(),
+        provider_item: None,
     }]));
     assert_eq!(next.unwrap().first_seq, last + 1);
 });

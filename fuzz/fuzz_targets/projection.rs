@@ -47,7 +47,8 @@ fn history(turns: &[Turn]) -> Vec<Event> {
     for (t, turn) in turns.iter().take(24).enumerate() {
         push(EventBody::User {
             text: turn.user.clone(),
-            parts: Vec::new(), provider_item: None,
+            parts: Vec::new(),
+            provider_item: None,
         });
         for (s, step) in turn.steps.iter().take(6).enumerate() {
             match step {
@@ -73,13 +74,15 @@ fn history(turns: &[Turn]) -> Vec<Event> {
                         exit_code: exit.map(i64::from),
                         text: output.clone(),
                         artifact: None,
-                        parts: Vec::new(), provider_item: None,
+                        parts: Vec::new(),
+                        provider_item: None,
                     });
                 }
                 Step::Note { text, pinned } => push(EventBody::Note {
                     text: text.clone(),
                     pinned: *pinned,
-                    supersedes: None, provider_item: None,
+                    supersedes: None,
+                    provider_item: None,
                 }),
             }
         }

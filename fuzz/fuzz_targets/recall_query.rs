@@ -45,7 +45,8 @@ fn world() -> &'static Mutex<World> {
                     ts_ms: 1_700_000_000_000,
                     body: EventBody::User {
                         text: (*t).into(),
-                        parts: Vec::new(), provider_item: None,
+                        parts: Vec::new(),
+                        provider_item: None,
                     },
                 })
                 .collect(),

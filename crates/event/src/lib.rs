@@ -379,6 +379,31 @@ impl EventBody {
         }
     }
 
+    /// Replaces a tool result's text with `new` (a clip of it, or its whole output read back
+    /// for a projection; any other event is unchanged). Its provider item stays only while it
+    /// still says `new` (a string output ending with it): otherwise the result is sent as
+    /// its own fields say.
+    pub fn set_result_text(&mut self, new: String) {
+        if let EventBody::ToolResult {
+            text,
+            provider_item,
+            ..
+        } = self
+        {
+            let says = |p: &ProviderItem| {
+                *text == new
+                    || p.item
+                        .get("output")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|o| o.ends_with(new.as_str()))
+            };
+            if provider_item.as_ref().is_some_and(|p| !says(p)) {
+                *provider_item = None;
+            }
+            *text = new;
+        }
+    }
+
     /// The parts of a user message or tool result (empty for any other event).
     pub fn parts(&self) -> &[Part] {
         match self {

@@ -725,6 +725,41 @@ mod tests {
     }
 
     #[test]
+    fn a_user_items_words_are_redacted_and_its_data_urls_kept() {
+        let r = plain();
+        let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";
+        let text = format!("my key is {key}");
+        // Base64 that a rule would read as a secret, were it read.
+        let image = format!("data:image/png;base64,{key}{key}");
+        let item = serde_json::json!({"role": "user", "content": [
+            {"type": "input_text", "text": text},
+            {"type": "input_image", "image_url": image}]});
+        let mut body = EventBody::user(text);
+        body.set_provider_item(Some(
+            serde_json::from_value(serde_json::json!({"format": "openai-responses", "item": item}))
+                .unwrap(),
+        ));
+        let out = r.redact_commit(&NewCommit::new(vec![body]));
+        let EventBody::User {
+            text,
+            provider_item: Some(given),
+            ..
+        } = &out.events[0]
+        else {
+            panic!("{:?}", out.events[0]);
+        };
+        assert!(!text.contains(key), "{text}");
+        assert_eq!(
+            given.item["content"][0]["text"].as_str(),
+            Some(text.as_str())
+        );
+        assert_eq!(
+            given.item["content"][1]["image_url"].as_str(),
+            Some(image.as_str())
+        );
+    }
+
+    #[test]
     fn the_words_around_media_are_redacted_and_the_bytes_kept() {
         let r = plain();
         let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";

@@ -88,7 +88,7 @@ def _text_of(content: Any) -> Optional[str]:
         return None
     texts = []
     for part in content:
-        key = _TEXT_PARTS.get(part.get("type")) if isinstance(part, Mapping) else None
+        key = _TEXT_PARTS.get(str(part.get("type"))) if isinstance(part, Mapping) else None
         text = part.get(key) if key is not None else None
         if isinstance(text, str):
             texts.append(text)

@@ -739,7 +739,8 @@ mod tests {
             serde_json::from_value(serde_json::json!({"format": "openai-responses", "item": item}))
                 .unwrap(),
         ));
-        let out = r.redact_commit(&NewCommit::new(vec![body]));
+        let commit = NewCommit::new(vec![body]);
+        let out = r.redact_commit(&commit);
         let EventBody::User {
             text,
             provider_item: Some(given),

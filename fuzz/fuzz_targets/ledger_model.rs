@@ -34,6 +34,7 @@ fn shaped(shape: u8, n: usize) -> Vec<EventBody> {
     let user = |t: String| EventBody::User {
         text: t,
         parts: Vec::new(),
+        provider_item: None,
     };
     match shape % 4 {
         0 => vec![user(format!("q{n}")), EventBody::Assistant { text: format!("a{n}"), provider_item: None }],
@@ -53,9 +54,10 @@ fn shaped(shape: u8, n: usize) -> Vec<EventBody> {
                 text: "ok".repeat(n % 50),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             },
         ],
-        2 => vec![EventBody::Note { text: format!("fact {n}"), pinned: n % 2 == 0, supersedes: None }],
+        2 => vec![EventBody::Note { text: format!("fact {n}"), pinned: n % 2 == 0, supersedes: None, provider_item: None }],
         _ => vec![user("same question every time".into())],
     }
 }

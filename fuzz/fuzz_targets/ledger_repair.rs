@@ -27,6 +27,7 @@ fn fixture(st: Arc<dyn Storage>) -> u64 {
         let mut events = vec![EventBody::User {
             text: format!("q{i}"),
             parts: Vec::new(),
+            provider_item: None,
         }];
         if i % 3 == 1 {
             events.push(EventBody::ToolCall {
@@ -43,6 +44,7 @@ fn fixture(st: Arc<dyn Storage>) -> u64 {
                 text: format!("r{i}"),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             });
         }
         events.push(EventBody::Assistant { text: format!("a{i}"), provider_item: None });
@@ -100,6 +102,7 @@ fuzz_target!(|data: &[u8]| {
     let next = l.commit(&NewCommit::new(vec![EventBody::User {
         text: "n".into(),
         parts: Vec::new(),
+        provider_item: None,
     }]));
     assert_eq!(next.unwrap().first_seq, last + 1);
 });

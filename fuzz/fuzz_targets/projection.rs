@@ -48,6 +48,7 @@ fn history(turns: &[Turn]) -> Vec<Event> {
         push(EventBody::User {
             text: turn.user.clone(),
             parts: Vec::new(),
+            provider_item: None,
         });
         for (s, step) in turn.steps.iter().take(6).enumerate() {
             match step {
@@ -74,12 +75,14 @@ fn history(turns: &[Turn]) -> Vec<Event> {
                         text: output.clone(),
                         artifact: None,
                         parts: Vec::new(),
+                        provider_item: None,
                     });
                 }
                 Step::Note { text, pinned } => push(EventBody::Note {
                     text: text.clone(),
                     pinned: *pinned,
                     supersedes: None,
+                    provider_item: None,
                 }),
             }
         }

@@ -46,6 +46,7 @@ fn world() -> &'static Mutex<World> {
                     body: EventBody::User {
                         text: (*t).into(),
                         parts: Vec::new(),
+                        provider_item: None,
                     },
                 })
                 .collect(),

@@ -116,6 +116,7 @@ pub fn conversation(turns: usize) -> Vec<Event> {
             EventBody::User {
                 text: user,
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: assistant,

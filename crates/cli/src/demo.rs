@@ -94,6 +94,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
             EventBody::User {
                 text: "我的项目代号是 \"ZX-81\"。\nMy project code is \"ZX-81\" 🚀".into(),
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: "Noted: your project code is \"ZX-81\" ✅".into(),
@@ -104,6 +105,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
             EventBody::User {
                 text: "How full is the data disk?".into(),
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::ToolCall {
                 call_id: "call_1".into(),
@@ -119,6 +121,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
                 text: disk_report,
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: "900 shards, about 120 GB in all; the largest is 136 MB.".into(),
@@ -129,6 +132,7 @@ fn commit_fixture(conv: &Demo<'_>, out: &mut String) -> Result<(), Failure> {
             EventBody::User {
                 text: "What's the weather like in 北京?".into(),
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: "Sunny, 25 °C — 天气晴朗 ☀️".into(),

@@ -598,6 +598,7 @@ mod tests {
         EventBody::User {
             text: text.into(),
             parts: Vec::new(),
+            provider_item: None,
         }
     }
 
@@ -610,6 +611,7 @@ mod tests {
             text: text.into(),
             artifact,
             parts: Vec::new(),
+            provider_item: None,
         }
     }
 
@@ -666,6 +668,7 @@ mod tests {
         let with = |part: Part| EventBody::User {
             text: "what is this?".into(),
             parts: vec![part],
+            provider_item: None,
         };
         // As the ledger stores it: the bytes as an artifact reference.
         let stored = [parts_as_stored(with(image(64)))];

@@ -132,6 +132,7 @@ fn shorthand(s: Shorthand) -> Result<NewCommit, Error> {
         events.push(EventBody::User {
             text,
             parts: Vec::new(),
+            provider_item: None,
         });
     }
     if let Some(text) = s.assistant {
@@ -178,7 +179,8 @@ mod tests {
             c.events,
             vec![EventBody::User {
                 text: "q".into(),
-                parts: Vec::new()
+                parts: Vec::new(),
+                provider_item: None
             }]
         );
         let c = parse_commit(

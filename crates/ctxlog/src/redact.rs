@@ -435,9 +435,11 @@ impl Redactor {
             EventBody::Opaque { item, .. } => self.redact_readable(item),
             EventBody::System { .. } => {}
         }
-        // A provider item (a reply's or call's item as the provider sent it): every string in
-        // it, as in tool arguments, so no secret the event's fields lose survives in it; its
-        // identifiers (type, role, status, ids, the tool's name) are kept as given.
+        // A provider item (an item as the provider sent it or the application gave it): every
+        // string in it, as in tool arguments, so no secret the event's fields lose survives
+        // in it; its identifiers (type, role, status, ids, the tool's name) are kept as
+        // given, and so are base64 `data:` URLs (an image's or file's bytes, which no rule
+        // reads, as for media parts).
         if let Some(given) = event.provider_item_mut() {
             for (key, value) in given.item.iter_mut() {
                 if !PROVIDER_ITEM_IDENTIFIERS.contains(&key.as_str()) {
@@ -490,13 +492,15 @@ impl Redactor {
         }
     }
 
-    /// Redacts every string inside `value` (object keys too: a secret is a secret anywhere).
+    /// Redacts every string inside `value` (object keys too: a secret is a secret anywhere)
+    /// but base64 `data:` URLs (bytes, which no rule reads).
     ///
     /// Two keys can redact to the same marker (two different keys of one kind, or a key that
     /// already reads like the marker): no value is dropped for it. Keys without a secret keep
     /// their names; a redacted key that would collide gets ` #2`, ` #3`, … after its marker.
     fn redact_json(&self, value: &mut serde_json::Value) {
         match value {
+            serde_json::Value::String(s) if is_base64_data_url(s) => {}
             serde_json::Value::String(s) => self.redact_in_place(s),
             serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
             serde_json::Value::Object(map) => {
@@ -561,6 +565,13 @@ fn compile_pattern(p: &PatternConfig) -> Result<Rule> {
         kind: p.name.clone(),
         regex,
     })
+}
+
+/// Whether `s` is a `data:` URL holding base64 bytes (`data:<type>;base64,…`).
+fn is_base64_data_url(s: &str) -> bool {
+    s.strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+        .is_some_and(|(media_type, _)| !media_type.contains(char::is_whitespace))
 }
 
 #[cfg(test)]
@@ -714,6 +725,42 @@ mod tests {
     }
 
     #[test]
+    fn a_user_items_words_are_redacted_and_its_data_urls_kept() {
+        let r = plain();
+        let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";
+        let text = format!("my key is {key}");
+        // Base64 that a rule would read as a secret, were it read.
+        let image = format!("data:image/png;base64,{key}{key}");
+        let item = serde_json::json!({"role": "user", "content": [
+            {"type": "input_text", "text": text},
+            {"type": "input_image", "image_url": image}]});
+        let mut body = EventBody::user(text);
+        body.set_provider_item(Some(
+            serde_json::from_value(serde_json::json!({"format": "openai-responses", "item": item}))
+                .unwrap(),
+        ));
+        let commit = NewCommit::new(vec![body]);
+        let out = r.redact_commit(&commit);
+        let EventBody::User {
+            text,
+            provider_item: Some(given),
+            ..
+        } = &out.events[0]
+        else {
+            panic!("{:?}", out.events[0]);
+        };
+        assert!(!text.contains(key), "{text}");
+        assert_eq!(
+            given.item["content"][0]["text"].as_str(),
+            Some(text.as_str())
+        );
+        assert_eq!(
+            given.item["content"][1]["image_url"].as_str(),
+            Some(image.as_str())
+        );
+    }
+
+    #[test]
     fn the_words_around_media_are_redacted_and_the_bytes_kept() {
         let r = plain();
         let key = "sk-AbCdEfGhIjKlMnOpQrStUvWx12";
@@ -738,6 +785,7 @@ mod tests {
         let commit = NewCommit::new(vec![EventBody::User {
             text: String::new(),
             parts,
+            provider_item: None,
         }]);
         let out = serde_json::to_string(&*r.redact_commit(&commit)).unwrap();
         assert!(!out.contains(key), "{out}");

@@ -583,6 +583,87 @@ fn provider_items_are_kept_and_round_trip(e: &dyn Engine) {
     assert_eq!(e.fingerprint("provider"), before, "{}", e.name());
 }
 
+/// A Responses input list imported keeps each item it reads whole as its event's provider
+/// item (messages whose content is a list of parts, output messages and calls with their ids,
+/// outputs with extra keys): projected again in `openai-responses` (the agent loop's call,
+/// after a tool output), the items come back byte for byte as given; any other format gets
+/// the events' own fields; export and import carry them.
+fn responses_imports_project_back_as_given(e: &dyn Engine) {
+    let store = e.store("responses-import", &options());
+    let image = format!("data:image/png;base64,{}", b64(&png(64, 64)));
+    let items = [
+        r#"{"role":"developer","content":[{"type":"input_text","text":"Answer briefly."}]}"#.to_owned(),
+        r#"{"role":"user","content":"What is on the chart?"}"#.to_owned(),
+        r#"{"id":"msg_1","content":[{"annotations":[],"text":"Which chart?","type":"output_text","logprobs":[]}],"role":"assistant","status":"completed","type":"message"}"#.to_owned(),
+        format!(
+            r#"{{"type":"message","role":"user","content":[{{"type":"input_text","text":"This one:"}},{{"type":"input_image","image_url":"{image}","detail":"low"}},{{"type":"input_file","file_id":"file-9"}}]}}"#
+        ),
+        r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}"#.to_owned(),
+        r#"{"arguments":"{\"axis\":\"x\"}","call_id":"call_1","name":"read_chart","type":"function_call","id":"fc_1","status":"completed"}"#.to_owned(),
+        r#"{"call_id":"call_1","output":"walrus counts by year","type":"function_call_output","id":"fco_1","status":"completed"}"#.to_owned(),
+    ];
+    let given = format!("[{}]", items.join(","));
+    let request = ImportRequest {
+        conversation: Some("ri".into()),
+        format: ImportFormat::OpenaiResponses,
+    };
+    let done = store
+        .import(&request, given.as_bytes(), &mut |_| {})
+        .unwrap();
+    assert!(
+        !done.notes.iter().any(|n| n.contains("not imported")),
+        "{}: {:?}",
+        e.name(),
+        done.notes
+    );
+    let project = |conversation: &str, format| {
+        let request = ctxlog::ops::ProjectRequest {
+            conversation: conversation.into(),
+            format,
+            policy: ctxlog::Policy::Turns,
+            ..Default::default()
+        };
+        String::from_utf8(store.project(&request).unwrap().body).unwrap()
+    };
+    let responses = project("ri", ctxlog::WireFormat::OpenAiResponses);
+    assert!(
+        responses.contains(&format!(r#""input":{given}"#)),
+        "{}: {responses}",
+        e.name()
+    );
+    // Any other format reads the events: no ids, the image as a media part.
+    let chat = project("ri", ctxlog::WireFormat::OpenAiChat);
+    assert!(
+        !chat.contains("fc_1") && !chat.contains("fco_1") && chat.contains("This one:"),
+        "{chat}"
+    );
+    assert!(chat.contains(r#""type":"image_url""#), "{chat}");
+    // Export and import carry the items: the copy projects the same bytes.
+    let first = export(&store, "ri");
+    let copy = ImportRequest {
+        conversation: Some("ri-copy".into()),
+        format: ImportFormat::Ctxlog,
+    };
+    store.import(&copy, &first, &mut |_| {}).unwrap();
+    assert_eq!(export(&store, "ri-copy"), first, "{}", e.name());
+    assert_eq!(
+        project("ri-copy", ctxlog::WireFormat::OpenAiResponses),
+        responses,
+        "{}",
+        e.name()
+    );
+    // An item that says something else than its event is refused, nothing written.
+    let before = e.fingerprint("responses-import");
+    let lying = r#"{"events":[{"kind":"user","text":"hello","provider_item":{"format":"openai-responses","item":{"role":"user","content":[{"type":"input_text","text":"goodbye"}]}}}]}"#;
+    let err = commit(&store, "ri", lying, None).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::BadInput, "{err}");
+    assert!(err.to_string().contains("text differs"), "{err}");
+    let wrong_call = r#"{"events":[{"kind":"user","text":"go"},{"kind":"tool_call","call_id":"c9","tool":"t","arguments":"{}"},{"kind":"tool_result","call_id":"c9","tool":"t","status":"ok","text":"done","provider_item":{"format":"openai-responses","item":{"type":"function_call_output","call_id":"c8","output":"done"}}}]}"#;
+    let err = commit(&store, "ri", wrong_call, None).unwrap_err();
+    assert!(err.to_string().contains("call_id differs"), "{err}");
+    assert_eq!(e.fingerprint("responses-import"), before, "{}", e.name());
+}
+
 /// docs/design.md#e4-export-and-import: an import of an export with erasures, interrupted before
 /// its first tombstone (here: the progress callback panics after the first chunk is committed,
 /// where a killed process would stop), can be re-run into the same name: it replays what was
@@ -1438,6 +1519,7 @@ fn bad_artifact_references_write_nothing(e: &dyn Engine) {
                 bytes,
             }),
             parts: Vec::new(),
+            provider_item: None,
         }]
     };
     let before = e.fingerprint("badrefs");
@@ -1486,6 +1568,7 @@ fn interrupted(id: &str) -> EventBody {
         text: "?".into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     }
 }
 
@@ -1495,6 +1578,7 @@ fn invalid_commits() -> Vec<(&'static str, Vec<EventBody>)> {
         text: "new rule".into(),
         pinned: true,
         supersedes: Some(seq),
+        provider_item: None,
     };
     let other_tool = EventBody::ToolResult {
         call_id: "c1".into(),
@@ -1504,6 +1588,7 @@ fn invalid_commits() -> Vec<(&'static str, Vec<EventBody>)> {
         text: "x".into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     };
     let unnamed = EventBody::ToolCall {
         call_id: "c5".into(),
@@ -1564,6 +1649,7 @@ fn each_invalid_commit_is_refused_and_writes_nothing(e: &dyn Engine) {
         text: "new rule".into(),
         pinned: true,
         supersedes: Some(5),
+        provider_item: None,
     };
     let r = commit_events(&store, "c", vec![result("c1", "done"), ok], None, &[]).unwrap();
     assert_eq!(r.first_seq, 6);
@@ -1715,6 +1801,10 @@ const CASES: &[Case] = &[
     (
         "a_stable_window_moves_by_blocks",
         a_stable_window_moves_by_blocks,
+    ),
+    (
+        "responses_imports_project_back_as_given",
+        responses_imports_project_back_as_given,
     ),
 ];
 

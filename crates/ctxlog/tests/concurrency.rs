@@ -25,6 +25,7 @@ fn turn(conversation: &str, thread: usize, i: usize) -> CommitRequest {
                 EventBody::User {
                     text: format!("thread {thread} turn {i} marker-{thread}-{i}"),
                     parts: Vec::new(),
+                    provider_item: None,
                 },
                 EventBody::Assistant {
                     text: format!("ack {thread}/{i}"),

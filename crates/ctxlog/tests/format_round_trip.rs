@@ -137,6 +137,7 @@ fn events(turn: &Turn, next_call: &mut usize) -> Vec<EventBody> {
     let mut events = vec![EventBody::User {
         text: turn.user.clone(),
         parts: Vec::new(),
+        provider_item: None,
     }];
     for step in &turn.steps {
         match step {
@@ -164,6 +165,7 @@ fn events(turn: &Turn, next_call: &mut usize) -> Vec<EventBody> {
                             text: o.text.clone(),
                             artifact: None,
                             parts: Vec::new(),
+                            provider_item: None,
                         });
                     }
                 }

@@ -77,6 +77,7 @@ fn written(root: &Path, first: &str, t: i64) {
             EventBody::User {
                 text: user.into(),
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: "Noted.".into(),

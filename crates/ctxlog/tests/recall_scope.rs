@@ -30,6 +30,7 @@ fn tool_turn(output: String) -> NewCommit {
         EventBody::User {
             text: "run the scan".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -45,6 +46,7 @@ fn tool_turn(output: String) -> NewCommit {
             text: output,
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "Scan done.".into(),

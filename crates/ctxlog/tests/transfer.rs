@@ -113,11 +113,13 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
                 text: note.clone(),
                 pinned: *pinned,
                 supersedes: None,
+                provider_item: None,
             });
         }
         events.push(EventBody::User {
             text: t.user.clone(),
             parts: Vec::new(),
+            provider_item: None,
         });
         if let Some((out, size)) = &t.tool {
             let call_id = format!("c{i}");
@@ -135,6 +137,7 @@ fn commit_turns_from(store: &Store, name: &str, turns: &[Turn], mut ts: i64, fir
                 text: out.repeat(size / out.len() + 1),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             });
         }
         events.push(EventBody::Assistant {
@@ -531,6 +534,7 @@ fn a_sample_with_backwards_session_dates_is_refused_alone() {
             commit: NewCommit::new(vec![EventBody::User {
                 text: "new".into(),
                 parts: Vec::new(),
+                provider_item: None,
             }])
             .with_times(vec![Some(1_900_000_000_000)]),
         })
@@ -594,7 +598,8 @@ fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
         log.events[0].body,
         EventBody::User {
             text: "Ann: We decided to paint the shed green.".into(),
-            parts: Vec::new()
+            parts: Vec::new(),
+            provider_item: None
         }
     );
     assert_eq!(
@@ -608,7 +613,8 @@ fn a_dataset_imports_one_conversation_per_sample_with_session_times() {
         log.events[3].body,
         EventBody::User {
             text: "Ann: Next we repaint the fence. [image: a fence]".into(),
-            parts: Vec::new()
+            parts: Vec::new(),
+            provider_item: None
         }
     );
     // Idempotent.
@@ -711,14 +717,10 @@ fn openai_responses_items_become_events_and_bad_items_are_refused() {
         serde_json::to_string(&log.events[2].body).unwrap(),
         r#"{"kind":"opaque","format":"openai-responses","item":{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}}"#
     );
+    // An item ctxlog reads is kept whole beside its event (here with its id).
     assert_eq!(
-        log.events[3].body,
-        EventBody::ToolCall {
-            call_id: "call_1".into(),
-            tool: "shell".into(),
-            arguments: serde_json::json!({"cmd":"ls"}),
-            provider_item: None,
-        }
+        serde_json::to_string(&log.events[3].body).unwrap(),
+        r#"{"kind":"tool_call","call_id":"call_1","tool":"shell","arguments":{"cmd":"ls"},"provider_item":{"format":"openai-responses","item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"shell","arguments":"{\"cmd\":\"ls\"}"}}}"#
     );
     // An output whose call is not in the input, and a message of no known role: refused,
     // named by index, nothing written.

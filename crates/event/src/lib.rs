@@ -122,6 +122,10 @@ pub enum EventBody {
         /// version 2).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         parts: Vec<Part>,
+        /// The provider's own item for this message, as given (format version 2; see
+        /// [`ProviderItem`]): a Responses `message` whose content is a list of parts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_item: Option<ProviderItem>,
     },
     /// An assistant reply.
     Assistant {
@@ -172,6 +176,11 @@ pub enum EventBody {
         /// version 2).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         parts: Vec<Part>,
+        /// The provider's own item for this result, as given (format version 2; see
+        /// [`ProviderItem`]): a Responses `function_call_output` with its `id`, `status` or
+        /// any other key.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_item: Option<ProviderItem>,
     },
     /// An application-supplied requirement or fact.
     Note {
@@ -185,6 +194,10 @@ pub enum EventBody {
         /// Never guessed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         supersedes: Option<u64>,
+        /// The provider's own item for this note, as given (format version 2; see
+        /// [`ProviderItem`]): a Responses `system` or `developer` message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_item: Option<ProviderItem>,
     },
     /// A system marker. These are written by ctxlog itself, not by applications.
     System {
@@ -274,6 +287,7 @@ impl EventBody {
         EventBody::User {
             text: text.into(),
             parts: Vec::new(),
+            provider_item: None,
         }
     }
 
@@ -329,21 +343,64 @@ impl EventBody {
         }
     }
 
-    /// The provider's own item of an assistant reply or tool call, when one was given.
+    /// The provider's own item of the event, when one was given.
     pub fn provider_item(&self) -> Option<&ProviderItem> {
         match self {
-            EventBody::Assistant { provider_item, .. }
-            | EventBody::ToolCall { provider_item, .. } => provider_item.as_ref(),
-            _ => None,
+            EventBody::User { provider_item, .. }
+            | EventBody::Assistant { provider_item, .. }
+            | EventBody::ToolCall { provider_item, .. }
+            | EventBody::ToolResult { provider_item, .. }
+            | EventBody::Note { provider_item, .. } => provider_item.as_ref(),
+            EventBody::System { .. } | EventBody::Opaque { .. } => None,
         }
     }
 
     /// The provider's own item, to change (`None` when there is none).
     pub fn provider_item_mut(&mut self) -> Option<&mut ProviderItem> {
         match self {
-            EventBody::Assistant { provider_item, .. }
-            | EventBody::ToolCall { provider_item, .. } => provider_item.as_mut(),
-            _ => None,
+            EventBody::User { provider_item, .. }
+            | EventBody::Assistant { provider_item, .. }
+            | EventBody::ToolCall { provider_item, .. }
+            | EventBody::ToolResult { provider_item, .. }
+            | EventBody::Note { provider_item, .. } => provider_item.as_mut(),
+            EventBody::System { .. } | EventBody::Opaque { .. } => None,
+        }
+    }
+
+    /// Sets the provider's own item (system markers and opaque items take none: unchanged).
+    pub fn set_provider_item(&mut self, given: Option<ProviderItem>) {
+        match self {
+            EventBody::User { provider_item, .. }
+            | EventBody::Assistant { provider_item, .. }
+            | EventBody::ToolCall { provider_item, .. }
+            | EventBody::ToolResult { provider_item, .. }
+            | EventBody::Note { provider_item, .. } => *provider_item = given,
+            EventBody::System { .. } | EventBody::Opaque { .. } => {}
+        }
+    }
+
+    /// Replaces a tool result's text with `new` (a clip of it, or its whole output read back
+    /// for a projection; any other event is unchanged). Its provider item stays only while it
+    /// still says `new` (a string output ending with it): otherwise the result is sent as
+    /// its own fields say.
+    pub fn set_result_text(&mut self, new: String) {
+        if let EventBody::ToolResult {
+            text,
+            provider_item,
+            ..
+        } = self
+        {
+            let says = |p: &ProviderItem| {
+                *text == new
+                    || p.item
+                        .get("output")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|o| o.ends_with(new.as_str()))
+            };
+            if provider_item.as_ref().is_some_and(|p| !says(p)) {
+                *provider_item = None;
+            }
+            *text = new;
         }
     }
 

@@ -117,6 +117,7 @@ mod tests {
             let commit = NewCommit::new(vec![EventBody::User {
                 text: "q".into(),
                 parts: Vec::new(),
+                provider_item: None,
             }]);
             commit_digest(&commit.with_times(times)).unwrap()
         };

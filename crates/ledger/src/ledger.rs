@@ -148,7 +148,7 @@ impl Ledger {
     /// let dir = tempfile::tempdir().unwrap();
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// let turn = NewCommit::new(vec![
-    ///     EventBody::User { text: "hello".into(), parts: vec![] },
+    ///     EventBody::User { text: "hello".into(), parts: vec![], provider_item: None },
     ///     EventBody::Assistant { text: "hi".into(), provider_item: None },
     /// ]);
     /// let may_2023 = 1_683_554_160_000;
@@ -220,7 +220,7 @@ impl Ledger {
     /// };
     /// assert!(!ledger.append_tombstone(&t)?.replayed);
     /// assert!(ledger.append_tombstone(&t)?.replayed); // already there: nothing written
-    /// let turn = NewCommit::new(vec![EventBody::User { text: "hi".into(), parts: vec![] }])
+    /// let turn = NewCommit::new(vec![EventBody::User { text: "hi".into(), parts: vec![], provider_item: None }])
     ///     .with_times(vec![Some(1_600_000_000_000)]);
     /// ledger.commit(&turn)?; // earlier than the erasure: fine
     /// let seqs: Vec<u64> = ledger.events(1..=4)?.iter().map(|e| e.seq).collect();
@@ -364,7 +364,7 @@ impl Ledger {
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// for text in ["keep this", "my password is hunter2", "keep this too"] {
     ///     ledger.commit(&NewCommit::new(vec![
-    ///         EventBody::User { text: text.into(), parts: vec![] },
+    ///         EventBody::User { text: text.into(), parts: vec![], provider_item: None },
     ///         EventBody::Assistant { text: "ok".into(), provider_item: None },
     ///     ]))?;
     /// }
@@ -401,7 +401,7 @@ impl Ledger {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// ledger.commit(&NewCommit::new(vec![
-    ///     EventBody::User { text: "hi".into(), parts: vec![] },
+    ///     EventBody::User { text: "hi".into(), parts: vec![], provider_item: None },
     ///     EventBody::Assistant { text: "a reply to take back".into(), provider_item: None },
     /// ]))?;
     /// let report = ledger.erase_reaching(2..=2, Reach::Tail, "retracted")?;
@@ -495,7 +495,7 @@ impl Ledger {
     /// let (mut ledger, _) = Ledger::open(dir.path(), &Options::default())?;
     /// let turn = |text: &str| {
     ///     NewCommit::new(vec![
-    ///         EventBody::User { text: text.into(), parts: vec![] },
+    ///         EventBody::User { text: text.into(), parts: vec![], provider_item: None },
     ///         EventBody::Assistant { text: "ok".into(), provider_item: None },
     ///     ])
     /// };

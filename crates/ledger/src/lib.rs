@@ -12,7 +12,7 @@
 //! let (mut ledger, recovery) = Ledger::open(dir.path(), &Options::default())?;
 //! assert!(recovery.is_clean());
 //! let turn = NewCommit::new(vec![
-//!     EventBody::User { text: "My project code is ZX-81.".into(), parts: vec![] },
+//!     EventBody::User { text: "My project code is ZX-81.".into(), parts: vec![], provider_item: None },
 //!     EventBody::Assistant { text: "Noted.".into(), provider_item: None },
 //! ])
 //! .with_id("turn-1");

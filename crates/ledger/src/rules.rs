@@ -571,6 +571,7 @@ pub fn artifact_lost(body: EventBody, why: &str) -> EventBody {
             text,
             artifact: Some(_),
             parts,
+            provider_item,
         } => EventBody::ToolResult {
             call_id,
             tool,
@@ -579,6 +580,7 @@ pub fn artifact_lost(body: EventBody, why: &str) -> EventBody {
             text: format!("{text}\n[artifact lost: {why}; the excerpt above is what remains]"),
             artifact: None,
             parts,
+            provider_item,
         },
         other => other,
     }

@@ -36,6 +36,9 @@ pub struct DamagedRange {
 }
 
 /// One item of a salvage, in log order.
+// Items are handed out one at a time, most of them events: boxing the common variant would
+// cost an allocation per event to save stack bytes on the rare damaged range.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Salvaged {
     /// An intact event (covered placeholders of erased seqs are left out, as every reader

@@ -119,10 +119,12 @@ fn check_one(
         }
     };
     match body {
-        EventBody::User { text, parts } if blank(text) && parts.is_empty() => {
-            Err("empty user text".into())
-        }
-        EventBody::User { .. } => Ok(()),
+        EventBody::User {
+            text,
+            parts,
+            provider_item: None,
+        } if blank(text) && parts.is_empty() => Err("empty user text".into()),
+        EventBody::User { .. } => check_provider_item(body),
         // An assistant message may open a conversation (a greeting,
         // docs/design.md#p11-the-agent-loop): it is stored in the preamble, and bodies that need a
         // user message first supply one.
@@ -164,10 +166,10 @@ fn check_one(
             if state.answered.contains(call_id) {
                 return Err(format!("tool call {call_id:?} already has a result"));
             }
-            Ok(())
+            check_provider_item(body)
         }
         EventBody::Note { text, .. } if blank(text) => Err("empty note text".into()),
-        EventBody::Note { .. } => Ok(()),
+        EventBody::Note { .. } => check_provider_item(body),
         EventBody::System { .. } if origin == Origin::Application => {
             Err("system markers are written by ctxlog only".into())
         }
@@ -241,12 +243,16 @@ fn check_opaque(
     }
 }
 
-/// An assistant reply's or tool call's provider item must be the item of that event in its
-/// format, saying what the event says: the model reads the item in its own format and the
-/// event's fields in every other (and recall and the notices read the fields). So the type,
-/// a reply's text (a Responses message's `output_text` and `refusal` parts joined by
-/// newlines, or its string content; an Anthropic text block's `text`) and a call's id, name
-/// and arguments (the same string, or the JSON it holds) must agree.
+/// An event's provider item must be the item of that event in its format, saying what the
+/// event says: the model reads the item in its own format and the event's fields in every
+/// other (and recall and the notices read the fields). So the type and role, the text (a
+/// Responses message's text parts joined by newlines, or its string content; an Anthropic
+/// text block's `text`), a call's id, name and arguments (the same string, or the JSON it
+/// holds) and a result's call id and output must agree. A user message's or note's item is a
+/// Responses `message` of its role whose text parts are the event's text and text parts; its
+/// other parts (images, files, …) are the item's own. A tool result's is a
+/// Responses `function_call_output` (an Anthropic `tool_result` lives inside a user message:
+/// it has no item of its own).
 fn check_provider_item(body: &EventBody) -> std::result::Result<(), String> {
     use serde_json::Value;
     let Some(given) = body.provider_item() else {
@@ -255,13 +261,21 @@ fn check_provider_item(body: &EventBody) -> std::result::Result<(), String> {
     let item = &given.item;
     let format = given.format.as_str();
     let field = |key: &str| item.get(key).unwrap_or(&Value::Null);
-    let want_type = match (given.format, body) {
-        (OpaqueFormat::OpenaiResponses, EventBody::Assistant { .. }) => "message",
-        (OpaqueFormat::OpenaiResponses, _) => "function_call",
-        (OpaqueFormat::AnthropicMessages, EventBody::Assistant { .. }) => "text",
-        (OpaqueFormat::AnthropicMessages, _) => "tool_use",
-    };
     let kind = body.kind().as_str();
+    let responses = given.format == OpaqueFormat::OpenaiResponses;
+    let want_type = match (given.format, body) {
+        (OpaqueFormat::OpenaiResponses, EventBody::ToolCall { .. }) => "function_call",
+        (OpaqueFormat::OpenaiResponses, EventBody::ToolResult { .. }) => "function_call_output",
+        (OpaqueFormat::OpenaiResponses, _) => "message",
+        (OpaqueFormat::AnthropicMessages, EventBody::Assistant { .. }) => "text",
+        (OpaqueFormat::AnthropicMessages, EventBody::ToolCall { .. }) => "tool_use",
+        (OpaqueFormat::AnthropicMessages, _) => {
+            return Err(format!(
+                "a {kind} event takes no {format} provider_item (only assistant and tool_call \
+                 events do): leave it out"
+            ));
+        }
+    };
     // A Responses message may leave its type out (an "easy" input message).
     let typed = match field("type") {
         Value::Null if want_type == "message" => Some("message"),
@@ -279,20 +293,53 @@ fn check_provider_item(body: &EventBody) -> std::result::Result<(), String> {
              sent for this {kind} event, unchanged"
         ))
     };
+    let roles: &[&str] = match body {
+        EventBody::Assistant { .. } => &["assistant"],
+        EventBody::User { .. } => &["user"],
+        EventBody::Note { .. } => &["system", "developer"],
+        _ => &[],
+    };
+    if responses && !roles.is_empty() && !roles.contains(&field("role").as_str().unwrap_or("")) {
+        return Err(format!(
+            "a {kind} event's {format} provider_item must have \"role\": {}",
+            roles
+                .iter()
+                .map(|r| format!("\"{r}\""))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ));
+    }
+    let same_json = |a: &Value, b: &Value| {
+        a == b
+            || matches!(a, Value::String(s) if serde_json::from_str::<Value>(s).is_ok_and(|v| v == *b))
+            || matches!(b, Value::String(s) if serde_json::from_str::<Value>(s).is_ok_and(|v| v == *a))
+    };
     match body {
         EventBody::Assistant { text, .. } => {
-            if given.format == OpaqueFormat::OpenaiResponses
-                && field("role").as_str() != Some("assistant")
-            {
-                return Err(format!(
-                    "an assistant event's {format} provider_item must have \"role\": \"assistant\""
-                ));
-            }
             let said = match given.format {
                 OpaqueFormat::OpenaiResponses => responses_message_text(field("content")),
                 OpaqueFormat::AnthropicMessages => field("text").as_str().map(str::to_owned),
             };
             if said.as_deref() != Some(text.as_str()) {
+                return differs("text");
+            }
+        }
+        EventBody::User { text, parts, .. } => {
+            let texts = parts.iter().filter_map(|p| match p {
+                crate::event::Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            });
+            let ours = std::iter::once(text.as_str())
+                .filter(|t| !t.is_empty())
+                .chain(texts)
+                .collect::<Vec<_>>()
+                .join("\n");
+            if responses_message_text(field("content")).as_deref() != Some(&ours) {
+                return differs("text");
+            }
+        }
+        EventBody::Note { text, .. } => {
+            if responses_message_text(field("content")).as_deref() != Some(text.as_str()) {
                 return differs("text");
             }
         }
@@ -312,21 +359,35 @@ fn check_provider_item(body: &EventBody) -> std::result::Result<(), String> {
             if field("name").as_str() != Some(tool.as_str()) {
                 return differs("name");
             }
-            let args = field(args_key);
-            let same = args == arguments
-                || matches!(args, Value::String(s) if serde_json::from_str::<Value>(s).is_ok_and(|v| v == *arguments))
-                || matches!(arguments, Value::String(s) if serde_json::from_str::<Value>(s).is_ok_and(|v| v == *args));
-            if !same {
+            if !same_json(field(args_key), arguments) {
                 return differs(args_key);
             }
         }
-        _ => {}
+        EventBody::ToolResult { call_id, text, .. } => {
+            if field("call_id").as_str() != Some(call_id.as_str()) {
+                return differs("call_id");
+            }
+            // A string output is the result's text, perhaps after the header line a
+            // projection writes (status, exit code); a list of parts says its text parts.
+            let said = match field("output") {
+                Value::String(s) => s.ends_with(text.as_str()),
+                output => {
+                    responses_message_text(output).as_deref() == Some(text.as_str())
+                        || same_json(output, &Value::String(text.clone()))
+                }
+            };
+            if !said {
+                return differs("output");
+            }
+        }
+        EventBody::System { .. } | EventBody::Opaque { .. } => {}
     }
     Ok(())
 }
 
-/// A Responses message's text as ctxlog reads it: a string content, or its `output_text`
-/// parts' `text` and `refusal` parts' `refusal`, joined by newlines.
+/// A Responses message's text as ctxlog reads it: a string content, or its text parts
+/// (`input_text` and `output_text` parts' `text`, `refusal` parts' `refusal`), joined by
+/// newlines.
 fn responses_message_text(content: &serde_json::Value) -> Option<String> {
     match content {
         serde_json::Value::String(s) => Some(s.clone()),
@@ -334,7 +395,7 @@ fn responses_message_text(content: &serde_json::Value) -> Option<String> {
             parts
                 .iter()
                 .filter_map(|p| match p.get("type").and_then(|t| t.as_str()) {
-                    Some("output_text") => p.get("text").and_then(|t| t.as_str()),
+                    Some("input_text" | "output_text") => p.get("text").and_then(|t| t.as_str()),
                     Some("refusal") => p.get("refusal").and_then(|t| t.as_str()),
                     _ => None,
                 })

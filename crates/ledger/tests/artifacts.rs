@@ -179,6 +179,7 @@ fn commits_with_bad_references_write_nothing() {
                 bytes: 11,
             }),
             parts: Vec::new(),
+            provider_item: None,
         }])
     };
     for name in [
@@ -288,6 +289,7 @@ fn a_reference_to_a_tampered_artifact_is_refused_at_commit() {
             text: "excerpt".into(),
             artifact: Some(stored),
             parts: Vec::new(),
+            provider_item: None,
         }]))
         .unwrap_err();
     assert!(matches!(err, Error::InvalidCommit { .. }), "{err:?}");

@@ -23,6 +23,7 @@ fn interrupted(id: &str) -> EventBody {
         text: "?".into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     }
 }
 
@@ -31,6 +32,7 @@ fn invalid_commits() -> Vec<(&'static str, NewCommit)> {
         text: "new rule".into(),
         pinned: true,
         supersedes: Some(seq),
+        provider_item: None,
     };
     vec![
         ("empty commit", commit(vec![])),
@@ -58,6 +60,7 @@ fn invalid_commits() -> Vec<(&'static str, NewCommit)> {
                 text: "x".into(),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             }]),
         ),
         (
@@ -117,6 +120,7 @@ fn each_invalid_commit_is_refused_and_changes_no_byte() {
         text: "new rule".into(),
         pinned: true,
         supersedes: Some(5),
+        provider_item: None,
     };
     assert_eq!(
         ledger

@@ -61,6 +61,7 @@ fn expected_bodies() -> Vec<EventBody> {
             bytes: text.len() as u64,
         }),
         parts: Vec::new(),
+        provider_item: None,
     };
     all.push(EventBody::System {
         marker: SystemMarker::Import {
@@ -587,7 +588,8 @@ fn the_v2_media_golden_ledger_reads_back_its_parts_as_artifacts() {
 
 /// The ledger in `tests/golden/v2-provider-items/`: version 2's provider items (an assistant
 /// reply and a tool call carrying the provider's own Responses items, with their ids, status
-/// and annotations), written by [`write_v2_provider_golden`].
+/// and annotations; then a developer note, a user message of parts and a tool result with
+/// theirs), written by [`write_v2_provider_golden`].
 fn v2_provider_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v2-provider-items")
 }
@@ -595,8 +597,22 @@ fn v2_provider_dir() -> PathBuf {
 const PROVIDER_CALL: &str = r#"{"kind":"tool_call","call_id":"call_1","tool":"add","arguments":"{\"a\":2,\"b\":3}","provider_item":{"format":"openai-responses","item":{"arguments":"{\"a\":2,\"b\":3}","call_id":"call_1","name":"add","type":"function_call","id":"fc_1","status":"completed"}}}"#;
 const PROVIDER_REPLY: &str = r#"{"kind":"assistant","text":"2 + 3 = 5","provider_item":{"format":"openai-responses","item":{"id":"msg_1","content":[{"annotations":[],"text":"2 + 3 = 5","type":"output_text","logprobs":[]}],"role":"assistant","status":"completed","type":"message"}}}"#;
 
+const PROVIDER_NOTE: &str = r#"{"kind":"note","text":"Answer briefly.","provider_item":{"format":"openai-responses","item":{"role":"developer","content":[{"type":"input_text","text":"Answer briefly."}]}}}"#;
+const PROVIDER_USER: &str = r#"{"kind":"user","text":"What is in this picture?","provider_item":{"format":"openai-responses","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"What is in this picture?"},{"type":"input_image","image_url":"https://example.com/cat.png","detail":"low"}]}}}"#;
+const PROVIDER_RESULT: &str = r#"{"kind":"tool_result","call_id":"call_2","tool":"look","status":"ok","text":"a cat","provider_item":{"format":"openai-responses","item":{"call_id":"call_2","output":"a cat","type":"function_call_output","id":"fco_2","status":"completed"}}}"#;
+
 fn v2_provider_commits() -> Vec<NewCommit> {
-    vec![NewCommit {
+    let second = NewCommit {
+        id: Some("provider-2".into()),
+        events: vec![
+            opaque(PROVIDER_NOTE),
+            opaque(PROVIDER_USER),
+            opaque(r#"{"kind":"tool_call","call_id":"call_2","tool":"look","arguments":"{}"}"#),
+            opaque(PROVIDER_RESULT),
+        ],
+        ..Default::default()
+    };
+    let first = NewCommit {
         id: Some("provider-1".into()),
         events: vec![
             user("What is 2 + 3?"),
@@ -609,14 +625,18 @@ fn v2_provider_commits() -> Vec<NewCommit> {
                 text: "5".into(),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             },
             opaque(PROVIDER_REPLY),
         ],
         ..Default::default()
-    }]
+    };
+    vec![first, second]
 }
 
-/// Writes the provider-item golden ledger, like [`write_golden`].
+/// Writes the provider-item golden ledger, like [`write_golden`]. Version 2 is not released:
+/// a provider item added to it extends this ledger, its earlier commits replayed by their
+/// ids (their records stay byte for byte) and the new ones appended.
 #[test]
 #[ignore]
 fn write_v2_provider_golden() {
@@ -624,10 +644,6 @@ fn write_v2_provider_golden() {
         return;
     }
     let dir = v2_provider_dir();
-    assert!(
-        !dir.join("ledger.log").exists(),
-        "golden files are frozen; add a new version instead"
-    );
     std::fs::create_dir_all(&dir).unwrap();
     let (mut ledger, _) = Ledger::open(&dir, &options()).unwrap();
     for c in v2_provider_commits() {
@@ -643,11 +659,15 @@ fn the_v2_provider_items_golden_ledger_reads_back_its_items_byte_for_byte() {
     let dir = v2_provider_dir();
     let before = snapshot_dir(&dir);
     assert_eq!(header_version(&dir), 2);
-    assert_eq!(record_versions(&dir), vec![2; 4]);
+    assert_eq!(record_versions(&dir), vec![2; 8]);
     let reader = Reader::open(&dir).unwrap();
-    let got = reader.events(1..=4).unwrap();
-    assert_eq!(serde_json::to_string(&got[1].body).unwrap(), PROVIDER_CALL);
-    assert_eq!(serde_json::to_string(&got[3].body).unwrap(), PROVIDER_REPLY);
+    let got = reader.events(1..=8).unwrap();
+    let json = |i: usize| serde_json::to_string(&got[i].body).unwrap();
+    assert_eq!(json(1), PROVIDER_CALL);
+    assert_eq!(json(3), PROVIDER_REPLY);
+    assert_eq!(json(4), PROVIDER_NOTE);
+    assert_eq!(json(5), PROVIDER_USER);
+    assert_eq!(json(7), PROVIDER_RESULT);
     let report = ctxlog_ledger::verify(&dir).unwrap();
     assert!(report.is_clean(), "{report:?}");
     assert_eq!(snapshot_dir(&dir), before, "reading wrote nothing");
@@ -655,7 +675,9 @@ fn the_v2_provider_items_golden_ledger_reads_back_its_items_byte_for_byte() {
     copy_dir(&dir, tmp.path());
     let (mut ledger, report) = Ledger::open(tmp.path(), &options()).unwrap();
     assert!(report.is_clean());
-    assert!(ledger.commit(&v2_provider_commits()[0]).unwrap().replayed);
+    for c in v2_provider_commits() {
+        assert!(ledger.commit(&c).unwrap().replayed);
+    }
 }
 
 #[test]
@@ -700,6 +722,41 @@ fn a_provider_item_that_says_something_else_is_refused_and_nothing_is_written() 
             .commit(&commit(vec![opaque(&bad)]))
             .unwrap_err()
             .to_string();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    let call = opaque(r#"{"kind":"tool_call","call_id":"call_2","tool":"look","arguments":"{}"}"#);
+    for (bad, says) in [
+        (
+            PROVIDER_USER.replace(r#""text":"What is in this picture?"}"#, r#""text":"Who?"}"#),
+            "text differs",
+        ),
+        (
+            PROVIDER_USER.replace(r#""role":"user""#, r#""role":"assistant""#),
+            "\"role\": \"user\"",
+        ),
+        (
+            PROVIDER_NOTE.replace(r#""role":"developer""#, r#""role":"user""#),
+            "\"role\": \"system\" or \"developer\"",
+        ),
+        (
+            PROVIDER_RESULT.replace(r#""output":"a cat""#, r#""output":"a dog""#),
+            "output differs",
+        ),
+        (
+            PROVIDER_RESULT.replace(r#""type":"function_call_output""#, r#""type":"message""#),
+            "must be a \"function_call_output\" item",
+        ),
+        (
+            PROVIDER_USER.replace("openai-responses", "anthropic-messages"),
+            "takes no anthropic-messages provider_item",
+        ),
+    ] {
+        let events = if bad.contains("tool_result") {
+            vec![call.clone(), opaque(&bad)]
+        } else {
+            vec![opaque(&bad)]
+        };
+        let err = ledger.commit(&commit(events)).unwrap_err().to_string();
         assert!(err.contains(says), "{bad}: {err}");
     }
     assert_eq!(snapshot_dir(tmp.path()), before);

@@ -13,6 +13,7 @@ fn turn(user: &str, assistant: &str) -> NewCommit {
         EventBody::User {
             text: user.into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: assistant.into(),

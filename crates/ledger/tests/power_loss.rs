@@ -190,6 +190,7 @@ fn strip_excerpt(body: EventBody) -> EventBody {
                 text: size.to_string(),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             }
         }
         other => other,

@@ -95,9 +95,7 @@ pub(crate) fn expand_results<H: History + ?Sized>(
             let try_text =
                 |pieces: &[Piece], candidate: &str| -> (Vec<Event>, Vec<Msg>, Cost, bool) {
                     let mut events = pieces[p].events.clone();
-                    if let EventBody::ToolResult { text, .. } = &mut events[e].body {
-                        *text = candidate.to_owned();
-                    }
+                    events[e].body.set_result_text(candidate.to_owned());
                     let (msgs, cost) =
                         budget.render(&turn_items(&events, budget.req.offers_recall_tool()));
                     let mut costs: Vec<Cost> = pieces.iter().map(|q| q.cost).collect();

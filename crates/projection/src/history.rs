@@ -229,6 +229,7 @@ mod tests {
                     text: "n".into(),
                     pinned: true,
                     supersedes: None,
+                    provider_item: None,
                 },
             ),
             ev(
@@ -236,6 +237,7 @@ mod tests {
                 EventBody::User {
                     text: "a".into(),
                     parts: Vec::new(),
+                    provider_item: None,
                 },
             ),
             ev(
@@ -250,6 +252,7 @@ mod tests {
                 EventBody::User {
                     text: "c".into(),
                     parts: Vec::new(),
+                    provider_item: None,
                 },
             ),
         ];

@@ -6,7 +6,7 @@
 //! use ctxlog_projection::{ProjectionRequest, SizeCache, SliceHistory, project};
 //!
 //! let events = vec![
-//!     Event { seq: 1, ts_ms: 0, body: EventBody::User { text: "The code is K-7.".into(), parts: vec![] } },
+//!     Event { seq: 1, ts_ms: 0, body: EventBody::User { text: "The code is K-7.".into(), parts: vec![], provider_item: None } },
 //!     Event { seq: 2, ts_ms: 0, body: EventBody::Assistant { text: "Noted.".into(), provider_item: None } },
 //! ];
 //! let request = ProjectionRequest::builder()

@@ -228,7 +228,5 @@ impl OpenTurn {
 }
 
 fn set_text(event: &mut Event, new: String) {
-    if let EventBody::ToolResult { text, .. } = &mut event.body {
-        *text = new;
-    }
+    event.body.set_result_text(new);
 }

@@ -56,7 +56,7 @@ pub(crate) fn pinned_items(notes: &[Event]) -> Vec<Item> {
         .filter_map(|n| {
             n.body
                 .text()
-                .map(|t| Item::text(Role::System, note_text(t)))
+                .map(|t| Item::text(Role::System, note_text(t)).or_own(n.body.provider_item()))
         })
         .collect()
 }

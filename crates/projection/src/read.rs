@@ -392,7 +392,15 @@ pub mod responses {
             #[serde(flatten)]
             extra: Map<String, Value>,
         },
-        /// Any other type (`refusal`, …).
+        /// A refusal the model wrote.
+        Refusal {
+            /// Its text.
+            refusal: String,
+            /// Every other field.
+            #[serde(flatten)]
+            extra: Map<String, Value>,
+        },
+        /// Any other type.
         #[serde(other)]
         Other,
     }
@@ -577,6 +585,7 @@ fn result_header(content: &str) -> Option<ToolResultText<'_>> {
                 text: text.to_owned(),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             },
         },
         false,

@@ -78,10 +78,11 @@
 //! message around it, in its place, for `anthropic-messages`. Any other format leaves it out
 //! and the report counts it (`opaque_left_out`).
 //!
-//! An assistant reply or tool call carrying a `provider_item` (the provider's own output
-//! `message` or `function_call` item, or `text` or `tool_use` block, with its `id`, `status`
-//! and any other key) is written the same way in the item's format, in place of the item
-//! ctxlog would build from the event; every other format gets the event as above.
+//! An event carrying a `provider_item` (the provider's own output `message` or
+//! `function_call` item, or `text` or `tool_use` block, with its `id`, `status` and any other
+//! key; a user message's or note's Responses `message` with its content parts; a tool
+//! result's `function_call_output`) is written the same way in the item's format, in place of
+//! the item ctxlog would build from the event; every other format gets the event as above.
 //!
 //! # Tool results and interrupted calls (every format)
 //!
@@ -149,6 +150,8 @@ pub(crate) struct Answer {
     /// The result's parts (images, documents, more text), sent after `content` where the
     /// format allows them.
     pub parts: Vec<Part>,
+    /// The provider's own item for the result, sent instead in its format.
+    pub provider_item: Option<ProviderItem>,
 }
 
 /// A format-neutral piece of a body.
@@ -177,6 +180,12 @@ pub(crate) enum Item {
         text: String,
         parts: Vec<Part>,
     },
+    /// A user message or note carrying the provider's own item: the item in its format,
+    /// `fallback` (the event's own rendering) in any other.
+    Own {
+        provider_item: ProviderItem,
+        fallback: Box<Item>,
+    },
     /// A provider item stored as given: sent verbatim in its own format, left out of any
     /// other.
     Opaque {
@@ -190,6 +199,17 @@ impl Item {
         Item::Text {
             role,
             text: text.into(),
+        }
+    }
+
+    /// `self`, or the provider's own item in its format when the event has one.
+    pub fn or_own(self, given: Option<&ProviderItem>) -> Item {
+        match given {
+            Some(given) => Item::Own {
+                provider_item: given.clone(),
+                fallback: Box::new(self),
+            },
+            None => self,
         }
     }
 }
@@ -209,14 +229,22 @@ pub(crate) fn turn_items(events: &[Event], recall_tool: bool) -> Vec<Item> {
     let mut i = 0;
     while i < events.len() {
         match &events[i].body {
-            EventBody::User { text, parts } if parts.is_empty() => {
-                items.push(Item::text(Role::User, text.clone()));
-            }
-            EventBody::User { text, parts } => items.push(Item::Parts {
-                role: Role::User,
-                text: text.clone(),
-                parts: parts.clone(),
-            }),
+            EventBody::User {
+                text,
+                parts,
+                provider_item,
+            } => items.push(
+                if parts.is_empty() {
+                    Item::text(Role::User, text.clone())
+                } else {
+                    Item::Parts {
+                        role: Role::User,
+                        text: text.clone(),
+                        parts: parts.clone(),
+                    }
+                }
+                .or_own(provider_item.as_ref()),
+            ),
             EventBody::Assistant {
                 text,
                 provider_item,
@@ -259,9 +287,11 @@ pub(crate) fn turn_items(events: &[Event], recall_tool: bool) -> Vec<Item> {
             EventBody::Note {
                 text,
                 pinned: false,
+                provider_item,
                 ..
             } => {
-                items.push(Item::text(Role::System, note_text(text)));
+                items
+                    .push(Item::text(Role::System, note_text(text)).or_own(provider_item.as_ref()));
             }
             EventBody::Opaque { format, item } => items.push(Item::Opaque {
                 format: *format,
@@ -333,6 +363,7 @@ fn answer_for(
                 content: result_content(&events[j], recall_tool),
                 is_error,
                 parts: events[j].body.parts().to_vec(),
+                provider_item: events[j].body.provider_item().cloned(),
             }
         }
         None => Answer {
@@ -340,6 +371,7 @@ fn answer_for(
             content: INTERRUPTED_RESULT.to_owned(),
             is_error: true,
             parts: Vec::new(),
+            provider_item: None,
         },
     }
 }
@@ -686,6 +718,7 @@ fn openai_item(item: &Item, msgs: &mut Vec<Msg>) {
             text: text.clone(),
             parts: parts.clone(),
         })),
+        Item::Own { fallback, .. } => openai_item(fallback, msgs),
         // Chat Completions has no place for another API's items.
         Item::Opaque { .. } => {}
     }
@@ -772,11 +805,21 @@ fn responses_item(item: &Item, msgs: &mut Vec<Msg>) {
                 )
             }));
         }
-        Item::Answers(answers) => msgs.extend(
-            answers
-                .iter()
-                .map(|a| Msg::Responses(ResponsesItem::Output(a.clone()))),
-        ),
+        Item::Answers(answers) => msgs.extend(answers.iter().map(|a| {
+            Msg::Responses(
+                match own_item(a.provider_item.as_ref(), OpaqueFormat::OpenaiResponses) {
+                    Some(item) => ResponsesItem::Opaque(item),
+                    None => ResponsesItem::Output(a.clone()),
+                },
+            )
+        })),
+        Item::Own {
+            provider_item,
+            fallback,
+        } => match own_item(Some(provider_item), OpaqueFormat::OpenaiResponses) {
+            Some(item) => msgs.push(Msg::Responses(ResponsesItem::Opaque(item))),
+            None => responses_item(fallback, msgs),
+        },
         Item::Parts { role, text, parts } => msgs.push(Msg::Responses(ResponsesItem::Parts {
             role: *role,
             text: text.clone(),
@@ -940,6 +983,9 @@ fn anthropic_item(item: &Item, msgs: &mut Vec<Msg>) {
                 msgs.push(Msg::Anthropic { speaker, blocks });
             }
         }
+        // A user message's or note's own item is never an Anthropic one (the ledger allows
+        // none): the event's own rendering.
+        Item::Own { fallback, .. } => anthropic_item(fallback, msgs),
         // An assistant block (thinking, server tool use and its result): it merges into the
         // assistant message around it, in its place.
         Item::Opaque {

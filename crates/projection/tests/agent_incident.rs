@@ -24,6 +24,7 @@ fn fixture() -> Vec<Event> {
         EventBody::User {
             text: "Set up the project; never push to \"main\".".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "Done: the project is set up.".into(),
@@ -32,6 +33,7 @@ fn fixture() -> Vec<Event> {
         EventBody::User {
             text: "Fix the failing build 构建 and report 😀".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
     ];
     for i in 0..60 {
@@ -68,6 +70,7 @@ fn fixture() -> Vec<Event> {
                 bytes: 99_000,
             }),
             parts: Vec::new(),
+            provider_item: None,
         });
     }
     common::numbered(bodies)
@@ -245,6 +248,7 @@ fn a_token_budget_drops_no_more_than_it_needs() {
     let mut bodies = vec![EventBody::User {
         text: "Fix it: never push.".into(),
         parts: Vec::new(),
+        provider_item: None,
     }];
     for i in 0..30 {
         bodies.push(EventBody::ToolCall {
@@ -261,6 +265,7 @@ fn a_token_budget_drops_no_more_than_it_needs() {
             text: format!("out:\n{i} files.\n"),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         });
         bodies.push(EventBody::Assistant {
             text: format!("step {i}:\n"),

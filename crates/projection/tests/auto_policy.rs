@@ -22,6 +22,7 @@ fn chat_turn(i: usize) -> Vec<EventBody> {
         EventBody::User {
             text: format!("question {i}"),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: format!("answer {i}"),
@@ -36,6 +37,7 @@ fn tool_turn(i: usize, output_bytes: usize) -> Vec<EventBody> {
         EventBody::User {
             text: format!("inspect log {i}"),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: id.clone(),
@@ -51,6 +53,7 @@ fn tool_turn(i: usize, output_bytes: usize) -> Vec<EventBody> {
             text: format!("line {i} ").repeat(output_bytes / 7),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: format!("log {i} is fine"),

@@ -141,6 +141,7 @@ impl Builder {
                             text: out.clone(),
                             artifact: None,
                             parts: Vec::new(),
+                            provider_item: None,
                         });
                     }
                 }
@@ -159,6 +160,7 @@ impl Builder {
                     text: text.clone(),
                     pinned: *pinned,
                     supersedes,
+                    provider_item: None,
                 });
                 self.notes.push(seq);
             }
@@ -171,6 +173,7 @@ impl Builder {
                     text: t.clone(),
                     artifact: None,
                     parts: Vec::new(),
+                    provider_item: None,
                 });
             }
             Step::Marker => {
@@ -239,6 +242,7 @@ fn build_events(preamble: &[Step], turns: &[Turn], media: Media) -> Vec<Event> {
         b.push(EventBody::User {
             text: user.clone(),
             parts,
+            provider_item: None,
         });
         for s in steps {
             b.step(s);

@@ -26,6 +26,7 @@ fn deeply_nested_arguments_are_counted_not_ignored() {
             body: EventBody::User {
                 text: "go".into(),
                 parts: Vec::new(),
+                provider_item: None,
             },
         },
         Event {

@@ -27,6 +27,7 @@ fn long_turn() -> Vec<ctxlog_event::Event> {
     let mut bodies = vec![EventBody::User {
         text: "Check every disk on the fleet.".into(),
         parts: Vec::new(),
+        provider_item: None,
     }];
     for step in 0..STEPS {
         bodies.push(EventBody::ToolCall {
@@ -43,6 +44,7 @@ fn long_turn() -> Vec<ctxlog_event::Event> {
             text: output(step),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         });
     }
     common::numbered(bodies)

@@ -25,6 +25,7 @@ fn events() -> Vec<Event> {
         EventBody::User {
             text: U1.into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: A1.into(),
@@ -33,6 +34,7 @@ fn events() -> Vec<Event> {
         EventBody::User {
             text: U2.into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: A2.into(),

@@ -31,6 +31,7 @@ fn events(big: usize) -> Vec<Event> {
         EventBody::User {
             text: "old question ".repeat(big),
             parts: Vec::new(),
+            provider_item: None,
         },
         opaque("openai-responses", REASONING),
         EventBody::Assistant {
@@ -40,6 +41,7 @@ fn events(big: usize) -> Vec<Event> {
         EventBody::User {
             text: "list files".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         opaque("openai-responses", REASONING),
         opaque("anthropic-messages", THINKING),
@@ -57,6 +59,7 @@ fn events(big: usize) -> Vec<Event> {
             text: "a.txt".into(),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         },
     ])
 }
@@ -204,11 +207,13 @@ fn with_provider_items() -> Vec<Event> {
         text: text.into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     };
     common::numbered(vec![
         EventBody::User {
             text: "list files".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "Listing.".into(),

@@ -24,11 +24,13 @@ fn events() -> Vec<Event> {
         text: "The deploy region is eu-west-3.".into(),
         pinned: true,
         supersedes: None,
+        provider_item: None,
     }];
     for i in 0..6 {
         bodies.push(EventBody::User {
             text: format!("Step {i}: what about the \"cache\" size?"),
             parts: Vec::new(),
+            provider_item: None,
         });
         bodies.push(EventBody::ToolCall {
             call_id: format!("c{i}"),
@@ -44,6 +46,7 @@ fn events() -> Vec<Event> {
             text: format!("{}M\t/cache/{i}", 10 * i),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         });
         bodies.push(EventBody::Assistant {
             text: format!("The cache {i} holds {}M.", 10 * i),

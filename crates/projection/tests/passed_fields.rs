@@ -34,6 +34,7 @@ fn history() -> Vec<ctxlog_event::Event> {
             EventBody::User {
                 text: format!("question {i}: {}", "words ".repeat(20)),
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: format!("answer {i}"),

@@ -96,6 +96,7 @@ fn result(id: &str, status: ToolStatus, text: &str) -> EventBody {
         text: text.into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     }
 }
 
@@ -107,10 +108,12 @@ fn events() -> Vec<Event> {
             text: "deploy only on Fridays".into(),
             pinned: true,
             supersedes: None,
+            provider_item: None,
         },
         EventBody::User {
             text: "first \"question\"".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "first answer ".repeat(40),
@@ -119,6 +122,7 @@ fn events() -> Vec<Event> {
         EventBody::User {
             text: "list files".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         reasoning("rs_1"),
         EventBody::Assistant {
@@ -134,6 +138,7 @@ fn events() -> Vec<Event> {
             text: "user is in a hurry".into(),
             pinned: false,
             supersedes: None,
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "Done.".into(),
@@ -142,6 +147,7 @@ fn events() -> Vec<Event> {
         EventBody::User {
             text: "build it".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         reasoning("rs_2"),
         thinking(),
@@ -294,6 +300,7 @@ fn media_events() -> Vec<Event> {
         EventBody::User {
             text: "What is on these?".into(),
             parts: common::media_parts(1024, 1024),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "A cat.".into(),
@@ -302,6 +309,7 @@ fn media_events() -> Vec<Event> {
         EventBody::User {
             text: String::new(),
             parts: common::media_parts(4000, 3000),
+            provider_item: None,
         },
         call("c1", json!({"cmd": "screenshot"})),
         with_media,
@@ -357,7 +365,11 @@ fn turn() -> impl Strategy<Value = Vec<EventBody>> {
             } else {
                 Vec::new()
             };
-            let mut out = vec![EventBody::User { text: user, parts }];
+            let mut out = vec![EventBody::User {
+                text: user,
+                parts,
+                provider_item: None,
+            }];
             if reasons {
                 out.push(reasoning("rs_k"));
             }
@@ -464,6 +476,7 @@ fn a_reply_and_a_call_sent_as_their_provider_items_validate() {
         EventBody::User {
             text: "add 2 and 3".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "call_1".into(),

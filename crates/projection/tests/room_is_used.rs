@@ -60,6 +60,7 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
         EventBody::User {
             text: "What is in /srv?".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "Looking.".into(),
@@ -68,6 +69,7 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
         EventBody::User {
             text: "List /var too.".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -86,6 +88,7 @@ fn conversation(size: usize) -> (Vec<Event>, String) {
                 bytes: size as u64,
             }),
             parts: Vec::new(),
+            provider_item: None,
         },
     ]);
     (events, full)
@@ -282,11 +285,13 @@ fn two_results(first: usize, second: usize) -> (Vec<Event>, HashMap<u64, String>
             bytes: full.len() as u64,
         }),
         parts: Vec::new(),
+        provider_item: None,
     };
     let events = common::numbered(vec![
         EventBody::User {
             text: "What is in /var?".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "Listing it.".into(),
@@ -306,6 +311,7 @@ fn two_results(first: usize, second: usize) -> (Vec<Event>, HashMap<u64, String>
         EventBody::User {
             text: "And /srv?".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "Listing it.".into(),

@@ -33,6 +33,7 @@ fn conversation(sizes: &[(usize, usize)]) -> Vec<Event> {
             EventBody::User {
                 text: text(u, "u"),
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: text(a, "a"),

@@ -20,6 +20,7 @@ fn events() -> Vec<ctxlog_event::Event> {
         bodies.push(EventBody::User {
             text: format!("question {i}"),
             parts: Vec::new(),
+            provider_item: None,
         });
         bodies.push(EventBody::Assistant {
             text: format!("answer {i} {}", "words ".repeat(40)),
@@ -58,6 +59,7 @@ fn clipped_body(policy: Policy, format: WireFormat, recall_tool: bool) -> String
         EventBody::User {
             text: "read the log".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -73,6 +75,7 @@ fn clipped_body(policy: Policy, format: WireFormat, recall_tool: bool) -> String
             text: "log line ".repeat(666),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         },
     ]);
     let mut b = ProjectionRequest::builder();
@@ -167,6 +170,7 @@ fn failed_step_body(format: WireFormat, recall_tool: bool) -> String {
         EventBody::User {
             text: "fix the build".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -182,6 +186,7 @@ fn failed_step_body(format: WireFormat, recall_tool: bool) -> String {
             text: "error[E0308]: mismatched types".into(),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         },
     ]);
     let mut b = ProjectionRequest::builder();

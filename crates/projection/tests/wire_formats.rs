@@ -21,15 +21,18 @@ fn events() -> Vec<Event> {
             text: "old rule".into(),
             pinned: true,
             supersedes: None,
+            provider_item: None,
         },
         EventBody::Note {
             text: "deploy only on Fridays".into(),
             pinned: true,
             supersedes: Some(1),
+            provider_item: None,
         },
         EventBody::User {
             text: "first \"question\"".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "first answer".into(),
@@ -38,6 +41,7 @@ fn events() -> Vec<Event> {
         EventBody::User {
             text: "list files\nplease".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "Checking.".into(),
@@ -65,6 +69,7 @@ fn events() -> Vec<Event> {
             text: "user is in a hurry".into(),
             pinned: false,
             supersedes: None,
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: "c2".into(),
@@ -77,6 +82,7 @@ fn events() -> Vec<Event> {
                 bytes: 10,
             }),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolResult {
             call_id: "c1".into(),
@@ -86,6 +92,7 @@ fn events() -> Vec<Event> {
             text: "a.txt 😀".into(),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::System {
             marker: SystemMarker::Import { source: "x".into() },
@@ -321,6 +328,7 @@ fn anthropic_leaves_out_whitespace_only_text_and_refuses_a_blank_input() {
         EventBody::User {
             text: "hi".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: " \n".into(),
@@ -329,6 +337,7 @@ fn anthropic_leaves_out_whitespace_only_text_and_refuses_a_blank_input() {
         EventBody::User {
             text: "\t".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "ok".into(),
@@ -376,6 +385,7 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
         EventBody::User {
             text: "a".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "b".into(),
@@ -384,6 +394,7 @@ fn a_notice_that_cannot_fit_does_not_displace_turns_that_do() {
         EventBody::User {
             text: "c".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "d".into(),
@@ -437,6 +448,7 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
         EventBody::User {
             text: "ls".into(),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c1".into(),
@@ -452,6 +464,7 @@ fn arguments_stored_as_openai_strings_are_not_encoded_twice() {
             text: "a".into(),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: "c2".into(),

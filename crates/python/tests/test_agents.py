@@ -317,3 +317,179 @@ def test_with_redaction_items_come_back_up_to_the_markers(store: ctxlog.Store) -
     assert key not in json.dumps(item)
     assert item["role"] == "user" and item["content"].startswith("my key is [redacted:")
     assert item["content"].endswith(", keep it")
+
+
+PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8"
+    "z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+def parts_items() -> List[Item]:
+    """Items whose content is a list of parts, and outputs with keys ctxlog does not read."""
+    return [
+        {"role": "developer", "content": [{"type": "input_text", "text": "Answer briefly."}]},
+        {"role": "system", "content": "Plain system text."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "What is on this walrus chart?"},
+                {"type": "input_image", "image_url": PNG, "detail": "low"},
+                {"type": "input_file", "file_id": "file-9", "filename": "walrus.pdf"},
+            ],
+            "type": "message",
+        },
+        {"type": "function_call", "call_id": "c1", "name": "read_chart", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": "walrus counts by year",
+            "id": "fco_1",
+            "status": "completed",
+            "x_sdk_extra": {"kept": True},
+        },
+        {"type": "function_call", "call_id": "c2", "name": "read_chart", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": "c2",
+            "output": [{"type": "input_text", "text": "a second chart"}],
+        },
+        {"role": "user", "content": [{"type": "input_image", "image_url": PNG}]},
+    ]
+
+
+def test_messages_of_parts_and_outputs_with_extra_keys_come_back_as_given(
+    store: ctxlog.Store, tmp_path: Path
+) -> None:
+    items = parts_items()
+
+    async def scenario() -> None:
+        reference = SQLiteSession("s1", str(tmp_path / "ref.sqlite"))
+        ours = CtxlogSession("s1", store=store)
+        sessions: List[Any] = [reference, ours]
+        for session in sessions:
+            await session.add_items(items[:3])
+            await session.add_items(items[3:])
+        want = await reference.get_items()
+        assert want == items
+        assert await ours.get_items() == want
+        assert await ours.get_items(limit=3) == want[-3:]
+        # pop_item gives the newest item back whole, and it is gone for real.
+        assert await ours.pop_item() == items[-1]
+        assert await ours.get_items() == items[:-1]
+        reference.close()
+
+    run(scenario())
+    conv = store.conversation("s1")
+    # (The popped message left its tombstone.)
+    log = [e for e in conv.log() if e["kind"] != "system"]
+    assert [e["kind"] for e in log] == [
+        "note", "note", "user", "tool_call", "tool_result", "tool_call", "tool_result",
+    ]
+    # The events read what the items say; the items are kept beside them.
+    assert log[2]["text"] == "What is on this walrus chart?"
+    assert log[2]["provider_item"]["item"] == items[2]
+    assert "provider_item" not in log[1] or log[1]["provider_item"]["item"] == items[1]
+    # In their own format the items are sent as given; in any other, the events' fields.
+    body, _ = conv.project_dict(format="openai-responses", policy="turns")
+    for item in items[2:7]:
+        assert item in body["input"], item
+    chat, _ = conv.project_dict(format="openai-chat", policy="turns")
+    text = json.dumps(chat)
+    assert "walrus counts by year" in text and "fco_1" not in text and "input_image" not in text
+    # An export carries them, an import rebuilds them.
+    copy = store.conversation("s1-copy")
+    copy.import_(conv.export())
+
+    async def read_copy() -> Any:
+        return await CtxlogSession("s1-copy", store=store).get_items()
+
+    assert run(read_copy()) == items[:-1]
+
+
+def test_the_filter_sends_a_message_of_parts_as_given(store: ctxlog.Store) -> None:
+    from agents.run_config import CallModelData, ModelInputData
+
+    session = CtxlogSession("s1", store=store)
+    fit = budget_filter(session=session, max_tokens=4000)
+    question: Any = parts_items()[2]
+
+    async def scenario() -> None:
+        given: Any = [question]
+        data = CallModelData(ModelInputData(input=given, instructions="Look."), Agent(name="a"), None)
+        fitted = await fit(data)
+        # The model gets the message once, as given (its image included).
+        assert [i for i in fitted.input if dict(i).get("role") == "user"] == [question]
+        await session.add_items([question])
+        assert await session.get_items() == [question]
+
+    run(scenario())
+
+
+MCP_SERVER = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("walrus-docs")
+
+
+@server.tool()
+def search_walrus_docs(query: str) -> str:
+    """DESCRIPTION"""
+    return "walruses: " + query
+
+
+server.run("stdio")
+'''
+
+
+def test_the_filter_counts_the_tools_of_mcp_servers(store: ctxlog.Store, tmp_path: Path) -> None:
+    import sys
+
+    from agents.mcp import MCPServerStdio
+
+    from ctxlog.agents import agent_tool_definitions
+
+    # A tool whose definition alone is about a third of the budget: left uncounted, the
+    # history the filter packs would push the request over.
+    description = "Searches the walrus documentation by keyword. " * 120
+    script = tmp_path / "walrus_docs_server.py"
+    script.write_text(MCP_SERVER.replace("DESCRIPTION", description))
+    budget = 3500
+    runs = 6
+    steps: List[Any] = []
+    for i in range(runs):
+        steps.append([function_call("read_log", {"name": f"build-{i}"}, call_id=f"call_{i}")])
+        steps.append([assistant_message(f"build {i} is fine", item_id=f"msg_{i}")])
+    model = ScriptedModel(steps)
+    session = CtxlogSession("mcp", store=store)
+    config = RunConfig(call_model_input_filter=budget_filter(session=session, max_tokens=budget))
+
+    async def scenario() -> None:
+        server = MCPServerStdio(
+            params={"command": sys.executable, "args": [str(script)]},
+            cache_tools_list=True,
+            client_session_timeout_seconds=30,
+        )
+        async with server:
+            agent = Agent(
+                name="ops", instructions="Check builds.", model=model, tools=[read_log],
+                mcp_servers=[server],
+            )
+            names = [t["name"] for t in await agent_tool_definitions(agent)]
+            assert names == ["read_log", "search_walrus_docs"]
+            for i in range(runs):
+                await Runner.run(agent, f"check build {i}", session=session, run_config=config)
+
+    run(scenario())
+    model.assert_complete()
+    for call in model.calls:
+        tools = Converter.convert_tools(call.tools, call.handoffs).tools
+        assert "search_walrus_docs" in [dict(t)["name"] for t in tools]
+        body = {
+            "model": "gpt-4o",
+            "instructions": call.system_instructions,
+            "input": call.input,
+            "tools": tools,
+        }
+        tokens = store.count(json.dumps(body, ensure_ascii=False), format="openai-responses")
+        assert tokens["tokens"] <= budget, tokens

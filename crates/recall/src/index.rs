@@ -829,6 +829,7 @@ mod tests {
                 text: text.into(),
                 pinned: false,
                 supersedes: None,
+                provider_item: None,
             },
         }
     }

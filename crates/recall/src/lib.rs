@@ -12,7 +12,7 @@
 //! let note = |seq, text: &str| Event {
 //!     seq,
 //!     ts_ms: 0,
-//!     body: EventBody::Note { text: text.into(), pinned: false, supersedes: None },
+//!     body: EventBody::Note { text: text.into(), pinned: false, supersedes: None, provider_item: None },
 //! };
 //! index.update(
 //!     [note(1, "The database port is 5432."), note(2, "The database port was changed to 5433.")],

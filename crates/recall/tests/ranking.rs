@@ -57,6 +57,7 @@ fn explicit_supersedes_lifts_the_newer_note() {
                 text: "Deploy window is Friday.".into(),
                 pinned: false,
                 supersedes: Some(1),
+                provider_item: None,
             },
         ),
     ]);

@@ -86,6 +86,7 @@ fn agent_loop(turns: usize) -> Sample {
             EventBody::User {
                 text: format!("Task {t}: check service {} and fix what fails.", next(40)),
                 parts: Vec::new(),
+                provider_item: None,
             },
         );
         for c in 0..2 {
@@ -111,6 +112,7 @@ fn agent_loop(turns: usize) -> Sample {
                     text: line.repeat(size / line.len() + 1)[..size].to_owned(),
                     artifact: None,
                     parts: Vec::new(),
+                    provider_item: None,
                 },
             );
         }

@@ -30,6 +30,7 @@ fn turn(i: u64, filler: &str) -> NewCommit {
         EventBody::User {
             text: format!("question {i}"),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::ToolCall {
             call_id: id.clone(),
@@ -45,6 +46,7 @@ fn turn(i: u64, filler: &str) -> NewCommit {
             text: filler.into(),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: "ok".into(),

@@ -31,6 +31,7 @@ fn turn(i: usize) -> NewCommit {
         EventBody::User {
             text: format!("Question {i}: what did we decide about the deployment window?"),
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: format!("Answer {i}: Tuesday 02:00-04:00 UTC, rollback by 04:30 at the latest."),

@@ -42,6 +42,7 @@ fn turn(i: usize) -> NewCommit {
         EventBody::User {
             text: user,
             parts: Vec::new(),
+            provider_item: None,
         },
         EventBody::Assistant {
             text: assistant,

@@ -77,6 +77,7 @@ fn measure(turns: usize) -> Result<(Duration, Duration, Duration, Duration)> {
                 events.push(EventBody::User {
                     text: user_text(i),
                     parts: Vec::new(),
+                    provider_item: None,
                 });
                 events.push(EventBody::Assistant {
                     text: reply_text(i),

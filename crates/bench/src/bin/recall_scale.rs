@@ -288,6 +288,7 @@ impl Generator {
             EventBody::User {
                 text: self.chat(),
                 parts: Vec::new(),
+                provider_item: None,
             },
             seq,
             ts_ms,
@@ -319,6 +320,7 @@ impl Generator {
                     text: self.tool_output(),
                     artifact: None,
                     parts: Vec::new(),
+                    provider_item: None,
                 },
                 seq,
                 ts_ms,

@@ -118,6 +118,7 @@ fn events(chat: &Value) -> anyhow::Result<Vec<Event>> {
                 Some("user") => EventBody::User {
                     text,
                     parts: Vec::new(),
+                    provider_item: None,
                 },
                 _ => EventBody::Assistant {
                     text,

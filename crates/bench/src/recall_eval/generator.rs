@@ -291,6 +291,7 @@ fn events(sc: &Scenario) -> Vec<Event> {
                 text: text.clone(),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             },
         })
         .collect()

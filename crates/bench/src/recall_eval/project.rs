@@ -178,6 +178,7 @@ impl Chat {
             EventBody::User {
                 text: user,
                 parts: Vec::new(),
+                provider_item: None,
             },
             EventBody::Assistant {
                 text: answer,

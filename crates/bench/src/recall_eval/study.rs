@@ -139,6 +139,7 @@ pub fn events() -> Vec<Event> {
         EventBody::User {
             text: USER.into(),
             parts: Vec::new(),
+            provider_item: None,
         },
     )];
     for f in FACTS {
@@ -149,6 +150,7 @@ pub fn events() -> Vec<Event> {
                 text: f.into(),
                 pinned: false,
                 supersedes: None,
+                provider_item: None,
             },
         ));
     }
@@ -326,5 +328,6 @@ fn distractor_result(i: usize) -> EventBody {
         text: distractor(i),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     }
 }

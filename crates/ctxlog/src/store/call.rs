@@ -321,9 +321,11 @@ impl Store {
         };
         let new = &client.events[known..];
         let (before, input) = match new.last() {
-            Some(EventBody::User { text, parts }) if parts.is_empty() => {
-                (&new[..new.len() - 1], Some(text.clone()))
-            }
+            Some(EventBody::User {
+                text,
+                parts,
+                provider_item: None,
+            }) if parts.is_empty() => (&new[..new.len() - 1], Some(text.clone())),
             // A message with media is committed first and projected as the stored input.
             Some(EventBody::User { .. } | EventBody::ToolResult { .. }) => (new, None),
             // A retry of a call whose input is stored and not answered yet.
@@ -598,6 +600,7 @@ impl Store {
                 text: output.json.to_string(),
                 artifact: None,
                 parts: Vec::new(),
+                provider_item: None,
             });
             calls.push(EventBody::ToolCall {
                 call_id,

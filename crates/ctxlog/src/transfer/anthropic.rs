@@ -77,6 +77,7 @@ fn message(
                 EventBody::User {
                     text,
                     parts: Vec::new(),
+                    provider_item: None,
                 },
                 ts,
             );

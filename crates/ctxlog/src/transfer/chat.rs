@@ -69,11 +69,13 @@ pub(crate) fn user_event(parts: Vec<Part>) -> EventBody {
         return EventBody::User {
             text: texts.join("\n"),
             parts: Vec::new(),
+            provider_item: None,
         };
     }
     EventBody::User {
         text: String::new(),
         parts,
+        provider_item: None,
     }
 }
 
@@ -170,6 +172,7 @@ impl Events {
             text,
             pinned: true,
             supersedes: None,
+            provider_item: None,
         };
         self.push(body, ts);
     }
@@ -242,8 +245,14 @@ impl Events {
             text: text.to_owned(),
             artifact: None,
             parts: Vec::new(),
+            provider_item: None,
         };
         self.push(body, ts);
+    }
+
+    /// Every item was kept whole as its event's provider item: no field is left out.
+    pub fn kept_whole(&mut self) {
+        self.unused.clear();
     }
 
     /// The events and the notes, with the counts gathered on the way.

@@ -158,6 +158,7 @@ fn session_turns(
             EventBody::User {
                 text,
                 parts: Vec::new(),
+                provider_item: None,
             }
         } else if t.speaker == conv.speaker_b {
             EventBody::Assistant {

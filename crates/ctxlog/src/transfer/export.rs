@@ -61,35 +61,21 @@ pub(crate) fn whole_body(ledger: &dyn LedgerView, event: &Event) -> Result<Event
 }
 
 /// A tool result `body` with `artifact` (its artifact's content) as its text, if given.
-fn with_artifact(body: EventBody, artifact: Option<Vec<u8>>) -> Result<EventBody> {
-    match (body, artifact) {
-        (
-            EventBody::ToolResult {
-                call_id,
-                tool,
-                status,
-                exit_code,
-                artifact: Some(r),
-                parts,
-                ..
-            },
-            Some(content),
-        ) => {
-            let text = String::from_utf8(content).map_err(|_| Error::Internal {
-                reason: format!("artifact {} is not UTF-8", r.name),
-            })?;
-            Ok(EventBody::ToolResult {
-                call_id,
-                tool,
-                status,
-                exit_code,
-                text,
-                artifact: None,
-                parts,
-            })
-        }
-        (body, _) => Ok(body),
+fn with_artifact(mut body: EventBody, artifact: Option<Vec<u8>>) -> Result<EventBody> {
+    if let EventBody::ToolResult {
+        artifact: stored @ Some(_),
+        ..
+    } = &mut body
+        && let Some(content) = artifact
+    {
+        let name = stored.take().map(|r| r.name).unwrap_or_default();
+        let text = String::from_utf8(content).map_err(|_| Error::Internal {
+            reason: format!("artifact {name} is not UTF-8"),
+        })?;
+        // Its provider item stays while it still says the whole output.
+        body.set_result_text(text);
     }
+    Ok(body)
 }
 
 /// Writes a salvage (docs/export-import.md, "Salvage"): each intact event as an export line

@@ -85,11 +85,13 @@ pub enum ImportFormat {
     /// An OpenAI Responses input item list (or a request body, `{"instructions":…,
     /// "input":[…],…}`), read with [`ctxlog_projection::read::responses`]: `instructions` and
     /// `system`/`developer` messages become pinned notes (reported), `user` and `assistant`
-    /// messages their events (`input_text`/`output_text` parts joined), `function_call` items
-    /// tool calls and `function_call_output` items their results (an output whose call is not
-    /// in the input is refused); an item may carry `"ts"`. Items of other types (`reasoning`,
-    /// …) are not imported and are reported. A body the projector wrote imports into history
-    /// that projects to the same bytes.
+    /// messages their events (`input_text`/`output_text`/`refusal` parts joined),
+    /// `function_call` items tool calls and `function_call_output` items their results (an
+    /// output whose call is not in the input is refused); an item may carry `"ts"`. Each of
+    /// these items is kept whole as its event's provider item, so the history projects back
+    /// to the items as given. Items of other types (`reasoning`, …) become opaque events and
+    /// are reported. A body the projector wrote imports into history that projects to the
+    /// same bytes.
     OpenaiResponses,
     /// Two-speaker conversation datasets in the LoCoMo layout: an array of samples (or one),
     /// each `{"sample_id", "conversation": {"speaker_a", "speaker_b", "session_N": [{"speaker",

@@ -1,7 +1,7 @@
 //! OpenAI Responses input item lists → events (see [`super::ImportFormat::OpenaiResponses`]),
 //! read with [`ctxlog_projection::read::responses`]' types.
 
-use ctxlog_event::ProviderItem;
+use ctxlog_ledger::event::ProviderItem;
 use ctxlog_ledger::{EventBody, OpaqueFormat};
 use ctxlog_projection::read::openai::arguments;
 use ctxlog_projection::read::responses::{self, Content, FunctionCallOutput, Message, Part};
@@ -14,14 +14,30 @@ use crate::{Error, Result};
 const WHAT: &str = "an OpenAI Responses input item list: a JSON array of items (or \
                     {\"input\":[…]})";
 
+/// The events of an input list (an import), each message, `function_call` and
+/// `function_call_output` item kept whole as its event's provider item, so that the history
+/// projects back to the items as given.
 pub(crate) fn parse(value: Value) -> Result<(Vec<Incoming>, Vec<String>)> {
-    parse_with(value, Events::default())
+    parse_items(value, Events::default(), true)
 }
 
-/// [`parse`] into `events`: its `calls` are the stored tool calls (call id, tool) the
-/// `function_call_output` items may answer; for a provider's reply ([`Events::reply`]),
-/// each message and function call keeps its item as its provider item.
-pub(crate) fn parse_with(value: Value, mut events: Events) -> Result<(Vec<Incoming>, Vec<String>)> {
+/// The events of what the gateway reads, into `events`: its `calls` are the stored tool calls
+/// (call id, tool) the `function_call_output` items may answer. A client's input keeps no
+/// provider items (the gateway recognises what a client resends by the events' own fields); a
+/// provider's reply ([`Events::reply`]) keeps each message and function call whole as its
+/// provider item, so the reply is sent back as the provider gave it.
+pub(crate) fn parse_with(value: Value, events: Events) -> Result<(Vec<Incoming>, Vec<String>)> {
+    let keep = events.reply;
+    parse_items(value, events, keep)
+}
+
+/// [`parse`] and [`parse_with`]; `keep`: whether an item ctxlog reads is kept as its event's
+/// provider item.
+fn parse_items(
+    value: Value,
+    mut events: Events,
+    keep: bool,
+) -> Result<(Vec<Incoming>, Vec<String>)> {
     let (instructions, items) = envelope(value)?;
     if let Some(text) = instructions.filter(|t| !t.trim().is_empty()) {
         events
@@ -34,36 +50,19 @@ pub(crate) fn parse_with(value: Value, mut events: Events) -> Result<(Vec<Incomi
             Some(ts) => Some(crate::time::parse_ts(&ts).map_err(|r| at(i, r))?),
             None => None,
         };
-        // An item of a type ctxlog does not read is kept as given: keep a copy to store.
-        // A reply's message or call is kept whole too, as its provider item.
-        let raw = (events.reply
-            || !matches!(
-                value.get("type").and_then(Value::as_str),
-                Some("message" | "function_call" | "function_call_output") | None
-            ))
-        .then(|| value.clone());
-        let reply = events.reply;
-        let provider_item = |raw: &Option<Value>| match raw {
-            Some(Value::Object(item)) if reply => Some(ProviderItem {
-                format: OpaqueFormat::OpenaiResponses,
-                item: item.clone(),
-            }),
-            _ => None,
-        };
+        // An item of a type ctxlog does not read is kept as given, and with `keep` every other
+        // one as its event's provider item: keep a copy to store.
+        let read = matches!(
+            value.get("type").and_then(Value::as_str),
+            Some("message" | "function_call" | "function_call_output") | None
+        );
+        let raw = (keep || !read).then(|| value.clone());
+        let before = events.out.len();
         match responses::item(value).map_err(|e| at(i, e))? {
-            responses::Item::Message(m) => {
-                let item = provider_item(&raw);
-                message(&mut events, i, m, ts, item).map_err(|r| at(i, r))?
-            }
+            responses::Item::Message(m) => message(&mut events, i, m, ts).map_err(|r| at(i, r))?,
             responses::Item::FunctionCall(call) => {
-                let item = provider_item(&raw);
                 events.unused(&call.extra);
                 events.call(call.call_id, call.name, arguments(call.arguments), ts);
-                if let Some(EventBody::ToolCall { provider_item, .. }) =
-                    events.out.last_mut().map(|e| &mut e.body)
-                {
-                    *provider_item = item;
-                }
             }
             responses::Item::FunctionCallOutput(out) => {
                 output(&mut events, out, ts).map_err(|r| at(i, r))?
@@ -71,8 +70,18 @@ pub(crate) fn parse_with(value: Value, mut events: Events) -> Result<(Vec<Incomi
             responses::Item::Other => {
                 let item = raw.unwrap_or_default();
                 events.opaque(OpaqueFormat::OpenaiResponses, item, ts);
+                continue;
             }
         }
+        if let (Some(Value::Object(item)), Some(event)) = (raw, events.out.get_mut(before)) {
+            event.body.set_provider_item(Some(ProviderItem {
+                format: OpaqueFormat::OpenaiResponses,
+                item,
+            }));
+        }
+    }
+    if keep {
+        events.kept_whole();
     }
     Ok(events.finish("non-text content part(s) skipped"))
 }
@@ -115,7 +124,6 @@ fn message(
     i: usize,
     m: Message,
     ts: Option<i64>,
-    provider_item: Option<ProviderItem>,
 ) -> std::result::Result<(), String> {
     events.unused(&m.extra);
     if m.role == "user" {
@@ -134,7 +142,7 @@ fn message(
         "assistant" => events.push(
             EventBody::Assistant {
                 text,
-                provider_item,
+                provider_item: None,
             },
             ts,
         ),
@@ -185,7 +193,12 @@ fn parts(events: &mut Events, content: Content) -> Vec<ctxlog_event::Part> {
     let mut out = Vec::new();
     for part in parts {
         match part {
-            Part::InputText { text, extra } | Part::OutputText { text, extra } => {
+            Part::InputText { text, extra }
+            | Part::OutputText { text, extra }
+            | Part::Refusal {
+                refusal: text,
+                extra,
+            } => {
                 events.unused(&extra);
                 out.push(ctxlog_event::Part::Text { text });
             }
@@ -223,7 +236,12 @@ fn text(events: &mut Events, content: Content) -> String {
             let mut texts = Vec::new();
             for part in parts {
                 match part {
-                    Part::InputText { text, extra } | Part::OutputText { text, extra } => {
+                    Part::InputText { text, extra }
+                    | Part::OutputText { text, extra }
+                    | Part::Refusal {
+                        refusal: text,
+                        extra,
+                    } => {
                         events.unused(&extra);
                         texts.push(text);
                     }

@@ -279,6 +279,7 @@ pub fn user(text: &str) -> EventBody {
     EventBody::User {
         text: text.into(),
         parts: Vec::new(),
+        provider_item: None,
     }
 }
 
@@ -307,6 +308,7 @@ pub fn result(id: &str, text: &str) -> EventBody {
         text: text.into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     }
 }
 
@@ -315,6 +317,7 @@ pub fn note(text: &str) -> EventBody {
         text: text.into(),
         pinned: false,
         supersedes: None,
+        provider_item: None,
     }
 }
 

@@ -11,6 +11,7 @@ pub fn user(text: &str) -> EventBody {
     EventBody::User {
         text: text.into(),
         parts: Vec::new(),
+        provider_item: None,
     }
 }
 
@@ -39,6 +40,7 @@ pub fn result(id: &str, text: &str) -> EventBody {
         text: text.into(),
         artifact: None,
         parts: Vec::new(),
+        provider_item: None,
     }
 }
 
@@ -47,6 +49,7 @@ pub fn note(text: &str) -> EventBody {
         text: text.into(),
         pinned: false,
         supersedes: None,
+        provider_item: None,
     }
 }
 

@@ -270,10 +270,8 @@ fn latest_result_in_full<H: History + ?Sized>(history: &H, events: &mut [Event])
     else {
         return Ok(());
     };
-    if let Some(full) = read(history.artifact_text(&events[latest]))?
-        && let ctxlog_event::EventBody::ToolResult { text, .. } = &mut events[latest].body
-    {
-        *text = full;
+    if let Some(full) = read(history.artifact_text(&events[latest]))? {
+        events[latest].body.set_result_text(full);
     }
     Ok(())
 }

@@ -66,12 +66,13 @@ class _UserRequired(TypedDict):
     kind: Literal["user"]
     text: str
 
-class UserEvent(_UserRequired, total=False):
-    parts: List[JsonDict]
-
 class ProviderItem(TypedDict):
     format: Literal["openai-responses", "anthropic-messages"]
     item: JsonDict
+
+class UserEvent(_UserRequired, total=False):
+    parts: List[JsonDict]
+    provider_item: ProviderItem
 
 class _AssistantRequired(TypedDict):
     kind: Literal["assistant"]
@@ -100,6 +101,7 @@ class ToolResultEvent(_ToolResultRequired, total=False):
     exit_code: int
     artifact: JsonDict
     parts: List[JsonDict]
+    provider_item: ProviderItem
 
 class _NoteRequired(TypedDict):
     kind: Literal["note"]
@@ -108,6 +110,7 @@ class _NoteRequired(TypedDict):
 class NoteEvent(_NoteRequired, total=False):
     pinned: bool
     supersedes: int
+    provider_item: ProviderItem
 
 class OpaqueEvent(TypedDict):
     kind: Literal["opaque"]

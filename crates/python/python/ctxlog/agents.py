@@ -16,26 +16,32 @@ it:
 ============================================  ==========================================
 item                                          event
 ============================================  ==========================================
-``{"role": "user", "content": ...}``          ``user`` (content text; parts joined)
-``{"role": "assistant", "content": ...}``     ``assistant`` (``output_text`` and
-(an output ``message`` too)                   ``refusal`` parts joined)
-``{"role": "system"|"developer", ...}``       ``note``
+``{"role": "user", "content": ...}``          ``user`` (content text; text parts joined)
+``{"role": "assistant", "content": ...}``     ``assistant`` (text parts joined)
+(an output ``message`` too)
+``{"role": "system"|"developer", ...}``       ``note`` (text parts joined)
 ``function_call``                             ``tool_call`` (``arguments`` kept as the
                                               string the model sent)
 ``function_call_output``                      ``tool_result`` of that call (``ok``)
 any other item (``reasoning``, …)             ``opaque`` (``openai-responses``), as given
 ============================================  ==========================================
 
-``get_items`` gives the items back in order, as the SDK's own ``SQLiteSession`` does: a
-model's output ``message`` or ``function_call`` (with its ``id``, ``status``, ``annotations``,
-``logprobs`` and any other key) is kept whole as the event's ``provider_item`` and comes back
-exactly as given, and sent back verbatim when a projection is in the ``openai-responses``
-format (any other format gets the event's text and call); items in the form ctxlog writes
+(Text parts are ``input_text`` and ``output_text`` parts' ``text`` and ``refusal`` parts'
+``refusal``, joined by newlines.)
+
+``get_items`` gives the items back in order, as the SDK's own ``SQLiteSession`` does: an item
+the event alone would not give back exactly (a model's output ``message`` or
+``function_call`` with its ``id``, ``status``, ``annotations`` and ``logprobs``; a user,
+system or developer message whose content is a list of parts — ``input_text``,
+``input_image``, ``input_file``, …; a ``function_call_output`` with an ``id``, a ``status``
+or any other key, or a list output) is kept whole as the event's ``provider_item`` and comes
+back exactly as given, and is sent back verbatim when a projection is in the
+``openai-responses`` format (any other format gets the event's text, call or result: an
+image inside such an item reaches only the Responses format). Items in the form ctxlog writes
 back (``{"role": "user", "content": "..."}``, ``{"type": "function_call_output", "call_id",
-"output"}``) and every opaque item come back exactly as given too. A user or system message
-whose content is a list of parts comes back as ``{"role": ROLE, "content": TEXT}``. With
-redaction on, items come back equal up to the redaction markers (a provider item's strings
-are redacted like tool arguments; its ids and names are kept).
+"output"}``) and every opaque item come back exactly as given too. With redaction on, items
+come back equal up to the redaction markers (a provider item's strings are redacted like tool
+arguments; its ids, names and ``data:`` URLs are kept).
 """
 
 from __future__ import annotations
@@ -70,18 +76,22 @@ def _with_provider_item(event: Item, item: Mapping[str, Any]) -> Item:
     return event
 
 
-def _text_of(content: Any, part_types: Sequence[str]) -> Optional[str]:
-    """A message's text: a string content, or the text of its parts of `part_types`."""
+_TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+
+
+def _text_of(content: Any) -> Optional[str]:
+    """A message's text: a string content, or its text parts' text joined by newlines (the
+    ledger checks a provider item's text by the same rule)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         return None
     texts = []
     for part in content:
-        if isinstance(part, Mapping) and part.get("type") in part_types:
-            text = part.get("text", part.get("refusal"))
-            if isinstance(text, str):
-                texts.append(text)
+        key = _TEXT_PARTS.get(str(part.get("type"))) if isinstance(part, Mapping) else None
+        text = part.get(key) if key is not None else None
+        if isinstance(text, str):
+            texts.append(text)
     return "\n".join(texts)
 
 
@@ -91,13 +101,10 @@ def item_to_event(item: Mapping[str, Any], tools: Mapping[str, str]) -> Item:
     kind = item.get("type")
     role = item.get("role")
     if kind in (None, "message") and role in ("user", "assistant", "system", "developer"):
-        parts = ("input_text",) if role != "assistant" else ("output_text", "refusal")
-        text = _text_of(item.get("content"), parts)
+        text = _text_of(item.get("content"))
         if text is not None:
             event_kind = {"user": "user", "assistant": "assistant"}.get(str(role), "note")
-            if event_kind == "assistant":
-                return _with_provider_item({"kind": "assistant", "text": text}, item)
-            return {"kind": event_kind, "text": text}
+            return _with_provider_item({"kind": event_kind, "text": text}, item)
     if kind == "function_call":
         call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
         if isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, str):
@@ -107,13 +114,14 @@ def item_to_event(item: Mapping[str, Any], tools: Mapping[str, str]) -> Item:
         call_id, output = item.get("call_id"), item.get("output")
         if isinstance(call_id, str) and call_id in tools:
             text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-            return {
+            result = {
                 "kind": "tool_result",
                 "call_id": call_id,
                 "tool": tools[call_id],
                 "status": "ok",
                 "text": text,
             }
+            return _with_provider_item(result, item)
         raise ValueError(
             f"function_call_output {call_id!r} answers no function_call of the open turn: "
             "add the call first"
@@ -258,15 +266,21 @@ def kept_form(item: Mapping[str, Any]) -> Optional[Item]:
     return event_to_item(item_to_event(item, _AnyCall()))
 
 
-def agent_tool_definitions(agent: Any) -> List[Item]:
-    """`agent`'s tools and handoffs as the Responses API receives them, by the SDK's own
-    converter (every tool the agent lists, enabled or not: counting one the model is not sent
-    only leaves room unused)."""
+async def agent_tool_definitions(agent: Any, context: Any = None) -> List[Item]:
+    """`agent`'s tools, the tools of the MCP servers attached to it (listed by the SDK's own
+    MCP util, as the runner lists them; `context` is the run's context, which the servers'
+    tool filters may read) and its handoffs, as the Responses API receives them, by the SDK's
+    own converter (every tool the agent lists, enabled or not: counting one the model is not
+    sent only leaves room unused)."""
     from agents.handoffs import Handoff, handoff
     from agents.models.openai_responses import Converter
+    from agents.run_context import RunContextWrapper
 
+    tools = list(getattr(agent, "tools", []))
+    if getattr(agent, "mcp_servers", None):
+        tools += await agent.get_mcp_tools(RunContextWrapper(context=context))
     handoffs = [h if isinstance(h, Handoff) else handoff(h) for h in getattr(agent, "handoffs", [])]
-    converted = Converter.convert_tools(list(getattr(agent, "tools", [])), handoffs)
+    converted = Converter.convert_tools(tools, handoffs)
     return [dict(t) for t in converted.tools]
 
 
@@ -283,8 +297,9 @@ def budget_filter(
 ) -> Callable[[CallModelData[Any]], Awaitable[ModelInputData]]:
     """A ``RunConfig(call_model_input_filter=...)`` that replaces each model input with
     ctxlog's projection of ``session`` within ``max_tokens`` and/or ``max_bytes`` (the
-    ``openai-responses`` body: instructions, input and the agent's tool definitions, counted as
-    the SDK sends them, so the whole request stays within the budget):
+    ``openai-responses`` body: instructions, input and the tool definitions of the agent and
+    of its MCP servers, counted as the SDK sends them, so the whole request stays within the
+    budget):
     the instructions and the current turn are kept, older turns are kept whole, newest first,
     tool calls with their results, as the budget allows (``policy``, ``recall`` and
     ``notice`` as for :meth:`ctxlog.Conversation.project`). Items of the current run the
@@ -318,7 +333,7 @@ def budget_filter(
             "model": model,
             "recall": recall,
             "notice": notice,
-            "tools": agent_tool_definitions(data.agent),
+            "tools": await agent_tool_definitions(data.agent, data.context),
         }
         if tokenizer is not None:
             options["tokenizer"] = tokenizer
@@ -326,10 +341,14 @@ def budget_filter(
             options["policy"] = policy
         body, _report = await session.conversation.project_dict(current, **options)
         input_items = list(body["input"])
-        if current is not None and len(input_items) >= 2 and input_items[-2] == input_items[-1]:
-            # The stored current message was projected once as history and once as the
-            # input: the model gets it once (the body only shrinks).
-            del input_items[-2]
+        if current is not None and len(input_items) >= 2 and last is not None:
+            # The stored current message was projected once as history (as given, when it
+            # was kept whole) and once as the input: the model gets it once, as stored (the
+            # body only shrinks).
+            given = last.get("provider_item")
+            stored = given["item"] if given is not None else input_items[-1]
+            if input_items[-2] == stored:
+                del input_items[-1]
         return ModelInputData(input=input_items, instructions=body.get("instructions"))
 
     return fit

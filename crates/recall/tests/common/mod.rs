@@ -17,6 +17,7 @@ pub fn user(seq: u64, text: &str) -> Event {
         EventBody::User {
             text: text.into(),
             parts: Vec::new(),
+            provider_item: None,
         },
     )
 }
@@ -38,6 +39,7 @@ pub fn note(seq: u64, text: &str) -> Event {
             text: text.into(),
             pinned: false,
             supersedes: None,
+            provider_item: None,
         },
     )
 }
@@ -53,6 +55,7 @@ pub fn tool_result(seq: u64, tool: &str, text: &str, artifact: Option<ArtifactRe
             text: text.into(),
             artifact,
             parts: Vec::new(),
+            provider_item: None,
         },
     )
 }

@@ -404,6 +404,25 @@ pub mod responses {
         #[serde(other)]
         Other,
     }
+
+    impl Part {
+        /// A text part's text and other fields (`input_text`, `output_text`, and a `refusal`,
+        /// which is the model's text too); any other part given back as it is.
+        ///
+        /// # Errors
+        /// The part itself, when it is not one of those three.
+        pub fn into_text(self) -> Result<(String, Map<String, Value>), Part> {
+            match self {
+                Part::InputText { text, extra }
+                | Part::OutputText { text, extra }
+                | Part::Refusal {
+                    refusal: text,
+                    extra,
+                } => Ok((text, extra)),
+                other => Err(other),
+            }
+        }
+    }
 }
 
 pub mod anthropic {

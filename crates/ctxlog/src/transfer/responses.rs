@@ -192,16 +192,15 @@ fn parts(events: &mut Events, content: Content) -> Vec<ctxlog_event::Part> {
     };
     let mut out = Vec::new();
     for part in parts {
-        match part {
-            Part::InputText { text, extra }
-            | Part::OutputText { text, extra }
-            | Part::Refusal {
-                refusal: text,
-                extra,
-            } => {
+        let part = match part.into_text() {
+            Ok((text, extra)) => {
                 events.unused(&extra);
                 out.push(ctxlog_event::Part::Text { text });
+                continue;
             }
+            Err(part) => part,
+        };
+        match part {
             Part::InputImage {
                 image_url: Some(url),
                 detail,
@@ -235,17 +234,12 @@ fn text(events: &mut Events, content: Content) -> String {
         Content::Parts(parts) => {
             let mut texts = Vec::new();
             for part in parts {
-                match part {
-                    Part::InputText { text, extra }
-                    | Part::OutputText { text, extra }
-                    | Part::Refusal {
-                        refusal: text,
-                        extra,
-                    } => {
+                match part.into_text() {
+                    Ok((text, extra)) => {
                         events.unused(&extra);
                         texts.push(text);
                     }
-                    _ => events.skipped += 1,
+                    Err(_) => events.skipped += 1,
                 }
             }
             texts.join("\n")

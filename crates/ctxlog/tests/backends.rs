@@ -19,11 +19,31 @@ mod common;
 use common::engines::*;
 use ctxlog::ledger::{Error as LedgerError, artifact_name};
 use ctxlog::ops::{
-    CommitRequest, EraseRequest, EraseResponse, EraseTarget, ExportRequest, ImportRequest,
-    ListRequest, LogRequest, RecallRequest, VerifyRequest,
+    CommitRequest, EraseRequest, EraseResponse, EraseTarget, ExportRequest, ExportResponse,
+    ImportRequest, ListRequest, LogRequest, RecallRequest, VerifyRequest,
 };
 use ctxlog::transfer::ImportFormat;
 use ctxlog::{ArtifactRef, ErrorClass, EventBody, NewCommit, Store, SystemMarker, ToolStatus};
+
+/// A salvage export of `conv` (`export --salvage`): what it reports, and its lines as JSON.
+fn salvage(store: &Store, conv: &str) -> (ExportResponse, Vec<serde_json::Value>) {
+    let mut out = Vec::new();
+    let done = store
+        .export(
+            &ExportRequest {
+                conversation: conv.into(),
+                salvage: true,
+            },
+            &mut out,
+        )
+        .unwrap();
+    let lines = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    (done, lines)
+}
 
 fn recall_hits(store: &Store, conv: &str, query: &str) -> usize {
     store
@@ -250,22 +270,8 @@ fn a_salvage_gives_every_intact_event(e: &dyn Engine) {
     e.damage("salvage", "c", 3, "canary-damage-me");
     let before = e.fingerprint("salvage");
     let fresh = e.store("salvage", &options());
-    let mut out = Vec::new();
-    let done = fresh
-        .export(
-            &ExportRequest {
-                conversation: "c".into(),
-                salvage: true,
-            },
-            &mut out,
-        )
-        .unwrap();
+    let (done, lines) = salvage(&fresh, "c");
     assert_eq!((done.events, done.damaged), (5, 1), "{}", e.name());
-    let lines: Vec<serde_json::Value> = out
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .collect();
     let seqs: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
     assert_eq!(seqs, [1, 2, 4, 5, 6], "{}", e.name());
     assert_eq!(
@@ -315,22 +321,8 @@ fn intact_seqs_of_a_damaged_conversation_are_erased(e: &dyn Engine) {
         Ok(found) => assert!(found.hits.is_empty(), "{}: recall found it", e.name()),
         Err(err) => assert_eq!(err.class(), ErrorClass::Corrupt, "{}: {err}", e.name()),
     }
-    let mut out = Vec::new();
-    let done = fresh
-        .export(
-            &ExportRequest {
-                conversation: "c".into(),
-                salvage: true,
-            },
-            &mut out,
-        )
-        .unwrap();
+    let (done, lines) = salvage(&fresh, "c");
     assert_eq!(done.damaged, 1, "{}", e.name());
-    let lines: Vec<serde_json::Value> = out
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .collect();
     let damaged = lines.iter().find(|l| !l["damaged"].is_null()).unwrap();
     assert_eq!(
         damaged["damaged"]["seqs"],

@@ -18,7 +18,7 @@
 
 use ctxlog_event::{Event, EventBody, EventKind};
 use ctxlog_projection::{
-    Error, History, Policy, ProjectionRequest, RecallReserve, RecalledPage, SizeCache,
+    Error, History, Policy, Projection, ProjectionRequest, RecallReserve, RecalledPage, SizeCache,
     SliceHistory, Window, WireFormat, count, project,
 };
 use proptest::prelude::*;
@@ -228,6 +228,38 @@ fn low_water_outside_zero_one_is_refused() {
     assert!(err.contains("sliding, stable"), "{err}");
 }
 
+/// `history` projected with cache hints (and a notice) in `format` for `model` under `window`
+/// within `max` bytes, checked to hold its budget and to report the tokens `count` finds;
+/// `None` when the mandatory part alone is over `max`.
+fn hinted(
+    history: &SliceHistory<'_>,
+    format: WireFormat,
+    model: &str,
+    window: Window,
+    max: u64,
+) -> Option<Projection> {
+    let mut b = ProjectionRequest::builder();
+    b.format(format)
+        .model(model)
+        .system("Be brief.")
+        .input(INPUT)
+        .policy(Policy::Turns)
+        .notice(true)
+        .window(window)
+        .cache_hints(true)
+        .cache_key("ctxlog-k")
+        .max_bytes(max);
+    let req = b.build().unwrap();
+    let p = match project(history, &req, &mut SizeCache::new()) {
+        Err(Error::MandatoryExceedsBudget { .. }) => return None,
+        r => r.unwrap(),
+    };
+    assert!(p.report.bytes <= max && p.report.bytes == p.body.len() as u64);
+    let counted = count(&p.body, format, req.tokenizer()).unwrap();
+    assert_eq!(p.report.tokens, counted.tokens);
+    Some(p)
+}
+
 /// Cache hints: Anthropic breakpoints on the system prompt and at the end of the stable
 /// prefix (at most 4), OpenAI's `prompt_cache_key`; both inside the budget, which every byte
 /// budget from the mandatory part up holds exactly.
@@ -239,25 +271,9 @@ fn cache_hints_mark_the_stable_prefix_within_the_budget() {
     let marker = r#""cache_control":{"type":"ephemeral"}"#;
     for format in WireFormat::ALL {
         for max in (1_000..6_000).step_by(250) {
-            let mut b = ProjectionRequest::builder();
-            b.format(format)
-                .model("m")
-                .system("Be brief.")
-                .input(INPUT)
-                .policy(Policy::Turns)
-                .notice(true)
-                .window(Window::Stable)
-                .cache_hints(true)
-                .cache_key("ctxlog-k")
-                .max_bytes(max);
-            let req = b.build().unwrap();
-            let p = match project(&history, &req, &mut SizeCache::new()) {
-                Err(Error::MandatoryExceedsBudget { .. }) => continue,
-                r => r.unwrap(),
+            let Some(p) = hinted(&history, format, "m", Window::Stable, max) else {
+                continue;
             };
-            assert!(p.report.bytes <= max && p.report.bytes == p.body.len() as u64);
-            let counted = count(&p.body, format, req.tokenizer()).unwrap();
-            assert_eq!(p.report.tokens, counted.tokens);
             let text = String::from_utf8(p.body.clone()).unwrap();
             let sp = p.report.stable_prefix.unwrap();
             match format {
@@ -355,25 +371,9 @@ fn cache_hints_come_from_the_model_table() {
     for (format, model, kind, source) in cases {
         for window in Window::ALL {
             for max in (1_000..6_000).step_by(500) {
-                let mut b = ProjectionRequest::builder();
-                b.format(format)
-                    .model(model)
-                    .system("Be brief.")
-                    .input(INPUT)
-                    .policy(Policy::Turns)
-                    .notice(true)
-                    .window(window)
-                    .cache_hints(true)
-                    .cache_key("ctxlog-k")
-                    .max_bytes(max);
-                let req = b.build().unwrap();
-                let p = match project(&history, &req, &mut SizeCache::new()) {
-                    Err(Error::MandatoryExceedsBudget { .. }) => continue,
-                    r => r.unwrap(),
+                let Some(p) = hinted(&history, format, model, window, max) else {
+                    continue;
                 };
-                assert!(p.report.bytes <= max && p.report.bytes == p.body.len() as u64);
-                let counted = count(&p.body, format, req.tokenizer()).unwrap();
-                assert_eq!(p.report.tokens, counted.tokens);
                 let hints = p.report.cache_hints.clone().unwrap();
                 assert_eq!(hints.kind, kind, "{model} in {format:?}");
                 assert!(hints.source.contains(source), "{}", hints.source);

@@ -157,100 +157,102 @@ impl Metrics {
     /// The text exposition of every figure (see the module's format).
     pub(crate) fn render(&self) -> String {
         let mut out = String::new();
-        let each = |out: &mut String, name: &str, help: &str, kind: &str| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
-        each(
+        self.labeled(
             &mut out,
-            "ctxlog_gateway_requests_total",
-            "Requests answered, by HTTP status.",
-            "counter",
+            (
+                "ctxlog_gateway_requests_total",
+                "Requests answered, by HTTP status.",
+            ),
+            "status",
+            |r| {
+                let statuses = lock(&r.statuses);
+                statuses.iter().map(|(s, n)| (s.to_string(), *n)).collect()
+            },
         );
-        for (label, route) in ROUTES.iter().zip(&self.routes) {
-            for (status, n) in lock(&route.statuses).iter() {
-                let _ = writeln!(
-                    out,
-                    "ctxlog_gateway_requests_total{{route=\"{label}\",status=\"{status}\"}} {n}"
-                );
-            }
-        }
-        each(
+        self.counter(
             &mut out,
             "ctxlog_gateway_refused_total",
             "Requests refused before the provider was called.",
-            "counter",
+            |r| &r.refused,
         );
-        self.per_route(&mut out, "ctxlog_gateway_refused_total", |r| &r.refused);
-        each(
+        self.labeled(
             &mut out,
-            "ctxlog_gateway_upstream_errors_total",
-            "Provider calls that failed, by class.",
-            "counter",
+            (
+                "ctxlog_gateway_upstream_errors_total",
+                "Provider calls that failed, by class.",
+            ),
+            "class",
+            |r| {
+                let errors = lock(&r.errors);
+                errors
+                    .iter()
+                    .map(|(c, n)| (c.label().to_owned(), *n))
+                    .collect()
+            },
         );
-        for (label, route) in ROUTES.iter().zip(&self.routes) {
-            for (class, n) in lock(&route.errors).iter() {
-                let _ = writeln!(
-                    out,
-                    "ctxlog_gateway_upstream_errors_total{{route=\"{label}\",class=\"{}\"}} {n}",
-                    class.label()
-                );
-            }
-        }
-        each(
+        self.counter(
             &mut out,
             "ctxlog_gateway_upstream_input_tokens_total",
             "Input tokens sent upstream (the projected bodies, by ctxlog's count).",
-            "counter",
-        );
-        self.per_route(
-            &mut out,
-            "ctxlog_gateway_upstream_input_tokens_total",
             |r| &r.tokens,
         );
-        each(
+        self.counter(
             &mut out,
             "ctxlog_gateway_client_tokens_total",
             "Tokens of the request bodies clients sent (their resent history), by the same count.",
-            "counter",
+            |r| &r.client_tokens,
         );
-        self.per_route(&mut out, "ctxlog_gateway_client_tokens_total", |r| {
-            &r.client_tokens
-        });
-        each(
+        self.counter(
             &mut out,
             "ctxlog_gateway_client_bytes_total",
             "Request body bytes clients sent (their resent history).",
-            "counter",
+            |r| &r.client_bytes,
         );
-        self.per_route(&mut out, "ctxlog_gateway_client_bytes_total", |r| {
-            &r.client_bytes
-        });
-        each(
+        self.counter(
             &mut out,
             "ctxlog_gateway_upstream_bytes_total",
             "Body bytes sent upstream in their place.",
-            "counter",
+            |r| &r.upstream_bytes,
         );
-        self.per_route(&mut out, "ctxlog_gateway_upstream_bytes_total", |r| {
-            &r.upstream_bytes
-        });
-        each(
+        self.counter(
             &mut out,
             "ctxlog_gateway_recall_calls_total",
             "Recall tool calls the gateway answered itself.",
-            "counter",
+            |r| &r.recall_calls,
         );
-        self.per_route(&mut out, "ctxlog_gateway_recall_calls_total", |r| {
-            &r.recall_calls
-        });
         self.histogram(&mut out);
         out
     }
 
-    fn per_route(&self, out: &mut String, name: &str, field: impl Fn(&Route) -> &AtomicU64) {
+    /// A counter's `# HELP` and `# TYPE` lines, then its value per route.
+    fn counter(
+        &self,
+        out: &mut String,
+        name: &str,
+        help: &str,
+        field: impl Fn(&Route) -> &AtomicU64,
+    ) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
         for (label, route) in ROUTES.iter().zip(&self.routes) {
             let n = field(route).load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}{{route=\"{label}\"}} {n}");
+        }
+    }
+
+    /// A counter kept per route and per value of one more label, `key` (`rows`: each value
+    /// and its count), with its `# HELP` and `# TYPE` lines.
+    fn labeled(
+        &self,
+        out: &mut String,
+        (name, help): (&str, &str),
+        key: &str,
+        rows: impl Fn(&Route) -> Vec<(String, u64)>,
+    ) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (label, route) in ROUTES.iter().zip(&self.routes) {
+            for (value, n) in rows(route) {
+                let _ = writeln!(out, "{name}{{route=\"{label}\",{key}=\"{value}\"}} {n}");
+            }
         }
     }
 

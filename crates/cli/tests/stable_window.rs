@@ -70,29 +70,13 @@ fn bad_window_values_are_refused_and_change_nothing() {
     let env = Env::new();
     env.commit("chat", "hello", "hi");
     let before = snapshot(&env.conv_dir("chat"));
-    for args in [
-        vec!["project", "chat", "--input", "x", "--window", "fixed"],
-        vec![
-            "project",
-            "chat",
-            "--input",
-            "x",
-            "--window",
-            "stable",
-            "--low-water",
-            "1.2",
-        ],
-        vec![
-            "project",
-            "chat",
-            "--input",
-            "x",
-            "--window",
-            "stable",
-            "--low-water",
-            "0",
-        ],
+    for window in [
+        &["fixed"][..],
+        &["stable", "--low-water", "1.2"],
+        &["stable", "--low-water", "0"],
     ] {
+        let mut args = vec!["project", "chat", "--input", "x", "--window"];
+        args.extend_from_slice(window);
         let out = env.run(&args, b"");
         assert_eq!(code(&out), 2, "{}", stderr(&out));
         let err = stderr(&out);

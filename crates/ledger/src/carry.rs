@@ -31,7 +31,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::files::{io_err, open_file};
+use crate::files::{io_err, open_file, open_log};
 use crate::format::{CommitEntry, Counts, EventEntry, LOG_HEADER_LEN, names};
 use crate::salvage::{DamagedRange, KeptRecord, TORN_TAIL};
 use crate::scan::{Pending, Scan, Tail, Window};
@@ -411,13 +411,9 @@ fn bad_pending(st: &dyn Storage) -> impl FnOnce() -> Error + use<> {
 /// sidecars from the entries it recorded. Anything else is left to the ordinary open.
 pub(crate) fn restore_index(storage: &Arc<dyn Storage>) -> Result<()> {
     let st = storage.as_ref();
-    let Some(log) = st
-        .open(names::LOG, OpenMode::Read)
-        .map_err(io_err(st, names::LOG))?
-    else {
+    let Some((log, file_len)) = open_log(st)? else {
         return Ok(());
     };
-    let file_len = log.len().map_err(io_err(st, names::LOG))?;
     let Ok(header) = crate::state::read_header(st, log.as_ref(), file_len) else {
         return Ok(());
     };

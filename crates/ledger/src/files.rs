@@ -4,6 +4,7 @@
 use std::io;
 
 use crate::error::{Error, Result};
+use crate::format::names;
 use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// Turns an I/O error on `name` into [`Error::Io`] with its full path.
@@ -23,6 +24,18 @@ pub(crate) fn open_file(
         .open(name, mode)
         .map_err(io_err(storage, name))?
         .ok_or_else(|| io_err(storage, name)(io::ErrorKind::NotFound.into()))
+}
+
+/// The log opened for reading with its length, `None` when there is no log file.
+pub(crate) fn open_log(storage: &dyn Storage) -> Result<Option<(Box<dyn StorageFile>, u64)>> {
+    let Some(log) = storage
+        .open(names::LOG, OpenMode::Read)
+        .map_err(io_err(storage, names::LOG))?
+    else {
+        return Ok(None);
+    };
+    let len = log.len().map_err(io_err(storage, names::LOG))?;
+    Ok(Some((log, len)))
 }
 
 /// Creates `name` afresh for writing: whatever is there (a stale temporary file, or a symlink

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::files::{io_err, new_ledger_id, now_ms};
+use crate::files::{io_err, new_ledger_id, now_ms, open_log};
 use crate::format::{LOG_HEADER_LEN, LogHeader, names};
 use crate::options::SyncMode;
 use crate::scan::{self, ScanStart};
 use crate::state::LedgerState;
-use crate::storage::{OpenMode, Storage};
+use crate::storage::Storage;
 
 /// What `open` repaired.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -39,13 +39,9 @@ impl RecoveryReport {
 
 /// Scans the whole log and fails on corruption (a torn tail is left to the normal open).
 pub(crate) fn check_whole_log(st: &dyn Storage) -> Result<()> {
-    let Some(log) = st
-        .open(names::LOG, OpenMode::Read)
-        .map_err(io_err(st, names::LOG))?
-    else {
+    let Some((log, file_len)) = open_log(st)? else {
         return Ok(());
     };
-    let file_len = log.len().map_err(io_err(st, names::LOG))?;
     if file_len < LOG_HEADER_LEN as u64 {
         return Ok(()); // no records; the header check that follows reports it
     }
@@ -102,13 +98,9 @@ pub(crate) fn recreate_if_torn_at_creation(
     st: &dyn Storage,
     sync: SyncMode,
 ) -> Result<Option<RecoveryReport>> {
-    let Some(log) = st
-        .open(names::LOG, OpenMode::Read)
-        .map_err(io_err(st, names::LOG))?
-    else {
+    let Some((log, len)) = open_log(st)? else {
         return Ok(None);
     };
-    let len = log.len().map_err(io_err(st, names::LOG))?;
     if len >= LOG_HEADER_LEN as u64 {
         return Ok(None);
     }

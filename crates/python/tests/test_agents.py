@@ -234,16 +234,22 @@ def read_log(name: str) -> str:
     return f"{name}: " + "compiling crate ok\n" * 280  # about 5 KB
 
 
+def build_checker(runs: int) -> ScriptedModel:
+    """A model that, for each of `runs` runs, calls ``read_log`` for build i, then says the
+    build is fine."""
+    steps: List[Any] = []
+    for i in range(runs):
+        steps.append([function_call("read_log", {"name": f"build-{i}"}, call_id=f"call_{i}")])
+        steps.append([assistant_message(f"build {i} is fine", item_id=f"msg_{i}")])
+    return ScriptedModel(steps)
+
+
 def test_a_long_agent_run_never_gives_the_model_more_than_the_budget(
     store: ctxlog.Store,
 ) -> None:
     budget = 6000
     runs = 30
-    steps: List[Any] = []
-    for i in range(runs):
-        steps.append([function_call("read_log", {"name": f"build-{i}"}, call_id=f"call_{i}")])
-        steps.append([assistant_message(f"build {i} is fine", item_id=f"msg_{i}")])
-    model = ScriptedModel(steps)
+    model = build_checker(runs)
     session = CtxlogSession("agent", store=store)
     agent = Agent(name="ops", instructions="Check builds.", model=model, tools=[read_log])
     config = RunConfig(call_model_input_filter=budget_filter(session=session, max_tokens=budget))
@@ -456,11 +462,7 @@ def test_the_filter_counts_the_tools_of_mcp_servers(store: ctxlog.Store, tmp_pat
     script.write_text(MCP_SERVER.replace("DESCRIPTION", description))
     budget = 3500
     runs = 6
-    steps: List[Any] = []
-    for i in range(runs):
-        steps.append([function_call("read_log", {"name": f"build-{i}"}, call_id=f"call_{i}")])
-        steps.append([assistant_message(f"build {i} is fine", item_id=f"msg_{i}")])
-    model = ScriptedModel(steps)
+    model = build_checker(runs)
     session = CtxlogSession("mcp", store=store)
     config = RunConfig(call_model_input_filter=budget_filter(session=session, max_tokens=budget))
 

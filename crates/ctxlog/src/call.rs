@@ -410,12 +410,10 @@ pub(crate) fn sent_back(events: &[Event]) -> Vec<&Event> {
     let mut in_step = false;
     for event in events.iter().rev() {
         let body = &event.body;
+        let model_output = matches!(body, EventBody::Assistant { .. } | EventBody::Opaque { .. });
         if recall_step(body) {
             in_step = true;
-        } else if !comparable(body) {
-        } else if in_step && matches!(body, EventBody::Assistant { .. } | EventBody::Opaque { .. })
-        {
-        } else {
+        } else if comparable(body) && !(in_step && model_output) {
             in_step = false;
             out.push(event);
         }

@@ -7,7 +7,7 @@
 //! event the client sent before is matched by the digest of its bytes as sent, without
 //! redacting or decoding it again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use ctxlog_ledger::{CommitReceipt, EventBody, NewCommit, ToolStatus};
@@ -66,6 +66,8 @@ struct Places {
     /// Whether every conversation of the store was read into it.
     built: bool,
     at: HashMap<Digest, Vec<(Arc<str>, u32)>>,
+    /// The conversations' names, each held once.
+    names: HashSet<Arc<str>>,
 }
 
 #[derive(Debug, Default)]
@@ -154,9 +156,18 @@ impl Transcripts {
             return;
         };
         let mut places = lock(&self.places);
+        let places = &mut *places;
         let at = places.at.entry(digest).or_default();
         if !at.iter().any(|(c, i)| *i == index && &**c == conversation) {
-            at.push((Arc::from(conversation), index));
+            let name = match places.names.get(conversation) {
+                Some(name) => Arc::clone(name),
+                None => {
+                    let name: Arc<str> = Arc::from(conversation);
+                    places.names.insert(Arc::clone(&name));
+                    name
+                }
+            };
+            at.push((name, index));
         }
     }
 

@@ -483,8 +483,9 @@ def test_a_regenerated_reply_retried_after_a_failed_call_lands_in_the_same_fork(
     # request again: one fork, holding the question once.
     error = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
     standin.fail = (500, error)
+    sent: Any = chat
     with pytest.raises(openai.InternalServerError) as raised:
-        client.chat.completions.create(model="gpt-4o", messages=chat)
+        client.chat.completions.create(model="gpt-4o", messages=sent)
     fork = raised.value.response.headers["x-ctxlog-conversation"]
     assert fork != name
     again, _ = ask_chat(client, standin, chat, "Red.")
@@ -760,7 +761,8 @@ def test_an_anthropic_replys_text_block_goes_back_with_its_citations(
     ]
     events = gateway.export("cite")
     assert [e["kind"] for e in events] == ["user", "assistant", "user", "tool_call", "tool_result", "assistant"]
-    assert events[1]["provider_item"]["item"]["citations"] == [cited]
+    kept: Any = events[1]["provider_item"]
+    assert kept["item"]["citations"] == [cited]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

@@ -311,17 +311,35 @@ pub struct GatewayArgs {
     /// model's next answer is then relayed as it is
     #[arg(long, value_name = "N", default_value_t = ctxlog_gateway::DEFAULT_RECALL_CALLS, requires = "recall_tool", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
     pub recall_calls: usize,
-    /// How many conversations' recognition state (a digest per stored event, about 72
-    /// bytes an event) each API key's store keeps in memory; the least recently used one is
-    /// dropped past it and read again from the store on its next call
-    #[arg(long, value_name = "N", default_value_t = ctxlog::DEFAULT_RECOGNITION_CACHE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
+    /// How much memory each API key's store keeps for recognising conversations (the
+    /// digests of each stored event, about 65 bytes an event), in bytes, or with a K, M or
+    /// G suffix (1024-based); the least recently used conversations' are dropped past it and
+    /// read again from the store on their next call [default: 64M]
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = byte_size)]
     pub recognition_cache: usize,
     /// A model's context window in tokens, over the model table's: PREFIX=TOKENS, for every
     /// model whose name starts with PREFIX (the longest prefix wins; a request's
-    /// X-Ctxlog-Max-Tokens over it); repeatable. A model in no row and no --model-window is
-    /// sent without a budget
+    /// X-Ctxlog-Max-Tokens over it); repeatable; over the same prefix's window in the store's
+    /// ctxlog.toml ([gateway.model_windows]). A model in no row and no window given is sent
+    /// without a budget
     #[arg(long = "model-window", value_name = "PREFIX=TOKENS", value_parser = model_window)]
     pub model_windows: Vec<(String, u64)>,
+}
+
+/// A size in bytes: a number, or one with a K, M or G suffix (1024-based).
+fn byte_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, shift) = match text.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&text[..text.len() - 1], 10),
+        Some(b'M') => (&text[..text.len() - 1], 20),
+        Some(b'G') => (&text[..text.len() - 1], 30),
+        _ => (text, 0),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{text:?} is not a size: give bytes, e.g. 67108864 or 64M"))
 }
 
 /// `--model-window PREFIX=TOKENS`.

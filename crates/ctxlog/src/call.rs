@@ -38,7 +38,7 @@
 //!   Anthropic), only [`INEXACT_WINDOW_SHARE`] of it is used. The client's output reservation
 //!   is taken off it. A model in no row, without an override, is projected without a budget.
 
-use ctxlog_ledger::{ArtifactRef, EventBody, artifact_name};
+use ctxlog_ledger::{ArtifactRef, Event, EventBody, artifact_name};
 use ctxlog_projection::WireFormat;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
@@ -170,9 +170,19 @@ pub struct ReplyRequest {
 /// gateway answers it with the provider's own "not found".
 pub const NO_STORED_RESPONSE: &str = "previous_response_id names no stored response";
 
+/// The id a refusal of [`crate::Store::prepare_relayed`] names as unknown (its reason holds
+/// [`NO_STORED_RESPONSE`], then the id quoted), if it is one.
+pub fn unknown_response_id(reason: &str) -> Option<&str> {
+    let at = reason.find(NO_STORED_RESPONSE)? + NO_STORED_RESPONSE.len();
+    let rest = reason[at..].strip_prefix(" '")?;
+    rest.rsplit_once("': ").map(|(id, _)| id)
+}
+
 /// A client's request body, split.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ClientCall {
+    /// A Responses body's `previous_response_id` (never sent upstream).
+    pub previous_id: Option<String>,
     pub model: String,
     pub system: Option<String>,
     pub events: Vec<EventBody>,
@@ -195,23 +205,41 @@ fn bad(reason: impl Into<String>) -> Error {
 /// [`Error::BadInput`] for a body that is not a JSON object with a `model` and a non-empty
 /// `messages` array, a system message after the first other message, a message the import
 /// parser refuses.
+#[cfg(test)]
 pub(crate) fn read_call(
     format: WireFormat,
     body: &[u8],
     calls: &[(String, String)],
 ) -> Result<ClientCall> {
-    let (mut call, messages) = read_head(format, body)?;
-    call.events = crate::transfer::message_events(format, messages, calls)?;
-    Ok(call)
+    let (call, messages) = read_head(format, body)?;
+    with_events(format, &call, &messages, calls)
+}
+
+/// The call `head` ([`read_head`]) with its `messages` read as events.
+pub(crate) fn with_events(
+    format: WireFormat,
+    head: &ClientCall,
+    messages: &Value,
+    calls: &[(String, String)],
+) -> Result<ClientCall> {
+    Ok(ClientCall {
+        events: crate::transfer::message_events(format, messages.clone(), calls)?,
+        ..head.clone()
+    })
 }
 
 /// [`read_call`] but for the messages: the call without events, and its messages.
 pub(crate) fn read_head(format: WireFormat, body: &[u8]) -> Result<(ClientCall, Value)> {
     let mut object: Map<String, Value> = crate::json::from_slice(body)
         .map_err(|e| bad(format!("the request body is not a JSON object: {e}")))?;
+    let mut previous_id = None;
     if format == WireFormat::OpenAiResponses {
         // Served from the ledger: never sent upstream.
-        object.remove("previous_response_id");
+        previous_id = match object.remove("previous_response_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => Some(id),
+            Some(_) => return Err(bad("\"previous_response_id\" must be a string")),
+        };
         let input = match object.remove("input") {
             Some(Value::String(text)) => {
                 Value::Array(vec![serde_json::json!({"role": "user", "content": text})])
@@ -280,6 +308,7 @@ pub(crate) fn read_head(format: WireFormat, body: &[u8]) -> Result<(ClientCall, 
         ));
     }
     let call = ClientCall {
+        previous_id,
         model,
         system,
         events: Vec::new(),
@@ -370,6 +399,27 @@ pub(crate) type Digest = [u8; 32];
 /// the gateway's recall steps are ctxlog's own).
 pub(crate) fn comparable(body: &EventBody) -> bool {
     !matches!(body, EventBody::Note { .. } | EventBody::System { .. }) && !recall_step(body)
+}
+
+/// The events of `events` (whole commits, in order) a client sends back: the
+/// [`comparable`] ones, less what the model wrote in the gateway's recall steps (its text,
+/// reasoning and other output before a recall call: the events of a reply that come right
+/// before a step's calls, which follow the input they answer).
+pub(crate) fn sent_back(events: &[Event]) -> Vec<&Event> {
+    let mut out = Vec::with_capacity(events.len());
+    let mut in_step = false;
+    for event in events.iter().rev() {
+        let body = &event.body;
+        let model_output = matches!(body, EventBody::Assistant { .. } | EventBody::Opaque { .. });
+        if recall_step(body) {
+            in_step = true;
+        } else if comparable(body) && !(in_step && model_output) {
+            in_step = false;
+            out.push(event);
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// Whether `body` is part of a recall step the gateway answered itself
@@ -631,6 +681,57 @@ mod tests {
         let err = recognised(&stored, &[user("a"), user("x"), user("a")]).unwrap_err();
         assert!(matches!(err, Error::Diverged { .. }));
         assert!(err.to_string().contains("X-Ctxlog-Conversation"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_response_id_is_read_back_from_the_refusal() {
+        let reason = format!("{NO_STORED_RESPONSE} 'resp_a'b': the call it names failed");
+        assert_eq!(unknown_response_id(&reason), Some("resp_a'b"));
+        assert_eq!(unknown_response_id("another refusal"), None);
+    }
+
+    #[test]
+    fn a_recall_steps_text_is_skipped_with_its_calls() {
+        let recall = |kind: &str| {
+            let call_id = format!("{RECALL_CALL_PREFIX}1-0");
+            match kind {
+                "call" => EventBody::ToolCall {
+                    call_id,
+                    tool: RECALL_TOOL_NAME.into(),
+                    arguments: serde_json::json!({"query": "q"}),
+                    provider_item: None,
+                },
+                _ => EventBody::ToolResult {
+                    call_id,
+                    tool: RECALL_TOOL_NAME.into(),
+                    status: ToolStatus::Ok,
+                    exit_code: None,
+                    text: "{}".into(),
+                    artifact: None,
+                    parts: Vec::new(),
+                    provider_item: None,
+                },
+            }
+        };
+        let bodies = [
+            user("a"),
+            EventBody::assistant("Let me look."),
+            recall("call"),
+            recall("result"),
+            EventBody::assistant("Found it."),
+            user("b"),
+            EventBody::assistant("Plain."),
+        ];
+        let events: Vec<Event> = (1..)
+            .zip(bodies)
+            .map(|(seq, body)| Event {
+                seq,
+                ts_ms: 0,
+                body,
+            })
+            .collect();
+        let kept: Vec<u64> = sent_back(&events).iter().map(|e| e.seq).collect();
+        assert_eq!(kept, [1, 5, 6, 7]);
     }
 
     #[test]

@@ -23,6 +23,9 @@
 //!
 //! [recall]                    # the recall index
 //! embeddings = "/opt/models/all-MiniLM-L6-v2"  # the semantic leg's model directory [default: none, leg off]
+//!
+//! [gateway.model_windows]     # `ctxlog gateway`: context windows in tokens by model-name prefix [default: none]
+//! "my-local-model" = 32768    # over the model table's; --model-window wins for the same prefix
 //! ```
 //!
 //! An unknown key is refused, so a typo never silently turns a rule off.
@@ -51,6 +54,18 @@ pub struct StoreConfig {
     pub ledger: LedgerConfig,
     /// The recall index's settings.
     pub recall: RecallConfig,
+    /// `ctxlog gateway`'s settings.
+    pub gateway: GatewayConfig,
+}
+
+/// The `[gateway]` table: what `ctxlog gateway` reads from the store's configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Context windows in tokens by model-name prefix, over the model table's (the longest
+    /// prefix of a request's model wins; a `--model-window` of the same prefix, and a
+    /// request's `X-Ctxlog-Max-Tokens`, over it) [default: none].
+    pub model_windows: std::collections::BTreeMap<String, u64>,
 }
 
 /// The `[recall]` table.
@@ -129,6 +144,19 @@ impl StoreConfig {
             .map_err(|e| Error::InvalidRequest {
                 reason: format!("{origin}: {e}"),
             })?;
+        if let Some((prefix, _)) = config
+            .gateway
+            .model_windows
+            .iter()
+            .find(|(prefix, tokens)| prefix.is_empty() || **tokens == 0)
+        {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "{origin}: [gateway.model_windows] {prefix:?}: give a model-name prefix \
+                     that is not empty and a window of at least 1 token"
+                ),
+            });
+        }
         Ok(config)
     }
 
@@ -185,8 +213,12 @@ check_on_open = true
 
 [recall]
 embeddings = "/opt/models/all-MiniLM-L6-v2"
+
+[gateway.model_windows]
+"my-local-model" = 32768
 "#;
         let config = StoreConfig::from_toml(text, "t").unwrap();
+        assert_eq!(config.gateway.model_windows["my-local-model"], 32768);
         assert_eq!(config.retention.keep_turns, Some(100));
         assert_eq!(config.redaction.patterns[0].name, "ticket");
         assert!(config.ledger.check_on_open);
@@ -195,6 +227,9 @@ embeddings = "/opt/models/all-MiniLM-L6-v2"
             Some(Path::new("/opt/models/all-MiniLM-L6-v2"))
         );
         for bad in [
+            "[gateway]\nmodel_window = {}",
+            "[gateway.model_windows]\n\"m\" = 0",
+            "[gateway.model_windows]\n\"m\" = -1",
             "[recall]\nembedings = \"/x\"",
             "[ledger]\ncheck_on_opne = true",
             "[retention]\nolder_then = \"9d\"",

@@ -54,7 +54,9 @@ mod store;
 mod time;
 pub mod transfer;
 
-pub use config::{CONFIG_FILE, LedgerConfig, RecallConfig, RetentionConfig, StoreConfig};
+pub use config::{
+    CONFIG_FILE, GatewayConfig, LedgerConfig, RecallConfig, RetentionConfig, StoreConfig,
+};
 pub use ctxlog_event::ConversationName;
 pub use error::{Corruption, Error, ErrorClass, Result, Shortfall};
 pub use handle::{Conversation, Handle, RecallSetup, Snapshot};

@@ -89,12 +89,14 @@ pub struct Config {
     /// Offer ctxlog's recall tool to the model on every call and answer its recall calls in
     /// the gateway, at most this many per request [default: none: the tool is not offered].
     pub recall_calls: Option<usize>,
-    /// How many conversations' recognition state each tenant's store keeps in memory
+    /// How many bytes of recognition state each tenant's store keeps in memory
     /// ([`ctxlog::StoreBuilder::recognition_cache`]) [default:
     /// [`ctxlog::DEFAULT_RECOGNITION_CACHE`]].
     pub recognition_cache: usize,
-    /// Context windows by model-name prefix, over the model table's (the longest prefix of a
-    /// request's model wins; `X-Ctxlog-Max-Tokens` over both) [default: none].
+    /// Context windows by model-name prefix, over the model table's and over the store
+    /// configuration's (`[gateway.model_windows]` of [`Config::store`], which they replace
+    /// for the same prefix); the longest prefix of a request's model wins;
+    /// `X-Ctxlog-Max-Tokens` over all [default: none].
     pub model_windows: Vec<(String, u64)>,
 }
 
@@ -156,6 +158,13 @@ impl Gateway {
             Some(_) => HttpPolicy::authenticated(Vec::new()),
             None => HttpPolicy::loopback(),
         };
+        let mut model_windows = config.model_windows.clone();
+        let configured = config.store.gateway.model_windows.iter();
+        for (prefix, tokens) in configured {
+            if !model_windows.iter().any(|(given, _)| given == prefix) {
+                model_windows.push((prefix.clone(), *tokens));
+            }
+        }
         Ok(Gateway {
             inner: Arc::new(Inner {
                 tenants: tenant::Tenants::open(
@@ -173,7 +182,7 @@ impl Gateway {
                 metrics: metrics::Metrics::default(),
                 log_json: config.log_json,
                 recall_calls: config.recall_calls,
-                model_windows: config.model_windows,
+                model_windows,
             }),
         })
     }

@@ -160,7 +160,8 @@ pub struct Assembler {
     output: Option<Value>,
     complete: bool,
     /// Whether the reply's first text or tool call is a call of the recall tool (`None`
-    /// until one of them starts; reasoning and thinking come before and decide nothing).
+    /// until one of them starts; reasoning and thinking come before and decide nothing, nor
+    /// does an Anthropic text block: its first tool use or the reply's end decides).
     recall_first: Option<bool>,
 }
 
@@ -299,7 +300,9 @@ impl Assembler {
                 }
                 let block = &event["content_block"];
                 match block["type"].as_str() {
-                    Some("thinking" | "redacted_thinking") | None => {}
+                    // Text decides nothing either: a model often writes a line before its
+                    // call ("Let me look that up").
+                    Some("thinking" | "redacted_thinking" | "text") | None => {}
                     Some("tool_use") => self.started(block["name"].as_str()),
                     Some(_) => self.started(None),
                 }

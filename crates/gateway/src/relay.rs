@@ -147,10 +147,6 @@ async fn relay_named(
 ) -> Result<Response, Refusal> {
     let refuse = |status, message: String| Refusal::new(provider, status, message);
     let (tenant, store) = tenant_store(gateway, provider, headers)?;
-    let previous = match provider {
-        Provider::OpenAiResponses => previous_response(gateway, &tenant, &body, conversation)?,
-        _ => None,
-    };
 
     let window = match headers.get(MAX_TOKENS_HEADER) {
         None => None,
@@ -174,23 +170,25 @@ async fn relay_named(
         format: provider.format(),
         body: body.to_vec(),
         window,
-        previous,
+        previous: None,
         recall_tool: gateway.inner.recall_calls.is_some(),
         model_windows: gateway.inner.model_windows.clone(),
     };
     // Kept to project the conversation again after each recall step.
     let recall = request.recall_tool.then(|| request.clone());
     let prepared = blocking(provider, {
-        let store = store.clone();
-        move || store.prepare_call(&request)
+        let (store, gateway, tenant) = (store.clone(), gateway.clone(), tenant.clone());
+        // A `previous_response_id` (read by the store with the body) names the conversation
+        // and the input its response answered: an id this gateway gave the tenant.
+        let response_ids = move |id: &str| gateway.inner.tenants.read_response_id(&tenant, id);
+        move || store.prepare_relayed(&request, &response_ids)
     })
     .await
     .map_err(|refusal| {
         // A response that was never stored: the provider's own answer.
-        if previous.is_some() && refusal.message.contains(ctxlog::call::NO_STORED_RESPONSE) {
-            Refusal::unknown_response(&previous_id(&body).unwrap_or_default())
-        } else {
-            refusal
+        match ctxlog::call::unknown_response_id(&refusal.message) {
+            Some(id) if provider == Provider::OpenAiResponses => Refusal::unknown_response(id),
+            _ => refusal,
         }
     })?;
     *conversation = prepared.conversation.clone();
@@ -254,40 +252,6 @@ fn count_resent(gateway: &Gateway, provider: Provider, store: &Arc<Store>, body:
             gateway.inner.metrics.resent(provider, count.tokens);
         }
     });
-}
-
-/// The `previous_response_id` of a Responses body, if it has one.
-fn previous_id(body: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Previous {
-        previous_response_id: Option<String>,
-    }
-    serde_json::from_slice::<Previous>(body)
-        .ok()?
-        .previous_response_id
-}
-
-/// The seq a Responses call's `previous_response_id` continues from, naming the
-/// conversation (over the header's: a client's chain may have gone on in a fork of it): an
-/// id this gateway gave the tenant. An unknown id is the provider's own 400.
-fn previous_response(
-    gateway: &Gateway,
-    tenant: &str,
-    body: &[u8],
-    conversation: &mut String,
-) -> Result<Option<u64>, Refusal> {
-    let Some(id) = previous_id(body) else {
-        return Ok(None);
-    };
-    let (named, seq) = gateway
-        .inner
-        .tenants
-        .read_response_id(tenant, &id)
-        .ok_or_else(|| Refusal::unknown_response(&id))?;
-    // The id names the conversation: the header's, or a fork of it the client's chain went
-    // on in (a branch), which the response named.
-    *conversation = named;
-    Ok(Some(seq))
 }
 
 /// The request's tenant (its gateway token with `--tokens`, and its API key) and its store.
@@ -679,7 +643,8 @@ impl Call {
     /// With the recall tool, a reply that starts with a recall call is held (not forwarded)
     /// until it is whole: a recall step is answered and the provider's next stream relayed
     /// in its place ([`Call::recall_step`]), so the client sees one answer; any other reply
-    /// is forwarded from its first text or call on. A call after a recall step that fails
+    /// is forwarded from its first text or call on (an Anthropic reply: from its first
+    /// tool use, or whole at its end, [`crate::Assembler::recall_first`]). A call after a recall step that fails
     /// ends the client's stream without its final event, as a broken stream does.
     async fn pump(
         mut self,

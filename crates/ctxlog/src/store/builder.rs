@@ -63,9 +63,10 @@ pub struct StoreBuilder {
     recognition_cache: usize,
 }
 
-/// How many conversations' recognition state a store keeps, by default
-/// ([`StoreBuilder::recognition_cache`]).
-pub const DEFAULT_RECOGNITION_CACHE: usize = 1024;
+/// How many bytes of recognition state a store keeps in memory, by default
+/// ([`StoreBuilder::recognition_cache`]): 64 MiB, the digests of about a million stored
+/// events.
+pub const DEFAULT_RECOGNITION_CACHE: usize = 64 << 20;
 
 impl StoreBuilder {
     /// A store at `location` (a directory, or a PostgreSQL database).
@@ -133,12 +134,13 @@ impl StoreBuilder {
         self
     }
 
-    /// How many conversations' recognition state (the digest of each stored event, about
-    /// 72 bytes an event) relayed calls keep in memory ([`Store::prepare_call`]); the least
-    /// recently used one is dropped past it and read again from the store on its next call
-    /// [default: [`DEFAULT_RECOGNITION_CACHE`]; at least 1].
-    pub fn recognition_cache(&mut self, conversations: usize) -> &mut StoreBuilder {
-        self.recognition_cache = conversations;
+    /// How many bytes of recognition state (the digests of each stored event of a
+    /// conversation, about 65 bytes an event) relayed calls keep in memory
+    /// ([`Store::prepare_call`]); the least recently used conversations' are dropped past
+    /// it (never the one in use) and read again from the store on their next call
+    /// [default: [`DEFAULT_RECOGNITION_CACHE`]].
+    pub fn recognition_cache(&mut self, bytes: usize) -> &mut StoreBuilder {
+        self.recognition_cache = bytes;
         self
     }
 

@@ -7,7 +7,7 @@
 //! event the client sent before is matched by the digest of its bytes as sent, without
 //! redacting or decoding it again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use ctxlog_ledger::{CommitReceipt, EventBody, NewCommit, ToolStatus};
@@ -44,55 +44,103 @@ pub(crate) struct Transcript {
     awaits_reply: bool,
 }
 
-/// The transcripts of a store's conversations, the most recently used ones kept: at most
-/// `capacity` ([`StoreBuilder::recognition_cache`](crate::StoreBuilder::recognition_cache)).
-/// An evicted conversation's transcript is read again from the store on its next call (its
-/// events then match by their digests as stored).
+/// The transcripts of a store's conversations, the most recently used ones kept within
+/// `max_bytes` of digests ([`StoreBuilder::recognition_cache`](crate::StoreBuilder::recognition_cache);
+/// the one in use is always kept). An evicted conversation's transcript is read again from
+/// the store on its next call (its events then match by their digests as stored).
 #[derive(Debug)]
 pub(crate) struct Transcripts {
-    capacity: usize,
+    max_bytes: usize,
     cache: Mutex<TranscriptCache>,
+    /// Where each stored event is: its digest as stored → (conversation, index among the
+    /// conversation's comparable events). How a client that dropped its oldest messages is
+    /// found again ([`Store::trimmed`]) without reading every conversation per call. Kept
+    /// for every conversation read (not only the cached ones); filled from the whole store
+    /// once per process, on the first call that needs it ([`Transcripts::index_store`]).
+    places: Mutex<Places>,
+}
+
+/// The digests of stored events and where they are ([`Transcripts::places`]).
+#[derive(Debug, Default)]
+struct Places {
+    /// Whether every conversation of the store was read into it.
+    built: bool,
+    at: HashMap<Digest, Vec<(Arc<str>, u32)>>,
+    /// The conversations' names, each held once.
+    names: HashSet<Arc<str>>,
 }
 
 #[derive(Debug, Default)]
 struct TranscriptCache {
     /// Counts uses: each entry holds the count of its last use.
     clock: u64,
-    entries: HashMap<String, (u64, Arc<Mutex<Transcript>>)>,
+    entries: HashMap<String, CacheEntry>,
+    /// The entries by their last use, oldest first.
+    order: BTreeMap<u64, String>,
+    /// The sum of the entries' sizes.
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct CacheEntry {
+    used: u64,
+    /// The transcript's size when last measured ([`Transcript::bytes`]).
+    bytes: usize,
+    transcript: Arc<Mutex<Transcript>>,
 }
 
 impl Transcripts {
-    pub(crate) fn new(capacity: usize) -> Transcripts {
+    pub(crate) fn new(max_bytes: usize) -> Transcripts {
         Transcripts {
-            capacity: capacity.max(1),
+            max_bytes,
             cache: Mutex::default(),
+            places: Mutex::default(),
         }
     }
 
     /// The transcript of `conversation` (empty until first read), now the most recently
-    /// used; the least recently used one is dropped when there are more than `capacity`.
+    /// used.
     fn get(&self, conversation: &str) -> Arc<Mutex<Transcript>> {
         let mut cache = lock(&self.cache);
         cache.clock += 1;
         let now = cache.clock;
-        if let Some((used, transcript)) = cache.entries.get_mut(conversation) {
-            *used = now;
-            return transcript.clone();
+        let cache = &mut *cache;
+        if let Some(entry) = cache.entries.get_mut(conversation) {
+            cache.order.remove(&entry.used);
+            entry.used = now;
+            cache.order.insert(now, conversation.to_owned());
+            return entry.transcript.clone();
         }
-        if cache.entries.len() >= self.capacity
-            && let Some(oldest) = cache
-                .entries
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(name, _)| name.clone())
-        {
-            cache.entries.remove(&oldest);
-        }
-        let transcript = Arc::default();
-        cache
-            .entries
-            .insert(conversation.to_owned(), (now, Arc::clone(&transcript)));
+        let transcript: Arc<Mutex<Transcript>> = Arc::default();
+        cache.entries.insert(
+            conversation.to_owned(),
+            CacheEntry {
+                used: now,
+                bytes: 0,
+                transcript: Arc::clone(&transcript),
+            },
+        );
+        cache.order.insert(now, conversation.to_owned());
         transcript
+    }
+
+    /// Records the size of `conversation`'s transcript, and drops the least recently used
+    /// ones while the cache holds more than its bound (never the most recently used).
+    fn measured(&self, conversation: &str, bytes: usize) {
+        let mut cache = lock(&self.cache);
+        let cache = &mut *cache;
+        if let Some(entry) = cache.entries.get_mut(conversation) {
+            cache.bytes = cache.bytes - entry.bytes + bytes;
+            entry.bytes = bytes;
+        }
+        while cache.bytes > self.max_bytes && cache.entries.len() > 1 {
+            let Some((_, oldest)) = cache.order.pop_first() else {
+                break;
+            };
+            if let Some(entry) = cache.entries.remove(&oldest) {
+                cache.bytes -= entry.bytes;
+            }
+        }
     }
 
     #[cfg(test)]
@@ -101,9 +149,69 @@ impl Transcripts {
         names.sort();
         names
     }
+
+    /// Records that the comparable event `index` of `conversation` has `digest`.
+    fn place(&self, digest: Digest, conversation: &str, index: usize) {
+        let Ok(index) = u32::try_from(index) else {
+            return;
+        };
+        let mut places = lock(&self.places);
+        let places = &mut *places;
+        let at = places.at.entry(digest).or_default();
+        if !at.iter().any(|(c, i)| *i == index && &**c == conversation) {
+            let name = match places.names.get(conversation) {
+                Some(name) => Arc::clone(name),
+                None => {
+                    let name: Arc<str> = Arc::from(conversation);
+                    places.names.insert(Arc::clone(&name));
+                    name
+                }
+            };
+            at.push((name, index));
+        }
+    }
+
+    /// The places of events with `digest`, newest recorded first.
+    fn places_of(&self, digest: &Digest) -> Vec<(Arc<str>, u32)> {
+        let places = lock(&self.places);
+        let mut at = places.at.get(digest).cloned().unwrap_or_default();
+        at.reverse();
+        at
+    }
+
+    /// Reads every conversation of `store` into the places, once per process (after a
+    /// restart the places are rebuilt from the ledger).
+    fn index_store(&self, store: &Store) -> Result<()> {
+        if lock(&self.places).built {
+            return Ok(());
+        }
+        for info in store.list(&crate::ops::ListRequest {})?.conversations {
+            let log = match store.log(&LogRequest {
+                conversation: info.name.clone(),
+                from: 1,
+                limit: None,
+            }) {
+                Ok(log) => log,
+                Err(Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            for (i, event) in call::sent_back(&log.events).into_iter().enumerate() {
+                self.place(call::stored_digest(&event.body), &info.name, i);
+            }
+        }
+        lock(&self.places).built = true;
+        Ok(())
+    }
 }
 
 impl Transcript {
+    /// The memory its digests take, in bytes.
+    fn bytes(&self) -> usize {
+        size_of::<Transcript>()
+            + self.stored.capacity() * size_of::<Digest>()
+            + self.sent.capacity() * size_of::<Option<Digest>>()
+    }
+
     /// Reads what was committed since `last_seq`; everything again when the conversation
     /// is not the one read (a system marker: an erasure, retention or repair rewrote it; or
     /// it is shorter: erased whole).
@@ -129,8 +237,12 @@ impl Transcript {
             *self = Transcript::default();
             return self.refresh(store, conversation);
         }
-        for event in tail.events.iter().filter(|e| call::comparable(&e.body)) {
-            self.stored.push(call::stored_digest(&event.body));
+        for event in call::sent_back(&tail.events) {
+            let digest = call::stored_digest(&event.body);
+            store
+                .transcripts
+                .place(digest, conversation, self.stored.len());
+            self.stored.push(digest);
             self.awaits_reply = matches!(
                 event.body,
                 EventBody::User { .. } | EventBody::ToolResult { .. }
@@ -139,6 +251,7 @@ impl Transcript {
         self.sent
             .resize(self.sent.len().max(self.stored.len()), None);
         self.last_seq = tail.last_seq;
+        store.transcripts.measured(conversation, self.bytes());
         Ok(())
     }
 
@@ -178,12 +291,52 @@ impl Store {
     /// projection errors (class over budget when the mandatory part does not fit);
     /// ledger errors.
     pub fn prepare_call(&self, request: &CallRequest) -> Result<PreparedCall> {
+        self.prepare_relayed(request, &|_| None)
+    }
+
+    /// [`Store::prepare_call`] for a caller that gives Responses ids of its own (the
+    /// gateway): the body's `previous_response_id`, read with the rest of the body (parsed
+    /// once), is mapped by `response_ids` to the conversation it names (over
+    /// [`CallRequest::conversation`]: a client's chain may have gone on in a fork) and the
+    /// seq of the input its response answered, as [`CallRequest::previous`] (which, when
+    /// given, is taken instead).
+    ///
+    /// # Errors
+    /// As [`Store::prepare_call`]; [`Error::InvalidRequest`] whose reason starts
+    /// [`call::NO_STORED_RESPONSE`] and names the id ([`call::unknown_response_id`]) for an
+    /// id `response_ids` does not know, or whose call has no stored reply.
+    pub fn prepare_relayed(
+        &self,
+        request: &CallRequest,
+        response_ids: &dyn Fn(&str) -> Option<(String, u64)>,
+    ) -> Result<PreparedCall> {
+        let (head, messages) = call::read_head(request.format, &request.body)?;
+        let id = head.previous_id.as_deref().unwrap_or_default();
+        let resolved;
+        let (request, previous) = match (request.previous, &head.previous_id) {
+            (Some(seq), _) => (request, Some(seq)),
+            (None, None) => (request, None),
+            (None, Some(id)) => {
+                let (conversation, seq) =
+                    response_ids(id).ok_or_else(|| Error::InvalidRequest {
+                        reason: format!(
+                            "{} '{id}': this store never gave that response id",
+                            call::NO_STORED_RESPONSE
+                        ),
+                    })?;
+                resolved = CallRequest {
+                    conversation,
+                    ..request.clone()
+                };
+                (&resolved, Some(seq))
+            }
+        };
         let mut attempt = 0;
         loop {
             let result = if request.conversation.is_empty() {
-                self.prepare_unnamed(request)
+                self.prepare_unnamed(request, &head, &messages)
             } else {
-                self.prepare_once(request)
+                self.prepare_once(request, previous.map(|seq| (id, seq)), &head, &messages)
             };
             match result {
                 Err(e) if is_moved(&e) && attempt < MOVED_RETRIES => attempt += 1,
@@ -196,8 +349,13 @@ impl Store {
     /// transcript continues, found by the fingerprints of its events
     /// ([`call::root_name`], [`call::fork_name`]); a transcript that diverges from it forks
     /// a new conversation holding the client's events.
-    fn prepare_unnamed(&self, request: &CallRequest) -> Result<PreparedCall> {
-        let client = call::read_call(request.format, &request.body, &[])?;
+    fn prepare_unnamed(
+        &self,
+        request: &CallRequest,
+        head: &ClientCall,
+        messages: &Value,
+    ) -> Result<PreparedCall> {
+        let client = call::with_events(request.format, head, messages, &[])?;
         let sent: Vec<Digest> = client.events.iter().map(call::sent_digest).collect();
         let chain = call::fingerprints(&sent);
         let Some(root) = chain.first() else {
@@ -205,12 +363,85 @@ impl Store {
                 reason: "the request holds no message to recognise a conversation by".into(),
             });
         };
-        let name = self.follow_forks(call::root_name(root), "", &client.events, &sent, &chain)?;
+        let root = call::root_name(root);
+        let name = match self.divergence(&root, &client.events, &sent)? {
+            // A new chat, or one that continues its first conversation.
+            None if self.holds(&root)? => root,
+            at => match self.trimmed(&client.events, &sent)? {
+                // A client that dropped its oldest messages, continuing a conversation.
+                Some(name) => name,
+                None if at.is_none() => root,
+                None => self.follow_forks(root, "", &client.events, &sent, &chain)?,
+            },
+        };
         let named = CallRequest {
             conversation: name,
             ..request.clone()
         };
         self.prepare_read(&named, None, &client, &sent)
+    }
+
+    /// Whether conversation `name` holds events a client sends back.
+    fn holds(&self, name: &str) -> Result<bool> {
+        let transcript = self.transcript(name);
+        let mut t = lock(&transcript);
+        t.refresh(self, name)?;
+        Ok(!t.stored.is_empty())
+    }
+
+    /// The conversation a client that dropped its own oldest messages continues: one whose
+    /// stored events, from some event after its first on to its end, are the client's first
+    /// events, and hold a model reply (so two chats that share a message, or a few messages
+    /// of the user's, never meet: the model's reply in that conversation is resent too).
+    /// Found by the place of the client's first event ([`Transcripts::places`]); of several,
+    /// the one whose events the client resends most of. `None` when there is none.
+    fn trimmed(&self, events: &[EventBody], sent: &[Digest]) -> Result<Option<String>> {
+        let Some(first) = events.first() else {
+            return Ok(None);
+        };
+        self.transcripts.index_store(self)?;
+        let digest = self.as_stored(first);
+        let mut best: Option<(usize, Arc<str>)> = None;
+        for (name, start) in self
+            .transcripts
+            .places_of(&digest)
+            .into_iter()
+            .take(MAX_PLACES)
+        {
+            let start = start as usize;
+            if start == 0 || best.as_ref().is_some_and(|(_, b)| *b == name) {
+                continue;
+            }
+            let transcript = self.transcript(&name);
+            let mut t = lock(&transcript);
+            t.refresh(self, &name)?;
+            let Some(n) = t
+                .stored
+                .len()
+                .checked_sub(start)
+                .filter(|n| *n <= events.len())
+            else {
+                continue;
+            };
+            let replied = events[..n].iter().any(|e| {
+                matches!(
+                    e,
+                    EventBody::Assistant { .. }
+                        | EventBody::ToolCall { .. }
+                        | EventBody::Opaque { .. }
+                )
+            });
+            let mut same = self.matcher(&t, events, sent);
+            // A client whose first event is also the stored first edits or regenerates
+            // (the rules of its first conversation apply), never trims.
+            if n == 0 || !replied || same(0, 0) || !(0..n).all(|i| same(start + i, i)) {
+                continue;
+            }
+            if best.as_ref().is_none_or(|(m, b)| (n, &*name) > (*m, &**b)) {
+                best = Some((n, name));
+            }
+        }
+        Ok(best.map(|(_, name)| name.to_string()))
     }
 
     /// The conversation the client's events continue, from `name` on: `name` when they
@@ -263,17 +494,25 @@ impl Store {
         Ok((at < stored).then_some(at.max(1)))
     }
 
-    fn prepare_once(&self, request: &CallRequest) -> Result<PreparedCall> {
-        let previous = match request.previous {
-            Some(seq) => Some(self.response_after(&request.conversation, seq)?),
+    /// A call on a named conversation, continuing the response `previous` names (its id,
+    /// and the seq of the input it answered), if any.
+    fn prepare_once(
+        &self,
+        request: &CallRequest,
+        previous: Option<(&str, u64)>,
+        head: &ClientCall,
+        messages: &Value,
+    ) -> Result<PreparedCall> {
+        let previous = match previous {
+            Some((id, seq)) => Some(self.response_after(&request.conversation, id, seq)?),
             None => None,
         };
         let calls = previous.as_ref().map_or(&[][..], |p| p.calls.as_slice());
-        let client = call::read_call(request.format, &request.body, calls)?;
+        let client = call::with_events(request.format, head, messages, calls)?;
         let sent: Vec<Digest> = client.events.iter().map(call::sent_digest).collect();
         if let Some(response) = previous.as_ref().filter(|p| !p.latest) {
             // A branch from an earlier response: a fork holding the conversation up to it.
-            let (name, fork) = self.branch(&request.conversation, response)?;
+            let (name, fork) = self.branch(&request.conversation, response, &client.events)?;
             let branch = CallRequest {
                 conversation: name,
                 ..request.clone()
@@ -310,6 +549,14 @@ impl Store {
             let mut t = lock(&transcript);
             t.refresh(self, &request.conversation)?;
             match previous {
+                // The same branch call again, its items stored and not answered (the first
+                // call failed, or waits for the provider): a retry.
+                Some(p) if p.resent => (
+                    client.events.len(),
+                    t.stored.len().saturating_sub(client.events.len()),
+                    t.last_seq,
+                    t.awaits_reply,
+                ),
                 // The client's items continue the named response: all of them are new.
                 Some(p) => (0, t.stored.len(), p.last_seq, false),
                 None => {
@@ -388,20 +635,23 @@ impl Store {
             if t.sent[s] == Some(sent[c]) {
                 return true;
             }
-            let digest = *as_stored[c].get_or_insert_with(|| {
-                let redacted = self
-                    .redactor()
-                    .redact_commit(&NewCommit::new(vec![events[c].clone()]))
-                    .into_owned()
-                    .events;
-                redacted
-                    .into_iter()
-                    .next()
-                    .map(call::parts_as_stored)
-                    .map_or([0; 32], |e| call::stored_digest(&e))
-            });
+            let digest = *as_stored[c].get_or_insert_with(|| self.as_stored(&events[c]));
             t.stored[s] == digest
         }
+    }
+
+    /// The digest a client's event would have as stored: redacted, its media as stored.
+    fn as_stored(&self, event: &EventBody) -> Digest {
+        let redacted = self
+            .redactor()
+            .redact_commit(&NewCommit::new(vec![event.clone()]))
+            .into_owned()
+            .events;
+        redacted
+            .into_iter()
+            .next()
+            .map(call::parts_as_stored)
+            .map_or([0; 32], |e| call::stored_digest(&e))
     }
 
     /// The stored response to the input that ends at seq `input` of `conversation`: the
@@ -411,11 +661,11 @@ impl Store {
     /// # Errors
     /// [`Error::InvalidRequest`] when no reply follows `input` (the call failed, or the seq
     /// is past the end).
-    fn response_after(&self, conversation: &str, input: u64) -> Result<StoredResponse> {
+    fn response_after(&self, conversation: &str, id: &str, input: u64) -> Result<StoredResponse> {
         let not_found = || Error::InvalidRequest {
             reason: format!(
-                "{} (conversation {conversation}, after seq {input}): the call it names failed \
-                 or was never answered",
+                "{} '{id}': the call it names (conversation {conversation}, after seq \
+                 {input}) failed or was never answered",
                 call::NO_STORED_RESPONSE
             ),
         };
@@ -440,10 +690,9 @@ impl Store {
             Some(i) => (&log.events[..i], log.events[i - 1].seq),
             None => (&log.events[..], log.last_seq),
         };
-        let reply: Vec<&EventBody> = reply
-            .iter()
+        let reply: Vec<&EventBody> = call::sent_back(reply)
+            .into_iter()
             .map(|e| &e.body)
-            .filter(|b| call::comparable(b))
             .collect();
         if reply.is_empty() || input > log.last_seq {
             return Err(not_found());
@@ -459,19 +708,38 @@ impl Store {
             last_seq,
             calls,
             latest: next_input.is_none(),
+            resent: false,
         })
     }
 
     /// A branch from `response`, a response of `conversation` that is not its latest: a fork
     /// holding the conversation up to the response (its events whole, artifacts inlined;
     /// markers left out), named by [`call::fork_name`] of the response's place and the
-    /// conversation, the first such fork that holds only that part (a new one when each
-    /// went on), and the response in it.
+    /// conversation, the first such fork that holds only that part, or that part and the
+    /// client's `items` awaiting their reply (the same branch call sent again: a retry; a new
+    /// fork when each went on), and the response in it.
     fn branch(
         &self,
         conversation: &str,
         response: &StoredResponse,
+        items: &[EventBody],
     ) -> Result<(String, StoredResponse)> {
+        // The same call again, its items stored after the response in the conversation
+        // itself (the call that went on was this one, and its provider call failed).
+        let after = self.log(&LogRequest {
+            conversation: conversation.to_owned(),
+            from: response.last_seq + 1,
+            limit: None,
+        })?;
+        if self.are_items(after.events.iter().map(|e| &e.body), items) {
+            let retry = StoredResponse {
+                last_seq: after.last_seq,
+                calls: response.calls.clone(),
+                latest: true,
+                resent: true,
+            };
+            return Ok((conversation.to_owned(), retry));
+        }
         let events: Vec<EventBody> = self.read(conversation, |snapshot| {
             let ledger = snapshot.ledger();
             ledger
@@ -490,30 +758,40 @@ impl Store {
         let common: Vec<Digest> = events.iter().map(call::stored_digest).collect();
         for n in 0..=MAX_BRANCHES {
             let name = call::fork_name(&place, conversation, n);
-            let last_seq = match self.log(&LogRequest {
+            let (last_seq, resent) = match self.log(&LogRequest {
                 conversation: name.clone(),
                 from: 1,
                 limit: None,
             }) {
-                Err(Error::NotFound { .. }) => self.commit_events(&name, 0, &events)?,
+                Err(Error::NotFound { .. }) => (self.commit_events(&name, 0, &events)?, false),
                 Err(e) => return Err(e),
                 Ok(log) => {
-                    let held: Vec<Digest> = log
+                    let held: Vec<&EventBody> = log
                         .events
                         .iter()
-                        .filter(|e| !matches!(e.body, EventBody::System { .. }))
-                        .map(|e| call::stored_digest(&e.body))
+                        .map(|e| &e.body)
+                        .filter(|b| !matches!(b, EventBody::System { .. }))
                         .collect();
-                    if held != common {
+                    let (part, rest) = held.split_at(common.len().min(held.len()));
+                    if !part
+                        .iter()
+                        .map(|b| call::stored_digest(b))
+                        .eq(common.iter().copied())
+                    {
                         continue;
                     }
-                    log.last_seq
+                    let resent = !rest.is_empty();
+                    if resent && !self.are_items(rest.iter().copied(), items) {
+                        continue;
+                    }
+                    (log.last_seq, resent)
                 }
             };
             let fork = StoredResponse {
                 last_seq,
                 calls: response.calls.clone(),
                 latest: true,
+                resent,
             };
             return Ok((name, fork));
         }
@@ -524,6 +802,17 @@ impl Store {
                  conversation"
             ),
         })
+    }
+
+    /// Whether the stored events `held` (system markers aside) are the client's `items`.
+    fn are_items<'a>(
+        &self,
+        held: impl Iterator<Item = &'a EventBody>,
+        items: &[EventBody],
+    ) -> bool {
+        held.filter(|b| !matches!(b, EventBody::System { .. }))
+            .map(call::stored_digest)
+            .eq(items.iter().map(|e| self.as_stored(e)))
     }
 
     /// The recognition state of `conversation` (empty until first read).
@@ -563,10 +852,10 @@ impl Store {
     /// Answers a recall step: a model reply whose only calls are calls of the recall tool
     /// (at most `request.max_calls`), made to a call that offered it
     /// ([`CallRequest::recall_tool`]). Each call is answered by [`Store::recall_tool`] and
-    /// stored, right after `request.after`, as the gateway's own events (the call and its
-    /// result under an id starting [`call::RECALL_CALL_PREFIX`]; the reply's text and other
-    /// items are not stored: the client never sees the step), which recognition skips when
-    /// the client resends its history. The conversation, the step included, is projected
+    /// stored, right after `request.after`, as the gateway's own events (the reply's text,
+    /// reasoning and other items in their place, then the calls and their results under ids
+    /// starting [`call::RECALL_CALL_PREFIX`]), which recognition skips when the client,
+    /// which never saw the step, resends its history ([`call::sent_back`]). The conversation, the step included, is projected
     /// again as the next body to send upstream. `None` when the reply is not such a step.
     ///
     /// # Errors
@@ -583,7 +872,13 @@ impl Store {
         else {
             return Ok(None);
         };
-        let mut calls = Vec::with_capacity(arguments.len() * 2);
+        // What the model wrote before its calls (text, reasoning, thinking) stays in its
+        // place, as the gateway's own: recognition skips it with the step
+        // ([`call::sent_back`]).
+        let mut calls: Vec<EventBody> = reply
+            .into_iter()
+            .filter(|e| !matches!(e, EventBody::ToolCall { .. }))
+            .collect();
         let mut results = Vec::with_capacity(arguments.len());
         for (k, arguments) in arguments.into_iter().enumerate() {
             let call_id = format!("{}{}-{k}", call::RECALL_CALL_PREFIX, request.after);
@@ -664,7 +959,15 @@ struct StoredResponse {
     calls: Vec<(String, String)>,
     /// Whether it is the conversation's latest (nothing was committed after it).
     latest: bool,
+    /// Whether the client's items are stored right after it already, awaiting their reply
+    /// (a branch call sent again, [`Store::branch`]).
+    resent: bool,
 }
+
+/// How many places of a client's first event a trimmed history is looked for in
+/// ([`Store::trimmed`]), newest first: a message sent in many conversations (a greeting)
+/// costs a bounded number of reads.
+const MAX_PLACES: usize = 32;
 
 /// How many branches from one response ([`Store::branch`]) are looked for before a call is
 /// refused.
@@ -748,18 +1051,26 @@ mod tests {
     use super::Transcripts;
 
     #[test]
-    fn the_least_recently_used_transcript_is_evicted() {
-        let t = Transcripts::new(2);
+    fn the_least_recently_used_transcripts_are_evicted_past_the_byte_bound() {
+        let t = Transcripts::new(250);
         let a = t.get("a");
+        t.measured("a", 100);
         t.get("b");
+        t.measured("b", 100);
         // "a" used again: "b" is now the oldest.
         assert!(std::sync::Arc::ptr_eq(&a, &t.get("a")));
         t.get("c");
+        t.measured("c", 100);
         assert_eq!(t.cached(), ["a", "c"]);
         // An evicted one comes back empty (read again from the store), evicting the least
         // recently used ("a", before "c").
         let b = t.get("b");
         assert_eq!(b.lock().unwrap().last_seq, 0);
+        t.measured("b", 100);
         assert_eq!(t.cached(), ["b", "c"]);
+        // One larger than the bound is kept while it is the one in use.
+        t.get("d");
+        t.measured("d", 1000);
+        assert_eq!(t.cached(), ["d"]);
     }
 }

@@ -1,6 +1,7 @@
 //! Anthropic message arrays → events (see [`super::ImportFormat::AnthropicMessages`]), read
 //! with [`ctxlog_projection::read::anthropic`]'s types.
 
+use ctxlog_ledger::event::ProviderItem;
 use ctxlog_ledger::{EventBody, OpaqueFormat};
 use ctxlog_projection::read::anthropic::{Block, Content, Message, Role};
 use serde_json::{Map, Value};
@@ -31,6 +32,10 @@ pub(crate) fn parse_with(value: Value, mut events: Events) -> Result<(Vec<Incomi
         };
         let stamped = chat::message::<Message>(m, i)?;
         message(&mut events, stamped.message, stamped.ts, raw).map_err(|r| chat::at(i, r))?;
+    }
+    if events.reply {
+        // A reply's blocks were kept whole: no key of theirs is left out.
+        events.kept_whole();
     }
     Ok(events.finish("content block(s) of other types skipped (images, documents, …)"))
 }
@@ -63,8 +68,22 @@ fn message(
             events.opaque(OpaqueFormat::AnthropicMessages, item, ts);
             continue;
         }
+        let before = events.out.len();
         block(events, m.role, b, ts, &mut texts, &mut media)
             .map_err(|r| format!("content[{j}]: {r}"))?;
+        // A reply's text and tool use blocks keep their block as given (its citations, its
+        // id, any key ctxlog does not read): the next call sends them back as they came.
+        if events.reply
+            && let (Some(Value::Object(item)), Some(event)) = (
+                raw.get_mut(j).map(std::mem::take),
+                events.out.get_mut(before),
+            )
+        {
+            event.body.set_provider_item(Some(ProviderItem {
+                format: OpaqueFormat::AnthropicMessages,
+                item,
+            }));
+        }
     }
     if media {
         // Images and documents keep their place among the texts, in one user event.

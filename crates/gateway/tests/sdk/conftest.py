@@ -111,8 +111,23 @@ def recall_gateway(tmp_path: Path, standin: StandIn) -> Iterator[Gateway]:
 @pytest.fixture
 def configured_gateway(tmp_path: Path, standin: StandIn) -> Iterator[Gateway]:
     """A gateway with the window of its test model configured (no header needed) and room
-    for one conversation's recognition state."""
+    for one conversation's recognition state (a byte bound of 1: only the one in use)."""
     options = ("--model-window", f"test-model={WINDOW}", "--recognition-cache", "1")
     running = Gateway(tmp_path / "store", standin.port, options)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def toml_gateway(tmp_path: Path, standin: StandIn) -> Iterator[Gateway]:
+    """A gateway whose windows come from the store's ctxlog.toml ([gateway.model_windows]),
+    one of them replaced by --model-window (a window of 1 token that would refuse every
+    call)."""
+    root = tmp_path / "store"
+    root.mkdir()
+    (root / "ctxlog.toml").write_text(
+        f'[gateway.model_windows]\n"test-model" = {WINDOW}\n"test-model-7b" = 1\n'
+    )
+    running = Gateway(root, standin.port, ("--model-window", f"test-model-7b={WINDOW}"))
     yield running
     running.close()

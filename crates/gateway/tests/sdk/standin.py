@@ -269,7 +269,8 @@ def anthropic_blocks(reply: Reply) -> List[Dict[str, Any]]:
     if reply.get("thought"):
         blocks.append(thinking_block(reply["thought"]))
     if reply["text"]:
-        blocks.append({"type": "text", "text": reply["text"]})
+        cited = {"citations": reply["citations"]} if reply.get("citations") else {}
+        blocks.append({"type": "text", "text": reply["text"], **cited})
     for call_id, name, arguments in reply["calls"]:
         blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
     return blocks
@@ -301,7 +302,8 @@ def anthropic_events(reply: Reply) -> List[bytes]:
         elif block["type"] == "text":
             first = {"type": "text", "text": ""}
             text = block["text"]
-            deltas = [{"type": "text_delta", "text": text[i : i + 5]} for i in range(0, len(text), 5)]
+            deltas = [{"type": "citations_delta", "citation": c} for c in block.get("citations", [])]
+            deltas += [{"type": "text_delta", "text": text[i : i + 5]} for i in range(0, len(text), 5)]
         else:
             first = {**block, "input": {}}
             args = json.dumps(block["input"])

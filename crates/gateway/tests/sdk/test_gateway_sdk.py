@@ -427,6 +427,73 @@ def test_without_the_header_chats_are_recognised_and_a_diverged_history_forks(
     assert ask(oslo, "Wool.")[0] == name
 
 
+def headerless_client(gateway: Gateway) -> openai.OpenAI:
+    """An OpenAI client that names no conversation."""
+    return openai.OpenAI(
+        api_key="sk-test-one", base_url=f"{gateway.url}/v1", max_retries=0,
+        default_headers={"X-Ctxlog-Max-Tokens": str(WINDOW)},
+    )
+
+
+def test_without_the_header_a_client_that_trims_its_oldest_messages_continues(
+    gateway: Gateway, standin: StandIn
+) -> None:
+    client = headerless_client(gateway)
+
+    def ask(messages: List[Dict[str, Any]], answer: str) -> tuple[str, Dict[str, Any]]:
+        return ask_chat(client, standin, messages, answer)
+
+    def user(text: str) -> Dict[str, Any]:
+        return {"role": "user", "content": text}
+
+    chat = [user("Plan a trip to Oslo.")]
+    name, reply = ask(chat, "Oslo plan.")
+    chat += [reply, user("And the budget?")]
+    assert ask(chat, "Oslo budget.")[0] == name
+    # Another chat that starts with one of Oslo's messages is a chat of its own: the
+    # model's reply that follows it in Oslo's conversation is not part of it.
+    other, _ = ask([user("And the budget?")], "Which budget?")
+    assert other != name
+    # The client keeps only its newest messages (its first is now the one the other chat
+    # starts with): it continues Oslo's conversation after the stored part it resends.
+    chat = [user("And the budget?"), {"role": "assistant", "content": "Oslo budget."}, user("Pack what?")]
+    again, reply = ask(chat, "Wool.")
+    assert again == name
+    chat.append(reply)
+    # A restarted gateway finds it again (the places of the stored events are read from the
+    # ledger), with an even shorter history.
+    gateway.restart()
+    client = headerless_client(gateway)
+    chat = chat[-2:] + [user("And shoes?")]
+    assert ask(chat, "Boots.")[0] == name
+    assert texts_of(gateway, name) == [
+        "Plan a trip to Oslo.", "Oslo plan.", "And the budget?", "Oslo budget.",
+        "Pack what?", "Wool.", "And shoes?", "Boots.",
+    ]
+    assert texts_of(gateway, other) == ["And the budget?", "Which budget?"]
+
+
+def test_a_regenerated_reply_retried_after_a_failed_call_lands_in_the_same_fork(
+    gateway: Gateway, standin: StandIn
+) -> None:
+    client = headerless_client(gateway)
+    chat: List[Dict[str, Any]] = [{"role": "user", "content": "Name a colour."}]
+    name, reply = ask_chat(client, standin, chat, "Blue.")
+    # The client regenerates the reply; the provider fails, and the client sends the same
+    # request again: one fork, holding the question once.
+    error = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
+    standin.fail = (500, error)
+    sent: Any = chat
+    with pytest.raises(openai.InternalServerError) as raised:
+        client.chat.completions.create(model="gpt-4o", messages=sent)
+    fork = raised.value.response.headers["x-ctxlog-conversation"]
+    assert fork != name
+    again, _ = ask_chat(client, standin, chat, "Red.")
+    assert again == fork
+    assert texts_of(gateway, fork) == ["Name a colour.", "Red."]
+    assert texts_of(gateway, name) == ["Name a colour.", "Blue."]
+
+
 def test_keys_do_not_share_conversations(gateway: Gateway, standin: StandIn) -> None:
     for key in ["sk-test-one", "sk-test-two"]:
         standin.replies.append(text_reply("Hi."))
@@ -559,9 +626,12 @@ def test_the_gateway_answers_the_models_recall_calls_and_the_client_never_sees_t
 
     standin.replies.append(text_reply("Noted."))
     assert ask("The vault path is /srv/vault-7, remember it.") == "Noted."
-    # The model looks it up once: the gateway answers, the provider is called again.
+    # The model looks it up once: the gateway answers, the provider is called again. It
+    # writes a line before its call, where the gateway can tell the answer is a step before
+    # sending any of it (a whole answer; an Anthropic stream, held until its first tool use).
     recall_id = "toolu_r1" if route == "messages" else "call_r1"
-    standin.replies.append(call_reply(recall_id, "recall", {"query": "vault path"}))
+    step_text = "Let me look." if route == "messages" or not stream else None
+    standin.replies.append({**call_reply(recall_id, "recall", {"query": "vault path"}), "text": step_text})
     standin.replies.append(text_reply("It is /srv/vault-7."))
     assert ask("Where is the vault?") == "It is /srv/vault-7."
     assert len(standin.requests) == 3
@@ -578,10 +648,13 @@ def test_the_gateway_answers_the_models_recall_calls_and_the_client_never_sees_t
     assert ask("Thanks.") == "You are welcome."
     events = gateway.export("mem")
     kinds = [(e["kind"], e.get("tool")) for e in events]
+    # The step's own text is stored in its place, as the gateway's.
+    step = [("assistant", None)] if step_text else []
     assert kinds == [
-        ("user", None), ("assistant", None), ("user", None), ("tool_call", "recall"),
+        ("user", None), ("assistant", None), ("user", None), *step, ("tool_call", "recall"),
         ("tool_result", "recall"), ("assistant", None), ("user", None), ("assistant", None),
     ], kinds
+    events = [e for e in events if not step_text or e.get("text") != step_text]
     assert events[3]["call_id"] == events[4]["call_id"] and str(events[3]["call_id"]).startswith("ctxlog-recall-")
     # The step stays in the conversation the provider sees (the model's own lookup).
     assert len(recall_results(route, standin.requests[3])) == 1
@@ -657,6 +730,42 @@ def test_an_anthropic_replys_thinking_block_goes_back_verbatim(
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_anthropic_replys_text_block_goes_back_with_its_citations(
+    gateway: Gateway, standin: StandIn, stream: bool
+) -> None:
+    client = anthropic_client(gateway, "cite")
+    cited = {
+        "type": "char_location", "cited_text": "The sky is blue.", "document_index": 0,
+        "document_title": "Facts", "start_char_index": 0, "end_char_index": 16,
+    }
+    standin.replies.append({**text_reply("The sky is blue."), "citations": [cited]})
+    standin.replies.append(call_reply("toolu_c1", "shell", {"cmd": "date"}))
+    standin.replies.append(text_reply("It is noon."))
+    messages: List[Dict[str, Any]] = [{"role": "user", "content": "What colour is the sky?"}]
+    for follow_up in ["And the time?", None, "Thanks."]:
+        args: Dict[str, Any] = dict(model="claude-sonnet-4-5", max_tokens=256, messages=messages, tools=TOOLS_ANTHROPIC)
+        content = anthropic_content(client, stream, args)
+        messages.append({"role": "assistant", "content": content})
+        if follow_up is None:
+            result = {"type": "tool_result", "tool_use_id": "toolu_c1", "content": "12:00"}
+            messages.append({"role": "user", "content": [result]})
+        elif follow_up != "Thanks.":
+            messages.append({"role": "user", "content": follow_up})
+    # The text block went back with its citations, the tool use block as it came, each in
+    # its place: the SDK's resent blocks were recognised (nothing forked or stored twice).
+    assert standin.requests[1]["messages"][1]["content"] == [
+        {"type": "text", "text": "The sky is blue.", "citations": [cited]}
+    ]
+    assert standin.requests[2]["messages"][3]["content"] == [
+        {"type": "tool_use", "id": "toolu_c1", "name": "shell", "input": {"cmd": "date"}}
+    ]
+    events = gateway.export("cite")
+    assert [e["kind"] for e in events] == ["user", "assistant", "user", "tool_call", "tool_result", "assistant"]
+    kept: Any = events[1]["provider_item"]
+    assert kept["item"]["citations"] == [cited]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_a_responses_replys_reasoning_item_and_call_go_back_verbatim(
     gateway: Gateway, standin: StandIn, stream: bool
 ) -> None:
@@ -712,6 +821,24 @@ def test_a_configured_window_fits_a_model_the_table_lacks_and_an_evicted_convers
     assert len(json.dumps(standin.requests[-1])) < len(json.dumps(chats["two"])) - 8192
 
 
+def test_windows_configured_in_ctxlog_toml_fit_and_the_flag_wins(toml_gateway: Gateway, standin: StandIn) -> None:
+    client = openai.OpenAI(
+        api_key="sk-test-one", base_url=f"{toml_gateway.url}/v1", max_retries=0,
+        default_headers={"X-Ctxlog-Conversation": "toml"},
+    )
+    messages: List[Dict[str, Any]] = []
+    for step, model in enumerate(["test-model-2", "test-model-2", "test-model-2", "test-model-7b"]):
+        # No X-Ctxlog-Max-Tokens: the window is the file's (the stand-in checks it), and for
+        # test-model-7b the flag's, over the file's 1 token.
+        messages.append({"role": "user", "content": f"{step}: {output(step)}"})
+        standin.replies.append(text_reply(f"reply {step}"))
+        sent: Any = messages
+        messages.append(openai_message(client.chat.completions.create(model=model, messages=sent)))
+    assert stored(toml_gateway, "toml") == openai_expected(messages)
+    # The history (4 × 8 KB) was cut to the configured window.
+    assert len(json.dumps(standin.requests[-1])) < len(json.dumps(messages)) - 8192
+
+
 def test_a_responses_branch_from_an_earlier_response_forks(gateway: Gateway, standin: StandIn) -> None:
     client = openai_client(gateway, "chain")
 
@@ -741,6 +868,23 @@ def test_a_responses_branch_from_an_earlier_response_forks(gateway: Gateway, sta
     other, _ = ask("A third city?", first.id, "Lima.")
     assert other not in ("chain", fork)
     assert texts(other) == ["Pick a city.", "Oslo.", "A third city?", "Lima."]
+    # A branch call whose provider call fails, sent again, lands in the same fork: its
+    # input stored once, then the reply.
+    standin.fail = (500, {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}})
+    with pytest.raises(openai.InternalServerError) as raised:
+        client.responses.create(model="gpt-4o", input="A fourth city?", previous_response_id=first.id)
+    failed = raised.value.response.headers["x-ctxlog-conversation"]
+    assert failed not in ("chain", fork, other)
+    retried, kyiv = ask("A fourth city?", first.id, "Kyiv.")
+    assert retried == failed
+    assert texts(retried) == ["Pick a city.", "Oslo.", "A fourth city?", "Kyiv."]
+    # The same for a call that continues the latest response: sent again, it stays where
+    # its chain is.
+    standin.fail = (500, {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}})
+    with pytest.raises(openai.InternalServerError):
+        client.responses.create(model="gpt-4o", input="Why Kyiv?", previous_response_id=kyiv.id)
+    assert ask("Why Kyiv?", kyiv.id, "Chestnuts.")[0] == retried
+    assert texts(retried)[-2:] == ["Why Kyiv?", "Chestnuts."]
 
 
 def test_an_empty_answer_with_the_recall_tool_on_is_relayed(recall_gateway: Gateway, standin: StandIn) -> None:

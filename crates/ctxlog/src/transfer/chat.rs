@@ -51,7 +51,7 @@ pub(crate) fn document_from_data_url(url: Option<&str>, name: Option<String>) ->
 }
 
 fn split_data_url(url: &str) -> Option<(String, String)> {
-    let (media_type, data) = url.strip_prefix("data:")?.split_once(";base64,")?;
+    let (media_type, data) = ctxlog_event::media::split_data_url(url)?;
     Some((media_type.to_owned(), data.to_owned()))
 }
 

@@ -74,10 +74,9 @@ fn parse_items(
             }
         }
         if let (Some(Value::Object(item)), Some(event)) = (raw, events.out.get_mut(before)) {
-            event.body.set_provider_item(Some(ProviderItem {
-                format: OpaqueFormat::OpenaiResponses,
-                item,
-            }));
+            event
+                .body
+                .set_provider_item(Some(ProviderItem::new(OpaqueFormat::OpenaiResponses, item)));
         }
     }
     if keep {

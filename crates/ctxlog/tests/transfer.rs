@@ -770,6 +770,7 @@ fn a_system_message_in_the_middle_of_a_responses_list_stays_in_its_place() {
         r#"{"role":"assistant","content":"Hello."}"#,
         middle,
         r#"{"role":"user","content":"How are you?"}"#,
+        r#"{"role":"assistant","content":"Bien."}"#,
     ];
     let list = format!("[{lead},{}]", rest.join(","));
     let done = import(
@@ -788,6 +789,7 @@ fn a_system_message_in_the_middle_of_a_responses_list_stays_in_its_place() {
     let project = |format| {
         let request = ctxlog::ops::ProjectRequest {
             conversation: "sys".into(),
+            input: Some("And you?".into()),
             format,
             policy: ctxlog::Policy::Turns,
             ..Default::default()
@@ -796,7 +798,7 @@ fn a_system_message_in_the_middle_of_a_responses_list_stays_in_its_place() {
     };
     let responses = project(ctxlog::WireFormat::OpenAiResponses);
     assert!(
-        responses.contains(&format!(r#""input":[{lead},{}]"#, rest.join(","))),
+        responses.contains(&format!(r#"{lead},{}"#, rest.join(","))),
         "{responses}"
     );
     let chat = project(ctxlog::WireFormat::OpenAiChat);

@@ -19,7 +19,8 @@ item                                          event
 ``{"role": "user", "content": ...}``          ``user`` (content text; text parts joined)
 ``{"role": "assistant", "content": ...}``     ``assistant`` (text parts joined)
 (an output ``message`` too)
-``{"role": "system"|"developer", ...}``       ``note`` (text parts joined)
+``{"role": "system"|"developer", ...}``       ``note`` (text parts joined; unpinned: sent
+                                              in its place, as the SDK sends it)
 ``function_call``                             ``tool_call`` (``arguments`` kept as the
                                               string the model sent)
 ``function_call_output``                      ``tool_result`` of that call (``ok``)

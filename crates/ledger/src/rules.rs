@@ -193,7 +193,7 @@ pub fn offload(
     threshold: u64,
 ) -> Result<(EventBody, Vec<Vec<u8>>)> {
     let mut body = body.clone();
-    let mut artifacts = Vec::new();
+    let mut artifacts: Vec<Vec<u8>> = Vec::new();
     // The same bytes twice in one event (an image part and its provider item's URL) are one
     // artifact.
     let mut store = |bytes: Vec<u8>| {
@@ -201,7 +201,7 @@ pub fn offload(
             name: crate::artifact::artifact_name(&bytes),
             bytes: bytes.len() as u64,
         };
-        if !artifacts.iter().any(|a: &Vec<u8>| *a == bytes) {
+        if !artifacts.contains(&bytes) {
             artifacts.push(bytes);
         }
         r

@@ -16,7 +16,8 @@ it:
 ============================================  ==========================================
 item                                          event
 ============================================  ==========================================
-``{"role": "user", "content": ...}``          ``user`` (content text; text parts joined)
+``{"role": "user", "content": ...}``          ``user`` (content text; text parts joined;
+                                              images and inline PDFs as its parts)
 ``{"role": "assistant", "content": ...}``     ``assistant`` (text parts joined)
 (an output ``message`` too)
 ``{"role": "system"|"developer", ...}``       ``note`` (text parts joined; unpinned: sent

@@ -459,7 +459,8 @@ def test_an_image_message_is_stored_once_and_reaches_every_format(
     async def scenario() -> List[Any]:
         reference = SQLiteSession("s1", str(tmp_path / "ref.sqlite"))
         ours = CtxlogSession("s1", store=store)
-        for session in [reference, ours]:
+        sessions: List[Any] = [reference, ours]
+        for session in sessions:
             await session.add_items(items)
         want = await reference.get_items()
         reference.close()

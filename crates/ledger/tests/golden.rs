@@ -920,3 +920,16 @@ fn an_opaque_item_that_is_not_one_is_refused_and_nothing_is_written() {
         "{err}"
     );
 }
+
+/// A repair that finds a provider item's offloaded bytes lost drops the item (the event is
+/// then sent as its own fields say) and names the loss, as it does for a part's.
+#[test]
+fn a_provider_item_whose_offloaded_bytes_are_lost_is_dropped_by_a_repair() {
+    let stored = opaque(PROVIDER_IMAGE_STORED);
+    let (kept, notes) =
+        ctxlog_ledger::rules::artifacts_lost(&stored, |_| Some("missing".into())).unwrap();
+    assert!(kept.provider_item().is_none(), "{kept:?}");
+    assert!(kept.artifact_refs().is_empty(), "{kept:?}");
+    assert_eq!(notes.len(), 2, "the part's and the item's: {notes:?}");
+    assert!(ctxlog_ledger::rules::artifacts_lost(&stored, |_| None).is_none());
+}

@@ -630,6 +630,23 @@ fn responses_imports_project_back_as_given(e: &dyn Engine) {
         "{chat}"
     );
     assert!(chat.contains(r#""type":"image_url""#), "{chat}");
+    let png_b64 = image.strip_prefix("data:image/png;base64,").unwrap();
+    let anthropic = project("ri", ctxlog::WireFormat::AnthropicMessages);
+    assert!(
+        anthropic.contains(&format!(r#""data":"{png_b64}""#)),
+        "{}: {anthropic}",
+        e.name()
+    );
+    // The image is stored once: its part and its item's data: URL reference one artifact,
+    // and no record or row holds its base64.
+    assert_eq!(e.artifacts("responses-import", "ri"), 1, "{}", e.name());
+    let stored = String::from_utf8_lossy(&e.stored("responses-import", "ri", 4)).into_owned();
+    let hex: String = png_b64[..48].bytes().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        !stored.contains(&png_b64[..48]) && !stored.contains(&hex),
+        "{}: {stored}",
+        e.name()
+    );
     // Export and import carry the items: the copy projects the same bytes.
     let first = export(&store, "ri");
     let copy = ImportRequest {
@@ -653,7 +670,19 @@ fn responses_imports_project_back_as_given(e: &dyn Engine) {
     let wrong_call = r#"{"events":[{"kind":"user","text":"go"},{"kind":"tool_call","call_id":"c9","tool":"t","arguments":"{}"},{"kind":"tool_result","call_id":"c9","tool":"t","status":"ok","text":"done","provider_item":{"format":"openai-responses","item":{"type":"function_call_output","call_id":"c8","output":"done"}}}]}"#;
     let err = commit(&store, "ri", wrong_call, None).unwrap_err();
     assert!(err.to_string().contains("call_id differs"), "{err}");
+    // An item's inline image that is not a part of its event too is refused.
+    let item_only = format!(
+        r#"{{"events":[{{"kind":"user","text":"Look:","provider_item":{{"format":"openai-responses","item":{{"role":"user","content":[{{"type":"input_text","text":"Look:"}},{{"type":"input_image","image_url":"{image}"}}]}}}}}}]}}"#
+    );
+    let err = commit(&store, "ri", &item_only, None).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::BadInput, "{err}");
+    assert!(err.to_string().contains("as an image part too"), "{err}");
     assert_eq!(e.fingerprint("responses-import"), before, "{}", e.name());
+    // Erasing the image's turn erases its bytes.
+    erase(&store, "ri", EraseTarget::Seqs { from: 4, to: 4 }).unwrap();
+    assert_eq!(e.artifacts("responses-import", "ri"), 0, "{}", e.name());
+    let shown = serde_json::to_string(&log(&store, "ri").unwrap().events).unwrap();
+    assert!(!shown.contains("input_image"), "{}: {shown}", e.name());
 }
 
 /// docs/design.md#e4-export-and-import: an import of an export with erasures, interrupted before

@@ -755,6 +755,64 @@ fn openai_responses_items_become_events_and_bad_items_are_refused() {
     assert_eq!(names, ["re"]);
 }
 
+/// A system or developer message before the first user message is the conversation's
+/// standing instruction (a pinned note, sent at the top of every projection); one in the
+/// middle of the list stays in its place, in its turn, as the list sends it: projected back
+/// to Responses it is where it was, in Chat Completions a system message in the same place.
+#[test]
+fn a_system_message_in_the_middle_of_a_responses_list_stays_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lead = r#"{"role":"developer","content":"Be brief."}"#;
+    let middle = r#"{"role":"system","content":[{"type":"input_text","text":"From now on, answer in French."}]}"#;
+    let rest = [
+        r#"{"role":"user","content":"Hi"}"#,
+        r#"{"role":"assistant","content":"Hello."}"#,
+        middle,
+        r#"{"role":"user","content":"How are you?"}"#,
+        r#"{"role":"assistant","content":"Bien."}"#,
+    ];
+    let list = format!("[{lead},{}]", rest.join(","));
+    let done = import(
+        &store,
+        Some("sys"),
+        ImportFormat::OpenaiResponses,
+        list.as_bytes(),
+    )
+    .unwrap();
+    assert!(
+        done.notes.iter().any(|n| n
+            .contains("item 3 (system message) after the first user message kept in its place")),
+        "{:?}",
+        done.notes
+    );
+    let project = |format| {
+        let request = ctxlog::ops::ProjectRequest {
+            conversation: "sys".into(),
+            input: Some("And you?".into()),
+            format,
+            policy: ctxlog::Policy::Turns,
+            ..Default::default()
+        };
+        String::from_utf8(store.project(&request).unwrap().body).unwrap()
+    };
+    let responses = project(ctxlog::WireFormat::OpenAiResponses);
+    assert!(
+        responses.contains(&format!(r#"{lead},{}"#, rest.join(","))),
+        "{responses}"
+    );
+    let chat = project(ctxlog::WireFormat::OpenAiChat);
+    let at = |needle: &str| {
+        chat.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {chat}"))
+    };
+    assert!(at("Be brief.") < at("Hi"), "{chat}");
+    assert!(
+        at("Hello.") < at("answer in French") && at("answer in French") < at("How are you?"),
+        "{chat}"
+    );
+}
+
 /// An Anthropic conversation with thinking blocks imports them as opaque events in their
 /// place, and projecting it back to Anthropic gives each block back inside its assistant
 /// message, verbatim (docs/design.md#p14-more-wire-formats).

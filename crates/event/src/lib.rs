@@ -258,6 +258,161 @@ pub struct ProviderItem {
     /// The item, keys in the order given.
     #[serde(deserialize_with = "opaque_item")]
     pub item: serde_json::Map<String, serde_json::Value>,
+    /// The item's `data:` URLs whose bytes are stored as artifacts (format version 2): each
+    /// such string of the item holds only its head, `data:MEDIA_TYPE;base64,`, and gets the
+    /// base64 of its artifact back when read ([`ProviderItem::inline`]). Written by the
+    /// ledger when it stores the item; empty in a commit as given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offloaded: Vec<OffloadedUrl>,
+}
+
+/// A `data:` URL of a provider item whose bytes are stored as an artifact.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OffloadedUrl {
+    /// Where the URL is in the item: a JSON pointer to its string (`/content/1/image_url`).
+    pub at: String,
+    /// The URL's bytes (what its base64 decodes to).
+    pub artifact: ArtifactRef,
+}
+
+/// One medium a provider item holds as a `data:` URL ([`ProviderItem::media`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemMedium<'a> {
+    /// Still inline: its media type and base64.
+    Inline {
+        /// The URL's media type.
+        media_type: &'a str,
+        /// The URL's base64.
+        data: &'a str,
+    },
+    /// Stored as an artifact ([`ProviderItem::offloaded`]).
+    Stored(&'a ArtifactRef),
+}
+
+/// Where a medium is in a provider item, what it is, and how it is held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ItemMediumAt<'a> {
+    /// A JSON pointer to the URL's string.
+    pub at: String,
+    /// An image (`input_image`), else a file (`input_file`).
+    pub image: bool,
+    /// The medium.
+    pub medium: ItemMedium<'a>,
+}
+
+impl ProviderItem {
+    /// `item` of `format`, as given (nothing offloaded).
+    pub fn new(format: OpaqueFormat, item: serde_json::Map<String, serde_json::Value>) -> Self {
+        ProviderItem {
+            format,
+            item,
+            offloaded: Vec::new(),
+        }
+    }
+
+    /// The media the item holds as `data:` URLs, in the item's order: each `input_image`
+    /// part's `image_url` and `input_file` part's `file_data` of a Responses item's
+    /// `content` (a message) or `output` (a `function_call_output`) list, inline or stored.
+    /// URLs of other schemes and uploaded files are not media the item holds.
+    pub fn media(&self) -> Vec<ItemMediumAt<'_>> {
+        let mut out = Vec::new();
+        if self.format != OpaqueFormat::OpenaiResponses {
+            return out;
+        }
+        for key in ["content", "output"] {
+            let Some(serde_json::Value::Array(parts)) = self.item.get(key) else {
+                continue;
+            };
+            for (i, part) in parts.iter().enumerate() {
+                let (slot, image) = match part.get("type").and_then(serde_json::Value::as_str) {
+                    Some("input_image") => ("image_url", true),
+                    Some("input_file") => ("file_data", false),
+                    _ => continue,
+                };
+                let at = format!("/{key}/{i}/{slot}");
+                let medium = match self.offloaded.iter().find(|o| o.at == at) {
+                    Some(o) => ItemMedium::Stored(&o.artifact),
+                    None => match part
+                        .get(slot)
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(media::split_data_url)
+                    {
+                        Some((media_type, data)) => ItemMedium::Inline { media_type, data },
+                        None => continue,
+                    },
+                };
+                out.push(ItemMediumAt { at, image, medium });
+            }
+        }
+        out
+    }
+
+    /// Stores the `data:` URL at `at` as `artifact`: the string keeps only its head
+    /// (`data:MEDIA_TYPE;base64,`). False, and nothing changed, when `at` holds no `data:` URL.
+    pub fn offload(&mut self, at: &str, artifact: ArtifactRef) -> bool {
+        let Some(url) = string_at(&mut self.item, at) else {
+            return false;
+        };
+        let Some(head) = url.find(";base64,").filter(|_| url.starts_with("data:")) else {
+            return false;
+        };
+        url.truncate(head + ";base64,".len());
+        self.offloaded.push(OffloadedUrl {
+            at: at.to_owned(),
+            artifact,
+        });
+        true
+    }
+
+    /// True when every offloaded URL's string is the head of a `data:` URL and nothing more
+    /// (what [`ProviderItem::offload`] leaves), so that reading it back gives the URL.
+    pub fn offloaded_are_heads(&self) -> bool {
+        let mut item = self.item.clone();
+        self.offloaded.iter().all(|o| {
+            string_at(&mut item, &o.at)
+                .is_some_and(|s| s.starts_with("data:") && s.ends_with(";base64,"))
+        })
+    }
+
+    /// Puts each offloaded URL's bytes back (base64 after its head), reading each artifact
+    /// with `read`: the item as given.
+    ///
+    /// # Errors
+    /// The first error of `read`.
+    pub fn inline<E>(
+        &mut self,
+        mut read: impl FnMut(&ArtifactRef) -> Result<Vec<u8>, E>,
+    ) -> Result<(), E> {
+        for o in std::mem::take(&mut self.offloaded) {
+            let bytes = read(&o.artifact)?;
+            if let Some(url) = string_at(&mut self.item, &o.at) {
+                use base64::Engine as _;
+                url.push_str(&base64::engine::general_purpose::STANDARD.encode(bytes));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The string a JSON pointer names in `item`, if it names one.
+fn string_at<'a>(
+    item: &'a mut serde_json::Map<String, serde_json::Value>,
+    at: &str,
+) -> Option<&'a mut String> {
+    let rest = at.strip_prefix('/')?;
+    let (key, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    let key = key.replace("~1", "/").replace("~0", "~");
+    let value = item.get_mut(&key)?;
+    let value = if tail.is_empty() {
+        value
+    } else {
+        value.pointer_mut(&format!("/{tail}"))?
+    };
+    match value {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    }
 }
 
 /// The wire formats an opaque item can belong to.
@@ -420,8 +575,9 @@ impl EventBody {
         }
     }
 
-    /// Puts each part's bytes back as base64 `data` ([`Part::with_data`]), reading each
-    /// referenced artifact with `read`: the event as a projection sends it and an export
+    /// Puts each part's bytes back as base64 `data` ([`Part::with_data`]) and each of its
+    /// provider item's offloaded `data:` URLs back whole ([`ProviderItem::inline`]), reading
+    /// each referenced artifact with `read`: the event as a projection sends it and an export
     /// writes it.
     ///
     /// # Errors
@@ -437,11 +593,15 @@ impl EventBody {
                 }
             }
         }
+        if let Some(given) = self.provider_item_mut() {
+            given.inline(read)?;
+        }
         Ok(())
     }
 
     /// Every artifact the event references: a tool result's full output, then its parts'
-    /// bytes. Erasure, repair and verify keep exactly these.
+    /// bytes, then its provider item's offloaded `data:` URLs. Erasure, repair and verify
+    /// keep exactly these.
     pub fn artifact_refs(&self) -> Vec<&ArtifactRef> {
         let output = match self {
             EventBody::ToolResult {
@@ -452,6 +612,11 @@ impl EventBody {
         output
             .into_iter()
             .chain(self.parts().iter().filter_map(Part::artifact))
+            .chain(
+                self.provider_item()
+                    .into_iter()
+                    .flat_map(|p| p.offloaded.iter().map(|o| &o.artifact)),
+            )
             .collect()
     }
 }

@@ -300,6 +300,24 @@ fn decodes_whole(kind: ImageType, bytes: &[u8], w: u32, h: u32) -> Result<(), St
     }
 }
 
+/// A `data:` URL's media type and base64, if `url` is one (`data:MEDIA_TYPE;base64,DATA`).
+pub fn split_data_url(url: &str) -> Option<(&str, &str)> {
+    url.strip_prefix("data:")?.split_once(";base64,")
+}
+
+/// The bytes of an image's (`image` true) or document's base64 `data`, as [`Part::check`]
+/// decodes them: strict base64, not empty, within [`MAX_IMAGE_BYTES`] or
+/// [`MAX_DOCUMENT_BYTES`].
+///
+/// # Errors
+/// What is wrong, and what to send instead.
+pub fn decode_data(data: &str, image: bool) -> Result<Vec<u8>, String> {
+    match image {
+        true => decode(data, "image", MAX_IMAGE_BYTES),
+        false => decode(data, "document", MAX_DOCUMENT_BYTES),
+    }
+}
+
 fn image_types() -> String {
     ImageType::ALL.map(ImageType::media_type).join(", ")
 }

@@ -9,7 +9,7 @@ use std::ops::RangeInclusive;
 
 use crate::CommitReceipt;
 use crate::error::{Error, Result};
-use crate::event::{ArtifactRef, Event, EventBody, EventKind, NewCommit};
+use crate::event::{ArtifactRef, Event, EventBody, EventKind, ItemMedium, NewCommit};
 use crate::options::Options;
 use crate::tombstone::Reach;
 use crate::validate::{Origin, TurnState};
@@ -176,9 +176,11 @@ pub fn check_commit(
 }
 
 /// What a commit stores of one event: a tool result longer than `threshold` becomes an
-/// excerpt plus an artifact of its whole text, and every image or document part given as
+/// excerpt plus an artifact of its whole text, every image or document part given as
 /// base64 `data` is checked ([`Part::check`](crate::event::Part::check)) and becomes a
-/// reference to an artifact of its decoded bytes. Returns the event as stored and the
+/// reference to an artifact of its decoded bytes, and every `data:` URL of its provider item
+/// ([`ProviderItem::media`](crate::event::ProviderItem::media)) becomes an artifact the item
+/// references (the same bytes as a part: one artifact). Returns the event as stored and the
 /// artifacts' contents (to store before the event); any other event is returned as it is.
 ///
 /// # Errors
@@ -191,20 +193,46 @@ pub fn offload(
     threshold: u64,
 ) -> Result<(EventBody, Vec<Vec<u8>>)> {
     let mut body = body.clone();
-    let mut artifacts = Vec::new();
+    let mut artifacts: Vec<Vec<u8>> = Vec::new();
+    // The same bytes twice in one event (an image part and its provider item's URL) are one
+    // artifact.
+    let mut store = |bytes: Vec<u8>| {
+        let r = ArtifactRef {
+            name: crate::artifact::artifact_name(&bytes),
+            bytes: bytes.len() as u64,
+        };
+        if !artifacts.contains(&bytes) {
+            artifacts.push(bytes);
+        }
+        r
+    };
     if let Some(parts) = body.parts_mut() {
         for (p, part) in parts.iter_mut().enumerate() {
             let bytes = part
                 .check()
                 .map_err(|why| Error::invalid(format!("event {index}, part {}: {why}", p + 1)))?;
             if let Some(bytes) = bytes {
-                let r = ArtifactRef {
-                    name: crate::artifact::artifact_name(&bytes),
-                    bytes: bytes.len() as u64,
-                };
-                *part = part.stored_as(r);
-                artifacts.push(bytes);
+                *part = part.stored_as(store(bytes));
             }
+        }
+    }
+    if let Some(given) = body.provider_item_mut() {
+        let inline: Vec<(String, bool, String)> = given
+            .media()
+            .into_iter()
+            .filter_map(|m| match m.medium {
+                ItemMedium::Inline { data, .. } => Some((m.at, m.image, data.to_owned())),
+                ItemMedium::Stored(_) => None,
+            })
+            .collect();
+        for (at, image, data) in inline {
+            let bytes = crate::event::media::decode_data(&data, image).map_err(|why| {
+                Error::invalid(format!("event {index}, provider_item {at}: {why}"))
+            })?;
+            given.offload(&at, store(bytes));
+        }
+        if body.kind() == EventKind::User {
+            same_images(&body).map_err(|why| Error::invalid(format!("event {index}: {why}")))?;
         }
     }
     if let EventBody::ToolResult {
@@ -223,6 +251,44 @@ pub fn offload(
         artifacts.push(std::mem::replace(text, excerpt).into_bytes());
     }
     Ok((body, artifacts))
+}
+
+/// A user message's provider item holds each image it gives as a `data:` URL as an image
+/// part of the event too, given as bytes, in the same order and byte for byte: every format
+/// but the item's own sends the parts, so an image only the item held would reach the
+/// Responses format alone (and the part is what is checked to decode whole and counted).
+/// `body` is as stored (both sides artifact references); images by `https:` URL are the
+/// item's own (a part may repeat them or not).
+fn same_images(body: &EventBody) -> std::result::Result<(), String> {
+    let Some(given) = body.provider_item() else {
+        return Ok(());
+    };
+    let theirs: Vec<&str> = given
+        .media()
+        .into_iter()
+        .filter(|m| m.image)
+        .filter_map(|m| match m.medium {
+            ItemMedium::Stored(r) => Some(r.name.as_str()),
+            ItemMedium::Inline { .. } => None,
+        })
+        .collect();
+    let ours: Vec<&str> = body
+        .parts()
+        .iter()
+        .filter(|p| matches!(p, crate::event::Part::Image { .. }))
+        .filter_map(|p| p.artifact().map(|r| r.name.as_str()))
+        .collect();
+    if ours != theirs {
+        return Err(format!(
+            "its provider_item holds {} image(s) as data: URLs, and they are not its {} image \
+             part(s) given as bytes, in the same order: give each input_image of the item whose \
+             image_url is a data: URL as an image part too ({{\"type\":\"image\",\
+             \"data\":BASE64,\"media_type\":…}}, the same bytes), so that every format sends it",
+            theirs.len(),
+            ours.len()
+        ));
+    }
+    Ok(())
 }
 
 /// The commit metadata the last record of a commit with an id carries: the id and the hex
@@ -524,7 +590,8 @@ pub fn seq_runs(seqs: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
 /// excerpt and a note of the loss ([`artifact_lost`]); a lost image or document part (of a
 /// user message or a tool result) becomes a text part `[artifact lost: image NAME: why]` in
 /// its place. No reference to a lost artifact remains, so projection and export read the
-/// event and say what was lost.
+/// event and say what was lost. A provider item whose offloaded `data:` URL is lost is
+/// dropped (the event is then sent as its own fields say).
 pub fn artifacts_lost(
     body: &EventBody,
     mut lost: impl FnMut(&ArtifactRef) -> Option<String>,
@@ -554,6 +621,18 @@ pub fn artifacts_lost(
         *part = crate::event::Part::Text {
             text: format!("[artifact lost: {what} {}: {why}]", r.name),
         };
+    }
+    // A provider item missing some of its bytes can no longer be sent as given: the event is
+    // sent as its own fields say.
+    let item_lost: Vec<String> = body
+        .provider_item()
+        .into_iter()
+        .flat_map(|p| &p.offloaded)
+        .filter_map(|o| lost(&o.artifact).map(|why| format!("{}: {why}", o.artifact.name)))
+        .collect();
+    if !item_lost.is_empty() {
+        notes.extend(item_lost);
+        body.set_provider_item(None);
     }
     (!notes.is_empty()).then_some((body, notes))
 }

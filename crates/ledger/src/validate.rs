@@ -287,6 +287,13 @@ fn check_provider_item(body: &EventBody) -> std::result::Result<(), String> {
             field("type")
         ));
     }
+    if !given.offloaded_are_heads() {
+        return Err(format!(
+            "a {kind} event's provider_item names an offloaded URL that is not the head of a \
+             data: URL in its item: leave \"offloaded\" out (ctxlog writes it) and send the \
+             item as the provider gave it"
+        ));
+    }
     let differs = |what: &str| {
         Err(format!(
             "the provider_item's {what} differs from the event's: store the item the provider \

@@ -601,7 +601,27 @@ const PROVIDER_NOTE: &str = r#"{"kind":"note","text":"Answer briefly.","provider
 const PROVIDER_USER: &str = r#"{"kind":"user","text":"What is in this picture?","provider_item":{"format":"openai-responses","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"What is in this picture?"},{"type":"input_image","image_url":"https://example.com/cat.png","detail":"low"}]}}}"#;
 const PROVIDER_RESULT: &str = r#"{"kind":"tool_result","call_id":"call_2","tool":"look","status":"ok","text":"a cat","provider_item":{"format":"openai-responses","item":{"call_id":"call_2","output":"a cat","type":"function_call_output","id":"fco_2","status":"completed"}}}"#;
 
+/// A user message whose Responses item holds an image as a `data:` URL, given as an image
+/// part too (the image of [`PNG_B64`]): stored once, as one artifact both reference.
+fn provider_image_user() -> String {
+    format!(
+        r#"{{"kind":"user","text":"","parts":[{{"type":"text","text":"And this one?"}},{{"type":"image","data":"{PNG_B64}","media_type":"image/png","detail":"auto"}}],"provider_item":{{"format":"openai-responses","item":{{"role":"user","content":[{{"type":"input_text","text":"And this one?"}},{{"type":"input_image","image_url":"data:image/png;base64,{PNG_B64}","detail":"auto"}}]}}}}}}"#
+    )
+}
+
+/// [`provider_image_user`] as stored: the part and the item's URL reference one artifact,
+/// the URL keeps only its head.
+const PROVIDER_IMAGE_STORED: &str = r#"{"kind":"user","text":"","parts":[{"type":"text","text":"And this one?"},{"type":"image","media_type":"image/png","detail":"auto","artifact":{"name":"sha256-7c12c1f9323964065d6b659ec1fe67544707644bf1ce287b9b1c195250adfdfe","bytes":70}}],"provider_item":{"format":"openai-responses","item":{"role":"user","content":[{"type":"input_text","text":"And this one?"},{"type":"input_image","image_url":"data:image/png;base64,","detail":"auto"}]},"offloaded":[{"at":"/content/1/image_url","artifact":{"name":"sha256-7c12c1f9323964065d6b659ec1fe67544707644bf1ce287b9b1c195250adfdfe","bytes":70}}]}}"#;
+
 fn v2_provider_commits() -> Vec<NewCommit> {
+    let third = NewCommit {
+        id: Some("provider-3".into()),
+        events: vec![
+            opaque(&provider_image_user()),
+            assistant("A red and a blue pixel."),
+        ],
+        ..Default::default()
+    };
     let second = NewCommit {
         id: Some("provider-2".into()),
         events: vec![
@@ -631,7 +651,7 @@ fn v2_provider_commits() -> Vec<NewCommit> {
         ],
         ..Default::default()
     };
-    vec![first, second]
+    vec![first, second, third]
 }
 
 /// Writes the provider-item golden ledger, like [`write_golden`]. Version 2 is not released:
@@ -659,17 +679,31 @@ fn the_v2_provider_items_golden_ledger_reads_back_its_items_byte_for_byte() {
     let dir = v2_provider_dir();
     let before = snapshot_dir(&dir);
     assert_eq!(header_version(&dir), 2);
-    assert_eq!(record_versions(&dir), vec![2; 8]);
+    assert_eq!(record_versions(&dir), vec![2; 10]);
+    let log = std::fs::read(dir.join("ledger.log")).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&log).contains(PNG_B64),
+        "no base64 in the log"
+    );
     let reader = Reader::open(&dir).unwrap();
-    let got = reader.events(1..=8).unwrap();
+    let got = reader.events(1..=10).unwrap();
     let json = |i: usize| serde_json::to_string(&got[i].body).unwrap();
     assert_eq!(json(1), PROVIDER_CALL);
     assert_eq!(json(3), PROVIDER_REPLY);
     assert_eq!(json(4), PROVIDER_NOTE);
     assert_eq!(json(5), PROVIDER_USER);
     assert_eq!(json(7), PROVIDER_RESULT);
+    assert_eq!(json(8), PROVIDER_IMAGE_STORED);
+    // Read back whole, the event is the commit as given: the item's URL byte for byte.
+    let mut whole = got[8].body.clone();
+    whole.inline_parts(|r| reader.artifact(r)).unwrap();
+    assert_eq!(
+        serde_json::to_string(&whole).unwrap(),
+        provider_image_user()
+    );
     let report = ctxlog_ledger::verify(&dir).unwrap();
     assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.artifacts, 1, "the image is stored once");
     assert_eq!(snapshot_dir(&dir), before, "reading wrote nothing");
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&dir, tmp.path());
@@ -762,6 +796,43 @@ fn a_provider_item_that_says_something_else_is_refused_and_nothing_is_written() 
     assert_eq!(snapshot_dir(tmp.path()), before);
 }
 
+/// An image a user message's provider item holds as a `data:` URL must be an image part of
+/// the event too, the same bytes: else every other format would leave it out. And the URL
+/// is checked as a part is (base64, the caps). Nothing is written for a refusal.
+#[test]
+fn a_provider_items_inline_image_must_be_a_part_of_its_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut ledger, _) = Ledger::open(tmp.path(), &options()).unwrap();
+    ledger.commit(&commit(vec![user("hi")])).unwrap();
+    let before = snapshot_dir(tmp.path());
+    let given = provider_image_user();
+    let part = format!(
+        r#",{{"type":"image","data":"{PNG_B64}","media_type":"image/png","detail":"auto"}}"#
+    );
+    let other_png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNg+M8AAAICAQB7CYF4AAAAAElFTkSuQmCC";
+    for (bad, says) in [
+        (given.replace(&part, ""), "holds 1 image(s) as data: URLs"),
+        (
+            given.replacen(PNG_B64, other_png, 1),
+            "not its 1 image part(s) given as bytes",
+        ),
+        (
+            given.replace(
+                &format!("base64,{PNG_B64}"),
+                &format!("base64,{}", &PNG_B64[1..]),
+            ),
+            "provider_item /content/1/image_url: the image's \"data\" is not base64",
+        ),
+    ] {
+        let err = ledger
+            .commit(&commit(vec![opaque(&bad)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    assert_eq!(snapshot_dir(tmp.path()), before);
+}
+
 /// Upgrade path: a version-1 log keeps its header and records until something is appended;
 /// the first append raises the header to version 2 (in place, synced first) and appends
 /// version-2 records after the version-1 ones, all of which still read and verify.
@@ -848,4 +919,17 @@ fn an_opaque_item_that_is_not_one_is_refused_and_nothing_is_written() {
         err.contains("event 1 (opaque): comes before any user message"),
         "{err}"
     );
+}
+
+/// A repair that finds a provider item's offloaded bytes lost drops the item (the event is
+/// then sent as its own fields say) and names the loss, as it does for a part's.
+#[test]
+fn a_provider_item_whose_offloaded_bytes_are_lost_is_dropped_by_a_repair() {
+    let stored = opaque(PROVIDER_IMAGE_STORED);
+    let (kept, notes) =
+        ctxlog_ledger::rules::artifacts_lost(&stored, |_| Some("missing".into())).unwrap();
+    assert!(kept.provider_item().is_none(), "{kept:?}");
+    assert!(kept.artifact_refs().is_empty(), "{kept:?}");
+    assert_eq!(notes.len(), 2, "the part's and the item's: {notes:?}");
+    assert!(ctxlog_ledger::rules::artifacts_lost(&stored, |_| None).is_none());
 }

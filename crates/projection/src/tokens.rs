@@ -287,9 +287,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// The base64 of a `data:` URL, if `url` is one.
 fn data_url(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("data:")?;
-    let (_, b64) = rest.split_once(";base64,")?;
-    Some(b64.to_owned())
+    ctxlog_event::media::split_data_url(url).map(|(_, b64)| b64.to_owned())
 }
 
 /// The media parts of a body: images (and how many had no readable size) and documents.

@@ -1128,7 +1128,7 @@ enum Source<'p> {
 
 fn source(part: &Part) -> Source<'_> {
     match part {
-        Part::Image { url: Some(url), .. } => match parse_data_url(url) {
+        Part::Image { url: Some(url), .. } => match ctxlog_event::media::split_data_url(url) {
             Some((media_type, data)) => Source::Base64 { media_type, data },
             None => Source::Url(url),
         },
@@ -1144,11 +1144,6 @@ fn source(part: &Part) -> Source<'_> {
         } => Source::Base64 { media_type, data },
         _ => Source::Missing,
     }
-}
-
-/// A `data:` URL's media type and base64, if `url` is one.
-fn parse_data_url(url: &str) -> Option<(&str, &str)> {
-    url.strip_prefix("data:")?.split_once(";base64,")
 }
 
 /// Writes `data:MEDIA_TYPE;base64,DATA` as a JSON string.

@@ -392,9 +392,13 @@ def test_messages_of_parts_and_outputs_with_extra_keys_come_back_as_given(
     assert [e["kind"] for e in log] == [
         "note", "note", "user", "tool_call", "tool_result", "tool_call", "tool_result",
     ]
-    # The events read what the items say; the items are kept beside them.
+    # The events read what the items say; the items are kept beside them (the image's bytes
+    # as an artifact: the log shows the URL's head and the reference; the export all of it).
     assert log[2]["text"] == "What is on this walrus chart?"
-    assert log[2]["provider_item"]["item"] == items[2]
+    assert log[2]["provider_item"]["item"]["content"][1]["image_url"] == "data:image/png;base64,"
+    assert [o["at"] for o in log[2]["provider_item"]["offloaded"]] == ["/content/1/image_url"]
+    exported = [json.loads(line) for line in conv.export().splitlines()]
+    assert exported[2]["provider_item"] == {"format": "openai-responses", "item": items[2]}
     assert "provider_item" not in log[1] or log[1]["provider_item"]["item"] == items[1]
     # In their own format the items are sent as given; in any other, the events' fields.
     body, _ = conv.project_dict(format="openai-responses", policy="turns")
@@ -411,6 +415,94 @@ def test_messages_of_parts_and_outputs_with_extra_keys_come_back_as_given(
         return await CtxlogSession("s1-copy", store=store).get_items()
 
     assert run(read_copy()) == items[:-1]
+
+
+def image_items() -> List[Item]:
+    """A user message with an image given as a ``data:`` URL, and the model's reply."""
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "What is on this walrus chart?"},
+                {"type": "input_image", "image_url": PNG, "detail": "high"},
+            ],
+            "type": "message",
+        },
+        {
+            "id": "msg_1",
+            "content": [{"annotations": [], "text": "A walrus.", "type": "output_text"}],
+            "role": "assistant",
+            "status": "completed",
+            "type": "message",
+        },
+    ]
+
+
+@pytest.fixture(params=["files", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A store on each engine: the file store, and PostgreSQL (a throwaway cluster)."""
+    if request.param == "files":
+        url = str(tmp_path / "store")
+    else:
+        url = request.getfixturevalue("pg_url")
+    with ctxlog.Store(url) as s:
+        yield s
+
+
+def test_an_image_message_is_stored_once_and_reaches_every_format(
+    any_store: ctxlog.Store, tmp_path: Path
+) -> None:
+    store = any_store
+    items = image_items()
+    png_b64 = PNG.split(",", 1)[1]
+
+    async def scenario() -> List[Any]:
+        reference = SQLiteSession("s1", str(tmp_path / "ref.sqlite"))
+        ours = CtxlogSession("s1", store=store)
+        sessions: List[Any] = [reference, ours]
+        for session in sessions:
+            await session.add_items(items)
+        want = await reference.get_items()
+        reference.close()
+        return [want, await ours.get_items()]
+
+    want, got = run(scenario())
+    assert want == items and got == want
+    conv = store.conversation("s1")
+    # Stored once: the event's image part and its item's URL share one artifact.
+    assert conv.verify()["artifacts"] == 1
+    assert png_b64 not in json.dumps(conv.log())
+    # Every format sends the image: Responses the item as given, the others an image part.
+    responses, _ = conv.project_dict("And now?", format="openai-responses", policy="turns")
+    assert responses["input"][:2] == items
+    chat, _ = conv.project_dict("And now?", format="openai-chat", policy="turns")
+    user_content = [m for m in chat["messages"] if m["role"] == "user"][0]["content"]
+    assert {"type": "image_url", "image_url": {"url": PNG, "detail": "high"}} in user_content
+    anthropic, _ = conv.project_dict(
+        "And now?", format="anthropic-messages", policy="turns", model="claude-sonnet-4-5"
+    )
+    blocks = anthropic["messages"][0]["content"]
+    assert {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": png_b64},
+    } in blocks
+    # A Responses list with the image imports and exports byte for byte.
+    copy = store.conversation("s1-list")
+    copy.import_(json.dumps(items), format="openai-responses")
+    listed, _ = copy.project_dict("And now?", format="openai-responses", policy="turns")
+    assert listed["input"][:2] == items
+    assert copy.verify()["artifacts"] == 1
+    again = store.conversation("s1-again")
+    again.import_(copy.export())
+    assert again.export() == copy.export()
+    # Erasing the image's turn erases its bytes.
+    conv.erase(seqs=(1, 1))
+    assert conv.verify()["artifacts"] == 0
+
+    async def after() -> Any:
+        return await CtxlogSession("s1", store=store).get_items()
+
+    assert run(after()) == []
 
 
 def test_the_filter_sends_a_message_of_parts_as_given(store: ctxlog.Store) -> None:

@@ -51,7 +51,7 @@ pub(crate) fn document_from_data_url(url: Option<&str>, name: Option<String>) ->
 }
 
 fn split_data_url(url: &str) -> Option<(String, String)> {
-    let (media_type, data) = url.strip_prefix("data:")?.split_once(";base64,")?;
+    let (media_type, data) = ctxlog_event::media::split_data_url(url)?;
     Some((media_type.to_owned(), data.to_owned()))
 }
 
@@ -166,6 +166,13 @@ impl Events {
         }
     }
 
+    /// Whether a user message was read: what comes now belongs to its turn.
+    pub fn in_turn(&self) -> bool {
+        self.out
+            .iter()
+            .any(|e| matches!(e.body, EventBody::User { .. }))
+    }
+
     /// A system prompt, which becomes a pinned note.
     pub fn pinned(&mut self, text: String, ts: Option<i64>) {
         let body = EventBody::Note {
@@ -181,11 +188,7 @@ impl Events {
     /// thinking block, …), kept as an opaque event as given; before any user message it has
     /// no turn to belong to, and is counted as left out instead.
     pub fn opaque(&mut self, format: OpaqueFormat, item: Value, ts: Option<i64>) {
-        let in_turn = self.reply
-            || self
-                .out
-                .iter()
-                .any(|e| matches!(e.body, EventBody::User { .. }));
+        let in_turn = self.reply || self.in_turn();
         match item {
             Value::Object(item) if in_turn => {
                 self.opaque += 1;

@@ -74,10 +74,9 @@ fn parse_items(
             }
         }
         if let (Some(Value::Object(item)), Some(event)) = (raw, events.out.get_mut(before)) {
-            event.body.set_provider_item(Some(ProviderItem {
-                format: OpaqueFormat::OpenaiResponses,
-                item,
-            }));
+            event
+                .body
+                .set_provider_item(Some(ProviderItem::new(OpaqueFormat::OpenaiResponses, item)));
         }
     }
     if keep {
@@ -149,6 +148,22 @@ fn message(
         "system" | "developer" if text.trim().is_empty() => events
             .notes
             .push(format!("item {i} ({} message) is empty: skipped", m.role)),
+        // A leading system message is the conversation's standing instruction: pinned, sent
+        // at the top of every projection. One in the middle of the list is kept in its place
+        // in its turn, as the list sends it.
+        "system" | "developer" if events.in_turn() => {
+            events.notes.push(format!(
+                "item {i} ({} message) after the first user message kept in its place as a note",
+                m.role
+            ));
+            let body = EventBody::Note {
+                text,
+                pinned: false,
+                supersedes: None,
+                provider_item: None,
+            };
+            events.push(body, ts);
+        }
         "system" | "developer" => {
             events.notes.push(format!(
                 "item {i} ({} message) became a pinned note",

@@ -14,15 +14,27 @@ from .aio import AsyncConversation
 Event = Dict[str, Any]
 
 
+def _holds_artifact(event: Mapping[str, Any]) -> bool:
+    """Whether the log shows `event` without bytes stored as artifacts: a tool result's
+    output (the log holds its excerpt), a part's bytes, a provider item's ``data:`` URL."""
+    given = event.get("provider_item")
+    return (
+        "artifact" in event
+        or any("artifact" in p for p in event.get("parts", ()))
+        or (isinstance(given, Mapping) and bool(given.get("offloaded")))
+    )
+
+
 async def read_events(conversation: AsyncConversation) -> List[Event]:
-    """Every event of `conversation` but ctxlog's own markers (tombstones), in order, each
-    tool result whole: the log holds an excerpt of an output stored as an artifact, the
-    export the whole text. Empty for a conversation that does not exist yet."""
+    """Every event of `conversation` but ctxlog's own markers (tombstones), in order, whole:
+    the log holds an excerpt of a tool output stored as an artifact and references to media
+    bytes, the export the whole text and the bytes. Empty for a conversation that does not
+    exist yet."""
     try:
         events = await conversation.log()
     except NotFound:
         return []
-    if any("artifact" in e for e in events):
+    if any(_holds_artifact(e) for e in events):
         raw = await conversation.export()
         events = [json.loads(line) for line in raw.splitlines() if line.strip()]
     return [e for e in events if e.get("kind") != "system"]

@@ -16,10 +16,12 @@ it:
 ============================================  ==========================================
 item                                          event
 ============================================  ==========================================
-``{"role": "user", "content": ...}``          ``user`` (content text; text parts joined)
+``{"role": "user", "content": ...}``          ``user`` (content text; text parts joined;
+                                              images and inline PDFs as its parts)
 ``{"role": "assistant", "content": ...}``     ``assistant`` (text parts joined)
 (an output ``message`` too)
-``{"role": "system"|"developer", ...}``       ``note`` (text parts joined)
+``{"role": "system"|"developer", ...}``       ``note`` (text parts joined; unpinned: sent
+                                              in its place, as the SDK sends it)
 ``function_call``                             ``tool_call`` (``arguments`` kept as the
                                               string the model sent)
 ``function_call_output``                      ``tool_result`` of that call (``ok``)
@@ -36,8 +38,12 @@ system or developer message whose content is a list of parts — ``input_text``,
 ``input_image``, ``input_file``, …; a ``function_call_output`` with an ``id``, a ``status``
 or any other key, or a list output) is kept whole as the event's ``provider_item`` and comes
 back exactly as given, and is sent back verbatim when a projection is in the
-``openai-responses`` format (any other format gets the event's text, call or result: an
-image inside such an item reaches only the Responses format). Items in the form ctxlog writes
+``openai-responses`` format (any other format gets the event's text, call or result). A user
+message's images (``input_image``, by ``data:`` URL or any other URL) and inline PDF files
+(``input_file`` with a ``data:application/pdf`` ``file_data``) become the event's media
+parts too, so every format sends them; the bytes of a ``data:`` URL are stored once, as an
+artifact both the part and the item reference, and the item's URL is given back byte for
+byte. Items in the form ctxlog writes
 back (``{"role": "user", "content": "..."}``, ``{"type": "function_call_output", "call_id",
 "output"}``) and every opaque item come back exactly as given too. With redaction on, items
 come back equal up to the redaction markers (a provider item's strings are redacted like tool
@@ -95,6 +101,42 @@ def _text_of(content: Any) -> Optional[str]:
     return "\n".join(texts)
 
 
+_DETAILS = ("low", "high", "auto")
+
+
+def _media_parts(content: Any) -> List[Item]:
+    """A message's media as event parts, in order: each ``input_image`` (a ``data:`` URL as
+    base64 ``data`` with its ``media_type``, any other URL as ``url``; its ``detail``) and
+    each ``input_file`` given inline as a PDF ``data:`` URL (a document). Files by id, and
+    inline files of other types, stay the item's own: ctxlog cannot send them elsewhere."""
+    if not isinstance(content, list):
+        return []
+    out: List[Item] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        kind = part.get("type")
+        if kind == "input_image" and isinstance(part.get("image_url"), str):
+            url = part["image_url"]
+            head, sep, data = url.partition(";base64,")
+            image: Item = {"type": "image"}
+            if url.startswith("data:") and sep:
+                image.update(data=data, media_type=head[len("data:") :])
+            else:
+                image["url"] = url
+            if part.get("detail") in _DETAILS:
+                image["detail"] = part["detail"]
+            out.append(image)
+        elif kind == "input_file" and isinstance(part.get("file_data"), str):
+            head, sep, data = part["file_data"].partition(";base64,")
+            if head == "data:application/pdf" and sep:
+                document: Item = {"type": "document", "data": data, "media_type": "application/pdf"}
+                if isinstance(part.get("filename"), str):
+                    document["name"] = part["filename"]
+                out.append(document)
+    return out
+
+
 def item_to_event(item: Mapping[str, Any], tools: Mapping[str, str]) -> Item:
     """The ctxlog event for one Responses input `item`; `tools` maps the call ids of the open
     turn's tool calls to their tool names (a result names its call's tool)."""
@@ -104,7 +146,11 @@ def item_to_event(item: Mapping[str, Any], tools: Mapping[str, str]) -> Item:
         text = _text_of(item.get("content"))
         if text is not None:
             event_kind = {"user": "user", "assistant": "assistant"}.get(str(role), "note")
-            return _with_provider_item({"kind": event_kind, "text": text}, item)
+            event: Item = {"kind": event_kind, "text": text}
+            parts = _media_parts(item.get("content")) if event_kind == "user" else []
+            if parts:
+                event["parts"] = parts
+            return _with_provider_item(event, item)
     if kind == "function_call":
         call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
         if isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, str):
@@ -323,7 +369,7 @@ def budget_filter(
             events = await session._events()
         last = events[-1] if events else None
         current = None
-        if last is not None and last.get("kind") == "user":
+        if last is not None and last.get("kind") == "user" and last["text"]:
             current = last["text"]
         options: Dict[str, Any] = {
             "format": "openai-responses",

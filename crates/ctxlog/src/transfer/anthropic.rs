@@ -79,10 +79,10 @@ fn message(
                 events.out.get_mut(before),
             )
         {
-            event.body.set_provider_item(Some(ProviderItem {
-                format: OpaqueFormat::AnthropicMessages,
+            event.body.set_provider_item(Some(ProviderItem::new(
+                OpaqueFormat::AnthropicMessages,
                 item,
-            }));
+            )));
         }
     }
     if media {

@@ -29,6 +29,8 @@ struct Args {
     embeddings: Option<PathBuf>,
     /// Only the sets whose names contain one of these (`--set TEXT`, repeatable).
     sets: Vec<String>,
+    /// List the questions where the product is below plain BM25 (`--losses`).
+    losses: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -41,6 +43,7 @@ fn parse_args() -> anyhow::Result<Args> {
         only: Vec::new(),
         embeddings: None,
         sets: Vec::new(),
+        losses: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -50,6 +53,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-write" => args.write = false,
             "--no-ablation" => args.ablation = false,
             "--protocol-only" => args.protocol_only = true,
+            "--losses" => args.losses = true,
             "--import-only" => {}
             "--embeddings" => {
                 args.embeddings = Some(it.next().context("--embeddings needs a directory")?.into());
@@ -62,7 +66,8 @@ fn parse_args() -> anyhow::Result<Args> {
                 .push(it.next().context("--only needs part of a lever's name")?),
             other => bail!(
                 "unknown argument {other:?} (expected --locomo PATH, --beam DIR, --no-write, \
-                 --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR, --set TEXT)"
+                 --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR, --set TEXT, \
+                 --losses)"
             ),
         }
     }
@@ -90,6 +95,11 @@ pub fn main() -> anyhow::Result<()> {
     let (product, section) = protocol::baseline_section(&sets, &scratch)?;
     report.push_str(&section);
     report.push_str(&skipped);
+    if args.losses {
+        for set in &sets {
+            report.push_str(&protocol::losses(set, &scratch)?);
+        }
+    }
     if args.embeddings.is_some() {
         report.push_str(&protocol::semantic_section(&sets, &product, &scratch)?);
     }

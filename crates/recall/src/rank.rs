@@ -59,6 +59,11 @@ pub struct Ranking {
     /// they said: the user's own pages gain this share of their score (`score × (1 + w)`).
     /// Default 1.0 (doubled).
     pub first_person_weight: f64,
+    /// Credit a first-person question's user pages only when their own text (not their
+    /// neighbours' context or the date field) holds a query word: a short user turn matched
+    /// only through the reply beside it is not what the user said about the subject.
+    /// Default false.
+    pub first_person_own_text: bool,
     /// A question about what the assistant said ("what did you suggest", "your advice":
     /// [`Terms::addressee`](crate::text::Terms::addressee)): with `Some(w)` the assistant's
     /// pages gain this share of their score (`score × (1 + w)`) and the user's pages are not
@@ -127,6 +132,7 @@ impl Default for Ranking {
             max_scored: 4096,
             best_page_per_event: true,
             first_person_weight: 1.0,
+            first_person_own_text: false,
             second_person: None,
             neighbour_weight: 0.0,
             episode_diversity: 0.0,

@@ -265,7 +265,7 @@ impl Searcher<'_> {
         if self.ranking.episode_weight != 0.0 {
             credit_episodes(&mut cands, self.ranking.episode_weight);
         }
-        self.credit_speaker(&mut cands, terms);
+        self.credit_speaker(&mut cands, terms)?;
         if self.ranking.supersession {
             lift_superseding(&mut cands, self.ranking.supersede_by_assistant);
         }
@@ -388,16 +388,27 @@ impl Searcher<'_> {
 
     /// Who the question asks about: the assistant's pages when it asks what the assistant
     /// said ([`Ranking::second_person`]), else the user's when it is in the first person
-    /// ([`Ranking::first_person_weight`]).
-    fn credit_speaker(&self, cands: &mut [Candidate], terms: &Terms) {
+    /// ([`Ranking::first_person_weight`]; with [`Ranking::first_person_own_text`], only the
+    /// user's pages whose own text holds a query word).
+    fn credit_speaker(&self, cands: &mut [Candidate], terms: &Terms) -> Result<()> {
         let r = self.ranking;
         if let (Some(w), true) = (r.second_person, terms.addressee) {
             if w != 0.0 {
                 credit_kind(cands, EventKind::Assistant, w);
             }
         } else if r.first_person_weight != 0.0 && first_person(&terms.mentioned) {
-            credit_kind(cands, EventKind::User, r.first_person_weight);
+            if r.first_person_own_text {
+                let own = own_text_expression(terms);
+                for c in cands.iter_mut().filter(|c| c.hit.kind == EventKind::User) {
+                    if self.matches_own_text(c.id, &own)? {
+                        c.hit.score *= 1.0 + r.first_person_weight;
+                    }
+                }
+            } else {
+                credit_kind(cands, EventKind::User, r.first_person_weight);
+            }
         }
+        Ok(())
     }
 
     /// Pseudo-relevance feedback: the [`feedback_terms`] of the first pass are searched (within

@@ -97,6 +97,9 @@ pub fn variants() -> Vec<Variant> {
             r.first_person_weight = 0.0
         }),
         ranked("first person ×3", |r| r.first_person_weight = 2.0),
+        ranked("first person credit only for the user's own words", |r| {
+            r.first_person_own_text = true
+        }),
         ranked("+ second person → the assistant's pages (×2)", |r| {
             r.second_person = Some(1.0)
         }),

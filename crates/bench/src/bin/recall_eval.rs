@@ -32,7 +32,9 @@
 //! `--import-only` runs that part alone; `--protocol-only` runs the protocol sets and the lever
 //! log only (`--only TEXT`, repeatable: only the levers whose names contain it). `--losses`
 //! lists, set by set, the questions where the product's recall@10 is below plain BM25's, with
-//! both hit lists (evidence marked), to read a loss question by question.
+//! both hit lists (evidence marked), to read a loss question by question. `--convs N` keeps
+//! only each set's first N conversations and their questions (a partial measurement, named as
+//! such wherever it is quoted).
 
 #[path = "../recall_eval/mod.rs"]
 mod recall_eval;

@@ -31,6 +31,8 @@ struct Args {
     sets: Vec<String>,
     /// List the questions where the product is below plain BM25 (`--losses`).
     losses: bool,
+    /// Only the first this-many conversations of each set, and their questions (`--convs N`).
+    convs: Option<usize>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -44,6 +46,7 @@ fn parse_args() -> anyhow::Result<Args> {
         embeddings: None,
         sets: Vec::new(),
         losses: false,
+        convs: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -54,6 +57,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-ablation" => args.ablation = false,
             "--protocol-only" => args.protocol_only = true,
             "--losses" => args.losses = true,
+            "--convs" => {
+                let n = it.next().context("--convs needs a number")?;
+                args.convs = Some(n.parse().with_context(|| format!("--convs {n:?}"))?);
+            }
             "--import-only" => {}
             "--embeddings" => {
                 args.embeddings = Some(it.next().context("--embeddings needs a directory")?.into());
@@ -67,7 +74,7 @@ fn parse_args() -> anyhow::Result<Args> {
             other => bail!(
                 "unknown argument {other:?} (expected --locomo PATH, --beam DIR, --no-write, \
                  --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR, --set TEXT, \
-                 --losses)"
+                 --losses, --convs N)"
             ),
         }
     }
@@ -91,6 +98,12 @@ pub fn main() -> anyhow::Result<()> {
     let (mut sets, skipped) = protocol::sets(&args.locomo, &args.beam)?;
     if !args.sets.is_empty() {
         sets.retain(|s| args.sets.iter().any(|o| s.name.contains(o.as_str())));
+    }
+    if let Some(n) = args.convs {
+        for set in &mut sets {
+            set.convs.truncate(n);
+            set.questions.retain(|q| q.conv < n);
+        }
     }
     let (product, section) = protocol::baseline_section(&sets, &scratch)?;
     report.push_str(&section);

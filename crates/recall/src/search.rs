@@ -336,7 +336,7 @@ impl Searcher<'_> {
             ranking: &plain,
             ..*self
         };
-        let expr = format!("{{body cjk}} : ({})", ranked.join(" OR "));
+        let expr = own_text(&ranked.join(" OR "));
         let mut cands = searcher.fts(&expr, opts, pool, Order::Bm25)?;
         sort(&mut cands);
         Ok(cands)
@@ -697,5 +697,10 @@ fn kinds_filter(opts: &SearchOptions) -> String {
 /// (FTS5 column filter `{body cjk} : (…)`), so neither the neighbours' context nor the date
 /// metadata can make the match.
 pub(crate) fn own_text_expression(terms: &Terms) -> String {
-    format!("{{body cjk}} : ({})", match_expression(terms))
+    own_text(&match_expression(terms))
+}
+
+/// An FTS5 expression restricted to a page's own text: `{body cjk} : (expr)`.
+fn own_text(expr: &str) -> String {
+    format!("{{body cjk}} : ({expr})")
 }

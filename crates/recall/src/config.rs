@@ -36,6 +36,47 @@ pub struct IndexConfig {
     /// ([`relative_dates`](crate::text::relative_dates)), so a question naming a date finds
     /// what was said about it later. Needs [`IndexConfig::date_metadata`]. Default true.
     pub relative_dates: bool,
+    /// Which events a context field joins, by length: every event, or only events whose text
+    /// fits one page. A reply of several pages carries its own words; its neighbours'
+    /// snippets on it, or its opening as their context, can make a look-alike turn outrank
+    /// the one that says it. Default [`ContextGate::Every`].
+    pub context_gate: ContextGate,
+}
+
+/// Which events take part in the context field ([`IndexConfig::context_gate`]). An event
+/// "fits one page" when its indexed text is at most [`PAGE_CHARS`](crate::text::PAGE_CHARS)
+/// characters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextGate {
+    /// Every event carries its neighbours' snippets and lends its own.
+    Every,
+    /// Only events that fit one page carry a context field; every event lends its snippet.
+    ShortCarry,
+    /// Only events that fit one page lend their snippet; every event carries a context field.
+    ShortLend,
+    /// Only events that fit one page carry a context field or lend their snippet.
+    Short,
+}
+
+impl ContextGate {
+    /// Whether an event (`fits`: its text fits one page) carries its neighbours' snippets.
+    pub(crate) fn carries(self, fits: bool) -> bool {
+        fits || matches!(self, ContextGate::Every | ContextGate::ShortLend)
+    }
+
+    /// Whether an event (`fits`: its text fits one page) lends its snippet to its neighbours.
+    pub(crate) fn lends(self, fits: bool) -> bool {
+        fits || matches!(self, ContextGate::Every | ContextGate::ShortCarry)
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            ContextGate::Every => "",
+            ContextGate::ShortCarry => ";ctx=short-carry",
+            ContextGate::ShortLend => ";ctx=short-lend",
+            ContextGate::Short => ";ctx=short",
+        }
+    }
 }
 
 impl Default for IndexConfig {
@@ -47,6 +88,7 @@ impl Default for IndexConfig {
             episode_gap_ms: 2 * 3_600_000,
             date_metadata: true,
             relative_dates: true,
+            context_gate: ContextGate::Every,
         }
     }
 }
@@ -67,14 +109,16 @@ impl IndexConfig {
     /// whose rows were derived by older text rules is rebuilt too.
     pub(crate) fn tag(&self) -> String {
         format!(
-            "text={TEXT_VERSION};before={};after={};chars={};gap={};date={}{}",
+            "text={TEXT_VERSION};before={};after={};chars={};gap={};date={}{}{}",
             self.context_before,
             self.context_after,
             self.context_chars,
             self.episode_gap_ms,
             self.date_metadata,
             // Absent when off, so indexes written before this option are still current.
-            if self.relative_dates { ";relative" } else { "" }
+            if self.relative_dates { ";relative" } else { "" },
+            // Absent for every event, so indexes written before this option are still current.
+            self.context_gate.tag()
         )
     }
 

@@ -45,7 +45,7 @@ mod tool;
 mod vector;
 mod writer;
 
-pub use config::{INDEXED_KINDS, IndexConfig, TOOL_NAME};
+pub use config::{ContextGate, INDEXED_KINDS, IndexConfig, TOOL_NAME};
 pub use error::{Error, Result, SourceError};
 pub use hit::{ABSENCE_NOTE, Hit, RecallResult};
 pub use index::RecallIndex;

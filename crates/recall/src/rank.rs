@@ -59,6 +59,11 @@ pub struct Ranking {
     /// they said: the user's own pages gain this share of their score (`score × (1 + w)`).
     /// Default 1.0 (doubled).
     pub first_person_weight: f64,
+    /// Credit a first-person question's user pages only when their own text (not their
+    /// neighbours' context or the date field) holds a query word: a short user turn matched
+    /// only through the reply beside it is not what the user said about the subject.
+    /// Default false.
+    pub first_person_own_text: bool,
     /// A question about what the assistant said ("what did you suggest", "your advice":
     /// [`Terms::addressee`](crate::text::Terms::addressee)): with `Some(w)` the assistant's
     /// pages gain this share of their score (`score × (1 + w)`) and the user's pages are not
@@ -92,7 +97,21 @@ pub struct Ranking {
     /// The lexical ranking's weight in that fusion. Default 1.0; 0 ranks by the semantic leg
     /// alone (for evaluation).
     pub lexical_weight: f64,
+    /// Weight in that fusion of plain BM25: the pages' own text (body and CJK columns) scored
+    /// by FTS5 alone, without the context and date fields or any credit. Default 0 (not
+    /// fused).
+    pub plain_weight: f64,
+    /// The lexical ranking's first this-many events stay first, in its order; the fusion
+    /// fills the places after them. Default 0 (the fusion orders everything).
+    pub semantic_keep_lexical: usize,
+    /// Fuse only when the lexical ranking is weak: when the best of its first
+    /// [`WEAK_TOP_PAGES`] pages holds less than this share of the question's content words in
+    /// its own text ([`lexical_coverage`]). Default `None` (always fuse).
+    pub semantic_below_coverage: Option<f64>,
 }
+
+/// Pages of the lexical ranking [`Ranking::semantic_below_coverage`] looks at.
+pub const WEAK_TOP_PAGES: usize = 3;
 
 /// Pages a feedback pass reads its terms from.
 pub const FEEDBACK_PAGES: usize = 3;
@@ -113,6 +132,7 @@ impl Default for Ranking {
             max_scored: 4096,
             best_page_per_event: true,
             first_person_weight: 1.0,
+            first_person_own_text: false,
             second_person: None,
             neighbour_weight: 0.0,
             episode_diversity: 0.0,
@@ -121,6 +141,9 @@ impl Default for Ranking {
             multi_part: false,
             semantic_weight: 1.0,
             lexical_weight: 1.0,
+            plain_weight: 0.0,
+            semantic_keep_lexical: 0,
+            semantic_below_coverage: None,
         }
     }
 }
@@ -413,4 +436,57 @@ pub(crate) fn feedback_terms(pool: &[Candidate], query: &[String], n: usize) -> 
         .take(n)
         .map(|(_, w)| w)
         .collect()
+}
+
+/// The best share, among the first [`WEAK_TOP_PAGES`] candidates (sorted best first), of the
+/// query's content words (`words`, compared by their first five characters as in
+/// same-subject tests) that a candidate's own text holds; 0 without candidates or words.
+pub(crate) fn lexical_coverage(cands: &[Candidate], words: &[String]) -> f64 {
+    let wanted: HashSet<String> = words.iter().map(|w| w.chars().take(5).collect()).collect();
+    if wanted.is_empty() {
+        return 0.0;
+    }
+    cands
+        .iter()
+        .take(WEAK_TOP_PAGES)
+        .map(|c| {
+            let have = content_words(&c.hit.text);
+            wanted.iter().filter(|w| have.contains(*w)).count() as f64 / wanted.len() as f64
+        })
+        .fold(0.0, f64::max)
+}
+
+/// `fused` with the pages of the first `k` events of `lexical` (both sorted best first) put
+/// first, in `lexical`'s order: their scores are lifted above the best of the rest, keeping
+/// their order, so a later sort keeps them there.
+pub(crate) fn keep_lexical_top(
+    lexical: &[Candidate],
+    fused: Vec<Candidate>,
+    k: usize,
+) -> Vec<Candidate> {
+    let mut seqs: Vec<u64> = Vec::with_capacity(k);
+    for c in lexical {
+        if seqs.len() == k {
+            break;
+        }
+        if !seqs.contains(&c.hit.seq) {
+            seqs.push(c.hit.seq);
+        }
+    }
+    let mut kept: Vec<Candidate> = lexical
+        .iter()
+        .filter(|c| seqs.contains(&c.hit.seq))
+        .cloned()
+        .collect();
+    let rest: Vec<Candidate> = fused
+        .into_iter()
+        .filter(|c| !seqs.contains(&c.hit.seq))
+        .collect();
+    let top = rest.first().map_or(0.0, |c| c.hit.score);
+    let n = kept.len();
+    for (i, c) in kept.iter_mut().enumerate() {
+        c.hit.score = top + (n - i) as f64 * 1e-6;
+    }
+    kept.extend(rest);
+    kept
 }

@@ -11,8 +11,8 @@ use crate::error::Result;
 use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
 use crate::rank::{
     Candidate, Ranking, best_page_per_event, credit_authors, credit_episodes, credit_kind,
-    credit_neighbours, diversify_episodes, feedback_terms, first_person, fuse, lift_superseding,
-    question_parts, sort,
+    credit_neighbours, diversify_episodes, feedback_terms, first_person, fuse, keep_lexical_top,
+    lexical_coverage, lift_superseding, question_parts, sort,
 };
 use crate::store::damaged;
 use crate::text::{Terms, match_expression, match_phrases, quote};
@@ -208,14 +208,7 @@ impl Searcher<'_> {
             fuse(rankings)
         };
         if let Some(query) = self.query_vector {
-            let pool = self.ranking.pool.max(want).clamp(1, MAX_RANKED);
-            let nearest = self.nearest_candidates(query, opts, pool)?;
-            if !nearest.is_empty() {
-                cands = fuse(vec![
-                    (self.ranking.lexical_weight, cands),
-                    (self.ranking.semantic_weight, nearest),
-                ]);
-            }
+            cands = self.fuse_semantic(query, terms, opts, want, cands)?;
         }
         if self.ranking.best_page_per_event {
             cands = best_page_per_event(cands);
@@ -272,10 +265,79 @@ impl Searcher<'_> {
         if self.ranking.episode_weight != 0.0 {
             credit_episodes(&mut cands, self.ranking.episode_weight);
         }
-        self.credit_speaker(&mut cands, terms);
+        self.credit_speaker(&mut cands, terms)?;
         if self.ranking.supersession {
             lift_superseding(&mut cands, self.ranking.supersede_by_assistant);
         }
+        sort(&mut cands);
+        Ok(cands)
+    }
+
+    /// The lexical ranking `lexical` fused by reciprocal rank with the semantic leg (and plain
+    /// BM25 at [`Ranking::plain_weight`]), as the [`Ranking`] says: kept as it is when the leg
+    /// finds nothing or the lexical ranking is strong enough
+    /// ([`Ranking::semantic_below_coverage`]); its first events kept first with
+    /// [`Ranking::semantic_keep_lexical`].
+    fn fuse_semantic(
+        &self,
+        query: &[f32],
+        terms: &Terms,
+        opts: &SearchOptions,
+        want: usize,
+        lexical: Vec<Candidate>,
+    ) -> Result<Vec<Candidate>> {
+        let r = self.ranking;
+        if r.semantic_below_coverage
+            .is_some_and(|t| lexical_coverage(&lexical, &terms.words) >= t)
+        {
+            return Ok(lexical);
+        }
+        let pool = r.pool.max(want).clamp(1, MAX_RANKED);
+        let nearest = self.nearest_candidates(query, opts, pool)?;
+        if nearest.is_empty() {
+            return Ok(lexical);
+        }
+        let keep = r.semantic_keep_lexical;
+        let top = if keep > 0 {
+            lexical.clone()
+        } else {
+            Vec::new()
+        };
+        let mut rankings = vec![(r.lexical_weight, lexical), (r.semantic_weight, nearest)];
+        if r.plain_weight != 0.0 {
+            rankings.push((r.plain_weight, self.plain_candidates(terms, opts, pool)?));
+        }
+        let fused = fuse(rankings);
+        Ok(if keep > 0 {
+            keep_lexical_top(&top, fused, keep)
+        } else {
+            fused
+        })
+    }
+
+    /// Plain BM25: the best `pool` pages for the query's ranked phrases in their own text
+    /// (body and CJK columns), scored by FTS5 alone, best first.
+    fn plain_candidates(
+        &self,
+        terms: &Terms,
+        opts: &SearchOptions,
+        pool: usize,
+    ) -> Result<Vec<Candidate>> {
+        let (ranked, _) = self.scope(match_phrases(terms))?;
+        if ranked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let plain = Ranking {
+            context_weight: 0.0,
+            meta_weight: 0.0,
+            ..self.ranking.clone()
+        };
+        let searcher = Searcher {
+            ranking: &plain,
+            ..*self
+        };
+        let expr = own_text(&ranked.join(" OR "));
+        let mut cands = searcher.fts(&expr, opts, pool, Order::Bm25)?;
         sort(&mut cands);
         Ok(cands)
     }
@@ -326,16 +388,27 @@ impl Searcher<'_> {
 
     /// Who the question asks about: the assistant's pages when it asks what the assistant
     /// said ([`Ranking::second_person`]), else the user's when it is in the first person
-    /// ([`Ranking::first_person_weight`]).
-    fn credit_speaker(&self, cands: &mut [Candidate], terms: &Terms) {
+    /// ([`Ranking::first_person_weight`]; with [`Ranking::first_person_own_text`], only the
+    /// user's pages whose own text holds a query word).
+    fn credit_speaker(&self, cands: &mut [Candidate], terms: &Terms) -> Result<()> {
         let r = self.ranking;
         if let (Some(w), true) = (r.second_person, terms.addressee) {
             if w != 0.0 {
                 credit_kind(cands, EventKind::Assistant, w);
             }
         } else if r.first_person_weight != 0.0 && first_person(&terms.mentioned) {
-            credit_kind(cands, EventKind::User, r.first_person_weight);
+            if r.first_person_own_text {
+                let own = own_text_expression(terms);
+                for c in cands.iter_mut().filter(|c| c.hit.kind == EventKind::User) {
+                    if self.matches_own_text(c.id, &own)? {
+                        c.hit.score *= 1.0 + r.first_person_weight;
+                    }
+                }
+            } else {
+                credit_kind(cands, EventKind::User, r.first_person_weight);
+            }
         }
+        Ok(())
     }
 
     /// Pseudo-relevance feedback: the [`feedback_terms`] of the first pass are searched (within
@@ -624,5 +697,10 @@ fn kinds_filter(opts: &SearchOptions) -> String {
 /// (FTS5 column filter `{body cjk} : (…)`), so neither the neighbours' context nor the date
 /// metadata can make the match.
 pub(crate) fn own_text_expression(terms: &Terms) -> String {
-    format!("{{body cjk}} : ({})", match_expression(terms))
+    own_text(&match_expression(terms))
+}
+
+/// An FTS5 expression restricted to a page's own text: `{body cjk} : (expr)`.
+fn own_text(expr: &str) -> String {
+    format!("{{body cjk}} : ({expr})")
 }

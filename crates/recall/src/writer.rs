@@ -13,7 +13,9 @@ use crate::hit::PageFacts;
 use crate::source::ArtifactSource;
 use crate::stats::UpdateStats;
 use crate::store::Meta;
-use crate::text::{author_label, cjk_grams, date_words, has_update_cue, pages, relative_dates};
+use crate::text::{
+    PAGE_CHARS, author_label, cjk_grams, date_words, has_update_cue, pages, relative_dates,
+};
 
 /// An indexed event that may be context of the next ones.
 #[derive(Clone, Debug)]
@@ -21,6 +23,8 @@ struct Neighbour {
     seq: u64,
     ts_ms: i64,
     snippet: String,
+    /// Its text fits one page ([`ContextGate`](crate::ContextGate) decides what that changes).
+    fits: bool,
 }
 
 /// The full-text row of one page, held until it is final.
@@ -185,10 +189,13 @@ impl<'a> Writer<'a> {
 
     fn write_event(&mut self, event: &Event, text: &str) -> Result<()> {
         let snippet: String = text.chars().take(self.config.context_chars).collect();
-        let row = self.row_facts(event, text);
-        self.append_context(event, &snippet)?;
+        let fits = text.chars().nth(PAGE_CHARS).is_none();
+        let row = self.row_facts(event, text, fits);
+        if self.config.context_gate.lends(fits) {
+            self.append_context(event, &snippet)?;
+        }
         let count = self.insert_pages(event, text, &row)?;
-        self.remember(event, snippet);
+        self.remember(event, snippet, fits);
         while self.pending.len() > self.config.context_after {
             self.flush_oldest()?;
         }
@@ -198,7 +205,8 @@ impl<'a> Writer<'a> {
     }
 
     /// What every page row of `event` records besides its own text.
-    fn row_facts<'e>(&mut self, event: &'e Event, text: &str) -> RowFacts<'e> {
+    /// `fits`: the text fits one page.
+    fn row_facts<'e>(&mut self, event: &'e Event, text: &str, fits: bool) -> RowFacts<'e> {
         let (tool, status, supersedes) = match &event.body {
             EventBody::ToolResult { tool, status, .. } => {
                 (Some(tool.as_str()), Some(status.as_str()), None)
@@ -222,7 +230,11 @@ impl<'a> Writer<'a> {
             cue: has_update_cue(text) || supersedes.is_some(),
             author,
             episode,
-            ctx: self.context_before(event),
+            ctx: if self.config.context_gate.carries(fits) {
+                self.context_before(event)
+            } else {
+                String::new()
+            },
             meta: if self.config.date_metadata {
                 date_words(event.ts_ms)
             } else {
@@ -231,13 +243,15 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// The context field of a new event: the abridged preceding events of its episode.
+    /// The context field of a new event: the abridged preceding events of its episode (those
+    /// the [`ContextGate`](crate::ContextGate) lets lend their snippet).
     fn context_before(&self, event: &Event) -> String {
         let skip = self.window.len().saturating_sub(self.config.context_before);
+        let gate = self.config.context_gate;
         self.window
             .iter()
             .skip(skip)
-            .filter(|n| self.same_episode(n, event))
+            .filter(|n| self.same_episode(n, event) && gate.lends(n.fits))
             .map(|n| n.snippet.as_str())
             .collect::<Vec<_>>()
             .join("\n")
@@ -346,16 +360,18 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    /// Appends the new event's snippet to the context of the earlier events it closely follows:
-    /// in memory for an event of this transaction (not written yet), else in its stored row
-    /// (written by an earlier update), the same text either way.
+    /// Appends the new event's snippet to the context of the earlier events it closely follows
+    /// (those the [`ContextGate`](crate::ContextGate) lets carry one): in memory for an event of this transaction
+    /// (not written yet), else in its stored row (written by an earlier update), the same text
+    /// either way.
     fn append_context(&mut self, event: &Event, snippet: &str) -> Result<()> {
         let skip = self.window.len().saturating_sub(self.config.context_after);
+        let gate = self.config.context_gate;
         let earlier: Vec<u64> = self
             .window
             .iter()
             .skip(skip)
-            .filter(|n| self.same_episode(n, event))
+            .filter(|n| self.same_episode(n, event) && gate.carries(n.fits))
             .map(|n| n.seq)
             .collect();
         if earlier.is_empty() {
@@ -385,7 +401,7 @@ impl<'a> Writer<'a> {
     }
 
     /// Keeps the new event in the context window.
-    fn remember(&mut self, event: &Event, snippet: String) {
+    fn remember(&mut self, event: &Event, snippet: String, fits: bool) {
         let keep = self.config.window_len();
         if keep == 0 {
             return;
@@ -394,6 +410,7 @@ impl<'a> Writer<'a> {
             seq: event.seq,
             ts_ms: event.ts_ms,
             snippet,
+            fits,
         });
         while self.window.len() > keep {
             self.window.pop_front();
@@ -451,7 +468,7 @@ fn load_window(conn: &Connection, config: &IndexConfig) -> rusqlite::Result<VecD
         return Ok(VecDeque::new());
     }
     let mut stmt = conn.prepare(
-        "SELECT p.seq, p.ts_ms, substr(f.body, 1, ?2) FROM pages p \
+        "SELECT p.seq, p.ts_ms, substr(f.body, 1, ?2), p.pages FROM pages p \
          JOIN pages_fts f ON f.rowid = p.id \
          WHERE p.page = 0 ORDER BY p.seq DESC LIMIT ?1",
     )?;
@@ -460,6 +477,7 @@ fn load_window(conn: &Connection, config: &IndexConfig) -> rusqlite::Result<VecD
             seq: r.get::<_, i64>(0)? as u64,
             ts_ms: r.get(1)?,
             snippet: r.get(2)?,
+            fits: r.get::<_, i64>(3)? <= 1,
         })
     })?;
     let mut window = VecDeque::new();

@@ -9,7 +9,9 @@ mod common;
 
 use common::*;
 use ctxlog_event::{ArtifactRef, EventBody, SystemMarker};
-use ctxlog_recall::{NoArtifacts, RecallIndex, SearchOptions, SourceError};
+use ctxlog_recall::{
+    ContextGate, IndexConfig, NoArtifacts, RecallIndex, SearchOptions, SourceError,
+};
 
 /// Filler of distinct but unremarkable words, `n` characters long.
 fn filler(n: usize) -> String {
@@ -244,6 +246,53 @@ fn only_an_events_first_page_carries_its_context() {
     let r = index.search("pelican", &opts).unwrap();
     let pages: Vec<(u64, u32)> = r.hits.iter().map(|h| (h.seq, h.page)).collect();
     assert_eq!(pages, [(1, 0), (2, 0)]);
+}
+
+/// The context gate by length: a reply of several pages carries no neighbour's snippet with
+/// `ShortCarry`, lends none with `ShortLend`, and neither with `Short`; short turns around it
+/// still share theirs. Indexed in two updates, so the gate also holds for neighbours read back
+/// from the file.
+#[test]
+fn the_context_gate_keeps_long_events_out_of_their_neighbours_context() {
+    let long_reply = format!("osprey {}", filler(3000));
+    let events = [
+        user(1, "please plan the pelican migration"),
+        assistant(2, &long_reply),
+        user(3, "thanks, and the heron cutover"),
+        assistant(4, "noted, the heron cutover is friday"),
+    ];
+    let seqs = |gate: ContextGate, query: &str| -> Vec<u64> {
+        let dir = tempfile::tempdir().unwrap();
+        let config = IndexConfig {
+            context_gate: gate,
+            ..IndexConfig::default()
+        };
+        let mut index = RecallIndex::open_with(dir.path().join("r.sqlite"), "L", config).unwrap();
+        index.update(&events[..2], &NoArtifacts).unwrap();
+        index.update(&events[2..], &NoArtifacts).unwrap();
+        let opts = SearchOptions {
+            limit: 50,
+            ..SearchOptions::default()
+        };
+        let mut seqs: Vec<u64> = index
+            .search(query, &opts)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.seq)
+            .collect();
+        seqs.sort_unstable();
+        seqs
+    };
+    // "pelican" is only in seq 1; "osprey" opens the long reply; "cutover" is in seqs 3 and 4.
+    assert_eq!(seqs(ContextGate::Every, "pelican"), [1, 2, 3]);
+    assert_eq!(seqs(ContextGate::ShortCarry, "pelican"), [1, 3]);
+    assert_eq!(seqs(ContextGate::Every, "osprey"), [1, 2, 3, 4]);
+    assert_eq!(seqs(ContextGate::ShortLend, "osprey"), [2]);
+    assert_eq!(seqs(ContextGate::ShortLend, "pelican"), [1, 2, 3]);
+    assert_eq!(seqs(ContextGate::Short, "pelican"), [1, 3]);
+    assert_eq!(seqs(ContextGate::Short, "osprey"), [2]);
+    assert_eq!(seqs(ContextGate::Short, "cutover"), [3, 4]);
 }
 
 /// Page ranges at the edges: empty text, exactly one page, one character more, the 1,920

@@ -9,6 +9,7 @@
 //! ```text
 //! cargo run --release -p ctxlog-bench --bin recall_eval [-- --locomo PATH] [--beam DIR] [--no-write]
 //! cargo run --release -p ctxlog-bench --bin recall_eval -- --protocol-only [--no-ablation] [--only TEXT]… [--no-write]
+//! cargo run --release -p ctxlog-bench --bin recall_eval -- --protocol-only --no-ablation --set TEXT --losses --no-write
 //! cargo run --release -p ctxlog-bench --features semantic --bin recall_eval -- --protocol-only --embeddings DIR [--set TEXT]… [--only TEXT]… --no-write
 //! cargo run --release -p ctxlog-bench --bin recall_eval -- --import-only [--locomo PATH] [--no-write]
 //! ```
@@ -29,7 +30,11 @@
 //! limit 10 (what `ctxlog recall --limit 10` answers), and writes those figures into their own
 //! section (`recall_eval:import` markers): what a user who imports LoCoMo gets.
 //! `--import-only` runs that part alone; `--protocol-only` runs the protocol sets and the lever
-//! log only (`--only TEXT`, repeatable: only the levers whose names contain it).
+//! log only (`--only TEXT`, repeatable: only the levers whose names contain it). `--losses`
+//! lists, set by set, the questions where the product's recall@10 is below plain BM25's, with
+//! both hit lists (evidence marked), to read a loss question by question. `--convs N` keeps
+//! only each set's first N conversations and their questions (a partial measurement, named as
+//! such wherever it is quoted).
 
 #[path = "../recall_eval/mod.rs"]
 mod recall_eval;

@@ -1,7 +1,7 @@
 //! The variants the lever log measures: each ranking feature of the product switched off
 //! alone, and each candidate lever switched on alone (docs/recall.md, "Lever log").
 
-use ctxlog_recall::{IndexConfig, Ranking};
+use ctxlog_recall::{ContextGate, IndexConfig, Ranking};
 
 use super::protocol::Variant;
 
@@ -48,6 +48,32 @@ pub fn semantic_variants() -> Vec<Variant> {
         leg("semantic leg alone (no lexical ranking)", &|r| {
             r.lexical_weight = 0.0
         }),
+        leg("+ semantic leg (RRF, weight 0.25)", &|r| {
+            r.semantic_weight = 0.25
+        }),
+        leg("+ semantic leg, lexical top 5 events kept first", &|r| {
+            r.semantic_keep_lexical = 5
+        }),
+        leg("+ semantic leg, lexical top 7 events kept first", &|r| {
+            r.semantic_keep_lexical = 7
+        }),
+        leg("semantic leg + plain BM25 (RRF, no tuned ranking)", &|r| {
+            r.lexical_weight = 0.0;
+            r.plain_weight = 1.0;
+        }),
+        leg(
+            "+ semantic leg + plain BM25 (RRF, weights 1, 0.5, 0.5)",
+            &|r| {
+                r.semantic_weight = 0.5;
+                r.plain_weight = 0.5;
+            },
+        ),
+        leg("+ semantic leg only when lexical coverage < 0.5", &|r| {
+            r.semantic_below_coverage = Some(0.5)
+        }),
+        leg("+ semantic leg only when lexical coverage < 0.34", &|r| {
+            r.semantic_below_coverage = Some(0.34)
+        }),
     ]
 }
 
@@ -71,6 +97,9 @@ pub fn variants() -> Vec<Variant> {
             r.first_person_weight = 0.0
         }),
         ranked("first person ×3", |r| r.first_person_weight = 2.0),
+        ranked("first person credit only for the user's own words", |r| {
+            r.first_person_own_text = true
+        }),
         ranked("+ second person → the assistant's pages (×2)", |r| {
             r.second_person = Some(1.0)
         }),
@@ -84,6 +113,15 @@ pub fn variants() -> Vec<Variant> {
         indexed("− context field (neighbouring turns)", |c| {
             c.context_before = 0;
             c.context_after = 0;
+        }),
+        indexed("context field only on events that fit one page", |c| {
+            c.context_gate = ContextGate::ShortCarry;
+        }),
+        indexed("context field lent only by events that fit one page", |c| {
+            c.context_gate = ContextGate::ShortLend;
+        }),
+        indexed("context field only between events that fit one page", |c| {
+            c.context_gate = ContextGate::Short;
         }),
         ranked("context weight 0.8", |r| r.context_weight = 0.8),
         ranked("context weight 0.2", |r| r.context_weight = 0.2),

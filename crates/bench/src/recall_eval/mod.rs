@@ -29,6 +29,10 @@ struct Args {
     embeddings: Option<PathBuf>,
     /// Only the sets whose names contain one of these (`--set TEXT`, repeatable).
     sets: Vec<String>,
+    /// List the questions where the product is below plain BM25 (`--losses`).
+    losses: bool,
+    /// Only the first this-many conversations of each set, and their questions (`--convs N`).
+    convs: Option<usize>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -41,6 +45,8 @@ fn parse_args() -> anyhow::Result<Args> {
         only: Vec::new(),
         embeddings: None,
         sets: Vec::new(),
+        losses: false,
+        convs: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -50,6 +56,11 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-write" => args.write = false,
             "--no-ablation" => args.ablation = false,
             "--protocol-only" => args.protocol_only = true,
+            "--losses" => args.losses = true,
+            "--convs" => {
+                let n = it.next().context("--convs needs a number")?;
+                args.convs = Some(n.parse().with_context(|| format!("--convs {n:?}"))?);
+            }
             "--import-only" => {}
             "--embeddings" => {
                 args.embeddings = Some(it.next().context("--embeddings needs a directory")?.into());
@@ -62,7 +73,8 @@ fn parse_args() -> anyhow::Result<Args> {
                 .push(it.next().context("--only needs part of a lever's name")?),
             other => bail!(
                 "unknown argument {other:?} (expected --locomo PATH, --beam DIR, --no-write, \
-                 --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR, --set TEXT)"
+                 --no-ablation, --protocol-only, --import-only, --only TEXT, --embeddings DIR, --set TEXT, \
+                 --losses, --convs N)"
             ),
         }
     }
@@ -87,9 +99,20 @@ pub fn main() -> anyhow::Result<()> {
     if !args.sets.is_empty() {
         sets.retain(|s| args.sets.iter().any(|o| s.name.contains(o.as_str())));
     }
+    if let Some(n) = args.convs {
+        for set in &mut sets {
+            set.convs.truncate(n);
+            set.questions.retain(|q| q.conv < n);
+        }
+    }
     let (product, section) = protocol::baseline_section(&sets, &scratch)?;
     report.push_str(&section);
     report.push_str(&skipped);
+    if args.losses {
+        for set in &sets {
+            report.push_str(&protocol::losses(set, &scratch)?);
+        }
+    }
     if args.embeddings.is_some() {
         report.push_str(&protocol::semantic_section(&sets, &product, &scratch)?);
     }

@@ -184,12 +184,32 @@ pub fn ctxlog_scores_timed(
     v: &Variant,
     scratch: &Scratch,
 ) -> anyhow::Result<(Vec<f64>, Vec<std::time::Duration>)> {
+    let (hits, times) = ctxlog_hits(set, v, scratch)?;
+    Ok((scores_of(set, &hits), times))
+}
+
+/// Each question's recall@10 from its hits' seqs.
+fn scores_of(set: &EvalSet, hits: &[Vec<u64>]) -> Vec<f64> {
+    set.questions
+        .iter()
+        .zip(hits)
+        .map(|(q, seqs)| recall_at_limit(seqs, &q.evidence))
+        .collect()
+}
+
+/// The seqs of the hits of each question of `set` under `v` (limit 10), and the time of each
+/// search call.
+fn ctxlog_hits(
+    set: &EvalSet,
+    v: &Variant,
+    scratch: &Scratch,
+) -> anyhow::Result<(Vec<Vec<u64>>, Vec<std::time::Duration>)> {
     let mut times = Vec::with_capacity(set.questions.len());
     let mut by_conv: HashMap<usize, Vec<usize>> = HashMap::new();
     for (i, q) in set.questions.iter().enumerate() {
         by_conv.entry(q.conv).or_default().push(i);
     }
-    let mut scores = vec![0.0; set.questions.len()];
+    let mut hits = vec![Vec::new(); set.questions.len()];
     for (c, events) in set.convs.iter().enumerate() {
         let Some(qs) = by_conv.get(&c) else { continue };
         let index = eval_index(set, c, events, v, scratch)?;
@@ -202,11 +222,10 @@ pub fn ctxlog_scores_timed(
             let started = std::time::Instant::now();
             let r = index.search(&q.text, &opts)?;
             times.push(started.elapsed());
-            let seqs: Vec<u64> = r.hits.iter().map(|h| h.seq).collect();
-            scores[i] = recall_at_limit(&seqs, &q.evidence);
+            hits[i] = r.hits.iter().map(|h| h.seq).collect();
         }
     }
-    Ok((scores, times))
+    Ok((hits, times))
 }
 
 /// The p50 and p99 of `times` in milliseconds.
@@ -224,7 +243,12 @@ fn percentiles(times: &mut [std::time::Duration]) -> (f64, f64) {
 /// overlapping; `porter unicode61`): the question's distinct `\w+` terms quoted and OR-ed,
 /// `ORDER BY bm25 LIMIT 10`, the seqs of those pages.
 pub fn bm25_scores(set: &EvalSet) -> anyhow::Result<Vec<f64>> {
-    let mut scores = vec![0.0; set.questions.len()];
+    Ok(scores_of(set, &bm25_hits(set)?))
+}
+
+/// The seqs of plain BM25's top 10 pages for each question of `set` ([`bm25_scores`]).
+fn bm25_hits(set: &EvalSet) -> anyhow::Result<Vec<Vec<u64>>> {
+    let mut hits = vec![Vec::new(); set.questions.len()];
     for (c, events) in set.convs.iter().enumerate() {
         let db = rusqlite::Connection::open_in_memory()?;
         db.execute_batch(
@@ -248,19 +272,58 @@ pub fn bm25_scores(set: &EvalSet) -> anyhow::Result<Vec<f64>> {
             .filter(|(_, q)| q.conv == c)
         {
             let expr = baseline_query(&q.text);
-            let seqs: Vec<u64> = if expr.is_empty() {
-                Vec::new()
-            } else {
-                stmt.query_map(rusqlite::params![expr, LIMIT as i64], |r| {
-                    r.get::<_, i64>(0)
-                })?
-                .map(|s| s.map(|s| s as u64))
-                .collect::<Result<_, _>>()?
-            };
-            scores[i] = recall_at_limit(&seqs, &q.evidence);
+            if !expr.is_empty() {
+                hits[i] = stmt
+                    .query_map(rusqlite::params![expr, LIMIT as i64], |r| {
+                        r.get::<_, i64>(0)
+                    })?
+                    .map(|s| s.map(|s| s as u64))
+                    .collect::<Result<_, _>>()?;
+            }
         }
     }
-    Ok(scores)
+    Ok(hits)
+}
+
+/// The questions of `set` where the product's recall@10 is below plain BM25's: each with its
+/// category, evidence, and the seqs of both hit lists (an evidence seq marked `*`), so a loss
+/// can be read question by question (`recall_eval --losses`).
+pub fn losses(set: &EvalSet, scratch: &Scratch) -> anyhow::Result<String> {
+    let base = bm25_hits(set)?;
+    let (ours, _) = ctxlog_hits(set, &Variant::product(), scratch)?;
+    let mut out = format!("\n#### Questions of {} below plain BM25\n\n", set.name);
+    for (i, q) in set.questions.iter().enumerate() {
+        let (b, o) = (
+            recall_at_limit(&base[i], &q.evidence),
+            recall_at_limit(&ours[i], &q.evidence),
+        );
+        if o >= b {
+            continue;
+        }
+        let marked = |seqs: &[u64]| {
+            seqs.iter()
+                .map(|s| {
+                    let kind = set.convs[q.conv]
+                        .iter()
+                        .find(|e| e.seq == *s)
+                        .map_or("?", |e| e.kind().as_str());
+                    let star = if q.evidence.contains(s) { "*" } else { "" };
+                    format!("{s}{star}({kind})")
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        out.push_str(&format!(
+            "- [{}] conv {} {:?}: evidence {:?}; BM25 {b:.2}: {}; ctxlog {o:.2}: {}\n",
+            set.categories[q.category],
+            q.conv,
+            q.text,
+            q.evidence,
+            marked(&base[i]),
+            marked(&ours[i]),
+        ));
+    }
+    Ok(out)
 }
 
 /// The 95 % paired bootstrap interval of `mean(a − b)` over the questions `idx`

@@ -42,6 +42,9 @@ const TURNS_PER_CHAT: usize = 20;
 const REPLY: &str = "Here is a short answer to that. The main point is that the setting you \
                      asked about is read once at start-up, so a restart applies it; nothing \
                      else needs to change in the configuration for this to work.";
+/// The API key every client sends: forwarded by the gateway, the LiteLLM proxy's master key
+/// (it refuses to start without one).
+const KEY: &str = "sk-bench-5f0c2a9e71d84b36a0e9c4d2b7f1a863";
 /// How a user message of a chat reads (its client, chat and turn appended), about 300 bytes.
 const QUESTION: &str = "I am working through the deployment notes for our service and I have a \
                         question about the configuration: when I change the timeout for the \
@@ -324,7 +327,7 @@ impl Client {
     /// the body. Any status but 200 is an error.
     fn post(&mut self, path: &str, body: &str) -> Result<(Duration, Vec<u8>)> {
         let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer sk-bench\r\n\
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {KEY}\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.host,
             body.len()
@@ -512,7 +515,8 @@ impl Proxy {
     }
 
     /// `litellm --config … --port P --num_workers 1`: `gpt-4o` routed to the stand-in, no
-    /// database, no telemetry, the local model cost map (no download).
+    /// database, no telemetry, the local model cost map (no download), [`KEY`] as its master
+    /// key.
     fn litellm(binary: &Path, dir: &Path, standin: SocketAddr) -> Result<Proxy> {
         let config = dir.join("litellm.yaml");
         std::fs::write(
@@ -529,6 +533,7 @@ impl Proxy {
             .arg(&config)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--num_workers", "1"])
+            .env("LITELLM_MASTER_KEY", KEY)
             .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             .env("LITELLM_TELEMETRY", "False")
             .env("LITELLM_LOG", "ERROR")

@@ -17,8 +17,9 @@
 //! digest, artifact offloading, caps, widening an erasure) are public in
 //! [`ctxlog_ledger::rules`].
 
-// Layers, lowest first: error, then this file.
+// Layers, lowest first: error, secret, then this file.
 mod error;
+mod secret;
 
 use std::fmt::Debug;
 use std::ops::RangeInclusive;
@@ -32,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 pub use ctxlog_event::ConversationName;
 pub use error::{Error, Result};
+pub use secret::{Secret, SecretName, from_hex, new_secret, to_hex};
 
 /// A read handle on one conversation's ledger. Takes no lock; sees a committed prefix.
 pub trait LedgerView: LedgerRead + Send + Sync {
@@ -240,6 +242,14 @@ pub trait Backend: Send + Sync + Debug {
     }
     /// The file of `name`'s recall index: a local, disposable cache rebuilt from the ledger, on this machine whichever engine holds the ledger.
     fn recall_cache(&self, name: &ConversationName) -> PathBuf;
+    /// The store's secret `name`: [`new_secret`] bytes kept by the store, created by the
+    /// first call. Race-safe across processes: when several create it at once, one
+    /// creation wins and every call returns its bytes, now and later.
+    ///
+    /// # Errors
+    /// I/O or database errors; a stored secret that is not 32 bytes (the message says how
+    /// to replace it).
+    fn secret(&self, name: SecretName<'_>) -> Result<Secret>;
 }
 
 impl LedgerView for Ledger {

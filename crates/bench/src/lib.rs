@@ -70,7 +70,13 @@ fn shared_data() -> PathBuf {
 /// This process's peak resident set size in KiB (`VmHWM` in `/proc/self/status`); 0 where
 /// that file is missing (not Linux).
 pub fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    peak_rss_kib_of("self")
+}
+
+/// The peak resident set size in KiB of process `pid` (a number, or `self`): `VmHWM` in
+/// `/proc/PID/status`; 0 where that file is missing (not Linux, or the process is gone).
+pub fn peak_rss_kib_of(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()

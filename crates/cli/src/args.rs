@@ -221,8 +221,9 @@ pub enum Command {
     /// overrides it) with every other field as given, relays the answer as it arrives and
     /// commits the reply; responses carry X-Ctxlog-Conversation and X-Ctxlog-Seq. The API key
     /// the SDK sends is forwarded, never stored: each key's conversations are a tenant of their
-    /// own under <root>/.tenants/. Beyond loopback, --tokens is required and every request
-    /// needs X-Ctxlog-Token.
+    /// own under <root>/.tenants/ (in a PostgreSQL store, --store postgres://…: a schema of
+    /// their own; several gateways may serve one such store). Beyond loopback, --tokens is
+    /// required and every request needs X-Ctxlog-Token.
     Gateway(GatewayArgs),
     /// Serve the store to an agent host over the Model Context Protocol, on stdin and stdout
     /// (see docs/mcp.md).

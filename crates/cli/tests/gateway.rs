@@ -6,12 +6,18 @@
 //! tokens every request needs `X-Ctxlog-Token` (missing or unknown: 401, not one stored byte
 //! changes) and each token's tenant has its own conversations; a gateway killed (SIGKILL)
 //! while relaying a stream keeps the committed input, commits none of the partial reply, and
-//! after a restart the client's retry continues the conversation.
+//! after a restart the client's retry continues the conversation. Two gateways over one
+//! PostgreSQL store (replicas), and one restarted, serve the same conversations: a chat
+//! (headerless or named) started through one continues through the other, a Responses id
+//! minted by one is accepted by the other, and every message is stored once.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+
+#[path = "../../ctxlog/tests/common/pg.rs"]
+mod pg;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -67,8 +73,21 @@ fn standin(behaviour: fn(usize) -> Behaviour) -> (String, mpsc::Receiver<Value>)
     (url, rx)
 }
 
+/// The text of the last user message of a Chat Completions or Responses request.
+fn last_user_text(request: &Value) -> String {
+    let messages = request["messages"]
+        .as_array()
+        .or_else(|| request["input"].as_array());
+    let last = messages.and_then(|m| m.iter().rev().find(|m| m["role"] == "user"));
+    match last.map(|m| &m["content"]) {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
 fn provide(mut stream: TcpStream, behaviour: Behaviour, received: &mpsc::Sender<Value>) {
-    let Some((_, body)) = read_message(&mut stream) else {
+    let Some((head, body)) = read_message(&mut stream) else {
         return;
     };
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -91,20 +110,21 @@ fn provide(mut stream: TcpStream, behaviour: Behaviour, received: &mpsc::Sender<
                 FOUR.wait();
             }
             let text = match behaviour {
-                Behaviour::Echo | Behaviour::EchoAfterFour => format!(
-                    "re: {}",
-                    request["messages"]
-                        .as_array()
-                        .and_then(|m| m.last())
-                        .unwrap_or(&Value::Null)["content"]
-                        .as_str()
-                        .unwrap_or_default()
-                ),
+                Behaviour::Echo | Behaviour::EchoAfterFour => {
+                    format!("re: {}", last_user_text(&request))
+                }
                 _ => ANSWER.to_owned(),
             };
-            let body = json!({"id":"c","object":"chat.completion","created":1,"model":"gpt-4o",
-                "choices":[{"index":0,"finish_reason":"stop",
-                    "message":{"role":"assistant","content":text}}]})
+            let body = if head.starts_with("post /v1/responses ") {
+                json!({"id":"resp_upstream","object":"response","status":"completed",
+                    "model":"gpt-4o","output":[{"type":"message","id":"msg_1",
+                    "status":"completed","role":"assistant",
+                    "content":[{"type":"output_text","text":text,"annotations":[]}]}]})
+            } else {
+                json!({"id":"c","object":"chat.completion","created":1,"model":"gpt-4o",
+                    "choices":[{"index":0,"finish_reason":"stop",
+                        "message":{"role":"assistant","content":text}}]})
+            }
             .to_string();
             let _ = write!(
                 stream,
@@ -150,21 +170,26 @@ struct Gateway {
 
 impl Gateway {
     fn start(env: &Env, upstream: &str, extra: &[&str], tokens: Option<&str>) -> Gateway {
-        let mut args = vec![
-            "gateway".to_owned(),
-            "--addr".into(),
-            "127.0.0.1:0".into(),
-            "--openai-upstream".into(),
-            format!("{upstream}/v1"),
-            "--anthropic-upstream".into(),
-            upstream.into(),
-        ];
-        args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let mut cmd = env.command(&args);
+        let mut cmd = env.command(&gateway_args(upstream, extra));
         cmd.env_remove("CTXLOG_TOKENS");
         if let Some(tokens) = tokens {
             cmd.env("CTXLOG_TOKENS", tokens);
         }
+        Gateway::spawn(cmd)
+    }
+
+    /// `ctxlog --store STORE gateway …` (a PostgreSQL store URL).
+    fn start_on(store: &str, upstream: &str) -> Gateway {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlog"));
+        cmd.arg("--store")
+            .arg(store)
+            .args(gateway_args(upstream, &[]))
+            .env_remove("CTXLOG_ROOT")
+            .env_remove("CTXLOG_TOKENS");
+        Gateway::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: std::process::Command) -> Gateway {
         cmd.stdout(std::process::Stdio::piped());
         let (mut child, stderr, addr) = common::spawn_server(cmd);
         Gateway {
@@ -235,6 +260,21 @@ impl Gateway {
     }
 }
 
+/// `gateway --addr 127.0.0.1:0` with both upstreams at `upstream`, then `extra`.
+fn gateway_args(upstream: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "gateway".to_owned(),
+        "--addr".into(),
+        "127.0.0.1:0".into(),
+        "--openai-upstream".into(),
+        format!("{upstream}/v1"),
+        "--anthropic-upstream".into(),
+        upstream.into(),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    args
+}
+
 /// The tenant stores under the gateway's root.
 fn tenants(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root.join(".tenants")) else {
@@ -247,11 +287,16 @@ fn tenants(root: &Path) -> Vec<PathBuf> {
 
 /// `ctxlog --root TENANT log CONVERSATION --json` (one event a line): each event's kind and text.
 fn log(tenant: &Path, conversation: &str) -> Vec<(String, String)> {
+    log_in(("--root", tenant.as_os_str()), conversation)
+}
+
+/// `ctxlog FLAG STORE log CONVERSATION --json`: each event's kind and text.
+fn log_in(store: (&str, &std::ffi::OsStr), conversation: &str) -> Vec<(String, String)> {
     let out = common::feed(
         {
             let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ctxlog"));
-            cmd.arg("--root")
-                .arg(tenant)
+            cmd.arg(store.0)
+                .arg(store.1)
                 .args(["log", conversation, "--json"])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
@@ -721,4 +766,116 @@ fn metrics_and_the_json_access_log_count_calls_without_content_or_keys() {
         !log.contains("private") && !log.contains("sk-metrics"),
         "{log}"
     );
+}
+
+/// The value of response header `name` (lower-case) in `head`.
+fn header<'a>(head: &'a str, name: &str) -> &'a str {
+    head.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in {head}"))
+        .trim()
+}
+
+/// Two gateways on different ports over one PostgreSQL store, and one of them restarted:
+/// the store's secret (created once, by whichever started first) and recognition live in the
+/// database, so a chat started through one replica continues through the other, with or
+/// without the conversation header, a Responses id minted by one is accepted by the other,
+/// and `ctxlog log` on the store holds each message and reply once, as the client sent and
+/// received them.
+#[test]
+fn gateway_replicas_over_postgres_serve_one_conversation() {
+    let Some(cluster) = pg::PgCluster::start() else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let url = cluster.url("gw", cache.path());
+    let (upstream, received) = standin(|_| Behaviour::Echo);
+    let a = Gateway::start_on(&url, &upstream);
+    let b = Gateway::start_on(&url, &upstream);
+    let key = ("authorization", "Bearer sk-replicas");
+    let chat = |g: &Gateway, name: Option<&str>, messages: &mut Vec<Value>, text: &str| {
+        messages.push(user(text));
+        let mut headers = vec![key];
+        headers.extend(name.map(|n| ("x-ctxlog-conversation", n)));
+        let request = json!({"model": "gpt-4o", "messages": messages});
+        let (status, head, body) = g.post("/v1/chat/completions", &headers, &request);
+        assert_eq!(status, 200, "{body}");
+        messages.push(body["choices"][0]["message"].clone());
+        header(&head, "x-ctxlog-conversation").to_owned()
+    };
+    let respond = |g: &Gateway, previous: Option<&str>, text: &str| {
+        let mut request = json!({"model": "gpt-4o", "input": text});
+        if let Some(previous) = previous {
+            request["previous_response_id"] = json!(previous);
+        }
+        let (status, head, body) = g.post("/v1/responses", &[key], &request);
+        assert_eq!(status, 200, "{body}");
+        let id = body["id"].as_str().unwrap().to_owned();
+        (header(&head, "x-ctxlog-conversation").to_owned(), id)
+    };
+
+    // Started through one replica, continued through the other.
+    let (mut unnamed, mut named) = (Vec::new(), Vec::new());
+    let chat_name = chat(&a, None, &mut unnamed, "Hello from replica A");
+    assert_eq!(chat(&b, None, &mut unnamed, "And now from B"), chat_name);
+    assert_eq!(chat(&b, Some("named"), &mut named, "Named on B"), "named");
+    assert_eq!(chat(&a, Some("named"), &mut named, "Named on A"), "named");
+    let (chain, first_id) = respond(&a, None, "Responses on A");
+    let (in_b, second_id) = respond(&b, Some(&first_id), "Responses on B");
+    assert_eq!(in_b, chain);
+
+    // A replica restarted finds all three.
+    a.kill();
+    let a = Gateway::start_on(&url, &upstream);
+    assert_eq!(chat(&a, None, &mut unnamed, "A again"), chat_name);
+    assert_eq!(
+        chat(&a, Some("named"), &mut named, "Named on A again"),
+        "named"
+    );
+    assert_eq!(
+        respond(&a, Some(&second_id), "Responses on A again").0,
+        chain
+    );
+    a.kill();
+    b.kill();
+
+    let sent: Vec<Value> = received.try_iter().collect();
+    assert_eq!(sent.len(), 9);
+    assert!(sent.iter().all(|s| s.get("previous_response_id").is_none()));
+    let last = sent.last().unwrap().to_string();
+    for text in [
+        "Responses on A",
+        "re: Responses on B",
+        "Responses on A again",
+    ] {
+        assert!(last.contains(text), "the whole chain upstream: {last}");
+    }
+
+    // One API key: one tenant schema, holding each message once, in order.
+    let schemas = cluster.psql(
+        "SELECT schema_name FROM information_schema.schemata \
+         WHERE schema_name LIKE 'gw\\_gw-%'",
+    );
+    let schemas: Vec<&str> = schemas.lines().collect();
+    assert_eq!(schemas.len(), 1, "{schemas:?}");
+    let tenant = cluster.url(schemas[0], cache.path());
+    let stored =
+        |conversation: &str| log_in(("--store", std::ffi::OsStr::new(&tenant)), conversation);
+    let as_sent = |messages: &[Value]| -> Vec<(String, String)> {
+        messages
+            .iter()
+            .map(|m| {
+                let text = m["content"].as_str().unwrap().to_owned();
+                (m["role"].as_str().unwrap().to_owned(), text)
+            })
+            .collect()
+    };
+    assert_eq!(stored(&chat_name), as_sent(&unnamed));
+    assert_eq!(stored("named"), as_sent(&named));
+    let texts: Vec<String> = stored(&chain).into_iter().map(|e| e.1).collect();
+    let expected: Vec<String> = ["Responses on A", "Responses on B", "Responses on A again"]
+        .iter()
+        .flat_map(|t| [(*t).to_owned(), format!("re: {t}")])
+        .collect();
+    assert_eq!(texts, expected);
 }

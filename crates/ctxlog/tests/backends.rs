@@ -1288,6 +1288,31 @@ fn a_commit_after_a_seq_is_refused_once_the_conversation_moved_on(e: &dyn Engine
     assert_eq!(last_seq(&store, "c"), 2);
 }
 
+/// A store secret is created once, by whichever of several stores over one place asks first
+/// (threads racing, each with its own store: another process, another replica), and read
+/// back the same by every one of them later; names are kept apart and checked.
+fn a_secret_is_created_once_and_every_store_reads_it(e: &dyn Engine) {
+    let secrets: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let store = e.store("secret", &options());
+                scope.spawn(move || store.secret("gateway").unwrap())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(secrets.iter().all(|s| *s == secrets[0]), "{secrets:?}");
+    let later = e.store("secret", &options());
+    assert_eq!(later.secret("gateway").unwrap(), secrets[0]);
+    assert_ne!(later.secret("other").unwrap(), secrets[0]);
+    let before = e.fingerprint("secret");
+    for bad in ["", "Gateway", "../x", "a/b"] {
+        let err = later.secret(bad).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Usage, "{err}");
+    }
+    assert_eq!(e.fingerprint("secret"), before);
+}
+
 fn reordered_argument_keys_are_the_same_content(e: &dyn Engine) {
     let store = e.store("keys", &options());
     let with_args = |args: &str| {
@@ -1721,6 +1746,10 @@ fn a_turn_may_span_commits_and_stores(e: &dyn Engine) {
 
 const CASES: &[Case] = &[
     ("commits_get_contiguous_seqs", commits_get_contiguous_seqs),
+    (
+        "a_secret_is_created_once_and_every_store_reads_it",
+        a_secret_is_created_once_and_every_store_reads_it,
+    ),
     (
         "opaque_items_are_stored_as_given_and_round_trip",
         opaque_items_are_stored_as_given_and_round_trip,

@@ -38,7 +38,7 @@ use ctxlog::{StoreConfig, StoreLocation};
 use ctxlog_server::{ConnectionLimits, HttpPolicy, Tokens};
 
 pub use provider::{Assembler, Provider};
-pub use tenant::SECRET_FILE;
+pub use tenant::SECRET_NAME;
 
 /// The OpenAI API base URL, the default `--openai-upstream`.
 pub const OPENAI_UPSTREAM: &str = "https://api.openai.com/v1";
@@ -144,11 +144,11 @@ struct Inner {
 }
 
 impl Gateway {
-    /// The gateway of `config`: reads (or creates) the store's secret.
+    /// The gateway of `config`: reads (or creates) the store's secret ([`SECRET_NAME`]).
     ///
     /// # Errors
-    /// The secret cannot be read or created; a database store; the HTTP client cannot be
-    /// built.
+    /// The secret cannot be read or created (an unreachable database among others); the
+    /// HTTP client cannot be built.
     pub fn new(config: Config) -> anyhow::Result<Gateway> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)

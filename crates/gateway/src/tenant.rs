@@ -4,13 +4,17 @@
 //!
 //! # Format
 //!
-//! The secret is the file `<root>/.gateway-secret`: 64 lowercase hex digits (32 random
-//! bytes), created with the first request (mode 0600, synced) and read by every later
-//! gateway on the same store. A tenant is `gw-` followed by the first 32 hex digits of
+//! The secret is the store's secret [`SECRET_NAME`] ([`ctxlog::Store::secret`]: 32 random
+//! bytes created with the gateway's first start on the store and read by every later
+//! gateway and every replica): in a store directory the file `<root>/.gateway-secret` (64
+//! lowercase hex digits, mode 0600), in PostgreSQL the row `gateway` of the store schema's
+//! `secrets` table. A tenant is `gw-` followed by the first 32 hex digits of
 //! HMAC-SHA256(secret, TENANT NUL KEY), where TENANT is the `--tokens` tenant of the request
-//! (empty without tokens) and KEY the API key as sent; its store is `<root>/.tenants/<tenant>/`.
-//! Rotating the secret (deleting the file) starts every key on a new, empty tenant; the old
-//! tenant directories stay until removed.
+//! (empty without tokens) and KEY the API key as sent; its store is the store's
+//! [`StoreLocation::for_tenant`] (`<root>/.tenants/<tenant>/`, or the schema
+//! `<schema>_<tenant>`). Rotating the secret (deleting the file or the row, with every
+//! gateway on the store stopped) starts every key on a new, empty tenant; the old tenant
+//! stores stay until removed.
 //!
 //! A Responses response id is `resp_ctxlog.CONVERSATION.SEQ.MAC`: the conversation, the
 //! seq of the input the response answered, and the first 32 hex digits of
@@ -19,8 +23,6 @@
 //! replica with the same secret), for the tenant it was given to.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
@@ -29,8 +31,8 @@ use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-/// The secret's file name under the store's root.
-pub const SECRET_FILE: &str = ".gateway-secret";
+/// The name of the store secret the gateway keys tenants and response ids with.
+pub const SECRET_NAME: &str = "gateway";
 
 /// The tenants' stores, opened on first use.
 pub(crate) struct Tenants {
@@ -54,20 +56,22 @@ impl Tenants {
     /// The tenants of the store at `location`, reading (or creating) its secret.
     ///
     /// # Errors
-    /// A database store (not yet supported: the secret lives in the store's directory); the
-    /// secret cannot be read or created, or is not 64 hex digits.
+    /// The store cannot be opened (its configuration), or its secret cannot be read or
+    /// created (an unreachable database, a secret that does not read back).
     pub(crate) fn open(
         location: StoreLocation,
         config: StoreConfig,
         recognition_cache: usize,
     ) -> anyhow::Result<Tenants> {
-        let StoreLocation::Dir(root) = &location else {
-            anyhow::bail!(
-                "the gateway keeps its conversations in a store directory for now: give \
-                 --root DIR (a PostgreSQL store is not supported by the gateway yet)"
-            );
-        };
-        let secret = secret(root)?;
+        let root = ctxlog::StoreBuilder::new(location.clone())
+            .config(config.clone())
+            .build()?;
+        let secret = root.secret(SECRET_NAME).with_context(|| {
+            format!(
+                "cannot read or create the gateway's secret in {}",
+                location.display()
+            )
+        })?;
         Ok(Tenants {
             location,
             config,
@@ -164,60 +168,6 @@ pub(crate) fn tenant_name(secret: &[u8; 32], token_tenant: &str, key: &[u8]) -> 
     format!("gw-{hex}")
 }
 
-/// The store's secret, created if it does not exist yet.
-fn secret(root: &Path) -> anyhow::Result<[u8; 32]> {
-    let path = root.join(SECRET_FILE);
-    if !path.exists() {
-        create_secret(root, &path)?;
-    }
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read the gateway secret {}", path.display()))?;
-    parse_secret(text.trim()).with_context(|| {
-        format!(
-            "{} is not 64 hex digits: delete it to create a new one (every key then starts on \
-             a new tenant)",
-            path.display()
-        )
-    })
-}
-
-fn parse_secret(text: &str) -> anyhow::Result<[u8; 32]> {
-    let mut secret = [0u8; 32];
-    if text.len() != 64 {
-        anyhow::bail!("wrong length");
-    }
-    for (i, byte) in secret.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)?;
-    }
-    Ok(secret)
-}
-
-/// Writes 32 random bytes as hex, exclusively (a gateway starting at the same time keeps the
-/// one written first), synced with its directory.
-fn create_secret(root: &Path, path: &PathBuf) -> anyhow::Result<()> {
-    std::fs::create_dir_all(root)
-        .with_context(|| format!("cannot create the store directory {}", root.display()))?;
-    let mut random = [0u8; 32];
-    getrandom::getrandom(&mut random)
-        .map_err(|e| anyhow::anyhow!("cannot get random bytes for the gateway secret: {e}"))?;
-    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = match options.open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot create {}", path.display()));
-        }
-    };
-    file.write_all(hex.as_bytes())
-        .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::File::open(root)?.sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -271,12 +221,22 @@ mod tests {
     }
 
     #[test]
-    fn the_secret_is_created_once_and_read_back() {
+    fn the_secret_is_the_stores_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let first = secret(dir.path()).unwrap();
-        assert_eq!(first, secret(dir.path()).unwrap());
-        std::fs::write(dir.path().join(SECRET_FILE), "nope").unwrap();
-        let err = secret(dir.path()).unwrap_err();
-        assert!(format!("{err:#}").contains("delete it"), "{err:#}");
+        let open = || {
+            Tenants::open(
+                StoreLocation::dir(dir.path()),
+                StoreConfig::default(),
+                ctxlog::DEFAULT_RECOGNITION_CACHE,
+            )
+        };
+        let first = open().unwrap().secret;
+        assert_eq!(first, open().unwrap().secret);
+        let file = dir.path().join(".gateway-secret");
+        let hex: String = first.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), hex);
+        std::fs::write(&file, "nope").unwrap();
+        let err = open().unwrap_err();
+        assert!(format!("{err:#}").contains("delete the file"), "{err:#}");
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ctxlog_backend::{
     Backend, ConversationInfo, ConversationName, Error, LedgerView, LedgerWriter, OpenedWriter,
-    Result,
+    Result, Secret, SecretName,
 };
 use ctxlog_ledger::rules::{self, Caps};
 use ctxlog_ledger::{Options, RecoveryReport, VerifyReport};
@@ -217,6 +217,40 @@ impl Backend for PgBackend {
     /// another replica holds the row's lock, which the delete waits for.
     fn erase_all_damaged(&self, name: &ConversationName) -> Result<()> {
         self.erase_whole(name)
+    }
+
+    /// The row `name` of the schema's `secrets` table: inserted with new random bytes unless
+    /// a row of that name exists (`ON CONFLICT DO NOTHING`, which waits for a concurrent
+    /// insert of the same name to commit), then read: replicas that start at once all read
+    /// the one row that was inserted first.
+    fn secret(&self, name: SecretName<'_>) -> Result<Secret> {
+        let new = ctxlog_backend::new_secret()?;
+        let mut conn = self.db.conn()?;
+        let s = &self.db.schema;
+        let failed = |e: &postgres::Error| self.db.err("cannot read or create the secret", e);
+        conn.client
+            .execute(
+                &format!(
+                    "INSERT INTO {s}.secrets (name, secret, created_ms) VALUES ($1, $2, $3)
+                     ON CONFLICT (name) DO NOTHING"
+                ),
+                &[&name.as_str(), &&new[..], &rules::now_ms()],
+            )
+            .map_err(|e| failed(&e))?;
+        let row = conn
+            .client
+            .query_one(
+                &format!("SELECT secret FROM {s}.secrets WHERE name = $1"),
+                &[&name.as_str()],
+            )
+            .map_err(|e| failed(&e))?;
+        let stored: Vec<u8> = row.get(0);
+        Secret::try_from(stored.as_slice()).map_err(|_| {
+            Error::Ledger(self.db.io(format!(
+                "the secret {name:?} in {s}.secrets is not 32 bytes: delete its row to create \
+                 a new one (docs/gateway.md says what a new one changes)"
+            )))
+        })
     }
 
     /// `<cache_dir>/<name>.recall.sqlite`; the directory is created here if missing (a

@@ -195,6 +195,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
      );
      CREATE INDEX ON {s}.recovered (conversation, seq);",
     ),
+    (
+        "secrets: the store's secrets by name",
+        "CREATE TABLE {s}.secrets (
+        name text PRIMARY KEY,
+        secret bytea NOT NULL,
+        created_ms bigint NOT NULL
+     );",
+    ),
 ];
 
 /// The tables erasure removes rows from (vacuumed after it).

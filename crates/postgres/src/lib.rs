@@ -23,6 +23,7 @@
 //!   artifacts      conversation, name (sha256-…), content
 //!   recovered      conversation, seq, kind, ts_ms, crc, artifact, content, reason, saved_ms
 //!                  (what a repair saved aside: lost rows' stored bytes, unreferenced artifacts)
+//!   secrets        name, secret, created_ms   (the store's secrets, created on first use)
 //! ```
 //!
 //! Recall indexes stay local SQLite files (one per conversation) under a cache directory of

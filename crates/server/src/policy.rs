@@ -456,7 +456,12 @@ pub async fn serve_connections(
             () = &mut shutdown => break,
         };
         let stream = match stream {
-            Ok((stream, _peer)) => stream,
+            Ok((stream, _peer)) => {
+                // A stream's head and first event are separate small writes: with Nagle's
+                // algorithm the second waits for the client's delayed ACK (~40 ms).
+                let _ = stream.set_nodelay(true);
+                stream
+            }
             Err(e) => {
                 backoff.wait(&e).await;
                 continue;

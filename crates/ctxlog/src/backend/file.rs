@@ -4,7 +4,18 @@
 //! <root>/
 //!   <conversation>/      ledger files (docs/ledger-format.md), artifacts/, recall.sqlite
 //!   .erasing-<name>-…    a conversation being erased (renamed here first, then removed)
+//!   .<name>-secret       a store secret (`.gateway-secret`: the gateway's), below
 //! ```
+//!
+//! # Format
+//!
+//! A store secret `NAME` ([`Backend::secret`]) is the file `<root>/.NAME-secret`: 64
+//! lowercase hex digits (the 32 bytes), no newline, mode 0600. It is written whole to
+//! `.NAME-secret.<pid>-<n>.tmp` (mode 0600, synced) and hard-linked to its name, which fails if
+//! another process linked its own first: that one is then read, so the file is never seen
+//! partly written and every process reads the same bytes. The root's entry is synced before
+//! the secret is used. A file that is not 64 hex digits is an error naming it: delete it and
+//! a new secret is created (what that changes is up to its user: docs/gateway.md).
 //!
 //! All of it goes through the ledger's [`Storage`] trait, so the store's own directory work
 //! (creating, listing, erasing conversations) runs under the same crash and fault tests as the
@@ -15,7 +26,7 @@ use std::sync::Arc;
 
 use ctxlog_backend::{
     Backend, ConversationInfo, ConversationName, Error, LedgerView, LedgerWriter, OpenedWriter,
-    Result,
+    Result, Secret, SecretName,
 };
 use ctxlog_ledger::format::names;
 use ctxlog_ledger::{
@@ -316,6 +327,36 @@ impl Backend for FileBackend {
         self.trash(name, lock)
     }
 
+    /// `<root>/.NAME-secret` (the module's format). A store over another storage than its
+    /// directory ([`FileBackend::with_storage`]) keeps no secret: refused.
+    fn secret(&self, name: SecretName<'_>) -> Result<Secret> {
+        if self.cache_dir.is_some() {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "the store at {} is not a directory on disk and keeps no secret",
+                    self.path.display()
+                ),
+            });
+        }
+        let path = self.path.join(format!(".{name}-secret"));
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        if !path.exists() {
+            create_secret(&self.path, &path).map_err(io(&path))?;
+        }
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        ctxlog_backend::from_hex(&text).ok_or_else(|| Error::Io {
+            path: path.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not 64 hex digits: delete the file to create a new secret \
+                 (docs/gateway.md says what a new one changes)",
+            ),
+        })
+    }
+
     fn recall_cache(&self, name: &ConversationName) -> PathBuf {
         match &self.cache_dir {
             None => self.path.join(name.as_str()).join(RECALL_INDEX_FILE),
@@ -340,6 +381,35 @@ impl FileBackend {
         }
         self.sweep_trash()
     }
+}
+
+/// Writes a new secret to `path` unless another process did first (the module's format).
+fn create_secret(root: &Path, path: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let secret = ctxlog_backend::new_secret().map_err(std::io::Error::other)?;
+    std::fs::create_dir_all(root)?;
+    // Unique to this call: threads of one process may create it at once too.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(format!(".{}-{call}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp_name);
+    let _ = std::fs::remove_file(&tmp);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&tmp).and_then(|mut file| {
+        file.write_all(ctxlog_backend::to_hex(&secret).as_bytes())?;
+        file.sync_all()
+    });
+    let linked = written.and_then(|()| match std::fs::hard_link(&tmp, path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    });
+    let _ = std::fs::remove_file(&tmp);
+    linked?;
+    std::fs::File::open(root)?.sync_all()
 }
 
 /// `dir` and its ancestors that do not exist, innermost first.

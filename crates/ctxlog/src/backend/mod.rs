@@ -14,6 +14,7 @@ mod file;
 
 pub use ctxlog_backend::{
     Backend, ConversationInfo, Error as BackendError, LedgerView, LedgerWriter, OpenedWriter,
+    Secret, SecretName,
 };
 #[cfg(feature = "postgres")]
 pub use ctxlog_postgres::{

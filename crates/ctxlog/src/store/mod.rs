@@ -145,6 +145,19 @@ impl Store {
         self.backend.as_ref()
     }
 
+    /// The store's secret `name` (1 to 32 characters from `a-z 0-9 -`): 32 random bytes the
+    /// store keeps, created by the first call in any process and the same for every process
+    /// over the store from then on ([`Backend::secret`]: a file of the store's root, a row
+    /// of a database's schema).
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for a name outside the rule; I/O or database errors; a
+    /// stored secret that does not read back (the message names it and how to replace it).
+    pub fn secret(&self, name: &str) -> Result<crate::backend::Secret> {
+        let name = crate::backend::SecretName::new(name)?;
+        Ok(self.backend.secret(name)?)
+    }
+
     /// Opens `name` for writing, creating it if needed: the low-level handle, outside the
     /// store's cache. Holds the conversation's writer lock until dropped (the store's own
     /// commits to it get [`ctxlog_ledger::Error::Locked`] meanwhile); a torn tail left by a

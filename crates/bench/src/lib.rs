@@ -9,6 +9,8 @@
 //! | `projection_bench` | projection time on a 10,000-turn conversation vs the naive suffix rule |
 //! | `recall_eval` | retrieval quality (the §1 study, generators, LoCoMo, BEAM) vs plain FTS5 BM25 |
 //! | `recall_scale` | recall index build and query latency at 10k–1M pages vs Python sqlite3 FTS5 |
+//! | `http_load` | `ctxlog serve` requests per second and latency under 16 loopback clients |
+//! | `gateway_latency` | the latency `ctxlog gateway` adds to a model call, beside the LiteLLM proxy |
 //! | `cache_window` | the share of each body a prompt cache reuses, and its modelled cost, per window vs LangChain `trim_messages` |
 
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use ctxlog_ledger::event::{Event, EventBody};
 use serde_json::Value;
 
 pub mod doc;
+pub mod http;
 
 /// The plots' label font: DejaVu Sans (Debian's `fonts-dejavu-core`), or the file
 /// `$CTXLOG_PLOT_FONT` names.

@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use ctxlog_bench::http::{Client, header, read_head};
 use ctxlog_bench::peak_rss_kib_of;
 use serde_json::{Value, json};
 
@@ -217,7 +218,8 @@ fn measure(
         .map(|c| {
             let target = target.to_owned();
             std::thread::spawn(move || -> Result<Vec<f64>> {
-                let mut client = Client::connect(addr)?;
+                let mut client =
+                    Client::connect(addr)?.header("Authorization", &format!("Bearer {KEY}"));
                 let mut chat = Chat::new(&format!("{target}-{c}-{stream}"));
                 chat.call(&mut client, stream)?;
                 (0..calls).map(|_| chat.call(&mut client, stream)).collect()
@@ -270,15 +272,16 @@ impl Chat {
         if stream {
             body["stream"] = json!(true);
         }
-        let (elapsed, answer) = client.post("/v1/chat/completions", &body.to_string())?;
-        let text = if stream {
-            streamed_text(&answer)?
+        let answer = client.post("/v1/chat/completions", &body.to_string())?;
+        let (elapsed, text) = if stream {
+            (answer.first_byte, streamed_text(&answer.body)?)
         } else {
-            let answer: Value = serde_json::from_slice(&answer).context("a JSON answer")?;
-            answer["choices"][0]["message"]["content"]
+            let body: Value = serde_json::from_slice(&answer.body).context("a JSON answer")?;
+            let text = body["choices"][0]["message"]["content"]
                 .as_str()
                 .context("an answer without content")?
-                .to_owned()
+                .to_owned();
+            (answer.whole, text)
         };
         self.messages
             .push(json!({"role": "assistant", "content": text}));
@@ -302,106 +305,6 @@ fn streamed_text(body: &[u8]) -> Result<String> {
         }
     }
     Ok(text)
-}
-
-/// One keep-alive HTTP/1.1 connection.
-struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    host: String,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Result<Client> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-        Ok(Client {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-            host: addr.to_string(),
-        })
-    }
-
-    /// POSTs `body`; the time to the answer's first body byte (a stream) or last byte, and
-    /// the body. Any status but 200 is an error.
-    fn post(&mut self, path: &str, body: &str) -> Result<(Duration, Vec<u8>)> {
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {KEY}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.host,
-            body.len()
-        );
-        let start = Instant::now();
-        self.writer.write_all(request.as_bytes())?;
-        let head = read_head(&mut self.reader)?;
-        let status = head.get(9..12).unwrap_or_default();
-        let chunked = header(&head, "transfer-encoding").is_some_and(|v| v.contains("chunked"));
-        let mut answer = Vec::new();
-        let first_byte = if chunked {
-            read_chunked(&mut self.reader, &mut answer, start)?
-        } else {
-            let length: usize = header(&head, "content-length")
-                .context("an answer without content-length")?
-                .parse()?;
-            answer.resize(length, 0);
-            self.reader.read_exact(&mut answer)?;
-            start.elapsed()
-        };
-        if status != "200" {
-            bail!(
-                "{path} answered {status}: {}",
-                String::from_utf8_lossy(&answer)
-            );
-        }
-        let elapsed = if chunked && body.contains("\"stream\":true") {
-            first_byte
-        } else {
-            start.elapsed()
-        };
-        Ok((elapsed, answer))
-    }
-}
-
-/// Reads an HTTP head up to its blank line, header names lower-cased.
-fn read_head(reader: &mut impl BufRead) -> Result<String> {
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            bail!("the connection closed before an answer");
-        }
-        if line == "\r\n" {
-            return Ok(head);
-        }
-        head.push_str(&line.to_ascii_lowercase());
-    }
-}
-
-fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        (k == name).then(|| v.trim())
-    })
-}
-
-/// Reads a chunked body into `out`; the time from `start` to its first byte.
-fn read_chunked(reader: &mut impl BufRead, out: &mut Vec<u8>, start: Instant) -> Result<Duration> {
-    let mut first = None;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-            .with_context(|| format!("a chunk size, not {line:?}"))?;
-        first.get_or_insert_with(|| start.elapsed());
-        let at = out.len();
-        out.resize(at + size + 2, 0);
-        reader.read_exact(&mut out[at..])?;
-        out.truncate(at + size);
-        if size == 0 {
-            return first.context("no chunk");
-        }
-    }
 }
 
 /// Starts the stand-in provider: `POST …/chat/completions` answered with [`REPLY`], whole

@@ -16,73 +16,17 @@
 //! REQUESTS_PER_CLIENT defaults to 50 for commits and 4× that for projections. Files go to a
 //! fresh directory under `$TMPDIR`, removed at the end. Only loopback is ever contacted.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use ctxlog_bench::http::Client;
 use ctxlog_bench::with_peak_rss;
 
 const CLIENTS: usize = 16;
 const HISTORY_TURNS: usize = 1_000;
 const BUDGET_BYTES: u64 = 8 * 1024;
-
-/// One keep-alive connection.
-struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    /// The `Host` header: the server's address (a server without tokens answers loopback
-    /// hosts only).
-    host: String,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Result<Client> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        Ok(Client {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-            host: addr.to_string(),
-        })
-    }
-
-    /// POSTs `body` and returns the status and the answer.
-    fn post(&mut self, path: &str, body: &str) -> Result<(u16, Vec<u8>)> {
-        write!(
-            self.writer,
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.host,
-            body.len()
-        )?;
-        self.writer.flush()?;
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        let status: u16 = line
-            .get(9..12)
-            .context("short status line")?
-            .parse()
-            .context("status")?;
-        let mut length = 0usize;
-        loop {
-            line.clear();
-            self.reader.read_line(&mut line)?;
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = header.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().context("content-length")?;
-            }
-        }
-        let mut answer = vec![0; length];
-        self.reader.read_exact(&mut answer)?;
-        Ok((status, answer))
-    }
-}
 
 fn turn(client: usize, i: usize) -> String {
     serde_json::json!({
@@ -109,12 +53,7 @@ fn load(
                     let mut samples = Vec::with_capacity(per_client);
                     for i in 0..per_client {
                         let (path, body) = request(c, i);
-                        let t = Instant::now();
-                        let (status, answer) = client.post(&path, &body)?;
-                        samples.push(t.elapsed());
-                        if status != 200 {
-                            bail!("{path}: {status} {}", String::from_utf8_lossy(&answer));
-                        }
+                        samples.push(client.post(&path, &body)?.whole);
                     }
                     Ok(samples)
                 })
@@ -197,20 +136,11 @@ fn run(root: &PathBuf, per_client: usize) -> Result<()> {
 
     let mut setup = Client::connect(addr)?;
     for i in 0..HISTORY_TURNS {
-        let (status, answer) = setup.post("/v1/conversations/long/commits", &turn(99, i))?;
-        if status != 200 {
-            bail!(
-                "setup commit: {status} {}",
-                String::from_utf8_lossy(&answer)
-            );
-        }
+        setup.post("/v1/conversations/long/commits", &turn(99, i))?;
     }
     let project = serde_json::json!({"input": "What did we decide about rollback?", "max_bytes": BUDGET_BYTES}).to_string();
-    let (status, answer) = setup.post("/v1/conversations/long/projection?report=true", &project)?;
-    let report: serde_json::Value = serde_json::from_slice(&answer)?;
-    if status != 200 {
-        bail!("projection: {status} {report}");
-    }
+    let answer = setup.post("/v1/conversations/long/projection?report=true", &project)?;
+    let report: serde_json::Value = serde_json::from_slice(&answer.body)?;
     let (r, rss) = with_peak_rss(|| {
         load(addr, per_client * 4, |_, _| {
             ("/v1/conversations/long/projection".into(), project.clone())

@@ -54,9 +54,15 @@ pub fn new_secret() -> Result<Secret> {
     Ok(secret)
 }
 
-/// `secret` as 64 lowercase hex digits (the file store's form).
-pub fn to_hex(secret: &Secret) -> String {
-    secret.iter().map(|b| format!("{b:02x}")).collect()
+/// `bytes` as lowercase hex digits, two a byte: a secret's form in the file store (64
+/// digits), and the digests and MACs that name things (conversations, tenants, ids).
+pub fn to_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut hex = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
 }
 
 /// The secret written as 64 hex digits (surrounding whitespace ignored); `None` for any

@@ -389,7 +389,7 @@ pub(crate) fn fork_name(common: &Digest, base: &str, n: u64) -> String {
 }
 
 fn hex24(digest: &Digest) -> String {
-    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+    ctxlog_backend::to_hex(&digest[..12])
 }
 
 /// A digest of one event, as recognition compares events (SHA-256).

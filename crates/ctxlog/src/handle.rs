@@ -591,8 +591,7 @@ impl<L: LedgerView + ?Sized> Handle<L> {
 fn cache_key(ledger_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(ledger_id.as_bytes());
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("ctxlog-{hex}")
+    format!("ctxlog-{}", ctxlog_backend::to_hex(&digest[..16]))
 }
 
 fn hits_match<L: LedgerView + ?Sized>(

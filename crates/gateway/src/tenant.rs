@@ -134,7 +134,7 @@ pub(crate) const RESPONSE_ID_PREFIX: &str = "resp_ctxlog.";
 fn response_mac(secret: &[u8; 32], tenant: &str, conversation: &str, seq: u64) -> String {
     let message = format!("response\0{tenant}\0{conversation}\0{seq}");
     let mac = hmac_sha256(secret, message.as_bytes());
-    mac.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    ctxlog_backend::to_hex(&mac[..16])
 }
 
 /// HMAC-SHA256 under the store's secret.
@@ -164,8 +164,7 @@ pub(crate) fn tenant_name(secret: &[u8; 32], token_tenant: &str, key: &[u8]) -> 
     message.push(0);
     message.extend_from_slice(key);
     let mac = hmac_sha256(secret, &message);
-    let hex: String = mac.iter().take(16).map(|b| format!("{b:02x}")).collect();
-    format!("gw-{hex}")
+    format!("gw-{}", ctxlog_backend::to_hex(&mac[..16]))
 }
 
 #[cfg(test)]
@@ -233,8 +232,10 @@ mod tests {
         let first = open().unwrap().secret;
         assert_eq!(first, open().unwrap().secret);
         let file = dir.path().join(".gateway-secret");
-        let hex: String = first.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), hex);
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            ctxlog_backend::to_hex(&first)
+        );
         std::fs::write(&file, "nope").unwrap();
         let err = open().unwrap_err();
         assert!(format!("{err:#}").contains("delete the file"), "{err:#}");

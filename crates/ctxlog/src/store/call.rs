@@ -934,12 +934,7 @@ impl Store {
             digest.update(serde_json::to_vec(event).unwrap_or_default());
             digest.update([0]);
         }
-        let id: String = digest
-            .finalize()
-            .iter()
-            .take(12)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let id = ctxlog_backend::to_hex(&digest.finalize()[..12]);
         let receipt = self.commit(&CommitRequest {
             conversation: conversation.to_owned(),
             commit: NewCommit::new(events.to_vec())

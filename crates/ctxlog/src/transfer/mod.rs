@@ -303,11 +303,7 @@ fn json(text: &str) -> Result<serde_json::Value> {
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::BadInput`] naming the record the ledger refused.
 pub(crate) fn plan(parsed: Vec<Parsed>, data: &[u8], per_sample: bool) -> Result<Vec<Plan>> {
-    let source: String = Sha256::digest(data)
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let source = ctxlog_backend::to_hex(&Sha256::digest(data)[..8]);
     let mut names = std::collections::HashSet::new();
     let mut plans = Vec::with_capacity(parsed.len());
     for mut p in parsed {

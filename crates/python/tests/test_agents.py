@@ -234,6 +234,20 @@ def read_log(name: str) -> str:
     return f"{name}: " + "compiling crate ok\n" * 280  # about 5 KB
 
 
+def sent_tokens(store: ctxlog.Store, call: Any) -> int:
+    """The tokens of the whole request a scripted model's call was sent: its instructions,
+    its input and its tool definitions (MCP servers' included), as a Responses body."""
+    tools = Converter.convert_tools(call.tools, call.handoffs).tools
+    body = {
+        "model": "gpt-4o",
+        "instructions": call.system_instructions,
+        "input": call.input,
+        "tools": tools,
+    }
+    counted = store.count(json.dumps(body, ensure_ascii=False), format="openai-responses")
+    return int(counted["tokens"])
+
+
 def build_checker(runs: int) -> ScriptedModel:
     """A model that, for each of `runs` runs, calls ``read_log`` for build i, then says the
     build is fine."""
@@ -263,17 +277,9 @@ def test_a_long_agent_run_never_gives_the_model_more_than_the_budget(
     assert len(model.calls) == 2 * runs
     most = 0
     for call in model.calls:
-        # The whole request the model is sent: its tool definitions count too.
-        tools = Converter.convert_tools(call.tools, call.handoffs).tools
-        body = {
-            "model": "gpt-4o",
-            "instructions": call.system_instructions,
-            "input": call.input,
-            "tools": tools,
-        }
-        tokens = store.count(json.dumps(body, ensure_ascii=False), format="openai-responses")
-        assert tokens["tokens"] <= budget, tokens
-        most = max(most, tokens["tokens"])
+        tokens = sent_tokens(store, call)
+        assert tokens <= budget, tokens
+        most = max(most, tokens)
     # The budget was the limit, not the history: late calls left early turns out, and each
     # call ended on its own turn (the question, then the tool's output).
     last = model.calls[-1].input
@@ -579,11 +585,5 @@ def test_the_filter_counts_the_tools_of_mcp_servers(store: ctxlog.Store, tmp_pat
     for call in model.calls:
         tools = Converter.convert_tools(call.tools, call.handoffs).tools
         assert "search_walrus_docs" in [dict(t)["name"] for t in tools]
-        body = {
-            "model": "gpt-4o",
-            "instructions": call.system_instructions,
-            "input": call.input,
-            "tools": tools,
-        }
-        tokens = store.count(json.dumps(body, ensure_ascii=False), format="openai-responses")
-        assert tokens["tokens"] <= budget, tokens
+        tokens = sent_tokens(store, call)
+        assert tokens <= budget, tokens

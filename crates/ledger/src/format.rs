@@ -17,6 +17,8 @@ pub mod names {
     pub const NOTE_INDEX: &str = "notes.idx";
     /// Sidecar: one entry per commit that carried an id (idempotency table).
     pub const COMMIT_INDEX: &str = "commits.idx";
+    /// The log and its sidecars: the files a commit appends to.
+    pub const LEDGER_FILES: [&str; 5] = [LOG, EVENT_INDEX, TURN_INDEX, NOTE_INDEX, COMMIT_INDEX];
     /// The lock file held by the one writer.
     pub const LOCK: &str = "lock";
     /// Content-addressed artifacts.

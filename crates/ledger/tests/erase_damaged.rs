@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{assistant, call, commit, record_offsets, result, snapshot_dir, user};
+use ctxlog_ledger::format::names;
 use ctxlog_ledger::{
     DamagedRange, DirStorage, Error, EventKind, FaultPlan, FaultyStorage, Ledger, LedgerRead,
     MemStorage, Options, Reader, Salvaged, Storage, repair_with, salvage_with,
@@ -267,13 +268,7 @@ fn damaged_mem() -> MemStorage {
     base.set_file_bytes("ledger.log", log);
     // The sidecars too: a power loss that took them would leave no bounded open on either
     // log (a damaged log cannot be indexed by a scan), whatever the erasure did.
-    for name in [
-        "ledger.log",
-        "ledger.idx",
-        "turns.idx",
-        "notes.idx",
-        "commits.idx",
-    ] {
+    for name in names::LEDGER_FILES {
         let mut f = base
             .open(name, ctxlog_ledger::storage::OpenMode::Write)
             .unwrap()
@@ -284,22 +279,14 @@ fn damaged_mem() -> MemStorage {
 }
 
 fn mem_has(m: &MemStorage, needle: &str) -> bool {
-    let mut names = vec!["ledger.log".to_string()];
-    for n in [
-        "ledger.idx",
-        "turns.idx",
-        "notes.idx",
-        "commits.idx",
-        "erase.pending",
-    ] {
-        names.push(n.into());
-    }
-    for dir in ["artifacts", "recovered"] {
+    let mut files: Vec<String> = names::LEDGER_FILES.map(String::from).into();
+    files.push(names::ERASE_PENDING.into());
+    for dir in [names::ARTIFACTS, names::RECOVERED] {
         if let Ok(list) = m.list(dir) {
-            names.extend(list.into_iter().map(|n| format!("{dir}/{n}")));
+            files.extend(list.into_iter().map(|n| format!("{dir}/{n}")));
         }
     }
-    names.iter().any(|n| {
+    files.iter().any(|n| {
         m.file_bytes(n)
             .is_some_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
     })

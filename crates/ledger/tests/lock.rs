@@ -127,13 +127,7 @@ fn readers_take_no_lock_and_see_complete_commits_only() {
     let len = bytes.len();
     // The sidecars as they are mid-write: a writer appends to them only after the log.
     let copy = tempfile::tempdir().unwrap();
-    for name in [
-        "ledger.log",
-        "ledger.idx",
-        "turns.idx",
-        "notes.idx",
-        "commits.idx",
-    ] {
+    for name in ctxlog_ledger::format::names::LEDGER_FILES {
         std::fs::copy(tmp.path().join(name), copy.path().join(name)).unwrap();
     }
     ledger.commit(&turn(3)).unwrap();

@@ -535,16 +535,7 @@ fn provider_items_are_kept_and_round_trip(e: &dyn Engine) {
         r#"{{"events":[{{"kind":"user","text":"add"}},{{"kind":"tool_call","call_id":"call_1","tool":"add","arguments":"{{\"a\":2}}","provider_item":{{"format":"openai-responses","item":{call}}}}},{{"kind":"tool_result","call_id":"call_1","tool":"add","status":"ok","text":"2"}},{{"kind":"assistant","text":"It is 2.","provider_item":{{"format":"openai-responses","item":{reply}}}}}]}}"#
     );
     commit(&store, "pi", &turn, Some("t1")).unwrap();
-    let project = |format| {
-        let request = ctxlog::ops::ProjectRequest {
-            conversation: "pi".into(),
-            input: Some("next?".into()),
-            format,
-            policy: ctxlog::Policy::Turns,
-            ..Default::default()
-        };
-        String::from_utf8(store.project(&request).unwrap().body).unwrap()
-    };
+    let project = |format| common::projected(&store, "pi", "next?", format, ctxlog::Policy::Turns);
     let responses = project(ctxlog::WireFormat::OpenAiResponses);
     assert!(
         responses.contains(call) && responses.contains(reply),
@@ -829,15 +820,7 @@ fn opaque_items_are_stored_as_given_and_round_trip(e: &dyn Engine) {
         )),
         "{shown}"
     );
-    let project = |format| {
-        let request = ctxlog::ops::ProjectRequest {
-            conversation: "op".into(),
-            input: Some("next?".into()),
-            format,
-            ..Default::default()
-        };
-        String::from_utf8(store.project(&request).unwrap().body).unwrap()
-    };
+    let project = |format| common::projected(&store, "op", "next?", format, Default::default());
     assert!(
         project(ctxlog::WireFormat::OpenAiResponses).contains(item),
         "{}",

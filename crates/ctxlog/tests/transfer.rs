@@ -9,6 +9,8 @@
 //! date metadata ("May 2023" finds the May 2023 turns).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use ctxlog::ops::{
     CommitRequest, EraseRequest, EraseTarget, ExportRequest, ImportRequest, LogRequest,
     RecallRequest,
@@ -786,16 +788,8 @@ fn a_system_message_in_the_middle_of_a_responses_list_stays_in_its_place() {
         "{:?}",
         done.notes
     );
-    let project = |format| {
-        let request = ctxlog::ops::ProjectRequest {
-            conversation: "sys".into(),
-            input: Some("And you?".into()),
-            format,
-            policy: ctxlog::Policy::Turns,
-            ..Default::default()
-        };
-        String::from_utf8(store.project(&request).unwrap().body).unwrap()
-    };
+    let project =
+        |format| common::projected(&store, "sys", "And you?", format, ctxlog::Policy::Turns);
     let responses = project(ctxlog::WireFormat::OpenAiResponses);
     assert!(
         responses.contains(&format!(r#"{lead},{}"#, rest.join(","))),

@@ -17,3 +17,22 @@ pub fn log_records(log: &[u8]) -> Vec<Vec<u8>> {
     }
     out
 }
+
+/// The body `store` projects for `conversation` with the new input `input`, in `format`,
+/// under `policy`, as text.
+pub fn projected(
+    store: &ctxlog::Store,
+    conversation: &str,
+    input: &str,
+    format: ctxlog::WireFormat,
+    policy: ctxlog::Policy,
+) -> String {
+    let request = ctxlog::ops::ProjectRequest {
+        conversation: conversation.into(),
+        input: Some(input.into()),
+        format,
+        policy,
+        ..Default::default()
+    };
+    String::from_utf8(store.project(&request).unwrap().body).unwrap()
+}

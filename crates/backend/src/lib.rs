@@ -17,8 +17,9 @@
 //! digest, artifact offloading, caps, widening an erasure) are public in
 //! [`ctxlog_ledger::rules`].
 
-// Layers, lowest first: error, secret, then this file.
+// Layers, lowest first: error, secret, places, then this file.
 mod error;
+mod places;
 mod secret;
 
 use std::fmt::Debug;
@@ -33,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 pub use ctxlog_event::ConversationName;
 pub use error::{Error, Result};
+pub use places::{PlaceDigest, PlaceMark, PlacesUpdate};
 pub use secret::{Secret, SecretName, from_hex, new_secret, to_hex};
 
 /// A read handle on one conversation's ledger. Takes no lock; sees a committed prefix.
@@ -250,6 +252,52 @@ pub trait Backend: Send + Sync + Debug {
     /// I/O or database errors; a stored secret that is not 32 bytes (the message says how
     /// to replace it).
     fn secret(&self, name: SecretName<'_>) -> Result<Secret>;
+    /// A value of `name` that changes with every commit to it (the file store: its log's
+    /// length; PostgreSQL: its last seq), 0 when it does not exist: read before its events,
+    /// it tells [`Backend::places_behind`] whether commits came since.
+    ///
+    /// # Errors
+    /// I/O or database errors.
+    fn place_stamp(&self, name: &ConversationName) -> Result<i64>;
+    /// How far `name` is indexed in the places index, if at all (module `places`).
+    ///
+    /// # Errors
+    /// I/O or database errors.
+    fn place_mark(&self, name: &ConversationName) -> Result<Option<PlaceMark>>;
+    /// Adds the places of `name`'s events committed after `expected` (the mark read before
+    /// them; `None`: none was), and moves its mark on, in one transaction, only if its mark
+    /// is still `expected`. False when it was not (another process indexed it, or its
+    /// places were forgotten meanwhile): nothing written.
+    ///
+    /// # Errors
+    /// I/O or database errors.
+    fn put_places(
+        &self,
+        name: &ConversationName,
+        expected: Option<PlaceMark>,
+        update: PlacesUpdate<'_>,
+    ) -> Result<bool>;
+    /// Deletes every place of `name` and moves its mark to a new generation at seq 0: no
+    /// digest of its events is left in the index when this returns (deleted rows are
+    /// overwritten). Called after an erasure, retention, repair or a rewrite replaced its
+    /// events.
+    ///
+    /// # Errors
+    /// I/O or database errors.
+    fn forget_places(&self, name: &ConversationName) -> Result<()>;
+    /// The places of events with `digest` (conversation, index among the events it holds
+    /// that a client sends back), newest written first, at most `limit`.
+    ///
+    /// # Errors
+    /// I/O or database errors.
+    fn places_of(&self, digest: &PlaceDigest, limit: usize) -> Result<Vec<(String, u64)>>;
+    /// The conversations with commits their mark does not cover (no mark, or another
+    /// stamp), found without reading any event; the marks of conversations that no longer
+    /// exist are dropped with their places.
+    ///
+    /// # Errors
+    /// I/O or database errors.
+    fn places_behind(&self) -> Result<Vec<String>>;
 }
 
 impl LedgerView for Ledger {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ctxlog_backend::{
     Backend, ConversationInfo, ConversationName, Error, LedgerView, LedgerWriter, OpenedWriter,
-    Result, Secret, SecretName,
+    PlaceDigest, PlaceMark, PlacesUpdate, Result, Secret, SecretName,
 };
 use ctxlog_ledger::rules::{self, Caps};
 use ctxlog_ledger::{Options, RecoveryReport, VerifyReport};
@@ -258,5 +258,41 @@ impl Backend for PgBackend {
     fn recall_cache(&self, name: &ConversationName) -> PathBuf {
         let _ = std::fs::create_dir_all(&self.cache_dir);
         self.cache_dir.join(format!("{name}.recall.sqlite"))
+    }
+
+    /// Its `last_seq`.
+    fn place_stamp(&self, name: &ConversationName) -> Result<i64> {
+        Ok(crate::places::stamp(&self.db, name.as_str())?)
+    }
+
+    fn place_mark(&self, name: &ConversationName) -> Result<Option<PlaceMark>> {
+        Ok(crate::places::mark(&self.db, name.as_str())?)
+    }
+
+    fn put_places(
+        &self,
+        name: &ConversationName,
+        expected: Option<PlaceMark>,
+        update: PlacesUpdate<'_>,
+    ) -> Result<bool> {
+        Ok(crate::places::put(
+            &self.db,
+            name.as_str(),
+            expected,
+            update,
+        )?)
+    }
+
+    fn forget_places(&self, name: &ConversationName) -> Result<()> {
+        Ok(crate::places::forget(&self.db, name.as_str())?)
+    }
+
+    fn places_of(&self, digest: &PlaceDigest, limit: usize) -> Result<Vec<(String, u64)>> {
+        Ok(crate::places::places_of(&self.db, digest, limit)?)
+    }
+
+    /// One query over the conversations and their marks.
+    fn places_behind(&self) -> Result<Vec<String>> {
+        Ok(crate::places::behind(&self.db)?)
     }
 }

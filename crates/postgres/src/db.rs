@@ -203,10 +203,30 @@ const MIGRATIONS: &[(&str, &str)] = &[
         created_ms bigint NOT NULL
      );",
     ),
+    (
+        "places: where each stored event a client sends back is, and each conversation's mark",
+        "CREATE TABLE {s}.place_marks (
+        conversation text PRIMARY KEY REFERENCES {s}.conversations(name) ON DELETE CASCADE,
+        generation bigint NOT NULL,
+        last_seq bigint NOT NULL,
+        count bigint NOT NULL,
+        stamp bigint NOT NULL
+     );
+     CREATE TABLE {s}.places (
+        id bigserial PRIMARY KEY,
+        digest bytea NOT NULL,
+        conversation text NOT NULL REFERENCES {s}.conversations(name) ON DELETE CASCADE,
+        idx bigint NOT NULL,
+        UNIQUE (digest, conversation, idx)
+     );
+     CREATE INDEX ON {s}.places (conversation);",
+    ),
 ];
 
 /// The tables erasure removes rows from (vacuumed after it).
 pub(crate) const ERASED_TABLES: &[&str] = &[
+    "places",
+    "place_marks",
     "events",
     "commits",
     "artifacts",

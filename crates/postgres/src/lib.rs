@@ -24,6 +24,9 @@
 //!   recovered      conversation, seq, kind, ts_ms, crc, artifact, content, reason, saved_ms
 //!                  (what a repair saved aside: lost rows' stored bytes, unreferenced artifacts)
 //!   secrets        name, secret, created_ms   (the store's secrets, created on first use)
+//!   places         id, digest, conversation, idx    (the places index: where each stored
+//!   place_marks    conversation, generation,          event a client sends back is, and
+//!                  last_seq, count, stamp              how far each conversation is indexed)
 //! ```
 //!
 //! Recall indexes stay local SQLite files (one per conversation) under a cache directory of
@@ -35,16 +38,17 @@
 //! migrations and database errors as ledger errors; `memory.rs` what a handle keeps between
 //! calls (the committed index, the read cache); `ledger.rs` one conversation as a
 //! [`ctxlog_backend::LedgerWriter`] ([`PgLedger`]: row-locked commits, erasure); `repair.rs`
-//! the repair of damaged rows and missing seqs; `backend.rs` the store ([`PgBackend`]: open,
+//! the repair of damaged rows and missing seqs; `places.rs` the places index; `backend.rs` the store ([`PgBackend`]: open,
 //! list, verify, repair, erase whole conversations).
 
 // Layers, lowest first; a module uses only those above it in this list: config, db, memory,
-// ledger, repair, backend.
+// ledger, repair, places, backend.
 mod backend;
 mod config;
 mod db;
 mod ledger;
 mod memory;
+mod places;
 mod repair;
 
 pub use backend::PgBackend;

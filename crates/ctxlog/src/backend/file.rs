@@ -5,6 +5,7 @@
 //!   <conversation>/      ledger files (docs/ledger-format.md), artifacts/, recall.sqlite
 //!   .erasing-<name>-…    a conversation being erased (renamed here first, then removed)
 //!   .<name>-secret       a store secret (`.gateway-secret`: the gateway's), below
+//!   .places.sqlite       the places index, with its -wal and -shm files ([`super::places`])
 //! ```
 //!
 //! # Format
@@ -26,12 +27,14 @@ use std::sync::Arc;
 
 use ctxlog_backend::{
     Backend, ConversationInfo, ConversationName, Error, LedgerView, LedgerWriter, OpenedWriter,
-    Result, Secret, SecretName,
+    PlaceDigest, PlaceMark, PlacesUpdate, Result, Secret, SecretName,
 };
 use ctxlog_ledger::format::names;
 use ctxlog_ledger::{
     DirStorage, Ledger, Options, Reader, Storage, VerifyReport, storage::OpenMode,
 };
+
+use super::places::{PLACES_FILE, PlacesFile};
 
 /// Directories being erased are renamed to this prefix first; it is not a valid conversation
 /// name, so nothing else ever opens them.
@@ -51,6 +54,9 @@ pub struct FileBackend {
     /// The root and its ancestors that did not exist when the store was opened, innermost
     /// first: a refused first commit removes them again if they are still empty.
     missing_at_open: Vec<PathBuf>,
+    /// The places index: `<root>/.places.sqlite` (`<cache_dir>/.places.sqlite` when the
+    /// store is not a directory on disk).
+    places: PlacesFile,
 }
 
 impl std::fmt::Debug for FileBackend {
@@ -70,6 +76,7 @@ impl FileBackend {
             root: Arc::new(DirStorage::new(&path)),
             cache_dir: None,
             missing_at_open: missing_ancestors(&path),
+            places: PlacesFile::new(path.join(PLACES_FILE)),
             path,
             options,
         }
@@ -85,6 +92,7 @@ impl FileBackend {
         FileBackend {
             path: root.location(),
             root,
+            places: PlacesFile::new(cache_dir.as_ref().join(PLACES_FILE)),
             cache_dir: Some(cache_dir.as_ref().to_path_buf()),
             options,
             missing_at_open: Vec::new(),
@@ -363,9 +371,93 @@ impl Backend for FileBackend {
             Some(dir) => dir.join(format!("{name}.{RECALL_INDEX_FILE}")),
         }
     }
+
+    /// The log's length.
+    fn place_stamp(&self, name: &ConversationName) -> Result<i64> {
+        let log = format!("{name}/{}", names::LOG);
+        let len = match self.root.open(&log, OpenMode::Read) {
+            Ok(Some(file)) => file.len().map_err(self.io(&log))?,
+            Ok(None) => 0,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(self.io(&log)(e)),
+        };
+        Ok(i64::try_from(len).unwrap_or(i64::MAX))
+    }
+
+    fn place_mark(&self, name: &ConversationName) -> Result<Option<PlaceMark>> {
+        if !self.places_dir()? {
+            return Ok(None);
+        }
+        self.places.mark(name.as_str())
+    }
+
+    fn put_places(
+        &self,
+        name: &ConversationName,
+        expected: Option<PlaceMark>,
+        update: PlacesUpdate<'_>,
+    ) -> Result<bool> {
+        if !self.places_dir()? {
+            return Ok(false);
+        }
+        self.places.put(name.as_str(), expected, update)
+    }
+
+    fn forget_places(&self, name: &ConversationName) -> Result<()> {
+        if !self.places_dir()? {
+            return Ok(());
+        }
+        self.places.forget(name.as_str(), true)
+    }
+
+    fn places_of(&self, digest: &PlaceDigest, limit: usize) -> Result<Vec<(String, u64)>> {
+        if !self.places_dir()? {
+            return Ok(Vec::new());
+        }
+        self.places.places_of(digest, limit)
+    }
+
+    /// Lists the root and reads each log's length (no event is read); a mark whose
+    /// conversation is gone is deleted with its places.
+    fn places_behind(&self) -> Result<Vec<String>> {
+        if !self.places_dir()? {
+            return Ok(Vec::new());
+        }
+        let mut marks: std::collections::HashMap<String, i64> =
+            self.places.stamps()?.into_iter().collect();
+        let mut behind = Vec::new();
+        for entry in self.root.list("").map_err(self.io(""))? {
+            let Ok(name) = ConversationName::new(&entry) else {
+                continue;
+            };
+            let stamp = self.place_stamp(&name)?;
+            let marked = marks.remove(name.as_str());
+            if stamp > 0 && marked != Some(stamp) {
+                behind.push(entry);
+            }
+        }
+        for gone in marks.keys() {
+            self.places.forget(gone, false)?;
+        }
+        Ok(behind)
+    }
 }
 
 impl FileBackend {
+    /// Whether the places index's directory exists (created for a cache directory): a store
+    /// whose root does not exist yet has no places.
+    fn places_dir(&self) -> Result<bool> {
+        match &self.cache_dir {
+            Some(dir) => std::fs::create_dir_all(dir)
+                .map(|()| true)
+                .map_err(|source| Error::Io {
+                    path: dir.clone(),
+                    source,
+                }),
+            None => Ok(self.path.is_dir()),
+        }
+    }
+
     /// Renames the conversation's directory to trash while `held` (its writer, or its lock)
     /// keeps other writers out, then removes the trash (see [`Backend::erase_all`]).
     fn trash<H>(&self, name: &ConversationName, held: H) -> Result<()> {

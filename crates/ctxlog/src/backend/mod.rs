@@ -11,10 +11,11 @@
 //! `ctxlog-postgres` crate).
 
 mod file;
+mod places;
 
 pub use ctxlog_backend::{
     Backend, ConversationInfo, Error as BackendError, LedgerView, LedgerWriter, OpenedWriter,
-    Secret, SecretName,
+    PlaceDigest, PlaceMark, PlacesUpdate, Secret, SecretName,
 };
 #[cfg(feature = "postgres")]
 pub use ctxlog_postgres::{

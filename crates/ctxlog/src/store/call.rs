@@ -5,9 +5,11 @@
 //! Recognition is bounded: the store keeps, per conversation, the digest of each stored
 //! event ([`Transcript`]) and reads only the events committed since it last looked; a resent
 //! event the client sent before is matched by the digest of its bytes as sent, without
-//! redacting or decoding it again.
+//! redacting or decoding it again. Where stored events are, to find a client that dropped
+//! its oldest messages, is the backend's places index ([`super::places`]), not this
+//! process's memory.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use ctxlog_ledger::{CommitReceipt, EventBody, NewCommit, ToolStatus};
@@ -52,22 +54,6 @@ pub(crate) struct Transcript {
 pub(crate) struct Transcripts {
     max_bytes: usize,
     cache: Mutex<TranscriptCache>,
-    /// Where each stored event is: its digest as stored → (conversation, index among the
-    /// conversation's comparable events). How a client that dropped its oldest messages is
-    /// found again ([`Store::trimmed`]) without reading every conversation per call. Kept
-    /// for every conversation read (not only the cached ones); filled from the whole store
-    /// once per process, on the first call that needs it ([`Transcripts::index_store`]).
-    places: Mutex<Places>,
-}
-
-/// The digests of stored events and where they are ([`Transcripts::places`]).
-#[derive(Debug, Default)]
-struct Places {
-    /// Whether every conversation of the store was read into it.
-    built: bool,
-    at: HashMap<Digest, Vec<(Arc<str>, u32)>>,
-    /// The conversations' names, each held once.
-    names: HashSet<Arc<str>>,
 }
 
 #[derive(Debug, Default)]
@@ -94,7 +80,6 @@ impl Transcripts {
         Transcripts {
             max_bytes,
             cache: Mutex::default(),
-            places: Mutex::default(),
         }
     }
 
@@ -149,59 +134,6 @@ impl Transcripts {
         names.sort();
         names
     }
-
-    /// Records that the comparable event `index` of `conversation` has `digest`.
-    fn place(&self, digest: Digest, conversation: &str, index: usize) {
-        let Ok(index) = u32::try_from(index) else {
-            return;
-        };
-        let mut places = lock(&self.places);
-        let places = &mut *places;
-        let at = places.at.entry(digest).or_default();
-        if !at.iter().any(|(c, i)| *i == index && &**c == conversation) {
-            let name = match places.names.get(conversation) {
-                Some(name) => Arc::clone(name),
-                None => {
-                    let name: Arc<str> = Arc::from(conversation);
-                    places.names.insert(Arc::clone(&name));
-                    name
-                }
-            };
-            at.push((name, index));
-        }
-    }
-
-    /// The places of events with `digest`, newest recorded first.
-    fn places_of(&self, digest: &Digest) -> Vec<(Arc<str>, u32)> {
-        let places = lock(&self.places);
-        let mut at = places.at.get(digest).cloned().unwrap_or_default();
-        at.reverse();
-        at
-    }
-
-    /// Reads every conversation of `store` into the places, once per process (after a
-    /// restart the places are rebuilt from the ledger).
-    fn index_store(&self, store: &Store) -> Result<()> {
-        if lock(&self.places).built {
-            return Ok(());
-        }
-        for info in store.list(&crate::ops::ListRequest {})?.conversations {
-            let log = match store.log(&LogRequest {
-                conversation: info.name.clone(),
-                from: 1,
-                limit: None,
-            }) {
-                Ok(log) => log,
-                Err(Error::NotFound { .. }) => continue,
-                Err(e) => return Err(e),
-            };
-            for (i, event) in call::sent_back(&log.events).into_iter().enumerate() {
-                self.place(call::stored_digest(&event.body), &info.name, i);
-            }
-        }
-        lock(&self.places).built = true;
-        Ok(())
-    }
 }
 
 impl Transcript {
@@ -238,11 +170,7 @@ impl Transcript {
             return self.refresh(store, conversation);
         }
         for event in call::sent_back(&tail.events) {
-            let digest = call::stored_digest(&event.body);
-            store
-                .transcripts
-                .place(digest, conversation, self.stored.len());
-            self.stored.push(digest);
+            self.stored.push(call::stored_digest(&event.body));
             self.awaits_reply = matches!(
                 event.body,
                 EventBody::User { .. } | EventBody::ToolResult { .. }
@@ -393,22 +321,21 @@ impl Store {
     /// stored events, from some event after its first on to its end, are the client's first
     /// events, and hold a model reply (so two chats that share a message, or a few messages
     /// of the user's, never meet: the model's reply in that conversation is resent too).
-    /// Found by the place of the client's first event ([`Transcripts::places`]); of several,
-    /// the one whose events the client resends most of. `None` when there is none.
+    /// Found by the places of the client's first event in the store's places index
+    /// ([`super::places`], caught up first with what any process committed), each verified
+    /// against the stored events; of several, the one whose events the client resends most
+    /// of. `None` when there is none.
     fn trimmed(&self, events: &[EventBody], sent: &[Digest]) -> Result<Option<String>> {
         let Some(first) = events.first() else {
             return Ok(None);
         };
-        self.transcripts.index_store(self)?;
+        self.index_behind()?;
         let digest = self.as_stored(first);
-        let mut best: Option<(usize, Arc<str>)> = None;
-        for (name, start) in self
-            .transcripts
-            .places_of(&digest)
-            .into_iter()
-            .take(MAX_PLACES)
-        {
-            let start = start as usize;
+        let mut best: Option<(usize, String)> = None;
+        for (name, start) in self.backend().places_of(&digest, MAX_PLACES)? {
+            let Ok(start) = usize::try_from(start) else {
+                continue;
+            };
             if start == 0 || best.as_ref().is_some_and(|(_, b)| *b == name) {
                 continue;
             }
@@ -437,11 +364,11 @@ impl Store {
             if n == 0 || !replied || same(0, 0) || !(0..n).all(|i| same(start + i, i)) {
                 continue;
             }
-            if best.as_ref().is_none_or(|(m, b)| (n, &*name) > (*m, &**b)) {
+            if best.as_ref().is_none_or(|(m, b)| (n, &name) > (*m, b)) {
                 best = Some((n, name));
             }
         }
-        Ok(best.map(|(_, name)| name.to_string()))
+        Ok(best.map(|(_, name)| name))
     }
 
     /// The conversation the client's events continue, from `name` on: `name` when they
@@ -846,6 +773,10 @@ impl Store {
             let at = t.stored.len().saturating_sub(sent.len());
             t.matched(at, &sent);
         }
+        drop(t);
+        // The reply is committed whatever happens here: a place not written now is written
+        // by the catch-up before the next lookup ([`Store::index_behind`]).
+        let _ = self.index_places(&request.conversation);
         Ok(receipt)
     }
 

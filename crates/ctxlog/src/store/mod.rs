@@ -11,6 +11,7 @@
 mod builder;
 mod call;
 mod lease;
+mod places;
 mod transfer;
 
 use lease::{Queued, Slot, WriterLease, lock, pool_reader};
@@ -725,6 +726,7 @@ impl Store {
             // A conversation too damaged to open a writer on can still be erased whole.
             Err(e) if all && e.class() == crate::ErrorClass::Corrupt => {
                 self.exclusive(&slot, || self.backend.erase_all_damaged(&name))?;
+                self.forget_places(&name)?;
                 return Ok(erased_all);
             }
             handle => handle?,
@@ -735,10 +737,14 @@ impl Store {
             self.exclusive(&slot, || {
                 self.backend.erase_all(&name, handle.into_writer())
             })?;
+            self.forget_places(&name)?;
             return Ok(erased_all);
         }
         let handle = lease.handle.insert(handle);
         let report = self.exclusive(&slot, || handle.erase(&request.target, &request.reason))?;
+        // Once the events are replaced: a catch-up that read them before finds the mark
+        // moved and writes nothing.
+        self.forget_places(&name)?;
         Ok(report.into())
     }
 
@@ -765,8 +771,11 @@ impl Store {
         drop(lease.handle.take());
         // The log gets a new ledger id: the recall index, built for the old one, is rebuilt
         // from the intact records by the next read that needs it.
-        self.exclusive(&slot, || self.backend.repair(&name, true))
-            .map_err(|e| in_conv(e.into()))
+        let report = self
+            .exclusive(&slot, || self.backend.repair(&name, true))
+            .map_err(|e| in_conv(e.into()))?;
+        self.forget_places(&name)?;
+        Ok(report)
     }
 
     /// The store's conversations, newest activity first.
@@ -891,6 +900,9 @@ impl Store {
                 to: removal.to,
             };
             self.exclusive(slot, || handle.erase(&target, &removal.reason))?;
+        }
+        if !plan.removals.is_empty() {
+            self.forget_places(handle.name())?;
         }
         let after = crate::retention::ledger_bytes(handle.ledger());
         Ok(gc_report(handle.name().as_str(), plan, after, policy))

@@ -9,7 +9,10 @@
 //! after a restart the client's retry continues the conversation. Two gateways over one
 //! PostgreSQL store (replicas), and one restarted, serve the same conversations: a chat
 //! (headerless or named) started through one continues through the other, a Responses id
-//! minted by one is accepted by the other, and every message is stored once.
+//! minted by one is accepted by the other, and every message is stored once. Recognition of
+//! a client that dropped its oldest messages is the store's (its places index): a chat
+//! started through one gateway after the other served a trimmed history is recognised by
+//! that other one from a trimmed resend, over PostgreSQL and over one store directory.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -768,6 +771,57 @@ fn metrics_and_the_json_access_log_count_calls_without_content_or_keys() {
     );
 }
 
+/// A headerless chat call through `g` that leaves out the client's first `skip` messages
+/// (a client that trims its own history): `text` and the reply are added to `messages`;
+/// the conversation it went to.
+fn trimmed(g: &Gateway, messages: &mut Vec<Value>, skip: usize, text: &str) -> String {
+    messages.push(user(text));
+    let request = json!({"model": "gpt-4o", "messages": messages[skip..]});
+    let key = ("authorization", "Bearer sk-replicas");
+    let (status, head, body) = g.post("/v1/chat/completions", &[key], &request);
+    assert_eq!(status, 200, "{body}");
+    messages.push(body["choices"][0]["message"].clone());
+    header(&head, "x-ctxlog-conversation").to_owned()
+}
+
+/// Two gateway processes over one store directory: A serves a chat and a trimmed resend of
+/// it (its lookup state is built); a chat started through B after that (B then stopped: a
+/// file store's writer stays open and holds the conversation's lock) is continued through A
+/// from a trimmed resend, found in the store's places index that B wrote; each message is
+/// stored once.
+#[test]
+fn gateway_processes_over_one_store_directory_recognise_each_others_trimmed_chats() {
+    let env = Env::new();
+    let (upstream, _received) = standin(|_| Behaviour::Echo);
+    let a = Gateway::start(&env, &upstream, &[], None);
+    let b = Gateway::start(&env, &upstream, &[], None);
+    let (mut first, mut later) = (Vec::new(), Vec::new());
+    let first_name = trimmed(&a, &mut first, 0, "First on A");
+    assert_eq!(trimmed(&a, &mut first, 0, "Second on A"), first_name);
+    assert_eq!(trimmed(&a, &mut first, 2, "A, trimmed"), first_name);
+    let later_name = trimmed(&b, &mut later, 0, "Started on B");
+    assert_ne!(later_name, first_name);
+    assert_eq!(trimmed(&b, &mut later, 0, "B's second"), later_name);
+    b.kill();
+    assert_eq!(
+        trimmed(&a, &mut later, 2, "B's chat, trimmed, on A"),
+        later_name
+    );
+    a.kill();
+    let tenant = tenants(env.root()).pop().unwrap();
+    let as_sent = |messages: &[Value]| -> Vec<(String, String)> {
+        messages
+            .iter()
+            .map(|m| {
+                let text = m["content"].as_str().unwrap().to_owned();
+                (m["role"].as_str().unwrap().to_owned(), text)
+            })
+            .collect()
+    };
+    assert_eq!(log(&tenant, &first_name), as_sent(&first));
+    assert_eq!(log(&tenant, &later_name), as_sent(&later));
+}
+
 /// The value of response header `name` (lower-case) in `head`.
 fn header<'a>(head: &'a str, name: &str) -> &'a str {
     head.lines()
@@ -824,6 +878,17 @@ fn gateway_replicas_over_postgres_serve_one_conversation() {
     let (in_b, second_id) = respond(&b, Some(&first_id), "Responses on B");
     assert_eq!(in_b, chain);
 
+    // A serves a trimmed history (its lookup state is built); a chat started on B after
+    // that, resent trimmed through A, continues on A.
+    assert_eq!(trimmed(&a, &mut unnamed, 2, "A, trimmed"), chat_name);
+    let mut later = Vec::new();
+    let later_name = chat(&b, None, &mut later, "Started on B later");
+    assert_eq!(chat(&b, None, &mut later, "B's second"), later_name);
+    assert_eq!(
+        trimmed(&a, &mut later, 2, "B's chat, trimmed, on A"),
+        later_name
+    );
+
     // A replica restarted finds all three.
     a.kill();
     let a = Gateway::start_on(&url, &upstream);
@@ -840,7 +905,7 @@ fn gateway_replicas_over_postgres_serve_one_conversation() {
     b.kill();
 
     let sent: Vec<Value> = received.try_iter().collect();
-    assert_eq!(sent.len(), 9);
+    assert_eq!(sent.len(), 13);
     assert!(sent.iter().all(|s| s.get("previous_response_id").is_none()));
     let last = sent.last().unwrap().to_string();
     for text in [
@@ -871,6 +936,7 @@ fn gateway_replicas_over_postgres_serve_one_conversation() {
             .collect()
     };
     assert_eq!(stored(&chat_name), as_sent(&unnamed));
+    assert_eq!(stored(&later_name), as_sent(&later));
     assert_eq!(stored("named"), as_sent(&named));
     let texts: Vec<String> = stored(&chain).into_iter().map(|e| e.1).collect();
     let expected: Vec<String> = ["Responses on A", "Responses on B", "Responses on A again"]

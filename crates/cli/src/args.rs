@@ -315,7 +315,9 @@ pub struct GatewayArgs {
     /// How much memory each API key's store keeps for recognising conversations (the
     /// digests of each stored event, about 65 bytes an event), in bytes, or with a K, M or
     /// G suffix (1024-based); the least recently used conversations' are dropped past it and
-    /// read again from the store on their next call [default: 64M]
+    /// read again from the store on their next call. Where stored events are (to recognise a
+    /// client that trims its history) is the store's places index, on disk, not in this
+    /// memory [default: 64M]
     #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = byte_size)]
     pub recognition_cache: usize,
     /// A model's context window in tokens, over the model table's: PREFIX=TOKENS, for every

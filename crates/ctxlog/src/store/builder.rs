@@ -137,8 +137,9 @@ impl StoreBuilder {
     /// How many bytes of recognition state (the digests of each stored event of a
     /// conversation, about 65 bytes an event) relayed calls keep in memory
     /// ([`Store::prepare_call`]); the least recently used conversations' are dropped past
-    /// it (never the one in use) and read again from the store on their next call
-    /// [default: [`DEFAULT_RECOGNITION_CACHE`]].
+    /// it (never the one in use) and read again from the store on their next call. Where
+    /// stored events are (to find a client that dropped its oldest messages) is the
+    /// backend's places index, not this memory [default: [`DEFAULT_RECOGNITION_CACHE`]].
     pub fn recognition_cache(&mut self, bytes: usize) -> &mut StoreBuilder {
         self.recognition_cache = bytes;
         self

@@ -108,6 +108,11 @@ impl PlacesFile {
         }
     }
 
+    /// Whether the file exists (a link there counts: it is refused on use).
+    pub(crate) fn exists(&self) -> bool {
+        std::fs::symlink_metadata(&self.path).is_ok()
+    }
+
     /// Deletes the file and its WAL and shared-memory files.
     pub(crate) fn delete(&self) -> Result<()> {
         for suffix in ["", "-wal", "-shm"] {

@@ -58,6 +58,7 @@ mod auto;
 mod bpe;
 mod budget;
 mod cache;
+mod counted;
 mod error;
 mod expand;
 mod history;

@@ -77,12 +77,19 @@ pub const TOKENS_PER_NAME: u64 = 1;
 /// Tokens priming the reply (`<|start|>assistant<|message|>`), once per request.
 pub const REPLY_PRIMING: u64 = 3;
 
-/// The number of tokens of `text`, encoded as ordinary text with `tokenizer`.
+/// The number of tokens of `text`, encoded as ordinary text with `tokenizer`. A longer text
+/// counted before in this process is not encoded again: its count is remembered (within a
+/// bound on the bytes held) by the text itself.
 pub fn text_tokens(tokenizer: Tokenizer, text: &str) -> u64 {
     if text.is_empty() {
         return 0;
     }
-    crate::bpe::count(tokenizer, text)
+    crate::counted::TextCounts::get_or_count(
+        crate::counted::shared(),
+        tokenizer,
+        text,
+        crate::bpe::count,
+    )
 }
 
 /// What a projection counts its token figures with: the request's tokenizer, or nothing

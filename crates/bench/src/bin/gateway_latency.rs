@@ -12,7 +12,9 @@
 //! database) routing `gpt-4o` to the stand-in. For 1, 16 and 64 clients, plain and
 //! streamed, it prints each target's p50 and p99 (a whole answer; for a stream, the first
 //! byte of its body), what each proxy adds over calling the stand-in directly, and the
-//! ratio; then each proxy's peak RSS.
+//! ratio, and the CPU time the gateway process used per call (user and system, all threads,
+//! read from `/proc`: what the call costs the machine, whatever else runs on it); then each
+//! proxy's peak RSS.
 //!
 //! ```text
 //! scripts/bench-gateway      # builds, makes the LiteLLM venv, runs this
@@ -128,19 +130,31 @@ fn run(options: &Options, dir: &Path) -> Result<()> {
     );
     println!(
         "| clients | calls | measure | direct p50 / p99 | ctxlog p50 / p99 | ctxlog adds p50 / p99 \
-         | LiteLLM p50 / p99 | LiteLLM adds p50 / p99 | ctxlog / LiteLLM added (p50) |"
+         | LiteLLM p50 / p99 | LiteLLM adds p50 / p99 | ctxlog / LiteLLM added (p50) \
+         | ctxlog CPU per call |"
     );
-    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for &clients in &options.clients {
         let calls = options.requests_per_client(clients);
         for stream in [false, true] {
             let direct = measure(standin, clients, calls, stream, "direct")?;
+            let cpu = gateway.cpu_seconds();
             let ours = measure(gateway.addr, clients, calls, stream, "ctxlog")?;
+            // Every call the gateway answered, the unmeasured first call of each client too.
+            let cpu_ms = (gateway.cpu_seconds() - cpu) * 1e3 / (clients * (calls + 1)) as f64;
             let theirs = match &litellm {
                 Some(l) => Some(measure(l.addr, clients, calls, stream, "litellm")?),
                 None => None,
             };
-            print_row(clients, calls, stream, &direct, &ours, theirs.as_ref());
+            print_row(
+                clients,
+                calls,
+                stream,
+                &direct,
+                &ours,
+                theirs.as_ref(),
+                cpu_ms,
+            );
         }
     }
     println!();
@@ -176,6 +190,7 @@ fn print_row(
     direct: &Percentiles,
     ours: &Percentiles,
     theirs: Option<&Percentiles>,
+    cpu_ms: f64,
 ) {
     let pair = |p: &Percentiles| format!("{:.2} / {:.2}", p.p50, p.p99);
     let added =
@@ -197,7 +212,8 @@ fn print_row(
         "plain: whole answer"
     };
     println!(
-        "| {clients} | {} | {measure} | {} | {} | {} | {their_pair} | {their_added} | {ratio} |",
+        "| {clients} | {} | {measure} | {} | {} | {} | {their_pair} | {their_added} | {ratio} \
+         | {cpu_ms:.3} |",
         clients * calls,
         pair(direct),
         pair(ours),
@@ -476,6 +492,26 @@ impl Proxy {
             peak_kib,
             stop,
         }
+    }
+
+    /// The CPU time the process has used so far (user and system, all its threads), in
+    /// seconds: `utime` and `stime` of `/proc/PID/stat`, at the kernel's 100 ticks a second.
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command name, which is in parentheses and may hold spaces.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        // utime and stime: fields 14 and 15 of the line, 12 and 13 after the name.
+        (ticks(11) + ticks(12)) as f64 / 100.0
     }
 
     fn peak_rss_mib(&self) -> f64 {

@@ -59,11 +59,17 @@ pub struct Ranking {
     /// they said: the user's own pages gain this share of their score (`score × (1 + w)`).
     /// Default 1.0 (doubled).
     pub first_person_weight: f64,
-    /// Credit a first-person question's user pages only when their own text (not their
-    /// neighbours' context or the date field) holds a query word: a short user turn matched
-    /// only through the reply beside it is not what the user said about the subject.
-    /// Default false.
+    /// Give a first-person question's user pages the whole credit only when their own text
+    /// (not their neighbours' context or the date field) holds a query word: a short user
+    /// turn matched only through the reply beside it sits beside the subject, it is not what
+    /// the user said about it. Such a page gains [`Ranking::first_person_context_share`] of
+    /// the credit. Default true (measured: docs/recall.md, "Lever log").
     pub first_person_own_text: bool,
+    /// With [`Ranking::first_person_own_text`], the share of the first-person credit a user
+    /// page still gains when only its neighbours' context or its date field matched
+    /// (`score × (1 + w × share)`): an instruction turn is often found only through the
+    /// reply that acknowledges it. Default 0.5 (×1.5 where own words get ×2).
+    pub first_person_context_share: f64,
     /// A question about what the assistant said ("what did you suggest", "your advice":
     /// [`Terms::addressee`](crate::text::Terms::addressee)): with `Some(w)` the assistant's
     /// pages gain this share of their score (`score × (1 + w)`) and the user's pages are not
@@ -108,6 +114,27 @@ pub struct Ranking {
     /// [`WEAK_TOP_PAGES`] pages holds less than this share of the question's content words in
     /// its own text ([`lexical_coverage`]). Default `None` (always fuse).
     pub semantic_below_coverage: Option<f64>,
+    /// Which pages the semantic leg ranks, by the shape of what is indexed (no knowledge of
+    /// any data set). Default [`SemanticGate::Every`].
+    pub semantic_gate: SemanticGate,
+}
+
+/// How the shape of the indexed events gates the semantic leg ([`Ranking::semantic_gate`]).
+/// Long replies dilute lexical scores (their words are spread over several KB); short
+/// small-talk turns make embeddings noisy (a one-line turn is near many questions).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum SemanticGate {
+    /// The leg ranks every page at [`Ranking::semantic_weight`].
+    #[default]
+    Every,
+    /// The leg ranks only the pages of events longer than one page; short turns keep their
+    /// lexical rank alone.
+    LongEvents,
+    /// The leg's weight scales with the conversation's share `s` of indexed events longer than
+    /// one page: `semantic_weight × min(1, 2s)`, so a conversation of short turns only
+    /// (`s` = 0) is ranked lexically and one where a third or more of the events are long
+    /// replies at the full weight.
+    LongShare,
 }
 
 /// Pages of the lexical ranking [`Ranking::semantic_below_coverage`] looks at.
@@ -132,7 +159,8 @@ impl Default for Ranking {
             max_scored: 4096,
             best_page_per_event: true,
             first_person_weight: 1.0,
-            first_person_own_text: false,
+            first_person_own_text: true,
+            first_person_context_share: 0.5,
             second_person: None,
             neighbour_weight: 0.0,
             episode_diversity: 0.0,
@@ -144,6 +172,7 @@ impl Default for Ranking {
             plain_weight: 0.0,
             semantic_keep_lexical: 0,
             semantic_below_coverage: None,
+            semantic_gate: SemanticGate::Every,
         }
     }
 }

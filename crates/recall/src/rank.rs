@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 use crate::hit::Hit;
-use crate::text::{FIRST_PERSON, is_stop_word, words};
+use crate::text::{FIRST_PERSON, Terms, is_stop_word, words};
 use ctxlog_event::EventKind;
 
 /// Ranking knobs. `Default` is what the product uses; the fields exist so the evaluation can
@@ -282,6 +282,42 @@ pub(crate) fn credit_neighbours(cands: &mut [Candidate], weight: f64) {
 
 /// Content words of a text, for same-subject tests, cut to their first five characters (a
 /// crude stemmer: "restart", "restarts" and "restarting" are one word here).
+/// The first five characters of each of `words` (how same-subject tests compare words: a
+/// cheap stand-in for stemming).
+fn prefixes(words: &[String]) -> HashSet<String> {
+    words.iter().map(|w| w.chars().take(5).collect()).collect()
+}
+
+/// A query's words as a page's own text is checked for them: its content words by
+/// [`prefixes`], and its unspaced-script grams as they are.
+pub(crate) struct QueryWords<'a> {
+    prefixes: HashSet<String>,
+    grams: Vec<&'a str>,
+}
+
+impl<'a> QueryWords<'a> {
+    pub(crate) fn of(terms: &'a Terms) -> Self {
+        QueryWords {
+            prefixes: prefixes(&terms.words),
+            grams: terms.cjk.iter().flatten().map(String::as_str).collect(),
+        }
+    }
+
+    /// Whether `text` holds one of the words: a content word with the same first five
+    /// characters, or one of the grams. A query with neither (nothing to look for) counts as
+    /// held, so the check never takes a credit away for lack of words.
+    pub(crate) fn in_text(&self, text: &str) -> bool {
+        if self.prefixes.is_empty() && self.grams.is_empty() {
+            return true;
+        }
+        self.grams.iter().any(|g| text.contains(g))
+            || words(text).any(|w| {
+                let p: String = w.chars().take(5).collect();
+                self.prefixes.contains(&p)
+            })
+    }
+}
+
 fn content_words(text: &str) -> HashSet<String> {
     words(text)
         .filter(|w| !is_stop_word(w))
@@ -471,7 +507,7 @@ pub(crate) fn feedback_terms(pool: &[Candidate], query: &[String], n: usize) -> 
 /// query's content words (`words`, compared by their first five characters as in
 /// same-subject tests) that a candidate's own text holds; 0 without candidates or words.
 pub(crate) fn lexical_coverage(cands: &[Candidate], words: &[String]) -> f64 {
-    let wanted: HashSet<String> = words.iter().map(|w| w.chars().take(5).collect()).collect();
+    let wanted = prefixes(words);
     if wanted.is_empty() {
         return 0.0;
     }

@@ -10,9 +10,9 @@ use rusqlite::Connection;
 use crate::error::Result;
 use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
 use crate::rank::{
-    Candidate, Ranking, SemanticGate, best_page_per_event, credit_authors, credit_episodes,
-    credit_kind, credit_neighbours, diversify_episodes, feedback_terms, first_person, fuse,
-    keep_lexical_top, lexical_coverage, lift_superseding, question_parts, sort,
+    Candidate, QueryWords, Ranking, SemanticGate, best_page_per_event, credit_authors,
+    credit_episodes, credit_kind, credit_neighbours, diversify_episodes, feedback_terms,
+    first_person, fuse, keep_lexical_top, lexical_coverage, lift_superseding, question_parts, sort,
 };
 use crate::store::damaged;
 use crate::text::{Terms, match_expression, match_phrases, quote};
@@ -419,7 +419,8 @@ impl Searcher<'_> {
     /// Who the question asks about: the assistant's pages when it asks what the assistant
     /// said ([`Ranking::second_person`]), else the user's when it is in the first person
     /// ([`Ranking::first_person_weight`]; with [`Ranking::first_person_own_text`], the whole
-    /// credit only to the user's pages whose own text holds a query word, the others
+    /// credit only to the user's pages whose own text holds a query word ([`QueryWords`]:
+    /// read from the candidate's text, no query to SQLite), the others
     /// [`Ranking::first_person_context_share`] of it).
     fn credit_speaker(&self, cands: &mut [Candidate], terms: &Terms) -> Result<()> {
         let r = self.ranking;
@@ -429,9 +430,9 @@ impl Searcher<'_> {
             }
         } else if r.first_person_weight != 0.0 && first_person(&terms.mentioned) {
             if r.first_person_own_text {
-                let own = own_text_expression(terms);
+                let wanted = QueryWords::of(terms);
                 for c in cands.iter_mut().filter(|c| c.hit.kind == EventKind::User) {
-                    let share = if self.matches_own_text(c.id, &own)? {
+                    let share = if wanted.in_text(&c.hit.text) {
                         1.0
                     } else {
                         r.first_person_context_share

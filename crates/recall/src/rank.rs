@@ -114,8 +114,10 @@ pub struct Ranking {
     /// [`WEAK_TOP_PAGES`] pages holds less than this share of the question's content words in
     /// its own text ([`lexical_coverage`]). Default `None` (always fuse).
     pub semantic_below_coverage: Option<f64>,
-    /// Which pages the semantic leg ranks, by the shape of what is indexed (no knowledge of
-    /// any data set). Default [`SemanticGate::Every`].
+    /// How the shape of what is indexed (no knowledge of any data set) gates the semantic
+    /// leg. Default [`SemanticGate::LongShare`]: measured on BEAM chats 1–10 and both LoCoMo
+    /// halves, it kept the leg's gain on long replies and left short small-talk turns exactly
+    /// as the lexical ranking has them (docs/recall.md, "The semantic leg").
     pub semantic_gate: SemanticGate,
 }
 
@@ -125,15 +127,15 @@ pub struct Ranking {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum SemanticGate {
     /// The leg ranks every page at [`Ranking::semantic_weight`].
-    #[default]
     Every,
     /// The leg ranks only the pages of events longer than one page; short turns keep their
     /// lexical rank alone.
     LongEvents,
     /// The leg's weight scales with the conversation's share `s` of indexed events longer than
     /// one page: `semantic_weight × min(1, 2s)`, so a conversation of short turns only
-    /// (`s` = 0) is ranked lexically and one where a third or more of the events are long
+    /// (`s` = 0) is ranked lexically and one where half or more of the events are long
     /// replies at the full weight.
+    #[default]
     LongShare,
 }
 
@@ -172,7 +174,7 @@ impl Default for Ranking {
             plain_weight: 0.0,
             semantic_keep_lexical: 0,
             semantic_below_coverage: None,
-            semantic_gate: SemanticGate::Every,
+            semantic_gate: SemanticGate::LongShare,
         }
     }
 }

@@ -30,10 +30,14 @@ fn indexed(name: &str, f: impl FnOnce(&mut IndexConfig)) -> Variant {
 }
 
 /// The semantic leg's variants (with `--embeddings`): the leg fused with the product's
-/// lexical ranking at several weights, and the leg alone.
+/// lexical ranking at several weights, and the leg alone; ungated
+/// ([`SemanticGate::Every`]) unless the variant names its gate.
 pub fn semantic_variants() -> Vec<Variant> {
     let leg = |name: &str, f: &dyn Fn(&mut Ranking)| {
-        let mut v = ranked(name, f);
+        let mut v = ranked(name, |r| {
+            r.semantic_gate = SemanticGate::Every;
+            f(r);
+        });
         v.semantic = true;
         v
     };

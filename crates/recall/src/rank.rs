@@ -282,12 +282,15 @@ pub(crate) fn credit_neighbours(cands: &mut [Candidate], weight: f64) {
     }
 }
 
-/// Content words of a text, for same-subject tests, cut to their first five characters (a
-/// crude stemmer: "restart", "restarts" and "restarting" are one word here).
-/// The first five characters of each of `words` (how same-subject tests compare words: a
-/// cheap stand-in for stemming).
+/// A word's first five characters: how same-subject tests compare words (a cheap stand-in
+/// for stemming).
+fn prefix(word: &str) -> String {
+    word.chars().take(5).collect()
+}
+
+/// The [`prefix`] of each of `words`.
 fn prefixes(words: &[String]) -> HashSet<String> {
-    words.iter().map(|w| w.chars().take(5).collect()).collect()
+    words.iter().map(|w| prefix(w)).collect()
 }
 
 /// A query's words as a page's own text is checked for them: its content words by
@@ -313,18 +316,17 @@ impl<'a> QueryWords<'a> {
             return true;
         }
         self.grams.iter().any(|g| text.contains(g))
-            || words(text).any(|w| {
-                let p: String = w.chars().take(5).collect();
-                self.prefixes.contains(&p)
-            })
+            || words(text).any(|w| self.prefixes.contains(&prefix(&w)))
     }
 }
 
+/// Content words of a text, for same-subject tests, cut to their first five characters (a
+/// crude stemmer: "restart", "restarts" and "restarting" are one word here).
 fn content_words(text: &str) -> HashSet<String> {
     words(text)
         .filter(|w| !is_stop_word(w))
         .take(2048)
-        .map(|w| w.chars().take(5).collect())
+        .map(|w| prefix(&w))
         .collect()
 }
 

@@ -882,7 +882,12 @@ mod tests {
 
     #[test]
     fn the_semantic_leg_finds_a_page_no_query_word_reaches() {
-        let (_dir, index) = indexed();
+        let (_dir, mut index) = indexed();
+        // Short notes only: the default gate would leave them to the lexical ranking.
+        index.set_ranking(crate::rank::Ranking {
+            semantic_gate: crate::rank::SemanticGate::Every,
+            ..crate::rank::Ranking::default()
+        });
         assert_eq!(embed_all(&index, "m"), 3);
         let question = "who guides my essay writing";
         assert!(search_with(&index, question, None).is_empty());
@@ -891,6 +896,46 @@ mod tests {
         // Fused with the lexical ranking: a lexical match stays, the nearest page joins it.
         let fused = search_with(&index, "vault", Some(&unit(3)));
         assert!(fused.contains(&1) && fused.contains(&3), "{fused:?}");
+    }
+
+    #[test]
+    fn the_shape_gates_leave_short_turns_to_the_lexical_ranking() {
+        use crate::rank::{Ranking, SemanticGate};
+        let question = "who guides my essay writing";
+        for gate in [SemanticGate::LongEvents, SemanticGate::LongShare] {
+            // Only short turns: the gated leg ranks nothing, the lexical ranking (empty) stands.
+            let (_dir, mut index) = indexed();
+            index.set_ranking(Ranking {
+                semantic_gate: gate,
+                ..Ranking::default()
+            });
+            assert_eq!(embed_all(&index, "m"), 3);
+            assert!(
+                search_with(&index, question, Some(&unit(3))).is_empty(),
+                "{gate:?}"
+            );
+            // A reply of two pages (pages 4 and 5): the leg reaches it.
+            let long = format!(
+                "{} Robert reviews every draft.",
+                "Notes on drafts. ".repeat(150)
+            );
+            index
+                .update([note(4, &long)], &NoArtifacts)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(embed_all(&index, "m"), 2);
+            let hits = search_with(&index, question, Some(&unit(5)));
+            assert_eq!(hits.first(), Some(&4), "{gate:?}: {hits:?}");
+            if gate == SemanticGate::LongEvents {
+                assert_eq!(hits, vec![4], "only the long event is ranked");
+            }
+            // The short note nearest the question is still left out under `LongEvents`, and
+            // ranked at a weight of min(1, 2 × 1/4) under `LongShare`.
+            let hits = search_with(&index, question, Some(&unit(3)));
+            match gate {
+                SemanticGate::LongEvents => assert!(!hits.contains(&3), "{hits:?}"),
+                _ => assert_eq!(hits.first(), Some(&3), "{hits:?}"),
+            }
+        }
     }
 
     #[test]

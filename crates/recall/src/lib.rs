@@ -49,7 +49,7 @@ pub use config::{ContextGate, INDEXED_KINDS, IndexConfig, TOOL_NAME};
 pub use error::{Error, Result, SourceError};
 pub use hit::{ABSENCE_NOTE, Hit, RecallResult};
 pub use index::RecallIndex;
-pub use rank::Ranking;
+pub use rank::{Ranking, SemanticGate};
 pub use search::{DEFAULT_LIMIT, MAX_LIMIT, SearchOptions};
 pub use source::{ArtifactSource, LedgerSource, MemorySource, NoArtifacts};
 pub use stats::{Progress, ResetReason, UpdateStats};

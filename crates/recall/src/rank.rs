@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 use crate::hit::Hit;
-use crate::text::{FIRST_PERSON, is_stop_word, words};
+use crate::text::{FIRST_PERSON, Terms, is_stop_word, words};
 use ctxlog_event::EventKind;
 
 /// Ranking knobs. `Default` is what the product uses; the fields exist so the evaluation can
@@ -59,11 +59,17 @@ pub struct Ranking {
     /// they said: the user's own pages gain this share of their score (`score × (1 + w)`).
     /// Default 1.0 (doubled).
     pub first_person_weight: f64,
-    /// Credit a first-person question's user pages only when their own text (not their
-    /// neighbours' context or the date field) holds a query word: a short user turn matched
-    /// only through the reply beside it is not what the user said about the subject.
-    /// Default false.
+    /// Give a first-person question's user pages the whole credit only when their own text
+    /// (not their neighbours' context or the date field) holds a query word: a short user
+    /// turn matched only through the reply beside it sits beside the subject, it is not what
+    /// the user said about it. Such a page gains [`Ranking::first_person_context_share`] of
+    /// the credit. Default true (measured: docs/recall.md, "Lever log").
     pub first_person_own_text: bool,
+    /// With [`Ranking::first_person_own_text`], the share of the first-person credit a user
+    /// page still gains when only its neighbours' context or its date field matched
+    /// (`score × (1 + w × share)`): an instruction turn is often found only through the
+    /// reply that acknowledges it. Default 0.5 (×1.5 where own words get ×2).
+    pub first_person_context_share: f64,
     /// A question about what the assistant said ("what did you suggest", "your advice":
     /// [`Terms::addressee`](crate::text::Terms::addressee)): with `Some(w)` the assistant's
     /// pages gain this share of their score (`score × (1 + w)`) and the user's pages are not
@@ -108,6 +114,29 @@ pub struct Ranking {
     /// [`WEAK_TOP_PAGES`] pages holds less than this share of the question's content words in
     /// its own text ([`lexical_coverage`]). Default `None` (always fuse).
     pub semantic_below_coverage: Option<f64>,
+    /// How the shape of what is indexed (no knowledge of any data set) gates the semantic
+    /// leg. Default [`SemanticGate::LongShare`]: measured on BEAM chats 1–10 and both LoCoMo
+    /// halves, it kept the leg's gain on long replies and left short small-talk turns exactly
+    /// as the lexical ranking has them (docs/recall.md, "The semantic leg").
+    pub semantic_gate: SemanticGate,
+}
+
+/// How the shape of the indexed events gates the semantic leg ([`Ranking::semantic_gate`]).
+/// Long replies dilute lexical scores (their words are spread over several KB); short
+/// small-talk turns make embeddings noisy (a one-line turn is near many questions).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum SemanticGate {
+    /// The leg ranks every page at [`Ranking::semantic_weight`].
+    Every,
+    /// The leg ranks only the pages of events longer than one page; short turns keep their
+    /// lexical rank alone.
+    LongEvents,
+    /// The leg's weight scales with the conversation's share `s` of indexed events longer than
+    /// one page: `semantic_weight × min(1, 2s)`, so a conversation of short turns only
+    /// (`s` = 0) is ranked lexically and one where half or more of the events are long
+    /// replies at the full weight.
+    #[default]
+    LongShare,
 }
 
 /// Pages of the lexical ranking [`Ranking::semantic_below_coverage`] looks at.
@@ -132,7 +161,8 @@ impl Default for Ranking {
             max_scored: 4096,
             best_page_per_event: true,
             first_person_weight: 1.0,
-            first_person_own_text: false,
+            first_person_own_text: true,
+            first_person_context_share: 0.5,
             second_person: None,
             neighbour_weight: 0.0,
             episode_diversity: 0.0,
@@ -144,6 +174,7 @@ impl Default for Ranking {
             plain_weight: 0.0,
             semantic_keep_lexical: 0,
             semantic_below_coverage: None,
+            semantic_gate: SemanticGate::LongShare,
         }
     }
 }
@@ -251,13 +282,51 @@ pub(crate) fn credit_neighbours(cands: &mut [Candidate], weight: f64) {
     }
 }
 
+/// A word's first five characters: how same-subject tests compare words (a cheap stand-in
+/// for stemming).
+fn prefix(word: &str) -> String {
+    word.chars().take(5).collect()
+}
+
+/// The [`prefix`] of each of `words`.
+fn prefixes(words: &[String]) -> HashSet<String> {
+    words.iter().map(|w| prefix(w)).collect()
+}
+
+/// A query's words as a page's own text is checked for them: its content words by
+/// [`prefixes`], and its unspaced-script grams as they are.
+pub(crate) struct QueryWords<'a> {
+    prefixes: HashSet<String>,
+    grams: Vec<&'a str>,
+}
+
+impl<'a> QueryWords<'a> {
+    pub(crate) fn of(terms: &'a Terms) -> Self {
+        QueryWords {
+            prefixes: prefixes(&terms.words),
+            grams: terms.cjk.iter().flatten().map(String::as_str).collect(),
+        }
+    }
+
+    /// Whether `text` holds one of the words: a content word with the same first five
+    /// characters, or one of the grams. A query with neither (nothing to look for) counts as
+    /// held, so the check never takes a credit away for lack of words.
+    pub(crate) fn in_text(&self, text: &str) -> bool {
+        if self.prefixes.is_empty() && self.grams.is_empty() {
+            return true;
+        }
+        self.grams.iter().any(|g| text.contains(g))
+            || words(text).any(|w| self.prefixes.contains(&prefix(&w)))
+    }
+}
+
 /// Content words of a text, for same-subject tests, cut to their first five characters (a
 /// crude stemmer: "restart", "restarts" and "restarting" are one word here).
 fn content_words(text: &str) -> HashSet<String> {
     words(text)
         .filter(|w| !is_stop_word(w))
         .take(2048)
-        .map(|w| w.chars().take(5).collect())
+        .map(|w| prefix(&w))
         .collect()
 }
 
@@ -442,7 +511,7 @@ pub(crate) fn feedback_terms(pool: &[Candidate], query: &[String], n: usize) -> 
 /// query's content words (`words`, compared by their first five characters as in
 /// same-subject tests) that a candidate's own text holds; 0 without candidates or words.
 pub(crate) fn lexical_coverage(cands: &[Candidate], words: &[String]) -> f64 {
-    let wanted: HashSet<String> = words.iter().map(|w| w.chars().take(5).collect()).collect();
+    let wanted = prefixes(words);
     if wanted.is_empty() {
         return 0.0;
     }

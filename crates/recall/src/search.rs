@@ -10,9 +10,9 @@ use rusqlite::Connection;
 use crate::error::Result;
 use crate::hit::{ABSENCE_NOTE, COLUMNS, Hit, RecallResult, StoredHit, read_hit};
 use crate::rank::{
-    Candidate, Ranking, best_page_per_event, credit_authors, credit_episodes, credit_kind,
-    credit_neighbours, diversify_episodes, feedback_terms, first_person, fuse, keep_lexical_top,
-    lexical_coverage, lift_superseding, question_parts, sort,
+    Candidate, QueryWords, Ranking, SemanticGate, best_page_per_event, credit_authors,
+    credit_episodes, credit_kind, credit_neighbours, diversify_episodes, feedback_terms,
+    first_person, fuse, keep_lexical_top, lexical_coverage, lift_superseding, question_parts, sort,
 };
 use crate::store::damaged;
 use crate::text::{Terms, match_expression, match_phrases, quote};
@@ -293,7 +293,15 @@ impl Searcher<'_> {
             return Ok(lexical);
         }
         let pool = r.pool.max(want).clamp(1, MAX_RANKED);
-        let nearest = self.nearest_candidates(query, opts, pool)?;
+        let (min_pages, weight) = match r.semantic_gate {
+            SemanticGate::Every => (1, r.semantic_weight),
+            SemanticGate::LongEvents => (2, r.semantic_weight),
+            SemanticGate::LongShare => (1, r.semantic_weight * (2.0 * self.long_share()?).min(1.0)),
+        };
+        if weight == 0.0 && r.lexical_weight != 0.0 {
+            return Ok(lexical);
+        }
+        let nearest = self.nearest_candidates(query, opts, min_pages, pool)?;
         if nearest.is_empty() {
             return Ok(lexical);
         }
@@ -303,7 +311,7 @@ impl Searcher<'_> {
         } else {
             Vec::new()
         };
-        let mut rankings = vec![(r.lexical_weight, lexical), (r.semantic_weight, nearest)];
+        let mut rankings = vec![(r.lexical_weight, lexical), (weight, nearest)];
         if r.plain_weight != 0.0 {
             rankings.push((r.plain_weight, self.plain_candidates(terms, opts, pool)?));
         }
@@ -312,6 +320,25 @@ impl Searcher<'_> {
             keep_lexical_top(&top, fused, keep)
         } else {
             fused
+        })
+    }
+
+    /// The share of the conversation's indexed events that are longer than one page (0 for an
+    /// empty index): one pass over the events' first pages, done only when the semantic leg
+    /// is gated by it ([`SemanticGate::LongShare`]).
+    fn long_share(&self) -> Result<f64> {
+        let (events, long): (i64, i64) = self
+            .conn
+            .query_row(
+                "SELECT count(*), coalesce(sum(pages > 1), 0) FROM pages WHERE page = 0",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(if events == 0 {
+            0.0
+        } else {
+            long as f64 / events as f64
         })
     }
 
@@ -343,11 +370,13 @@ impl Searcher<'_> {
     }
 
     /// The semantic leg: the `pool` pages whose vectors are nearest `query` (cosine), best
-    /// first, as candidates scored by their similarity. Pages without a vector are not in it.
+    /// first, as candidates scored by their similarity, among pages of events at least
+    /// `min_pages` long. Pages without a vector are not in it.
     fn nearest_candidates(
         &self,
         query: &[f32],
         opts: &SearchOptions,
+        min_pages: u64,
         pool: usize,
     ) -> Result<Vec<Candidate>> {
         let nearest = vector::nearest(
@@ -356,6 +385,7 @@ impl Searcher<'_> {
             query,
             before(opts),
             &kinds_filter(opts),
+            min_pages,
             pool,
         )?;
         let sql = format!(
@@ -388,8 +418,10 @@ impl Searcher<'_> {
 
     /// Who the question asks about: the assistant's pages when it asks what the assistant
     /// said ([`Ranking::second_person`]), else the user's when it is in the first person
-    /// ([`Ranking::first_person_weight`]; with [`Ranking::first_person_own_text`], only the
-    /// user's pages whose own text holds a query word).
+    /// ([`Ranking::first_person_weight`]; with [`Ranking::first_person_own_text`], the whole
+    /// credit only to the user's pages whose own text holds a query word ([`QueryWords`]:
+    /// read from the candidate's text, no query to SQLite), the others
+    /// [`Ranking::first_person_context_share`] of it).
     fn credit_speaker(&self, cands: &mut [Candidate], terms: &Terms) -> Result<()> {
         let r = self.ranking;
         if let (Some(w), true) = (r.second_person, terms.addressee) {
@@ -398,11 +430,14 @@ impl Searcher<'_> {
             }
         } else if r.first_person_weight != 0.0 && first_person(&terms.mentioned) {
             if r.first_person_own_text {
-                let own = own_text_expression(terms);
+                let wanted = QueryWords::of(terms);
                 for c in cands.iter_mut().filter(|c| c.hit.kind == EventKind::User) {
-                    if self.matches_own_text(c.id, &own)? {
-                        c.hit.score *= 1.0 + r.first_person_weight;
-                    }
+                    let share = if wanted.in_text(&c.hit.text) {
+                        1.0
+                    } else {
+                        r.first_person_context_share
+                    };
+                    c.hit.score *= 1.0 + r.first_person_weight * share;
                 }
             } else {
                 credit_kind(cands, EventKind::User, r.first_person_weight);

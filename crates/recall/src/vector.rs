@@ -48,7 +48,8 @@ pub(crate) fn stored_model(conn: &Connection, path: &Path) -> Result<Option<Stri
 
 /// The ids of the `n` pages whose vectors are closest to `query` (cosine: the vectors are of
 /// unit length), best first, among pages of events before `before` whose kind passes
-/// `kinds` (the filter string of a search). One pass over the stored vectors: at conversation
+/// `kinds` (the filter string of a search) and that are at least `min_pages` pages long
+/// (1: every event). One pass over the stored vectors: at conversation
 /// scale (thousands of pages) a few milliseconds.
 pub(crate) fn nearest(
     conn: &Connection,
@@ -56,16 +57,21 @@ pub(crate) fn nearest(
     query: &[f32],
     before: i64,
     kinds: &str,
+    min_pages: u64,
     n: usize,
 ) -> Result<Vec<(i64, f32)>> {
     let e = |err| Error::sqlite(path, err);
     let mut stmt = conn
         .prepare_cached(
             "SELECT v.id, v.vec FROM vectors v JOIN pages p ON p.id = v.id \
-             WHERE p.seq < ?1 AND (?2 = '' OR instr(?2, ',' || p.kind || ',') > 0)",
+             WHERE p.seq < ?1 AND (?2 = '' OR instr(?2, ',' || p.kind || ',') > 0) \
+             AND p.pages >= ?3",
         )
         .map_err(e)?;
-    let mut rows = stmt.query(rusqlite::params![before, kinds]).map_err(e)?;
+    let min_pages = i64::try_from(min_pages).unwrap_or(i64::MAX);
+    let mut rows = stmt
+        .query(rusqlite::params![before, kinds, min_pages])
+        .map_err(e)?;
     let mut scored = Vec::new();
     while let Some(row) = rows.next().map_err(e)? {
         let blob = row.get_ref(1).map_err(e)?.as_blob().unwrap_or_default();

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use ctxlog_event::{Event, EventBody};
 use ctxlog_recall::embed::Embedder;
-use ctxlog_recall::{DIMENSIONS, MemorySource, RecallIndex, SearchOptions};
+use ctxlog_recall::{DIMENSIONS, MemorySource, Ranking, RecallIndex, SearchOptions, SemanticGate};
 
 fn model_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("CTXLOG_TEST_EMBEDDINGS").map_or_else(
@@ -147,6 +147,13 @@ fn recall_finds_a_paraphrase_with_the_leg_on_and_erasure_removes_its_vectors() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("recall.sqlite");
     let mut index = RecallIndex::open(&path, "ledger-1").unwrap();
+    // Six short turns: the default gate (the leg's weight grows with the share of events
+    // longer than one page) would leave them to the lexical ranking; this test is about the
+    // leg itself.
+    index.set_ranking(Ranking {
+        semantic_gate: SemanticGate::Every,
+        ..Ranking::default()
+    });
     let src = source("ledger-1", &TURNS);
 
     // Off: no lexical term reaches the mentor turn.

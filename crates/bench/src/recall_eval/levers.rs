@@ -1,7 +1,7 @@
 //! The variants the lever log measures: each ranking feature of the product switched off
 //! alone, and each candidate lever switched on alone (docs/recall.md, "Lever log").
 
-use ctxlog_recall::{ContextGate, IndexConfig, Ranking};
+use ctxlog_recall::{ContextGate, IndexConfig, Ranking, SemanticGate};
 
 use super::protocol::Variant;
 
@@ -30,10 +30,14 @@ fn indexed(name: &str, f: impl FnOnce(&mut IndexConfig)) -> Variant {
 }
 
 /// The semantic leg's variants (with `--embeddings`): the leg fused with the product's
-/// lexical ranking at several weights, and the leg alone.
+/// lexical ranking at several weights, and the leg alone; ungated
+/// ([`SemanticGate::Every`]) unless the variant names its gate.
 pub fn semantic_variants() -> Vec<Variant> {
     let leg = |name: &str, f: &dyn Fn(&mut Ranking)| {
-        let mut v = ranked(name, f);
+        let mut v = ranked(name, |r| {
+            r.semantic_gate = SemanticGate::Every;
+            f(r);
+        });
         v.semantic = true;
         v
     };
@@ -74,6 +78,28 @@ pub fn semantic_variants() -> Vec<Variant> {
         leg("+ semantic leg only when lexical coverage < 0.34", &|r| {
             r.semantic_below_coverage = Some(0.34)
         }),
+        leg(
+            "+ semantic leg only on events longer than one page (weight 1)",
+            &|r| r.semantic_gate = SemanticGate::LongEvents,
+        ),
+        leg(
+            "+ semantic leg only on events longer than one page (weight 2)",
+            &|r| {
+                r.semantic_gate = SemanticGate::LongEvents;
+                r.semantic_weight = 2.0;
+            },
+        ),
+        leg(
+            "+ semantic leg weighted by the share of long events (weight 1)",
+            &|r| r.semantic_gate = SemanticGate::LongShare,
+        ),
+        leg(
+            "+ semantic leg weighted by the share of long events (weight 2)",
+            &|r| {
+                r.semantic_gate = SemanticGate::LongShare;
+                r.semantic_weight = 2.0;
+            },
+        ),
     ]
 }
 
@@ -98,8 +124,12 @@ pub fn variants() -> Vec<Variant> {
         }),
         ranked("first person ×3", |r| r.first_person_weight = 2.0),
         ranked("first person credit only for the user's own words", |r| {
-            r.first_person_own_text = true
+            r.first_person_context_share = 0.0
         }),
+        ranked(
+            "first person ×2 for every user page, own words or not (as before)",
+            |r| r.first_person_own_text = false,
+        ),
         ranked("+ second person → the assistant's pages (×2)", |r| {
             r.second_person = Some(1.0)
         }),

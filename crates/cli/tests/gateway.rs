@@ -288,6 +288,17 @@ fn tenants(root: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// Chat messages as `log` lists them: (role, text) in order.
+fn as_sent(messages: &[Value]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .map(|m| {
+            let text = m["content"].as_str().unwrap().to_owned();
+            (m["role"].as_str().unwrap().to_owned(), text)
+        })
+        .collect()
+}
+
 /// `ctxlog --root TENANT log CONVERSATION --json` (one event a line): each event's kind and text.
 fn log(tenant: &Path, conversation: &str) -> Vec<(String, String)> {
     log_in(("--root", tenant.as_os_str()), conversation)
@@ -809,15 +820,6 @@ fn gateway_processes_over_one_store_directory_recognise_each_others_trimmed_chat
     );
     a.kill();
     let tenant = tenants(env.root()).pop().unwrap();
-    let as_sent = |messages: &[Value]| -> Vec<(String, String)> {
-        messages
-            .iter()
-            .map(|m| {
-                let text = m["content"].as_str().unwrap().to_owned();
-                (m["role"].as_str().unwrap().to_owned(), text)
-            })
-            .collect()
-    };
     assert_eq!(log(&tenant, &first_name), as_sent(&first));
     assert_eq!(log(&tenant, &later_name), as_sent(&later));
 }
@@ -926,15 +928,6 @@ fn gateway_replicas_over_postgres_serve_one_conversation() {
     let tenant = cluster.url(schemas[0], cache.path());
     let stored =
         |conversation: &str| log_in(("--store", std::ffi::OsStr::new(&tenant)), conversation);
-    let as_sent = |messages: &[Value]| -> Vec<(String, String)> {
-        messages
-            .iter()
-            .map(|m| {
-                let text = m["content"].as_str().unwrap().to_owned();
-                (m["role"].as_str().unwrap().to_owned(), text)
-            })
-            .collect()
-    };
     assert_eq!(stored(&chat_name), as_sent(&unnamed));
     assert_eq!(stored(&later_name), as_sent(&later));
     assert_eq!(stored("named"), as_sent(&named));

@@ -79,7 +79,7 @@ pub const REPLY_PRIMING: u64 = 3;
 
 /// The number of tokens of `text`, encoded as ordinary text with `tokenizer`. A longer text
 /// counted before in this process is not encoded again: its count is remembered (within a
-/// bound on the bytes held) by the text itself.
+/// bound on the entries held) by the text's SHA-256, so no text is kept.
 pub fn text_tokens(tokenizer: Tokenizer, text: &str) -> u64 {
     if text.is_empty() {
         return 0;

@@ -715,8 +715,15 @@ impl RecallIndex {
         if query.trim().is_empty() {
             return Ok(None);
         }
-        let model = self.guarded(|s| crate::vector::stored_model(s.conn, s.path))?;
-        if model.as_deref() != Some(embedder.fingerprint()) {
+        let (model, idle) = self.guarded(|s| {
+            Ok((
+                crate::vector::stored_model(s.conn, s.path)?,
+                s.semantic_idle()?,
+            ))
+        })?;
+        // A gate that leaves this index to the lexical ranking (a conversation of short turns
+        // under `LongShare`) costs no model run.
+        if idle || model.as_deref() != Some(embedder.fingerprint()) {
             return Ok(None);
         }
         Ok(embedder.embed(&[query])?.pop())
@@ -936,6 +943,38 @@ mod tests {
                 _ => assert_eq!(hits.first(), Some(&3), "{hits:?}"),
             }
         }
+    }
+
+    #[cfg(feature = "semantic")]
+    #[test]
+    fn a_gate_that_ranks_nothing_spares_the_question_its_model_run() {
+        use crate::rank::{Ranking, SemanticGate};
+        let idle = |index: &RecallIndex| {
+            index
+                .guarded(|s| s.semantic_idle())
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (_dir, mut index) = indexed();
+        // Short turns only: `LongShare` gives the leg no weight, so nothing is embedded.
+        assert!(idle(&index));
+        index.set_ranking(Ranking {
+            semantic_gate: SemanticGate::Every,
+            ..Ranking::default()
+        });
+        assert!(!idle(&index));
+        // The leg alone (no lexical ranking) is never idle.
+        index.set_ranking(Ranking {
+            lexical_weight: 0.0,
+            ..Ranking::default()
+        });
+        assert!(!idle(&index));
+        // One event of two pages among four: `LongShare` ranks at min(1, 2 × 1/4).
+        index.set_ranking(Ranking::default());
+        let long = "Notes on drafts. ".repeat(150);
+        index
+            .update([note(4, &long)], &NoArtifacts)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!idle(&index));
     }
 
     #[test]

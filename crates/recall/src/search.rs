@@ -293,11 +293,7 @@ impl Searcher<'_> {
             return Ok(lexical);
         }
         let pool = r.pool.max(want).clamp(1, MAX_RANKED);
-        let (min_pages, weight) = match r.semantic_gate {
-            SemanticGate::Every => (1, r.semantic_weight),
-            SemanticGate::LongEvents => (2, r.semantic_weight),
-            SemanticGate::LongShare => (1, r.semantic_weight * (2.0 * self.long_share()?).min(1.0)),
-        };
+        let (min_pages, weight) = self.semantic_gate()?;
         if weight == 0.0 && r.lexical_weight != 0.0 {
             return Ok(lexical);
         }
@@ -321,6 +317,24 @@ impl Searcher<'_> {
         } else {
             fused
         })
+    }
+
+    /// How [`Ranking::semantic_gate`] lets the semantic leg rank this index: the fewest pages
+    /// an event must have for its pages to be ranked by the leg, and the leg's weight.
+    fn semantic_gate(&self) -> Result<(u64, f64)> {
+        let r = self.ranking;
+        Ok(match r.semantic_gate {
+            SemanticGate::Every => (1, r.semantic_weight),
+            SemanticGate::LongEvents => (2, r.semantic_weight),
+            SemanticGate::LongShare => (1, r.semantic_weight * (2.0 * self.long_share()?).min(1.0)),
+        })
+    }
+
+    /// Whether the semantic leg would leave the lexical ranking as it is (its gated weight is
+    /// 0 beside a lexical ranking): then the question need not be embedded at all.
+    #[cfg(feature = "semantic")]
+    pub(crate) fn semantic_idle(&self) -> Result<bool> {
+        Ok(self.semantic_gate()?.1 == 0.0 && self.ranking.lexical_weight != 0.0)
     }
 
     /// The share of the conversation's indexed events that are longer than one page (0 for an

@@ -12,7 +12,7 @@ use crate::config::IndexConfig;
 use crate::error::{Error, Result};
 use crate::hit::{self, Hit, RecallResult};
 use crate::rank::Ranking;
-use crate::search::{SearchOptions, Searcher};
+use crate::search::{SearchOptions, Searcher, SemanticQuery};
 use crate::source::{ArtifactSource, LedgerSource};
 use crate::stats::{Progress, ResetReason, UpdateStats};
 use crate::store::{self, Access, Contents, FileId, FileLock, Meta};
@@ -586,10 +586,10 @@ impl RecallIndex {
         self.guarded_with(None, read)
     }
 
-    /// [`RecallIndex::guarded`] with the question's embedding for the semantic leg.
+    /// [`RecallIndex::guarded`] with the question's side of the semantic leg.
     fn guarded_with<T>(
         &self,
-        query_vector: Option<&[f32]>,
+        semantic: Option<&SemanticQuery>,
         read: impl FnOnce(Searcher<'_>) -> Result<T>,
     ) -> Result<T> {
         let _shared = FileLock::shared(&self.path);
@@ -608,7 +608,7 @@ impl RecallIndex {
             conn: &self.conn,
             path: &self.path,
             ranking: &self.ranking,
-            query_vector,
+            semantic,
         })?;
         tx.commit().map_err(e)?;
         Ok(result)
@@ -636,11 +636,11 @@ impl RecallIndex {
     /// deleted or replaced the file since this handle last caught up (catch up and retry);
     /// [`Error::Sqlite`] on other SQLite failures. Never for query text.
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<RecallResult> {
-        let vector = match opts.seq {
+        let semantic = match opts.seq {
             Some(_) => None,
-            None => self.query_vector(query)?,
+            None => self.semantic_query(query)?,
         };
-        self.guarded_with(vector.as_deref(), |s| s.search(query, opts))
+        self.guarded_with(semantic.as_ref(), |s| s.search(query, opts))
     }
 
     /// Up to `k` pages relevant to `input` from events older than `older_than_seq`, best
@@ -659,8 +659,8 @@ impl RecallIndex {
     /// As [`RecallIndex::search`]: a candidate failing its checksum is [`Error::Damaged`], so
     /// a projection falls back to no recalled pages.
     pub fn candidates(&self, input: &str, older_than_seq: u64, k: usize) -> Result<Vec<Hit>> {
-        let vector = self.query_vector(input)?;
-        self.guarded_with(vector.as_deref(), |s| {
+        let semantic = self.semantic_query(input)?;
+        self.guarded_with(semantic.as_ref(), |s| {
             s.candidates(input, older_than_seq, k)
         })
     }
@@ -706,32 +706,40 @@ impl RecallIndex {
         })
     }
 
-    /// The question's embedding when the leg is on and the file's vectors are this model's.
+    /// The question's side of the semantic leg, when the leg is on, the file's vectors are
+    /// this model's and the gate lets the leg rank: the gate is read first, so a search it
+    /// leaves to the lexical ranking (a conversation of short turns under `LongShare`) costs
+    /// no model run.
     #[cfg(feature = "semantic")]
-    fn query_vector(&self, query: &str) -> Result<Option<Vec<f32>>> {
+    fn semantic_query(&self, query: &str) -> Result<Option<SemanticQuery>> {
         let Some(embedder) = &self.embedder else {
             return Ok(None);
         };
         if query.trim().is_empty() {
             return Ok(None);
         }
-        let (model, idle) = self.guarded(|s| {
+        let (model, gate) = self.guarded(|s| {
             Ok((
                 crate::vector::stored_model(s.conn, s.path)?,
-                s.semantic_idle()?,
+                s.semantic_gate()?,
             ))
         })?;
-        // A gate that leaves this index to the lexical ranking (a conversation of short turns
-        // under `LongShare`) costs no model run.
-        if idle || model.as_deref() != Some(embedder.fingerprint()) {
+        let Some((min_pages, weight)) = gate else {
+            return Ok(None);
+        };
+        if model.as_deref() != Some(embedder.fingerprint()) {
             return Ok(None);
         }
-        Ok(embedder.embed(&[query])?.pop())
+        Ok(embedder.embed(&[query])?.pop().map(|vector| SemanticQuery {
+            vector,
+            min_pages,
+            weight,
+        }))
     }
 
     #[cfg(not(feature = "semantic"))]
     #[allow(clippy::unnecessary_wraps, clippy::unused_self)]
-    fn query_vector(&self, _query: &str) -> Result<Option<Vec<f32>>> {
+    fn semantic_query(&self, _query: &str) -> Result<Option<SemanticQuery>> {
         Ok(None)
     }
 
@@ -859,12 +867,22 @@ mod tests {
         vector::store(&index.conn, &index.path, model, &rows).unwrap_or_default()
     }
 
+    /// What `search` finds with `v` as the question's embedding (the gate read as
+    /// `RecallIndex::semantic_query` reads it).
     fn search_with(index: &RecallIndex, query: &str, v: Option<&[f32]>) -> Vec<u64> {
         let opts = SearchOptions {
             limit: 10,
             ..SearchOptions::default()
         };
-        let result = index.guarded_with(v, |s| s.search(query, &opts));
+        let gate = index
+            .guarded(|s| s.semantic_gate())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let semantic = v.zip(gate).map(|(v, (min_pages, weight))| SemanticQuery {
+            vector: v.to_vec(),
+            min_pages,
+            weight,
+        });
+        let result = index.guarded_with(semantic.as_ref(), |s| s.search(query, &opts));
         result
             .map(|r| r.hits.iter().map(|h| h.seq).collect())
             .unwrap_or_default()
@@ -951,8 +969,9 @@ mod tests {
         use crate::rank::{Ranking, SemanticGate};
         let idle = |index: &RecallIndex| {
             index
-                .guarded(|s| s.semantic_idle())
+                .guarded(|s| s.semantic_gate())
                 .unwrap_or_else(|e| panic!("{e}"))
+                .is_none()
         };
         let (_dir, mut index) = indexed();
         // Short turns only: `LongShare` gives the leg no weight, so nothing is embedded.

@@ -67,8 +67,20 @@ pub(crate) struct Searcher<'a> {
     pub(crate) conn: &'a Connection,
     pub(crate) path: &'a Path,
     pub(crate) ranking: &'a Ranking,
-    /// The question's embedding, when the index has a model (the semantic leg).
-    pub(crate) query_vector: Option<&'a [f32]>,
+    /// The question's side of the semantic leg, when the index has a model and its gate lets
+    /// the leg rank.
+    pub(crate) semantic: Option<&'a SemanticQuery>,
+}
+
+/// The question's side of the semantic leg: its embedding, and what the gate
+/// ([`Ranking::semantic_gate`]) lets the leg rank, read once per search
+/// ([`Searcher::semantic_gate`]).
+pub(crate) struct SemanticQuery {
+    pub(crate) vector: Vec<f32>,
+    /// The fewest pages an event must have for its pages to be ranked by the leg.
+    pub(crate) min_pages: u64,
+    /// The leg's weight in the fusion.
+    pub(crate) weight: f64,
 }
 
 impl Searcher<'_> {
@@ -207,7 +219,7 @@ impl Searcher<'_> {
             }
             fuse(rankings)
         };
-        if let Some(query) = self.query_vector {
+        if let Some(query) = self.semantic {
             cands = self.fuse_semantic(query, terms, opts, want, cands)?;
         }
         if self.ranking.best_page_per_event {
@@ -280,7 +292,7 @@ impl Searcher<'_> {
     /// [`Ranking::semantic_keep_lexical`].
     fn fuse_semantic(
         &self,
-        query: &[f32],
+        query: &SemanticQuery,
         terms: &Terms,
         opts: &SearchOptions,
         want: usize,
@@ -293,11 +305,7 @@ impl Searcher<'_> {
             return Ok(lexical);
         }
         let pool = r.pool.max(want).clamp(1, MAX_RANKED);
-        let (min_pages, weight) = self.semantic_gate()?;
-        if weight == 0.0 && r.lexical_weight != 0.0 {
-            return Ok(lexical);
-        }
-        let nearest = self.nearest_candidates(query, opts, min_pages, pool)?;
+        let nearest = self.nearest_candidates(&query.vector, opts, query.min_pages, pool)?;
         if nearest.is_empty() {
             return Ok(lexical);
         }
@@ -307,7 +315,7 @@ impl Searcher<'_> {
         } else {
             Vec::new()
         };
-        let mut rankings = vec![(r.lexical_weight, lexical), (weight, nearest)];
+        let mut rankings = vec![(r.lexical_weight, lexical), (query.weight, nearest)];
         if r.plain_weight != 0.0 {
             rankings.push((r.plain_weight, self.plain_candidates(terms, opts, pool)?));
         }
@@ -320,21 +328,21 @@ impl Searcher<'_> {
     }
 
     /// How [`Ranking::semantic_gate`] lets the semantic leg rank this index: the fewest pages
-    /// an event must have for its pages to be ranked by the leg, and the leg's weight.
-    fn semantic_gate(&self) -> Result<(u64, f64)> {
+    /// an event must have for its pages to be ranked by the leg, and the leg's weight; `None`
+    /// when the leg would leave the lexical ranking as it is (no weight beside a lexical
+    /// ranking), so the question need not be embedded at all.
+    #[cfg_attr(
+        not(feature = "semantic"),
+        allow(dead_code, reason = "without the leg only the tests read the gate")
+    )]
+    pub(crate) fn semantic_gate(&self) -> Result<Option<(u64, f64)>> {
         let r = self.ranking;
-        Ok(match r.semantic_gate {
+        let (min_pages, weight) = match r.semantic_gate {
             SemanticGate::Every => (1, r.semantic_weight),
             SemanticGate::LongEvents => (2, r.semantic_weight),
             SemanticGate::LongShare => (1, r.semantic_weight * (2.0 * self.long_share()?).min(1.0)),
-        })
-    }
-
-    /// Whether the semantic leg would leave the lexical ranking as it is (its gated weight is
-    /// 0 beside a lexical ranking): then the question need not be embedded at all.
-    #[cfg(feature = "semantic")]
-    pub(crate) fn semantic_idle(&self) -> Result<bool> {
-        Ok(self.semantic_gate()?.1 == 0.0 && self.ranking.lexical_weight != 0.0)
+        };
+        Ok((weight != 0.0 || r.lexical_weight == 0.0).then_some((min_pages, weight)))
     }
 
     /// The share of the conversation's indexed events that are longer than one page (0 for an
